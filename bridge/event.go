@@ -1,0 +1,148 @@
+package bridge
+
+import (
+	"context"
+	"time"
+)
+
+// Kind says what an Event asks of the bridge.
+type Kind int
+
+const (
+	// KindMessage is a chat message for the conversation's Agent. Text that starts
+	// with "!flow" or "!agent" is handled as the matching command instead.
+	KindMessage Kind = iota + 1
+	// KindCommand is a slash command: Command names it ("flow" or "agent") and
+	// Text holds its arguments.
+	KindCommand
+	// KindAction is a button press on a message the bridge sent earlier.
+	KindAction
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindMessage:
+		return "message"
+	case KindCommand:
+		return "command"
+	case KindAction:
+		return "action"
+	}
+	return "unknown"
+}
+
+// Command words an adapter passes in Event.Command.
+const (
+	CommandFlow  = "flow"
+	CommandAgent = "agent"
+)
+
+// Action IDs the bridge puts on buttons and expects back in Event.Action.
+const (
+	ActionShare   = "share"
+	ActionConfirm = "confirm"
+	ActionCancel  = "cancel"
+)
+
+// Event is one thing that happened on a platform, already translated by its adapter.
+type Event struct {
+	Kind Kind
+	// Platform is the adapter's name: "slack", "discord" or "console".
+	Platform string
+	// Conversation is the key of the conversation the event belongs to, such as
+	// "slack/T0123/C0456/1716212345.000100" or "discord/<guild>/<thread>". Messages
+	// with one key share an Agent session and are handled one at a time.
+	Conversation string
+	// Team is the Slack team or Discord guild ID ("" in DMs where unknown).
+	Team string
+	// Channel is the platform channel ID, used by channel access rules.
+	Channel string
+	User    User
+	// Text is the message text (KindMessage) or the command's arguments (KindCommand),
+	// with any mention of the bot already removed.
+	Text string
+	// Command is CommandFlow or CommandAgent for KindCommand.
+	Command string
+	// Action is the pressed button for KindAction.
+	Action Action
+	// MaxFlowTimeout caps a flow's timeout where the platform cannot deliver a
+	// result after some time (Discord interaction tokens live 15 minutes); 0 means no cap.
+	MaxFlowTimeout time.Duration
+	// Reply answers the event. It may also implement Updater, Typist and Dismisser.
+	Reply Responder
+}
+
+// User is the person behind an event.
+type User struct {
+	ID   string
+	Name string
+	// Groups holds Slack user group IDs or Discord role IDs, for access rules.
+	Groups []string
+}
+
+// Action is a pressed button: the ID and value the bridge put on it.
+type Action struct {
+	ID    string
+	Value string
+}
+
+// ReplyKind tells an adapter what a reply is, so it can style it.
+type ReplyKind int
+
+const (
+	ReplyAgent    ReplyKind = iota + 1 // an Agent's answer
+	ReplyFlow                          // a Flow's result
+	ReplyInfo                          // help, status and other bridge messages
+	ReplyError                         // something went wrong or input was refused
+	ReplyProgress                      // work has started ("Running healthcheck…")
+	ReplyConfirm                       // a question with Run / Cancel buttons
+)
+
+// Reply is what the bridge sends back. Text is Markdown; the adapter renders it
+// for its platform, splits it within the platform's limits and makes sure it
+// cannot ping anyone.
+type Reply struct {
+	Kind ReplyKind
+	Text string
+	// Ephemeral asks for a message only the event's user sees, where the platform
+	// can; elsewhere the adapter sends it normally.
+	Ephemeral bool
+	// Footer is a short context line (which flow, who ran it, how long it took).
+	Footer string
+	// Buttons are rendered below the text; a press comes back as a KindAction event.
+	Buttons []Button
+}
+
+// Button is a pressable control on a reply.
+type Button struct {
+	Action Action
+	Label  string
+	// Style is "" (default), "primary" or "danger".
+	Style string
+}
+
+// MessageRef identifies a sent message for a later Update; adapters choose its form.
+type MessageRef string
+
+// Responder sends replies for one event. An adapter implements it per event.
+type Responder interface {
+	Send(ctx context.Context, r Reply) (MessageRef, error)
+}
+
+// Updater is implemented by responders that can replace a sent message in place.
+type Updater interface {
+	Update(ctx context.Context, ref MessageRef, r Reply) error
+}
+
+// Typist is implemented by responders that can show the bridge is working
+// (a typing indicator, a reaction, a placeholder). The returned stop is called
+// once the reply is on its way.
+type Typist interface {
+	Typing(ctx context.Context) (stop func())
+}
+
+// Dismisser is implemented by responders of button presses that can remove the
+// ephemeral message the button was on (after "Share with channel").
+type Dismisser interface {
+	Dismiss(ctx context.Context) error
+}
