@@ -228,8 +228,10 @@ func TestStatusCodes(t *testing.T) {
 			status: 408, want: workspace.ErrTimeout, text: "408 Request Timeout",
 		},
 		{
-			name:   "flow forced 400",
-			setup:  func(f *workspacetest.Server) { f.AddFlow(workspacetest.Flow{UUID: "bad", Status: 400, Body: `{"error":"no"}`}) },
+			name: "flow forced 400",
+			setup: func(f *workspacetest.Server) {
+				f.AddFlow(workspacetest.Flow{UUID: "bad", Status: 400, Body: `{"error":"no"}`})
+			},
 			call:   runFlow("bad", time.Minute),
 			status: 400, want: workspace.ErrBadRequest, text: `{"error":"no"}`,
 		},
@@ -348,10 +350,10 @@ func TestCreateSessionShapes(t *testing.T) {
 	}
 
 	bodies := map[string]string{
-		`{"result":{"session_uuid":"a"},"uuid":"b"}`:          "a",
-		`{"result":{"session_uuid":"","uuid":"b"}}`:            "b",
-		`{"result":"text","session_uuid":"c"}`:                 "c",
-		`{"result":{"session_uuid":7},"uuid":"d"}`:             "d",
+		`{"result":{"session_uuid":"a"},"uuid":"b"}`:            "a",
+		`{"result":{"session_uuid":"","uuid":"b"}}`:             "b",
+		`{"result":"text","session_uuid":"c"}`:                  "c",
+		`{"result":{"session_uuid":7},"uuid":"d"}`:              "d",
 		`{"result":{"uuid":"e"},"session_uuid":"f","uuid":"g"}`: "e",
 	}
 	for body, want := range bodies {

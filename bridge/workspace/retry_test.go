@@ -22,7 +22,7 @@ func TestRetryAfter(t *testing.T) {
 		name       string
 		status     int
 		retryAfter string // "date+5s" is an HTTP date 5 s ahead
-		times      int // forced answers before success; 0 = always
+		times      int    // forced answers before success; 0 = always
 		maxRetries int
 		wantCalls  int
 		wantWait   time.Duration
