@@ -1,0 +1,142 @@
+package sessionmap
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// An event entry is the event ID mapped to a version byte and its expiry
+// (timeKey). A second bucket indexes the same entries by expiry followed by
+// ID, so purging reads only what has expired.
+const eventV1 = 1
+
+// MarkEvent records that the event id was delivered, to expire ttl after now,
+// and reports whether this is its first delivery: false means id was seen
+// before and has not expired, so the caller drops the event. An expired
+// entry counts as new and is renewed. The check and the write are one
+// transaction, so of two concurrent deliveries exactly one is first.
+func (s *Store) MarkEvent(id string, ttl time.Duration, now time.Time) (first bool, err error) {
+	if err := checkKey("event id", id); err != nil {
+		return false, fmt.Errorf("mark event: %w", err)
+	}
+	if ttl <= 0 {
+		return false, fmt.Errorf("mark event %q: ttl %v is not positive", id, ttl)
+	}
+	exp := now.Add(ttl)
+	if now.Before(minNanoTime) || exp.After(maxNanoTime) {
+		return false, fmt.Errorf("mark event %q: time %v out of range", id, now)
+	}
+	nowKey := timeKey(now)
+	expKey := timeKey(exp)
+	err = s.update(func(tx *bolt.Tx) error {
+		events, index := tx.Bucket(bucketEvents), tx.Bucket(bucketEventExp)
+		k := []byte(id)
+		if v := events.Get(k); v != nil {
+			old, err := decodeEvent(v)
+			if err != nil {
+				return err
+			}
+			if string(old[:]) > string(nowKey[:]) {
+				return nil // seen and still live
+			}
+			if err := index.Delete(indexKey(old, id)); err != nil {
+				return err
+			}
+		} else if err := addCounter(tx, metaEvents, 1); err != nil {
+			return err
+		}
+		first = true
+		if err := events.Put(k, append([]byte{eventV1}, expKey[:]...)); err != nil {
+			return err
+		}
+		return index.Put(indexKey(expKey, id), nil)
+	})
+	if err != nil {
+		return false, fmt.Errorf("mark event %q: %w", id, err)
+	}
+	return first, nil
+}
+
+// PurgeEvents removes the entries expired at now and returns how many. It
+// deletes in chunks of short transactions, so it never holds the write lock
+// for long.
+func (s *Store) PurgeEvents(now time.Time) (int, error) {
+	if now.Before(minNanoTime) || now.After(maxNanoTime) {
+		return 0, fmt.Errorf("purge events: time %v out of range", now)
+	}
+	nowKey := timeKey(now)
+	total := 0
+	for {
+		n, more := 0, false
+		err := s.update(func(tx *bolt.Tx) error {
+			events, index := tx.Bucket(bucketEvents), tx.Bucket(bucketEventExp)
+			var expired [][]byte
+			c := index.Cursor()
+			for k, _ := c.First(); k != nil && len(k) >= 8 && string(k[:8]) <= string(nowKey[:]); k, _ = c.Next() {
+				if len(expired) == scanChunk {
+					more = true
+					break
+				}
+				expired = append(expired, k) // valid until the txn ends
+			}
+			// Deleting after the walk: bbolt cursors can skip a key when the
+			// bucket changes under them.
+			for _, k := range expired {
+				if err := index.Delete(k); err != nil {
+					return err
+				}
+				id := k[8:]
+				// A renewed event has a newer index entry; its main entry
+				// then belongs to that one.
+				if v := events.Get(id); v != nil {
+					if exp, err := decodeEvent(v); err != nil || string(exp[:]) == string(k[:8]) {
+						if err := events.Delete(id); err != nil {
+							return err
+						}
+						n++
+					}
+				}
+			}
+			return addCounter(tx, metaEvents, -int64(n))
+		})
+		if err != nil {
+			return total, fmt.Errorf("purge events: %w", err)
+		}
+		total += n
+		if !more {
+			return total, nil
+		}
+	}
+}
+
+func decodeEvent(v []byte) ([8]byte, error) {
+	if len(v) != 9 || v[0] != eventV1 {
+		return [8]byte{}, fmt.Errorf("%w: event record of %d bytes", errRecord, len(v))
+	}
+	return [8]byte(v[1:]), nil
+}
+
+func indexKey(exp [8]byte, id string) []byte {
+	k := make([]byte, 0, 8+len(id))
+	return append(append(k, exp[:]...), id...)
+}
+
+// timeKey encodes t's Unix nanoseconds so that byte order is time order,
+// negative times included (the sign bit is flipped). t must lie between
+// minNanoTime and maxNanoTime.
+func timeKey(t time.Time) [8]byte {
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], uint64(t.UnixNano())^(1<<63))
+	return k
+}
+
+func keyTime(k []byte) (time.Time, error) {
+	if len(k) < 8 {
+		return time.Time{}, errors.New("time key too short")
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(k)^(1<<63))), nil
+}

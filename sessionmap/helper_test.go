@@ -1,0 +1,99 @@
+package sessionmap
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// The test binary doubles as a helper process: with helperEnv set it runs
+// one of the modes below instead of the tests, so lock and crash behaviour
+// can be checked across real processes.
+const (
+	helperEnv     = "SESSIONMAP_TEST_HELPER"
+	helperPathEnv = "SESSIONMAP_TEST_PATH"
+
+	modeHoldLock = "hold-lock"    // open, print "locked", hold until stdin closes
+	modeWriter   = "crash-writer" // put sessions forever, printing each key once stored
+)
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(runHelper(mode, os.Getenv(helperPathEnv)))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func runHelper(mode, path string) int {
+	s, err := Open(path, Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer s.Close()
+	switch mode {
+	case modeHoldLock:
+		fmt.Println("locked")
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		return 0
+	case modeWriter:
+		for i := 0; ; i++ {
+			key := writerKey(i)
+			if err := s.PutSession(Session{Key: key, Agent: "helper", SessionUUID: testUUID(i), Created: time.Now()}); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 2
+			}
+			fmt.Println(key)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
+	return 2
+}
+
+// startHelper runs the test binary in mode on path and returns it with its
+// stdin and a line reader on its stdout.
+func startHelper(t *testing.T, mode, path string) (*exec.Cmd, io.WriteCloser, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode, helperPathEnv+"="+path)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd, stdin, bufio.NewScanner(stdout)
+}
+
+func writerKey(i int) string { return fmt.Sprintf("slack/T0123/C0456/1716212345.%06d", i) }
+
+func testUUID(i int) string { return fmt.Sprintf("0190f5a2-7c1e-7abc-8def-%012x", i) }
+
+func openTest(t testing.TB, opts Options) (*Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "flowbridge.db")
+	s, err := Open(path, opts)
+	if err != nil {
+		t.Fatalf("Open(%q) = %v", path, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, path
+}

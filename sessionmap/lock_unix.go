@@ -1,0 +1,16 @@
+//go:build unix
+
+package sessionmap
+
+import (
+	"os"
+	"syscall"
+)
+
+// tryLockShared takes a shared advisory lock on f without waiting and
+// reports whether it got it; closing f releases it. bbolt takes an
+// exclusive lock on the same file, so a false result means a writer is
+// active.
+func tryLockShared(f *os.File) bool {
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB) == nil
+}

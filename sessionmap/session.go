@@ -1,0 +1,331 @@
+package sessionmap
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Session maps a conversation to an Agent session of the AI workspace.
+type Session struct {
+	// Key is the conversation key, e.g. "slack/T0123/C0456/1716212345.000100".
+	Key string
+	// Agent is the name of the agent the session belongs to.
+	Agent string
+	// SessionUUID is the workspace's session UUID.
+	SessionUUID string
+	// Created is when the session was created; LastUsed when the
+	// conversation last used it. Times survive a round trip to the
+	// nanosecond; the zero time stays zero.
+	Created, LastUsed time.Time
+}
+
+// Session returns the session of the conversation key; ok is false when the
+// conversation has none.
+func (s *Store) Session(key string) (rec Session, ok bool, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketSessions).Get([]byte(key))
+		if v == nil {
+			return nil
+		}
+		rec, err = decodeSession(v)
+		if err != nil {
+			return err
+		}
+		rec.Key, ok = key, true
+		return nil
+	})
+	if err != nil {
+		return Session{}, false, fmt.Errorf("session %q: %w", key, err)
+	}
+	return rec, ok, nil
+}
+
+// PutSession stores rec under rec.Key, replacing any previous record.
+func (s *Store) PutSession(rec Session) error {
+	if err := checkKey("conversation key", rec.Key); err != nil {
+		return fmt.Errorf("put session: %w", err)
+	}
+	v, err := appendSession(nil, rec)
+	if err != nil {
+		return fmt.Errorf("put session %q: %w", rec.Key, err)
+	}
+	err = s.update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketSessions)
+		k := []byte(rec.Key)
+		isNew := b.Get(k) == nil
+		if err := b.Put(k, v); err != nil {
+			return err
+		}
+		if isNew {
+			return addCounter(tx, metaSessions, 1)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("put session %q: %w", rec.Key, err)
+	}
+	return nil
+}
+
+// DeleteSession forgets the session of the conversation key and reports
+// whether there was one. The conversation's agent choice and last reply stay.
+func (s *Store) DeleteSession(key string) (bool, error) {
+	var found bool
+	err := s.update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketSessions)
+		k := []byte(key)
+		if b.Get(k) == nil {
+			return nil
+		}
+		found = true
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+		return addCounter(tx, metaSessions, -1)
+	})
+	if err != nil {
+		return false, fmt.Errorf("delete session %q: %w", key, err)
+	}
+	return found, nil
+}
+
+// ListSessions returns the sessions whose key starts with prefix ("" for
+// all), sorted by key. A large listing is read in chunks of short
+// transactions, so it is not one snapshot.
+func (s *Store) ListSessions(prefix string) ([]Session, error) {
+	var out []Session
+	p := []byte(prefix)
+	err := s.scan(bucketSessions, p,
+		func(k []byte) bool { return bytes.HasPrefix(k, p) },
+		func(k, v []byte) (bool, error) {
+			rec, err := decodeSession(v)
+			if err != nil {
+				return false, fmt.Errorf("session %q: %w", k, err)
+			}
+			rec.Key = string(k)
+			out = append(out, rec)
+			return true, nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("list sessions %q: %w", prefix, err)
+	}
+	return out, nil
+}
+
+// Session record, format version 1:
+//
+//	version   byte (1)
+//	flags     byte: flagUUID16, flagCreated, flagLastUsed
+//	agent     uvarint length, bytes
+//	session   16 bytes if flagUUID16, else uvarint length, bytes
+//	created   varint Unix nanoseconds, if flagCreated
+//	last used varint Unix nanoseconds, if flagLastUsed
+//
+// A canonical lower-case UUID is stored as its 16 bytes, which saves 20 bytes
+// a record; any other session ID is stored as given. Absent times are zero.
+const (
+	sessionV1 = 1
+
+	flagUUID16   = 1 << 0
+	flagCreated  = 1 << 1
+	flagLastUsed = 1 << 2
+	flagsKnown   = flagUUID16 | flagCreated | flagLastUsed
+)
+
+// errRecord is wrapped by every decoding failure; it itself wraps
+// ErrCorrupt.
+var errRecord = fmt.Errorf("%w: bad record", ErrCorrupt)
+
+// minNanoTime and maxNanoTime bound the times a record can hold (years 1678
+// to 2262): Unix nanoseconds outside them do not fit an int64.
+var (
+	minNanoTime = time.Unix(0, math.MinInt64)
+	maxNanoTime = time.Unix(0, math.MaxInt64)
+)
+
+func appendSession(dst []byte, rec Session) ([]byte, error) {
+	var flags byte
+	uuid, isUUID := parseUUID(rec.SessionUUID)
+	if isUUID {
+		flags |= flagUUID16
+	}
+	if !rec.Created.IsZero() {
+		flags |= flagCreated
+	}
+	if !rec.LastUsed.IsZero() {
+		flags |= flagLastUsed
+	}
+	dst = append(dst, sessionV1, flags)
+	dst = binary.AppendUvarint(dst, uint64(len(rec.Agent)))
+	dst = append(dst, rec.Agent...)
+	if isUUID {
+		dst = append(dst, uuid[:]...)
+	} else {
+		dst = binary.AppendUvarint(dst, uint64(len(rec.SessionUUID)))
+		dst = append(dst, rec.SessionUUID...)
+	}
+	for _, t := range []struct {
+		name string
+		t    time.Time
+	}{{"created", rec.Created}, {"last used", rec.LastUsed}} {
+		if t.t.IsZero() {
+			continue
+		}
+		if t.t.Before(minNanoTime) || t.t.After(maxNanoTime) {
+			return nil, fmt.Errorf("%s time %v out of range", t.name, t.t)
+		}
+		dst = binary.AppendVarint(dst, t.t.UnixNano())
+	}
+	return dst, nil
+}
+
+// decodeSession decodes a record, copying every byte out of v (which may be
+// bbolt's memory). Key is left empty.
+func decodeSession(v []byte) (Session, error) {
+	d := decoder{b: v}
+	var rec Session
+	if ver := d.byte(); d.err == nil && ver != sessionV1 {
+		return Session{}, fmt.Errorf("%w: session record version %d", errRecord, ver)
+	}
+	flags := d.byte()
+	if d.err == nil && flags&^flagsKnown != 0 {
+		return Session{}, fmt.Errorf("%w: session record flags %#x", errRecord, flags)
+	}
+	rec.Agent = d.string()
+	if flags&flagUUID16 != 0 {
+		if b := d.bytes(16); b != nil {
+			rec.SessionUUID = formatUUID([16]byte(b))
+		}
+	} else {
+		rec.SessionUUID = d.string()
+	}
+	if flags&flagCreated != 0 {
+		rec.Created = time.Unix(0, d.varint())
+	}
+	if flags&flagLastUsed != 0 {
+		rec.LastUsed = time.Unix(0, d.varint())
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return Session{}, fmt.Errorf("%w: session record: %w", errRecord, d.err)
+	}
+	return rec, nil
+}
+
+// decoder reads a record front to back; the first failure sticks and later
+// reads return zero values.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+var errShort = errors.New("record too short")
+
+func (d *decoder) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) == 0 {
+		d.err = errShort
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) bytes(n uint64) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if uint64(len(d.b)) < n {
+		d.err = errShort
+		return nil
+	}
+	b := d.b[:n]
+	d.b = d.b[n:]
+	return b
+}
+
+func (d *decoder) string() string {
+	if d.err != nil {
+		return ""
+	}
+	n, k := binary.Uvarint(d.b)
+	if k <= 0 {
+		d.err = errors.New("bad length")
+		return ""
+	}
+	d.b = d.b[k:]
+	return string(d.bytes(n))
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	n, k := binary.Varint(d.b)
+	if k <= 0 {
+		d.err = errors.New("bad number")
+		return 0
+	}
+	d.b = d.b[k:]
+	return n
+}
+
+// parseUUID reports whether s is a UUID in canonical lower-case form
+// (8-4-4-4-12 hex digits), the only form that formatUUID gives back exactly.
+func parseUUID(s string) ([16]byte, bool) {
+	var u [16]byte
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return u, false
+	}
+	j := 0
+	for i := 0; i < 36; {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			i++
+			continue
+		}
+		hi, ok1 := lowerHex(s[i])
+		lo, ok2 := lowerHex(s[i+1])
+		if !ok1 || !ok2 {
+			return u, false
+		}
+		u[j] = hi<<4 | lo
+		i, j = i+2, j+1
+	}
+	return u, true
+}
+
+func lowerHex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
+}
+
+func formatUUID(u [16]byte) string {
+	var buf [36]byte
+	hex.Encode(buf[0:8], u[0:4])
+	buf[8] = '-'
+	hex.Encode(buf[9:13], u[4:6])
+	buf[13] = '-'
+	hex.Encode(buf[14:18], u[6:8])
+	buf[18] = '-'
+	hex.Encode(buf[19:23], u[8:10])
+	buf[23] = '-'
+	hex.Encode(buf[24:], u[10:])
+	return string(buf[:])
+}

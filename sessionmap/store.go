@@ -1,0 +1,450 @@
+// Package sessionmap is flowbridge's durable state in a bbolt file: conversation sessions, agent choices, last replies, event de-duplication and the audit log.
+package sessionmap
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// Sentinel errors; every error the Store returns that matches one of them
+// wraps it, so callers test with errors.Is.
+var (
+	// ErrLocked means another process (or another Store in this process)
+	// holds the file's lock; bbolt admits a single writer process.
+	ErrLocked = errors.New("store is locked by another flowbridge")
+	// ErrCorrupt means the file is not a flowbridge store, is damaged, or a
+	// single record in it cannot be decoded.
+	ErrCorrupt = errors.New("store is corrupt")
+	// ErrClosed means the Store was used after Close.
+	ErrClosed = errors.New("store is closed")
+)
+
+// DefaultTimeout is how long Open waits for the file lock when
+// Options.Timeout is not set.
+const DefaultTimeout = time.Second
+
+// formatVersion is the layout of buckets and records this package writes.
+// A file carrying a newer number was written by a newer flowbridge and is
+// refused rather than misread.
+const formatVersion = 1
+
+// scanChunk bounds how many keys one transaction visits in scans and
+// deletions, so a long listing or prune never holds a transaction (and, for
+// writes, the single writer lock) for long.
+const scanChunk = 1024
+
+// Bucket names. Short, since they are stored once and read on every
+// transaction.
+var (
+	bucketMeta     = []byte("meta")
+	bucketSessions = []byte("sessions")
+	bucketAgents   = []byte("agents")
+	bucketReplies  = []byte("replies")
+	bucketEvents   = []byte("events")
+	bucketEventExp = []byte("events_by_expiry")
+	bucketAudit    = []byte("audit")
+
+	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketAgents, bucketReplies, bucketEvents, bucketEventExp, bucketAudit}
+)
+
+// Keys inside bucketMeta. The counters make Stats cheap: counting a million
+// keys would walk every leaf page.
+var (
+	metaFormat   = []byte("format")
+	metaSessions = []byte("n_sessions")
+	metaEvents   = []byte("n_events")
+	metaAudit    = []byte("n_audit")
+)
+
+// Options tune Open.
+type Options struct {
+	// Timeout is how long Open waits for another holder of the file lock to
+	// let go before failing with ErrLocked. Zero or negative means
+	// DefaultTimeout; Open never waits forever.
+	Timeout time.Duration
+	// NoSync skips fsync on commit. It trades durability for speed and is
+	// meant only for benchmarks and bulk loading.
+	NoSync bool
+}
+
+// Store is the bbolt-backed state of a flowbridge process. It is safe for
+// concurrent use by many goroutines. Every write is its own short
+// transaction, committed (and, unless NoSync, fsynced) before the method
+// returns.
+type Store struct {
+	db   *bolt.DB
+	path string
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Stats is a cheap snapshot of the store's size, for metrics and readiness.
+type Stats struct {
+	// Open is false once the Store is closed; the other fields are then zero.
+	Open bool
+	// Sessions is the number of conversation-to-session mappings.
+	Sessions int64
+	// Events is the number of de-duplication entries, including expired
+	// ones not yet purged.
+	Events int64
+	// AuditEntries is the number of audit entries.
+	AuditEntries int64
+	// FileSize is the size of the data in bytes (the file may be larger).
+	FileSize int64
+}
+
+// Open opens the store at path, creating it with mode 0600 if it does not
+// exist. An existing file readable by group or others has those permission
+// bits removed, since it holds who ran what. If another process holds the
+// store, Open fails after opts.Timeout with an error wrapping ErrLocked that
+// names the path; a file that is not a flowbridge store or is damaged gives
+// an error wrapping ErrCorrupt. The check on open is cheap (meta pages,
+// bounds, buckets); Check walks the whole file.
+func Open(path string, opts Options) (s *Store, err error) {
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	if err := precheck(path); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+
+	// bbolt reads pages through an mmap without bounds checks, so a damaged
+	// file can fault or panic inside it. A fault becomes a panic only on a
+	// goroutine that asked for it, and only here, where the file is first
+	// read, do we turn such panics into ErrCorrupt.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	var file *os.File
+	var db *bolt.DB
+	defer func() {
+		if r := recover(); r != nil {
+			if db != nil {
+				_ = closeAfterPanic(db)
+			} else if file != nil {
+				// bbolt panicked before handing us the DB: at least
+				// release the lock by closing the descriptor.
+				_ = file.Close()
+			}
+			s, err = nil, fmt.Errorf("open store %s: %w: %v", path, ErrCorrupt, r)
+		}
+	}()
+
+	db, err = bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:      timeout,
+		NoSync:       opts.NoSync,
+		FreelistType: bolt.FreelistMapType,
+		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+			f, err := os.OpenFile(name, flag, perm)
+			file = f
+			return f, err
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, classifyOpenError(path, err))
+	}
+	if err := tightenMode(path); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	if err := initBuckets(db); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return &Store{db: db, path: path}, nil
+}
+
+// closeAfterPanic closes db, itself guarded: a damaged file may make even the
+// unmap path misbehave, and Open must return an error, not crash.
+func closeAfterPanic(db *bolt.DB) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("close after panic: %v", r)
+		}
+	}()
+	return db.Close()
+}
+
+func classifyOpenError(path string, err error) error {
+	switch {
+	case errors.Is(err, berrors.ErrTimeout):
+		return fmt.Errorf("%w (%s)", ErrLocked, path)
+	case errors.Is(err, berrors.ErrInvalid),
+		errors.Is(err, berrors.ErrVersionMismatch),
+		errors.Is(err, berrors.ErrChecksum):
+		return fmt.Errorf("%w: not a valid bbolt file: %w", ErrCorrupt, err)
+	}
+	return err
+}
+
+// tightenMode removes group and other permission bits from the file: bbolt
+// applies the 0600 mode only when it creates the file.
+func tightenMode(path string) error {
+	info, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if perm := info.Mode().Perm(); perm&0o077 != 0 {
+		if err := os.Chmod(path, perm&^0o077); err != nil {
+			return fmt.Errorf("restrict file mode: %w", err)
+		}
+	}
+	return nil
+}
+
+// initBuckets creates missing buckets, checks the format version, and
+// rebuilds any missing counter.
+func initBuckets(db *bolt.DB) error {
+	return db.Update(func(tx *bolt.Tx) error {
+		// bbolt follows page ids without bounds checks; a bucket rooted
+		// past the end of the file would fault on first use.
+		pages := uint64(tx.Size()) / uint64(db.Info().PageSize)
+		for _, name := range allBuckets {
+			b, err := tx.CreateBucketIfNotExists(name)
+			if err != nil {
+				return fmt.Errorf("create bucket %s: %w", name, err)
+			}
+			if root := uint64(b.Root()); root >= pages {
+				return fmt.Errorf("%w: bucket %s rooted at page %d of %d", ErrCorrupt, name, root, pages)
+			}
+		}
+		meta := tx.Bucket(bucketMeta)
+		if v := meta.Get(metaFormat); v == nil {
+			if err := meta.Put(metaFormat, encodeCounter(formatVersion)); err != nil {
+				return err
+			}
+		} else if n, err := decodeCounter(v); err != nil {
+			return fmt.Errorf("%w: format version: %w", ErrCorrupt, err)
+		} else if n != formatVersion {
+			return fmt.Errorf("%w: store format %d, this flowbridge reads format %d", ErrCorrupt, n, formatVersion)
+		}
+		for _, c := range []struct{ key, bucket []byte }{
+			{metaSessions, bucketSessions},
+			{metaEvents, bucketEvents},
+			{metaAudit, bucketAudit},
+		} {
+			if meta.Get(c.key) != nil {
+				continue
+			}
+			n := tx.Bucket(c.bucket).Stats().KeyN
+			if err := meta.Put(c.key, encodeCounter(int64(n))); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Close closes the store, waiting for running transactions. Later calls
+// return the first call's result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		if err := s.db.Close(); err != nil {
+			s.closeErr = fmt.Errorf("close store %s: %w", s.path, err)
+		}
+	})
+	return s.closeErr
+}
+
+// Path returns the file path the store was opened with.
+func (s *Store) Path() string { return s.path }
+
+// Stats returns the store's counters. It costs one read transaction.
+func (s *Store) Stats() Stats {
+	var st Stats
+	err := s.db.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		st = Stats{
+			Open:         true,
+			Sessions:     counter(meta, metaSessions),
+			Events:       counter(meta, metaEvents),
+			AuditEntries: counter(meta, metaAudit),
+			FileSize:     tx.Size(),
+		}
+		return nil
+	})
+	if err != nil {
+		return Stats{}
+	}
+	return st
+}
+
+// Check walks every page of the file and reports inconsistencies, joined.
+// It holds a read transaction for the whole walk (seconds for a large
+// file), so it is meant for the command line, not the serving path.
+func (s *Store) Check() error {
+	var errs []error
+	err := s.view(func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			errs = append(errs, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("check %s: %w: %w", s.path, ErrCorrupt, errors.Join(errs...))
+	}
+	return nil
+}
+
+// Backup writes a consistent copy of the whole file to w while the store
+// keeps serving, and returns the bytes written. The copy is a valid store
+// file. It holds one read transaction for the duration of the write, so a
+// slow w delays only file growth (bbolt remaps wait for readers), not reads
+// or ordinary writes.
+func (s *Store) Backup(w io.Writer) (int64, error) {
+	var n int64
+	err := s.view(func(tx *bolt.Tx) error {
+		var err error
+		n, err = tx.WriteTo(w)
+		return err
+	})
+	if err != nil {
+		return n, fmt.Errorf("backup: %w", err)
+	}
+	return n, nil
+}
+
+// view and update run fn in a transaction and map bbolt's closed-database
+// error to ErrClosed.
+func (s *Store) view(fn func(*bolt.Tx) error) error {
+	return mapClosed(s.db.View(fn))
+}
+
+func (s *Store) update(fn func(*bolt.Tx) error) error {
+	return mapClosed(s.db.Update(fn))
+}
+
+func mapClosed(err error) error {
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	return err
+}
+
+func encodeCounter(n int64) []byte {
+	return binary.BigEndian.AppendUint64(nil, uint64(n))
+}
+
+func decodeCounter(v []byte) (int64, error) {
+	if len(v) != 8 {
+		return 0, fmt.Errorf("counter of %d bytes, want 8", len(v))
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+// counter reads a counter, treating a damaged one as zero: it only feeds
+// Stats, and Open rebuilds missing ones.
+func counter(meta *bolt.Bucket, key []byte) int64 {
+	n, err := decodeCounter(meta.Get(key))
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+func addCounter(tx *bolt.Tx, key []byte, delta int64) error {
+	if delta == 0 {
+		return nil
+	}
+	meta := tx.Bucket(bucketMeta)
+	return meta.Put(key, encodeCounter(counter(meta, key)+delta))
+}
+
+// checkKey rejects keys bbolt cannot store, with a message that names them.
+func checkKey(what, key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("empty %s", what)
+	case len(key) > bolt.MaxKeySize:
+		return fmt.Errorf("%s of %d bytes exceeds %d", what, len(key), bolt.MaxKeySize)
+	}
+	return nil
+}
+
+// scan visits the keys of bucket from start (inclusive) while keep(key) holds,
+// at most scanChunk per read transaction, so a long scan never pins one
+// transaction. fn receives bbolt's memory: it must copy what it keeps. fn
+// returns false to stop. Entries written between chunks may or may not be
+// seen; each chunk alone is consistent.
+func (s *Store) scan(bucket, start []byte, keep func(k []byte) bool, fn func(k, v []byte) (bool, error)) error {
+	next := bytes.Clone(start)
+	for {
+		done := true
+		err := s.view(func(tx *bolt.Tx) error {
+			c := tx.Bucket(bucket).Cursor()
+			var k, v []byte
+			if next == nil {
+				k, v = c.First()
+			} else {
+				k, v = c.Seek(next)
+			}
+			for i := 0; k != nil && keep(k); i++ {
+				if i == scanChunk {
+					next = bytes.Clone(k)
+					done = false
+					return nil
+				}
+				more, err := fn(k, v)
+				if err != nil || !more {
+					return err
+				}
+				k, v = c.Next()
+			}
+			return nil
+		})
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// scanBack is scan in reverse: it visits the keys of bucket below end
+// (exclusive; nil means from the last key) while keep(key) holds.
+func (s *Store) scanBack(bucket, end []byte, keep func(k []byte) bool, fn func(k, v []byte) (bool, error)) error {
+	next := bytes.Clone(end)
+	for {
+		done := true
+		err := s.view(func(tx *bolt.Tx) error {
+			c := tx.Bucket(bucket).Cursor()
+			var k, v []byte
+			if next == nil {
+				k, v = c.Last()
+			} else if k, _ = c.Seek(next); k == nil {
+				k, v = c.Last()
+			} else {
+				k, v = c.Prev()
+			}
+			for i := 0; k != nil && keep(k); i++ {
+				if i == scanChunk {
+					// The smallest key above k is k+"\x00": bounding the
+					// next chunk by it includes k.
+					next = append(bytes.Clone(k), 0)
+					done = false
+					return nil
+				}
+				more, err := fn(k, v)
+				if err != nil || !more {
+					return err
+				}
+				k, v = c.Prev()
+			}
+			return nil
+		})
+		if err != nil || done {
+			return err
+		}
+	}
+}
