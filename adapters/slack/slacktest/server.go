@@ -1,0 +1,308 @@
+package slacktest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// ErrClosed is returned by waits and sends once the server has been closed.
+var ErrClosed = errors.New("slacktest: server closed")
+
+// Defaults used when the matching Options field is empty.
+const (
+	DefaultBotToken  = "xoxb-1-fake-bot-token"
+	DefaultAppToken  = "xapp-1-fake-app-token"
+	DefaultTeamID    = "T0FAKE0001"
+	DefaultTeamName  = "fake"
+	DefaultBotUserID = "UBOT00001"
+	DefaultBotID     = "BBOT00001"
+	DefaultAppID     = "AFAKE00001"
+
+	// DefaultPingInterval is how often the fake pings each socket. slack-go
+	// reconnects when it sees no PING for its OptionPingInterval (30s by
+	// default), so this must stay well below any interval a test configures.
+	DefaultPingInterval = 200 * time.Millisecond
+
+	// ResponseURLUses and ResponseURLLifetime are Slack's limits on a response_url.
+	ResponseURLUses     = 5
+	ResponseURLLifetime = 30 * time.Minute
+
+	// Slack's message limits enforced by the fake.
+	MaxBlocks          = 50
+	MaxSectionText     = 3000
+	MaxMarkdownText    = 12000
+	MaxTextLength      = 40000
+	MaxHeaderText      = 150
+	MaxSectionFields   = 10
+	MaxFieldText       = 2000
+	MaxBlockID         = 255
+	MaxButtonText      = 75
+	MaxButtonValue     = 2000
+	MaxActionsElements = 25
+	MaxContextElements = 10
+)
+
+// Options configure a Server. The zero value is usable: every identity
+// field falls back to the matching Default constant.
+type Options struct {
+	BotToken  string // accepted for every Web API method except apps.connections.open
+	AppToken  string // the app-level token apps.connections.open requires
+	TeamID    string
+	TeamName  string
+	BotUserID string // auth.test user_id: the bot user
+	BotID     string // auth.test bot_id, stamped on messages the app posts
+	AppID     string
+
+	// Channels are known from the start. Channels used by the Send* helpers
+	// and AddChannel are learnt; chat methods on any other channel fail with
+	// channel_not_found, as in a workspace the bot is not part of.
+	Channels []Channel
+
+	// UserGroups answer usergroups.list and usergroups.users.list.
+	UserGroups []UserGroup
+
+	// Now is the clock for timestamps, ack times and response_url expiry.
+	// Defaults to time.Now; inject one to test expiry without waiting.
+	Now func() time.Time
+
+	// PingInterval between WebSocket PINGs on every socket; zero means
+	// DefaultPingInterval, negative disables pings (slack-go then times out).
+	PingInterval time.Duration
+}
+
+// Channel is a conversation the fake knows.
+type Channel struct {
+	ID   string // C…, G… or D…
+	Name string
+	IsIM bool
+}
+
+// UserGroup is a Slack user group (subteam).
+type UserGroup struct {
+	ID     string // S…
+	Handle string
+	Name   string
+	Users  []string
+}
+
+// Server is a fake Slack on a loopback httptest.Server. All methods are safe
+// for concurrent use.
+type Server struct {
+	opts     Options
+	now      func() time.Time
+	srv      *httptest.Server
+	upgrader websocket.Upgrader
+	wg       sync.WaitGroup // socket goroutines: httptest does not track hijacked connections
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every recorded change
+	closed  bool
+	seq     uint64
+	lastSec int64
+	lastUS  int64
+	counter int
+
+	calls    []Call
+	faults   map[string][]fault
+	channels map[string]Channel
+	groups   []UserGroup
+
+	msgs    map[msgKey]*stored // current state, app messages and user messages
+	order   []msgKey
+	history []Message // every version of every app message
+
+	tickets   map[string]bool // unused socket tickets
+	opens     int
+	conns     []*socket
+	nconns    int
+	envelopes map[string]*envelope
+	acks      []Ack
+	frames    []Frame
+	pings     bool
+
+	responseURLs  map[string]*responseURL
+	responsePosts []ResponsePost
+}
+
+// NewServer starts a fake Slack on loopback. Close it when done.
+func NewServer(opts Options) *Server {
+	def := func(p *string, v string) {
+		if *p == "" {
+			*p = v
+		}
+	}
+	def(&opts.BotToken, DefaultBotToken)
+	def(&opts.AppToken, DefaultAppToken)
+	def(&opts.TeamID, DefaultTeamID)
+	def(&opts.TeamName, DefaultTeamName)
+	def(&opts.BotUserID, DefaultBotUserID)
+	def(&opts.BotID, DefaultBotID)
+	def(&opts.AppID, DefaultAppID)
+	if opts.PingInterval == 0 {
+		opts.PingInterval = DefaultPingInterval
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	s := &Server{
+		opts:    opts,
+		now:     now,
+		changed: make(chan struct{}),
+		// slack-go dials with Origin https://api.slack.com, which gorilla's
+		// default same-origin check rejects.
+		upgrader:     websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }},
+		faults:       make(map[string][]fault),
+		channels:     make(map[string]Channel),
+		groups:       append([]UserGroup(nil), opts.UserGroups...),
+		msgs:         make(map[msgKey]*stored),
+		tickets:      make(map[string]bool),
+		envelopes:    make(map[string]*envelope),
+		responseURLs: make(map[string]*responseURL),
+		pings:        opts.PingInterval > 0,
+	}
+	for _, c := range opts.Channels {
+		s.channels[c.ID] = c
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/api/{method}", s.handleAPI)
+	mux.HandleFunc("GET /link/", s.handleSocket)
+	mux.HandleFunc("POST /response/{id}", s.handleResponseURL)
+	s.srv = httptest.NewServer(mux)
+	return s
+}
+
+// URL is the server's base URL, e.g. "http://127.0.0.1:34567".
+func (s *Server) URL() string { return s.srv.URL }
+
+// APIURL is the Web API base for slack.OptionAPIURL; it ends in "/api/".
+func (s *Server) APIURL() string { return s.srv.URL + "/api/" }
+
+// Client returns an HTTP client for the server (plain loopback; no proxy).
+func (s *Server) Client() *http.Client { return s.srv.Client() }
+
+// BotToken is the bot token the server accepts.
+func (s *Server) BotToken() string { return s.opts.BotToken }
+
+// AppToken is the app-level token apps.connections.open accepts.
+func (s *Server) AppToken() string { return s.opts.AppToken }
+
+// TeamID is the fake workspace's ID.
+func (s *Server) TeamID() string { return s.opts.TeamID }
+
+// BotUserID is the bot user's ID, as auth.test reports it.
+func (s *Server) BotUserID() string { return s.opts.BotUserID }
+
+// BotID is the bot's ID, as auth.test reports it.
+func (s *Server) BotID() string { return s.opts.BotID }
+
+// AppID is the app's ID.
+func (s *Server) AppID() string { return s.opts.AppID }
+
+// Close closes every socket, waits for everything the server started and
+// shuts the HTTP server down. Pending waits return ErrClosed.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	conns := append([]*socket(nil), s.conns...)
+	s.bumpLocked()
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.close()
+	}
+	s.wg.Wait()
+	s.srv.Close()
+}
+
+// AddChannel makes a channel known, so chat methods accept it.
+func (s *Server) AddChannel(c Channel) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.channels[c.ID] = c
+}
+
+// AddUserGroup adds or replaces a user group.
+func (s *Server) AddUserGroup(g UserGroup) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.groups {
+		if s.groups[i].ID == g.ID {
+			s.groups[i] = g
+			return
+		}
+	}
+	s.groups = append(s.groups, g)
+}
+
+// learnChannelLocked records a channel an event mentioned: a real workspace has it.
+func (s *Server) learnChannelLocked(id string, im bool) {
+	if id == "" {
+		return
+	}
+	if _, ok := s.channels[id]; !ok {
+		s.channels[id] = Channel{ID: id, Name: strings.ToLower(id), IsIM: im || strings.HasPrefix(id, "D")}
+	}
+}
+
+// bumpLocked wakes every waiter and hands out the next sequence number.
+func (s *Server) bumpLocked() uint64 {
+	s.seq++
+	close(s.changed)
+	s.changed = make(chan struct{})
+	return s.seq
+}
+
+// waitFor blocks until check, called under s.mu, returns true.
+func (s *Server) waitFor(ctx context.Context, what string, check func() bool) error {
+	for {
+		s.mu.Lock()
+		ok := check()
+		closed := s.closed
+		ch := s.changed
+		s.mu.Unlock()
+		if ok {
+			return nil
+		}
+		if closed {
+			return fmt.Errorf("wait for %s: %w", what, ErrClosed)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for %s: %w", what, ctx.Err())
+		case <-ch:
+		}
+	}
+}
+
+// nextTSLocked mints a Slack timestamp ("1716212345.000100") from the clock,
+// strictly increasing even when the clock stands still.
+func (s *Server) nextTSLocked() string {
+	t := s.now()
+	sec, us := t.Unix(), int64(t.Nanosecond()/1000)
+	if sec < s.lastSec || (sec == s.lastSec && us <= s.lastUS) {
+		sec, us = s.lastSec, s.lastUS+1
+		if us >= 1_000_000 {
+			sec, us = sec+1, 0
+		}
+	}
+	s.lastSec, s.lastUS = sec, us
+	return fmt.Sprintf("%d.%06d", sec, us)
+}
+
+// nextIDLocked mints an opaque ID with a prefix, e.g. "Ev0000000A".
+func (s *Server) nextIDLocked(prefix string) string {
+	s.counter++
+	return fmt.Sprintf("%s%08X", prefix, s.counter)
+}

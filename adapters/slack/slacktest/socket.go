@@ -1,0 +1,484 @@
+package slacktest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/gorilla/websocket"
+)
+
+// Socket Mode envelope types.
+const (
+	TypeEventsAPI     = "events_api"
+	TypeSlashCommands = "slash_commands"
+	TypeInteractive   = "interactive"
+)
+
+// socket is one Socket Mode WebSocket connection.
+type socket struct {
+	id   int
+	ws   *websocket.Conn
+	wmu  sync.Mutex // gorilla allows one concurrent writer
+	done chan struct{}
+	once sync.Once
+
+	// Guarded by Server.mu.
+	ready   bool // hello sent
+	retired bool // told to disconnect, dropped or gone: no more deliveries
+}
+
+func (c *socket) close() {
+	c.once.Do(func() {
+		close(c.done)
+		_ = c.ws.Close()
+	})
+}
+
+func (c *socket) write(msg []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	return c.ws.WriteMessage(websocket.TextMessage, msg)
+}
+
+// Ack is an acknowledgement the app sent over the socket.
+type Ack struct {
+	Seq        uint64
+	EnvelopeID string
+	Type       string          // the acked envelope's type; "" when the envelope is unknown
+	Payload    json.RawMessage // nil when the ack carried none
+	Conn       int             // the socket it arrived on (1 for the first connection)
+	At         time.Time       // Options.Now at arrival
+	Delay      time.Duration   // wall time since the envelope was written to the socket
+}
+
+// Frame is a socket message from the app that was not an ack.
+type Frame struct {
+	Seq  uint64
+	Conn int
+	Data []byte
+}
+
+// Envelope is a raw Socket Mode envelope to deliver.
+type Envelope struct {
+	Type                   string // events_api, slash_commands, interactive, or anything
+	Payload                any    // marshalled to JSON; json.RawMessage passes through
+	AcceptsResponsePayload bool
+	RetryAttempt           int
+	RetryReason            string
+}
+
+// Delivery describes what a Send helper delivered.
+type Delivery struct {
+	EnvelopeID  string
+	EventID     string // events_api
+	TS          string // the message's ts for message and app_mention events
+	ResponseURL string // slash commands and block actions
+	TriggerID   string
+}
+
+type envelope struct {
+	Envelope
+	id      string
+	raw     json.RawMessage // the payload as sent
+	sentAt  time.Time       // wall clock, for Ack.Delay
+	conn    int
+	onAck   func(s *Server, a Ack) // under s.mu
+	acked   bool
+	payload map[string]any
+}
+
+func (s *Server) appsConnectionsOpen(r *http.Request) apiResult {
+	ticket := uuid.NewString()
+	s.tickets[ticket] = true
+	s.opens++
+	return ok(map[string]any{"url": "ws://" + r.Host + "/link/?ticket=" + ticket + "&app_id=" + s.opts.AppID})
+}
+
+func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
+	ticket := r.URL.Query().Get("ticket")
+	s.mu.Lock()
+	if s.closed || !s.tickets[ticket] {
+		s.mu.Unlock()
+		// Real tickets are single-use: a reconnect must call apps.connections.open again.
+		http.Error(w, "invalid or used ticket", http.StatusUnauthorized)
+		return
+	}
+	delete(s.tickets, ticket)
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+
+	ws, err := s.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return
+	}
+	c := &socket{ws: ws, done: make(chan struct{})}
+	defer c.close()
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.nconns++
+	c.id = s.nconns
+	s.conns = append(s.conns, c)
+	live := 0
+	for _, o := range s.conns {
+		if !o.retired {
+			live++
+		}
+	}
+	s.mu.Unlock()
+
+	hello, _ := json.Marshal(map[string]any{
+		"type":            "hello",
+		"num_connections": live,
+		"debug_info": map[string]any{
+			"host":                        "applink-fake-1",
+			"build_number":                14,
+			"approximate_connection_time": 18060,
+		},
+		"connection_info": map[string]any{"app_id": s.opts.AppID},
+	})
+	if err := c.write(hello); err != nil {
+		s.forget(c)
+		return
+	}
+	s.mu.Lock()
+	c.ready = true
+	s.bumpLocked()
+	s.mu.Unlock()
+
+	s.wg.Go(func() { s.pingLoop(c) })
+	s.readLoop(c)
+	s.forget(c)
+}
+
+func (s *Server) forget(c *socket) {
+	c.close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.retired = true
+	s.conns = slices.DeleteFunc(s.conns, func(o *socket) bool { return o == c })
+	s.bumpLocked()
+}
+
+// pingLoop sends WebSocket PINGs like Slack does; slack-go treats their
+// absence as a dead connection.
+func (s *Server) pingLoop(c *socket) {
+	if s.opts.PingInterval <= 0 {
+		return
+	}
+	t := time.NewTicker(s.opts.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		on := s.pings
+		s.mu.Unlock()
+		if !on {
+			continue
+		}
+		c.wmu.Lock()
+		err := c.ws.WriteControl(websocket.PingMessage, []byte("Ping from applink-fake-1"), time.Now().Add(5*time.Second))
+		c.wmu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (s *Server) readLoop(c *socket) {
+	for {
+		_, data, err := c.ws.ReadMessage()
+		if err != nil {
+			return
+		}
+		var res struct {
+			EnvelopeID string          `json:"envelope_id"`
+			Payload    json.RawMessage `json:"payload"`
+		}
+		s.mu.Lock()
+		if json.Unmarshal(data, &res) != nil || res.EnvelopeID == "" {
+			s.frames = append(s.frames, Frame{Seq: s.bumpLocked(), Conn: c.id, Data: data})
+			s.mu.Unlock()
+			continue
+		}
+		a := Ack{EnvelopeID: res.EnvelopeID, Payload: res.Payload, Conn: c.id, At: s.now()}
+		if len(a.Payload) == 0 || string(a.Payload) == "null" {
+			a.Payload = nil
+		}
+		env := s.envelopes[a.EnvelopeID]
+		if env != nil {
+			a.Type = env.Type
+			a.Delay = time.Since(env.sentAt)
+		}
+		a.Seq = s.bumpLocked()
+		s.acks = append(s.acks, a)
+		if env != nil && !env.acked {
+			env.acked = true
+			if env.onAck != nil {
+				env.onAck(s, a)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// Send delivers a raw envelope on the newest live socket, waiting for the
+// app to connect if none is. It returns the envelope ID.
+func (s *Server) Send(ctx context.Context, e Envelope) (string, error) {
+	env, err := s.newEnvelope(e)
+	if err != nil {
+		return "", err
+	}
+	return env.id, s.deliver(ctx, env)
+}
+
+func (s *Server) newEnvelope(e Envelope) (*envelope, error) {
+	raw, err := json.Marshal(e.Payload)
+	if err != nil {
+		return nil, fmt.Errorf("marshal payload: %w", err)
+	}
+	return &envelope{Envelope: e, id: uuid.NewString(), raw: raw}, nil
+}
+
+func (s *Server) deliver(ctx context.Context, env *envelope) error {
+	frame := map[string]any{
+		"envelope_id":              env.id,
+		"payload":                  env.raw,
+		"type":                     env.Type,
+		"accepts_response_payload": env.AcceptsResponsePayload,
+	}
+	if env.Type == TypeEventsAPI {
+		frame["retry_attempt"] = env.RetryAttempt
+		frame["retry_reason"] = env.RetryReason
+	}
+	msg, err := json.Marshal(frame)
+	if err != nil {
+		return fmt.Errorf("marshal envelope: %w", err)
+	}
+	for {
+		var c *socket
+		err := s.waitFor(ctx, "socket connection", func() bool {
+			for _, o := range slices.Backward(s.conns) {
+				if o.ready && !o.retired {
+					c = o
+					return true
+				}
+			}
+			return false
+		})
+		if err != nil {
+			return fmt.Errorf("deliver %s %s: %w", env.Type, env.id, err)
+		}
+		// Registered before writing, so an ack racing the write finds it.
+		s.mu.Lock()
+		env.sentAt = time.Now()
+		env.conn = c.id
+		s.envelopes[env.id] = env
+		s.mu.Unlock()
+		if err := c.write(msg); err == nil {
+			return nil
+		}
+		s.mu.Lock()
+		c.retired = true
+		s.bumpLocked()
+		s.mu.Unlock()
+	}
+}
+
+// Acks returns every ack received so far, in order.
+func (s *Server) Acks() []Ack {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.acks)
+}
+
+// Frames returns every socket message that was not an ack.
+func (s *Server) Frames() []Frame {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.frames)
+}
+
+// WaitAck waits for the first ack of envelopeID.
+func (s *Server) WaitAck(ctx context.Context, envelopeID string) (Ack, error) {
+	var found Ack
+	err := s.waitFor(ctx, "ack of "+envelopeID, func() bool {
+		for _, a := range s.acks {
+			if a.EnvelopeID == envelopeID {
+				found = a
+				return true
+			}
+		}
+		return false
+	})
+	return found, err
+}
+
+// Acked reports whether envelopeID has been acked.
+func (s *Server) Acked(envelopeID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	env := s.envelopes[envelopeID]
+	return env != nil && env.acked
+}
+
+// Redeliver sends an envelope again as Slack does when it saw no ack in
+// time: a new envelope ID, the same payload (so the same event_id),
+// retry_attempt one higher and retry_reason "timeout".
+func (s *Server) Redeliver(ctx context.Context, envelopeID string) (Delivery, error) {
+	s.mu.Lock()
+	old := s.envelopes[envelopeID]
+	s.mu.Unlock()
+	if old == nil {
+		return Delivery{}, fmt.Errorf("redeliver %s: unknown envelope", envelopeID)
+	}
+	e := old.Envelope
+	e.Payload = old.raw
+	e.RetryAttempt++
+	e.RetryReason = "timeout"
+	env, err := s.newEnvelope(e)
+	if err != nil {
+		return Delivery{}, err
+	}
+	env.onAck = old.onAck
+	env.payload = old.payload
+	if err := s.deliver(ctx, env); err != nil {
+		return Delivery{}, err
+	}
+	d := deliveryOf(env)
+	return d, nil
+}
+
+func deliveryOf(env *envelope) Delivery {
+	d := Delivery{EnvelopeID: env.id}
+	if env.payload == nil {
+		return d
+	}
+	d.EventID, _ = env.payload["event_id"].(string)
+	d.ResponseURL, _ = env.payload["response_url"].(string)
+	d.TriggerID, _ = env.payload["trigger_id"].(string)
+	if ev, ok := env.payload["event"].(map[string]any); ok {
+		d.TS, _ = ev["ts"].(string)
+		if m, ok := ev["message"].(map[string]any); ok {
+			d.TS, _ = m["ts"].(string)
+		}
+		if del, ok := ev["deleted_ts"].(string); ok {
+			d.TS = del
+		}
+	}
+	return d
+}
+
+// newestLiveLocked returns the socket deliveries currently go to.
+func (s *Server) newestLiveLocked() *socket {
+	for _, c := range slices.Backward(s.conns) {
+		if c.ready && !c.retired {
+			return c
+		}
+	}
+	return nil
+}
+
+// ErrNoConnection is returned by Disconnect and DropConnection when no
+// socket is connected.
+var ErrNoConnection = errors.New("slacktest: no socket connected")
+
+// Disconnect sends {"type":"disconnect","reason":reason} on the newest live
+// socket, as Slack does before rotating it ("refresh_requested") or shortly
+// before closing it ("warning"). Later deliveries wait for the next socket;
+// the app is expected to close this one and reconnect.
+func (s *Server) Disconnect(reason string) error {
+	s.mu.Lock()
+	c := s.newestLiveLocked()
+	if c != nil {
+		c.retired = true
+		s.bumpLocked()
+	}
+	s.mu.Unlock()
+	if c == nil {
+		return ErrNoConnection
+	}
+	msg, _ := json.Marshal(map[string]any{
+		"type":       "disconnect",
+		"reason":     reason,
+		"debug_info": map[string]any{"host": "applink-fake-1"},
+	})
+	if err := c.write(msg); err != nil {
+		return fmt.Errorf("disconnect: %w", err)
+	}
+	return nil
+}
+
+// DropConnection closes the newest live socket abruptly, with no close
+// frame, like a network failure.
+func (s *Server) DropConnection() error {
+	s.mu.Lock()
+	c := s.newestLiveLocked()
+	if c != nil {
+		c.retired = true
+		s.bumpLocked()
+	}
+	s.mu.Unlock()
+	if c == nil {
+		return ErrNoConnection
+	}
+	c.close()
+	return nil
+}
+
+// SetPings turns the WebSocket PINGs on or off; with them off slack-go
+// declares the connection dead after its ping interval and reconnects.
+func (s *Server) SetPings(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pings = on
+}
+
+// Connections returns how many sockets have been accepted so far.
+func (s *Server) Connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nconns
+}
+
+// LiveConnections returns how many sockets are open and take deliveries.
+func (s *Server) LiveConnections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.conns {
+		if c.ready && !c.retired {
+			n++
+		}
+	}
+	return n
+}
+
+// WaitConnections waits until n sockets in total have been accepted and
+// greeted with hello, and one of them is live.
+func (s *Server) WaitConnections(ctx context.Context, n int) error {
+	return s.waitFor(ctx, fmt.Sprintf("%d socket connections", n), func() bool {
+		return s.nconns >= n && s.newestLiveLocked() != nil
+	})
+}
+
+// WaitDisconnected waits until no socket is live.
+func (s *Server) WaitDisconnected(ctx context.Context) error {
+	return s.waitFor(ctx, "no live socket", func() bool { return len(s.conns) == 0 })
+}
