@@ -1,0 +1,156 @@
+package discord
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/flowbridge/flowbridge/bridge"
+)
+
+// Session scopes: what one conversation (one Agent session) covers.
+const (
+	// ScopeThread makes every thread its own conversation; a mention in a plain
+	// channel is the channel's conversation, or a new thread's with start_threads.
+	ScopeThread = "thread"
+	// ScopeChannel makes a channel and all its threads one conversation.
+	ScopeChannel = "channel"
+)
+
+// DefaultAPIURL is Discord's REST base; the gateway address is discovered from it.
+const DefaultAPIURL = "https://discord.com"
+
+// DefaultOpenTimeout bounds one gateway connection attempt, since discordgo's
+// Open has no deadline of its own and can wait forever for Hello or READY.
+const DefaultOpenTimeout = 30 * time.Second
+
+// Config is the [discord] section of the configuration.
+type Config struct {
+	// Enabled turns the adapter on.
+	Enabled bool `toml:"enabled"`
+	// Token is the bot token from the Developer Portal, without the "Bot " prefix.
+	Token bridge.Secret `toml:"token"`
+	// ApplicationID is the application's ID, used to register slash commands
+	// and to build the invite URL.
+	ApplicationID string `toml:"application_id"`
+	// GuildIDs registers the slash commands in these guilds (updates are
+	// instant there); empty registers them globally.
+	GuildIDs []string `toml:"guild_ids"`
+	// SessionScope is ScopeThread (default) or ScopeChannel.
+	SessionScope string `toml:"session_scope"`
+	// MessageContentIntent requests the privileged message content intent; it
+	// must also be enabled in the Developer Portal. Without it, messages that do
+	// not mention the bot (in threads the bot follows) arrive empty.
+	MessageContentIntent bool `toml:"message_content_intent"`
+	// APIURL is the scheme and host REST calls go to, default DefaultAPIURL.
+	// Tests point it at a fake Discord; the gateway address comes from its
+	// /api/v9/gateway answer.
+	APIURL string `toml:"api_url"`
+	// AllowBots lets other bots' messages reach the Agent. The bot's own
+	// messages are always ignored.
+	AllowBots bool `toml:"allow_bots"`
+	// StartThreads starts a thread on a message that mentions the bot in a
+	// plain channel, and the conversation continues in that thread (session
+	// scope "thread" only).
+	StartThreads bool `toml:"start_threads"`
+	// OpenTimeout bounds one gateway connection attempt, default "30s".
+	OpenTimeout Duration `toml:"open_timeout"`
+}
+
+// Duration is a time.Duration written in config as a string such as "30s".
+type Duration time.Duration
+
+// UnmarshalText parses a duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalText writes the duration as a string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// withDefaults fills the keys left empty.
+func (c Config) withDefaults() Config {
+	if c.SessionScope == "" {
+		c.SessionScope = ScopeThread
+	}
+	if c.APIURL == "" {
+		c.APIURL = DefaultAPIURL
+	}
+	if c.OpenTimeout == 0 {
+		c.OpenTimeout = Duration(DefaultOpenTimeout)
+	}
+	return c
+}
+
+// Validate reports every problem of an enabled section at once, each with its key.
+func (c Config) Validate() error {
+	if !c.Enabled {
+		return nil
+	}
+	c = c.withDefaults()
+	var errs []error
+	add := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("discord.%s: "+format, append([]any{key}, args...)...))
+	}
+	if c.Token.IsZero() {
+		add("token", "required")
+	} else if strings.HasPrefix(c.Token.Value(), "Bot ") {
+		add("token", `give the token without the "Bot " prefix`)
+	} else if strings.ContainsAny(c.Token.Value(), " \t\r\n") {
+		add("token", "contains white space")
+	}
+	if c.ApplicationID == "" {
+		add("application_id", "required")
+	} else if !isSnowflake(c.ApplicationID) {
+		add("application_id", "%q is not a Discord ID", c.ApplicationID)
+	}
+	seen := make(map[string]bool)
+	for i, g := range c.GuildIDs {
+		switch {
+		case !isSnowflake(g):
+			add(fmt.Sprintf("guild_ids[%d]", i), "%q is not a Discord ID", g)
+		case seen[g]:
+			add(fmt.Sprintf("guild_ids[%d]", i), "%q is listed twice", g)
+		}
+		seen[g] = true
+	}
+	switch c.SessionScope {
+	case ScopeThread, ScopeChannel:
+	default:
+		add("session_scope", "%q is not %q or %q", c.SessionScope, ScopeThread, ScopeChannel)
+	}
+	if c.StartThreads && c.SessionScope == ScopeChannel {
+		add("start_threads", "needs session_scope = %q", ScopeThread)
+	}
+	if u, err := url.Parse(c.APIURL); err != nil {
+		add("api_url", "%v", err)
+	} else if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		add("api_url", "%q is not an http(s) URL with a host", c.APIURL)
+	} else if u.Path != "" && u.Path != "/" {
+		add("api_url", "%q: give only scheme and host, the API path is added", c.APIURL)
+	}
+	if c.OpenTimeout < 0 {
+		add("open_timeout", "must be positive")
+	}
+	return errors.Join(errs...)
+}
+
+// isSnowflake reports whether s looks like a Discord ID: 1 to 20 digits.
+func isSnowflake(s string) bool {
+	if s == "" || len(s) > 20 {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,112 @@
+package discord
+
+import (
+	"strings"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/bridge/markdown"
+)
+
+// Discord's message limits.
+const (
+	maxContent       = 2000 // characters of content per message
+	maxCustomID      = 100  // characters of a component's custom_id
+	maxButtonLabel   = 80
+	maxButtonsPerRow = 5
+	maxRows          = 5
+)
+
+// message is one rendered Discord message.
+type message struct {
+	Content    string
+	Components []discordgo.MessageComponent
+}
+
+// noMentions lets a message ping no one: Parse is an empty, non-nil list, so
+// it is sent as "parse":[] (a nil list would be null, which Discord reads as
+// its defaults). AI text can carry @everyone, @here, role and user mentions.
+func noMentions() *discordgo.MessageAllowedMentions {
+	return &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}
+}
+
+// render turns a reply into the messages that carry it: the Markdown text as
+// is, split within Discord's limit with code fences balanced in every part,
+// the footer as a subtext line at the end, and the buttons as components of
+// the last message. Lengths are counted in UTF-16 units, which is never less
+// than the characters Discord counts.
+func render(r bridge.Reply) []message {
+	text := strings.TrimRight(r.Text, " \t\r\n")
+	if footer := footerLine(r.Footer); footer != "" {
+		if text != "" {
+			text += "\n"
+		}
+		text += footer
+	}
+	parts := markdown.Split(text, maxContent, markdown.UTF16Len)
+	if len(parts) == 0 {
+		parts = []string{"(empty reply)"}
+	}
+	msgs := make([]message, len(parts))
+	for i, p := range parts {
+		msgs[i].Content = p
+	}
+	msgs[len(msgs)-1].Components = components(r.Buttons)
+	return msgs
+}
+
+// footerLine renders the footer as Discord subtext ("-# "), which only
+// works on a single line.
+func footerLine(footer string) string {
+	footer = strings.Join(strings.Fields(footer), " ")
+	if footer == "" {
+		return ""
+	}
+	return "-# " + truncate(footer, 500)
+}
+
+// components lays buttons out in action rows. A button whose custom_id would
+// be too long is left out: a press could not be routed back anyway.
+func components(buttons []bridge.Button) []discordgo.MessageComponent {
+	var rows []discordgo.MessageComponent
+	var row discordgo.ActionsRow
+	for _, b := range buttons {
+		id := customID(b.Action)
+		if len([]rune(id)) > maxCustomID || b.Action.ID == "" {
+			continue
+		}
+		label := truncate(strings.TrimSpace(b.Label), maxButtonLabel)
+		if label == "" {
+			label = b.Action.ID
+		}
+		row.Components = append(row.Components, discordgo.Button{Label: label, Style: buttonStyle(b.Style), CustomID: id})
+		if len(row.Components) == maxButtonsPerRow {
+			rows = append(rows, row)
+			row = discordgo.ActionsRow{}
+		}
+	}
+	if len(row.Components) > 0 {
+		rows = append(rows, row)
+	}
+	return rows[:min(len(rows), maxRows)]
+}
+
+func buttonStyle(s string) discordgo.ButtonStyle {
+	switch s {
+	case "primary":
+		return discordgo.PrimaryButton
+	case "danger":
+		return discordgo.DangerButton
+	}
+	return discordgo.SecondaryButton
+}
+
+// customID is what a button carries back: the action's ID and value.
+func customID(a bridge.Action) string { return a.ID + ":" + a.Value }
+
+// parseCustomID reverses customID; the ID never contains ':'.
+func parseCustomID(s string) bridge.Action {
+	id, value, _ := strings.Cut(s, ":")
+	return bridge.Action{ID: id, Value: value}
+}
