@@ -70,6 +70,9 @@ type Event struct {
 	MaxFlowTimeout time.Duration
 	// Reply answers the event. It may also implement Updater, Typist and Dismisser.
 	Reply Responder
+	// Done, when set, is called once the bridge has finished with the event:
+	// replied, failed or refused. The console uses it to take one line at a time.
+	Done func()
 }
 
 // User is the person behind an event.

@@ -1,0 +1,133 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"go.uber.org/zap"
+)
+
+// agentCommand handles "/agent SUB" and "!agent SUB".
+func (b *Bridge) agentCommand(ctx context.Context, log *zap.Logger, ev Event, args string) {
+	words, err := SplitArgs(sanitize(args))
+	if err != nil {
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "Could not read that: " + err.Error() + "."})
+		return
+	}
+	sub := ""
+	if len(words) > 0 {
+		sub = strings.ToLower(words[0])
+	}
+	cat := b.cat.Load()
+	switch sub {
+	case "", "help":
+		b.send(ctx, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: agentHelp(cat)})
+	case "status":
+		b.agentStatus(ctx, ev, cat)
+	case "reset":
+		if _, err := b.store.DeleteSession(ev.Conversation); err != nil {
+			log.Error("reset", zap.Error(err))
+			b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})
+			return
+		}
+		log.Info("conversation reset")
+		b.send(ctx, ev, Reply{Kind: ReplyInfo, Text: "Done: the next message here starts a new conversation."})
+	case "use":
+		b.agentUse(ctx, log, ev, cat, words[1:])
+	case "share":
+		b.agentShare(ctx, log, ev)
+	default:
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf("There is no `/agent %s`. Try `status`, `reset`, `use NAME`, `share` or `help`.", sub)})
+	}
+}
+
+func agentHelp(cat *catalog) string {
+	var s strings.Builder
+	s.WriteString("*Talking to the agent*\nMention me, DM me or write in a thread I'm in; each thread is its own conversation.\n\n")
+	s.WriteString("• `/agent status`: which agent and session this conversation uses\n")
+	s.WriteString("• `/agent reset`: start a new conversation (the agent forgets this one)\n")
+	s.WriteString("• `/agent use NAME`: switch this conversation to another agent (admins)\n")
+	s.WriteString("• `/agent share`: post the agent's latest reply here for everyone\n")
+	s.WriteString("• `/flow help`: the flows you can run\n")
+	s.WriteString("In a thread, write `!agent …` or `!flow …` instead of the slash command.\n")
+	if len(cat.agentNames) > 0 {
+		s.WriteString("\nAgents: ")
+		for i, n := range cat.agentNames {
+			if i > 0 {
+				s.WriteString(", ")
+			}
+			fmt.Fprintf(&s, "`%s`", n)
+			if cat.defaultAgent != nil && cat.defaultAgent.Name == n {
+				s.WriteString(" (default)")
+			}
+		}
+	}
+	return s.String()
+}
+
+func (b *Bridge) agentStatus(ctx context.Context, ev Event, cat *catalog) {
+	agent, err := b.conversationAgent(cat, ev.Conversation)
+	if err != nil {
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})
+		return
+	}
+	sess, ok, err := b.store.LoadSession(ev.Conversation)
+	if err != nil {
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})
+		return
+	}
+	name := "none"
+	if agent != nil {
+		name = agent.Name
+	}
+	var s strings.Builder
+	fmt.Fprintf(&s, "Agent: *%s*\n", name)
+	if ok && agent != nil && sess.Agent == agent.Name {
+		fmt.Fprintf(&s, "Session: `%s`\nStarted: %s · last message: %s",
+			sess.SessionUUID, sess.Created.UTC().Format("2006-01-02 15:04 MST"), sess.LastUsed.UTC().Format("2006-01-02 15:04 MST"))
+	} else {
+		s.WriteString("Session: none yet (the next message starts one)")
+	}
+	fmt.Fprintf(&s, "\nConversation: `%s`", ev.Conversation)
+	b.send(ctx, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: s.String()})
+}
+
+func (b *Bridge) agentUse(ctx context.Context, log *zap.Logger, ev Event, cat *catalog, args []string) {
+	if len(args) != 1 {
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "Usage: `/agent use NAME`. Agents: " + joinQuoted(cat.agentNames) + "."})
+		return
+	}
+	if !cat.isAdmin(ev.User) {
+		b.metrics.refused("admin_only")
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "Only flowbridge admins can switch a conversation's agent."})
+		return
+	}
+	name := strings.ToLower(args[0])
+	a, ok := cat.agents[name]
+	if !ok {
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf("There is no agent *%s*. Agents: %s.", name, joinQuoted(cat.agentNames))})
+		return
+	}
+	if err := b.store.SetConversationAgent(ev.Conversation, a.Name); err != nil {
+		log.Error("set agent", zap.Error(err))
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})
+		return
+	}
+	log.Info("conversation agent switched", zap.String("agent", a.Name))
+	b.send(ctx, ev, Reply{Kind: ReplyInfo, Text: fmt.Sprintf("This conversation now talks to *%s*; the next message starts a new session.", a.Name)})
+}
+
+func (b *Bridge) agentShare(ctx context.Context, log *zap.Logger, ev Event) {
+	text, ok, err := b.store.LastReply(ev.Conversation)
+	if err != nil {
+		log.Error("last reply", zap.Error(err))
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})
+		return
+	}
+	if !ok {
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "There is no agent reply to share in this conversation yet."})
+		return
+	}
+	b.send(ctx, ev, Reply{Kind: ReplyAgent, Text: text, Footer: "shared by " + displayName(ev.User)})
+}

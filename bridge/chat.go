@@ -1,0 +1,167 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+
+	"github.com/flowbridge/flowbridge/bridge/workspace"
+)
+
+// chat sends a message to the conversation's agent and replies with its answer.
+func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
+	text := sanitize(ev.Text)
+	if strings.TrimSpace(text) == "" {
+		return // a bare mention: nothing to ask
+	}
+	if len(text) > b.cfg.Limits.MaxMessageBytes {
+		b.metrics.refused("message_too_long")
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgTooLong, len(text), b.cfg.Limits.MaxMessageBytes)})
+		return
+	}
+	cat := b.cat.Load()
+	agent, err := b.conversationAgent(cat, ev.Conversation)
+	if err != nil {
+		log.Error("agent lookup", zap.Error(err))
+		b.send(ctx, ev, Reply{Kind: ReplyError, Text: msgStoreFailed})
+		return
+	}
+	if agent == nil {
+		b.send(ctx, ev, Reply{Kind: ReplyError, Text: msgNoAgent})
+		return
+	}
+	if len(agent.Channels) > 0 && !slices.Contains(agent.Channels, ev.Channel) {
+		b.metrics.refused("agent_channel")
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgAgentChannel, agent.Name)})
+		return
+	}
+	if !b.limits.allowChat(ev.Platform, ev.User.ID) {
+		b.metrics.refused("chat_rate")
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgChatRate})
+		return
+	}
+	if !b.acquire() {
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgInFlight})
+		return
+	}
+	defer b.release()
+
+	stop := func() {}
+	if t, ok := ev.Reply.(Typist); ok {
+		stop = t.Typing(ctx)
+	}
+	log = log.With(zap.String("agent", agent.Name))
+	log.Debug("chat message", zap.String("text", text))
+	out, renewed, err := b.ask(ctx, log, ev.Conversation, agent, text)
+	stop()
+	if err != nil {
+		log.Warn("chat failed", zap.Error(err))
+		b.send(ctx, ev, Reply{Kind: ReplyError, Text: chatErrorText(ctx, err)})
+		return
+	}
+	if renewed {
+		out = msgSessionRenewed + "\n\n" + out
+	}
+	if strings.TrimSpace(out) == "" {
+		out = msgEmptyReply
+	}
+	b.send(ctx, ev, Reply{Kind: ReplyAgent, Text: out})
+	if err := b.store.SetLastReply(ev.Conversation, out); err != nil {
+		log.Warn("saving last reply", zap.Error(err))
+	}
+}
+
+// ask sends text on the conversation's session, creating the session first when
+// there is none. A 404 means the workspace forgot the session: the mapping is
+// dropped, a new session made and the message sent once more (renewed = true).
+func (b *Bridge) ask(ctx context.Context, log *zap.Logger, key string, agent *Agent, text string) (out string, renewed bool, err error) {
+	sess, ok, err := b.store.LoadSession(key)
+	if err != nil {
+		return "", false, fmt.Errorf("load session: %w", err)
+	}
+	if !ok || sess.Agent != agent.Name {
+		if sess, err = b.newSession(ctx, key, agent); err != nil {
+			return "", false, err
+		}
+	}
+	reply, err := b.ws.Chat(ctx, agent.UUID, sess.SessionUUID, text)
+	if errors.Is(err, workspace.ErrNotFound) {
+		log.Info("session gone; starting a new one", zap.String("session_id", sess.SessionUUID))
+		if _, err := b.store.DeleteSession(key); err != nil {
+			return "", false, fmt.Errorf("drop session: %w", err)
+		}
+		if sess, err = b.newSession(ctx, key, agent); err != nil {
+			return "", false, err
+		}
+		renewed = true
+		reply, err = b.ws.Chat(ctx, agent.UUID, sess.SessionUUID, text)
+	}
+	if err != nil {
+		return "", renewed, err
+	}
+	sess.LastUsed = b.cfg.Now()
+	if err := b.store.SaveSession(key, sess); err != nil {
+		log.Warn("saving session", zap.Error(err))
+	}
+	return reply.Output, renewed, nil
+}
+
+func (b *Bridge) newSession(ctx context.Context, key string, agent *Agent) (Session, error) {
+	id, err := b.ws.CreateSession(ctx, agent.UUID)
+	if err != nil {
+		return Session{}, &sessionError{err: err}
+	}
+	now := b.cfg.Now()
+	s := Session{Agent: agent.Name, SessionUUID: id, Created: now, LastUsed: now}
+	if err := b.store.SaveSession(key, s); err != nil {
+		return Session{}, fmt.Errorf("save session: %w", err)
+	}
+	b.log.Info("session created", zap.String("conversation", key), zap.String("agent", agent.Name), zap.String("session_id", id))
+	return s, nil
+}
+
+// sessionError marks a failure to create a session, which users should hear
+// about differently from a failed message (a 404 there means a wrong agent UUID).
+type sessionError struct{ err error }
+
+func (e *sessionError) Error() string { return "create session: " + e.err.Error() }
+func (e *sessionError) Unwrap() error { return e.err }
+
+// conversationAgent returns the agent a conversation uses: its stored choice
+// while that agent still exists, else the default.
+func (b *Bridge) conversationAgent(cat *catalog, key string) (*Agent, error) {
+	name, ok, err := b.store.ConversationAgent(key)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		if a, found := cat.agents[name]; found {
+			return a, nil
+		}
+	}
+	return cat.defaultAgent, nil
+}
+
+// sanitize makes text safe to forward: invalid UTF-8 replaced and control
+// characters other than newline and tab dropped.
+func sanitize(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, isControl) {
+		return s
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	return strings.Map(func(r rune) rune {
+		if isControl(r) {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+func isControl(r rune) bool {
+	return (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f
+}

@@ -1,0 +1,288 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/flowbridge/flowbridge/bridge/markdown"
+	"github.com/flowbridge/flowbridge/bridge/workspace"
+)
+
+// flow handles "/flow ARGS" and "!flow ARGS".
+func (b *Bridge) flow(ctx context.Context, log *zap.Logger, ev Event, args string) {
+	args = sanitize(args)
+	name, params, err := ParseFlowArgs(args)
+	cat := b.cat.Load()
+	if name == "" || (name == "help" && len(params) == 0 && cat.flows["help"] == nil) {
+		b.send(ctx, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: b.flowHelp(cat, ev)})
+		return
+	}
+	f, ok := cat.flows[name]
+	if !ok {
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: unknownFlowText(name, b.allowedFlows(cat, ev))})
+		return
+	}
+	log = log.With(zap.String("flow", f.Name))
+	entry := b.auditEntry(ev, f.Name, params)
+	if rule, allowed := admits(f, ev); !allowed {
+		b.metrics.refused("flow_access")
+		entry.Outcome, entry.Detail = OutcomeRefused, rule
+		b.audit(log, entry)
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: refusalText(f, rule)})
+		return
+	}
+	if err != nil {
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: err.Error() + "\n\n" + usage(f)})
+		return
+	}
+	if msg := b.checkParams(f, params); msg != "" {
+		entry.Outcome, entry.Detail = OutcomeInvalid, msg
+		b.audit(log, entry)
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msg + "\n\n" + usage(f)})
+		return
+	}
+	if !b.limits.allowFlow(ev.Platform, ev.User.ID) {
+		b.metrics.refused("flow_rate")
+		entry.Outcome, entry.Detail = OutcomeRefused, "rate limit"
+		b.audit(log, entry)
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgFlowRate})
+		return
+	}
+	if f.Confirm {
+		b.askConfirmation(ctx, log, ev, f, params)
+		return
+	}
+	b.runFlow(ctx, log, ev, f, params)
+}
+
+// runFlow runs a checked flow: it acknowledges, calls the API, and replaces the
+// acknowledgement with the result. A flow is never retried once sent: it may
+// have side effects.
+func (b *Bridge) runFlow(ctx context.Context, log *zap.Logger, ev Event, f *Flow, params map[string]string) {
+	entry := b.auditEntry(ev, f.Name, params)
+	if !b.acquire() {
+		entry.Outcome, entry.Detail = OutcomeRefused, "in-flight limit"
+		b.audit(log, entry)
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgInFlight})
+		return
+	}
+	defer b.release()
+	timeout := f.Timeout
+	if timeout <= 0 {
+		timeout = b.cfg.DefaultFlowTimeout
+	}
+	if ev.MaxFlowTimeout > 0 && timeout > ev.MaxFlowTimeout {
+		timeout = ev.MaxFlowTimeout
+	}
+	ref := b.send(ctx, ev, Reply{Kind: ReplyProgress, Ephemeral: !f.Public, Text: fmt.Sprintf("Running *%s*…", f.Name)})
+
+	start := b.cfg.Now()
+	run, err := b.ws.RunFlowSync(ctx, f.UUID, params, timeout)
+	elapsed := b.cfg.Now().Sub(start)
+	entry.Duration = elapsed
+	footer := fmt.Sprintf("%s · run by %s · %s", f.Name, displayName(ev.User), humanElapsed(elapsed))
+	if err != nil {
+		entry.Outcome, entry.Detail = outcomeOf(ctx, err), err.Error()
+		b.audit(log, entry)
+		b.metrics.flowRun(f.Name, entry.Outcome)
+		log.Warn("flow failed", zap.Error(err), zap.Duration("duration", elapsed))
+		b.replace(ctx, ev, ref, Reply{Kind: ReplyError, Ephemeral: !f.Public, Text: flowErrorText(ctx, err, f.Name, timeout), Footer: footer})
+		return
+	}
+	entry.Outcome = OutcomeOK
+	b.audit(log, entry)
+	b.metrics.flowRun(f.Name, OutcomeOK)
+	log.Info("flow finished", zap.Duration("duration", elapsed))
+	r := Reply{Kind: ReplyFlow, Ephemeral: !f.Public, Text: renderFlowOutput(run), Footer: footer}
+	if r.Ephemeral {
+		id := b.shares.put(share{text: r.Text, footer: footer, owner: ev.User.ID}, b.cfg.Now())
+		r.Buttons = []Button{{Action: Action{ID: ActionShare, Value: id}, Label: "Share with channel", Style: "primary"}}
+	}
+	b.replace(ctx, ev, ref, r)
+}
+
+func outcomeOf(ctx context.Context, err error) string {
+	switch {
+	case ctx.Err() != nil:
+		return OutcomeCutOff
+	case errors.Is(err, workspace.ErrTimeout):
+		return OutcomeTimeout
+	}
+	return OutcomeError
+}
+
+// renderFlowOutput shows result.output.response as the message and any other
+// output shape as pretty JSON.
+func renderFlowOutput(run *workspace.FlowRun) string {
+	if s, ok := run.Response(); ok {
+		if strings.TrimSpace(s) == "" {
+			return "_The flow returned an empty response._"
+		}
+		return s
+	}
+	if len(run.Output) == 0 || string(run.Output) == "null" {
+		return "_The flow finished without output._"
+	}
+	return markdown.CodeBlock("json", markdown.PrettyJSON(run.Output))
+}
+
+// checkParams validates parameters against the flow's placeholders and returns
+// a sentence naming what is wrong, or "".
+func (b *Bridge) checkParams(f *Flow, params map[string]string) string {
+	lim := b.cfg.Limits
+	if len(params) > lim.MaxParams {
+		return fmt.Sprintf("Too many parameters (%d; at most %d).", len(params), lim.MaxParams)
+	}
+	known := make(map[string]*Param, len(f.Params))
+	for i := range f.Params {
+		known[f.Params[i].Name] = &f.Params[i]
+	}
+	var unknown []string
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		p, ok := known[k]
+		if !ok {
+			unknown = append(unknown, k)
+			continue
+		}
+		v := params[k]
+		if len(v) > lim.MaxValueBytes {
+			return fmt.Sprintf("The value of %s is too long (%d bytes; at most %d).", k, len(v), lim.MaxValueBytes)
+		}
+		if len(p.Choices) > 0 && !slices.Contains(p.Choices, v) {
+			return fmt.Sprintf("%q is not a valid %s. Choose one of: %s.", v, k, strings.Join(p.Choices, ", "))
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Sprintf("The flow *%s* has no parameter %s. Valid parameters: %s.", f.Name, joinQuoted(unknown), paramNames(f))
+	}
+	var missing []string
+	for _, p := range f.Params {
+		if v, ok := params[p.Name]; p.Required && (!ok || v == "") {
+			missing = append(missing, p.Name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Sprintf("The flow *%s* needs %s.", f.Name, joinQuoted(missing))
+	}
+	return ""
+}
+
+func joinQuoted(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = "`" + n + "`"
+	}
+	return strings.Join(q, ", ")
+}
+
+func paramNames(f *Flow) string {
+	if len(f.Params) == 0 {
+		return "none"
+	}
+	names := make([]string, len(f.Params))
+	for i, p := range f.Params {
+		names[i] = p.Name
+	}
+	return joinQuoted(names)
+}
+
+// usage is one line showing how to call a flow.
+func usage(f *Flow) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage: `/flow %s", f.Name)
+	for _, p := range f.Params {
+		if p.Required {
+			fmt.Fprintf(&b, " %s=…", p.Name)
+		} else {
+			fmt.Fprintf(&b, " [%s=…]", p.Name)
+		}
+	}
+	b.WriteString("`")
+	return b.String()
+}
+
+func unknownFlowText(name string, allowed []*Flow) string {
+	if len(allowed) == 0 {
+		return fmt.Sprintf("There is no flow *%s*, and no flows are available to you.", name)
+	}
+	names := make([]string, len(allowed))
+	for i, f := range allowed {
+		names[i] = f.Name
+	}
+	return fmt.Sprintf("There is no flow *%s*. Available flows: %s. Type `/flow help` for their parameters.", name, joinQuoted(names))
+}
+
+// flowHelp lists the flows the caller may run, with their parameters.
+func (b *Bridge) flowHelp(cat *catalog, ev Event) string {
+	flows := b.allowedFlows(cat, ev)
+	if len(flows) == 0 {
+		return "No flows are available to you here."
+	}
+	var s strings.Builder
+	s.WriteString("*Flows you can run*\n")
+	for _, f := range flows {
+		fmt.Fprintf(&s, "\n• `%s`", f.Name)
+		if f.Description != "" {
+			fmt.Fprintf(&s, ": %s", f.Description)
+		}
+		for _, p := range f.Params {
+			req := "optional"
+			if p.Required {
+				req = "required"
+			}
+			fmt.Fprintf(&s, "\n    `%s` (%s)", p.Name, req)
+			if p.Description != "" {
+				fmt.Fprintf(&s, ": %s", p.Description)
+			}
+			if len(p.Choices) > 0 {
+				fmt.Fprintf(&s, " — one of %s", strings.Join(p.Choices, ", "))
+			}
+		}
+	}
+	s.WriteString("\n\nRun one with `/flow NAME key=value …`; quote values with spaces: `service=\"nginx proxy\"`.")
+	return s.String()
+}
+
+func (b *Bridge) allowedFlows(cat *catalog, ev Event) []*Flow {
+	var out []*Flow
+	for _, n := range cat.flowNames {
+		if _, ok := admits(cat.flows[n], ev); ok {
+			out = append(out, cat.flows[n])
+		}
+	}
+	return out
+}
+
+func (b *Bridge) auditEntry(ev Event, flow string, params map[string]string) AuditEntry {
+	return AuditEntry{
+		Time: b.cfg.Now(), Platform: ev.Platform, User: ev.User.ID, UserName: ev.User.Name,
+		Channel: ev.Channel, Conversation: ev.Conversation, Flow: flow, Params: params,
+	}
+}
+
+func (b *Bridge) audit(log *zap.Logger, e AuditEntry) {
+	if err := b.store.AppendAudit(e); err != nil {
+		log.Error("audit entry not written", zap.Error(err))
+	}
+}
+
+func displayName(u User) string {
+	if u.Name != "" {
+		return u.Name
+	}
+	return u.ID
+}
+
+func humanElapsed(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%.1f s", d.Seconds())
+}

@@ -1,0 +1,85 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/flowbridge/flowbridge/bridge/workspace"
+)
+
+// What users read. Short sentences that say what happened and what to do; the
+// details go to the log.
+const (
+	msgShuttingDown   = "flowbridge is restarting and cannot take this now. Please try again in a minute."
+	msgQueueFull      = "I'm still working on your earlier messages here (%d waiting). Please wait for those replies, then try again."
+	msgInFlight       = "flowbridge is busy with many requests right now. Please try again in a moment."
+	msgTooLong        = "That message is too long for me (%d bytes; the limit is %d). Please shorten it."
+	msgStoreFailed    = "flowbridge could not read its session store. Please tell an admin."
+	msgNoAgent        = "No agent is configured. Please tell an admin."
+	msgAgentChannel   = "The agent *%s* is not available in this channel."
+	msgChatRate       = "You're sending messages faster than I can take them. Please wait a moment."
+	msgFlowRate       = "You're running flows faster than allowed. Please wait a moment."
+	msgSessionRenewed = "_The previous conversation had expired, so a new one was started._"
+	msgEmptyReply     = "_The agent sent an empty reply._"
+	msgCutOff         = "flowbridge is shutting down and your request was cut off before it finished. Please send it again in a minute."
+)
+
+// chatErrorText is the user's sentence for a failed chat message.
+func chatErrorText(ctx context.Context, err error) string {
+	if ctx.Err() != nil {
+		return msgCutOff
+	}
+	var se *sessionError
+	switch {
+	case errors.As(err, &se) && errors.Is(err, workspace.ErrNotFound):
+		return "The agent could not be found in the AI workspace (its UUID may be wrong). Please tell an admin."
+	case errors.Is(err, workspace.ErrNotFound):
+		return "The agent's conversation could not be found, even after starting a new one. Please try again."
+	}
+	return commonErrorText(err, "the agent")
+}
+
+// flowErrorText is the user's sentence for a failed flow run.
+func flowErrorText(ctx context.Context, err error, flow string, timeout time.Duration) string {
+	if ctx.Err() != nil {
+		return msgCutOff
+	}
+	switch {
+	case errors.Is(err, workspace.ErrTimeout):
+		return fmt.Sprintf("The flow *%s* did not finish within %s. It may still be running in the AI workspace; check there before running it again.", flow, humanDuration(timeout))
+	case errors.Is(err, workspace.ErrNotFound):
+		return fmt.Sprintf("The flow *%s* was not found in the AI workspace (its UUID may be wrong). Please tell an admin.", flow)
+	case errors.Is(err, workspace.ErrUnreachable):
+		return fmt.Sprintf("The AI workspace could not be reached, or stopped answering, while running *%s*. It may or may not have run; check before running it again.", flow)
+	}
+	return commonErrorText(err, "the flow "+flow)
+}
+
+func commonErrorText(err error, what string) string {
+	var apiErr *workspace.APIError
+	switch {
+	case errors.Is(err, workspace.ErrUnauthorized):
+		return "The AI workspace rejected flowbridge's API token. Please tell an admin."
+	case errors.Is(err, workspace.ErrBadRequest):
+		return fmt.Sprintf("The AI workspace refused the request to %s as invalid.", what)
+	case errors.Is(err, workspace.ErrTimeout):
+		return fmt.Sprintf("The AI workspace took too long to answer for %s. Please try again.", what)
+	case errors.Is(err, workspace.ErrUnreachable):
+		return "The AI workspace could not be reached. Please try again in a moment."
+	case errors.Is(err, workspace.ErrBadResponse):
+		return fmt.Sprintf("The AI workspace sent an answer for %s that flowbridge could not read. Please tell an admin.", what)
+	case errors.As(err, &apiErr):
+		return fmt.Sprintf("The AI workspace answered with an error (HTTP %d) for %s. Please try again later.", apiErr.Status, what)
+	}
+	return fmt.Sprintf("Something went wrong with %s. Please try again; if it keeps happening, tell an admin.", what)
+}
+
+// humanDuration prints 60s as "60 s" and 2m30s as "2m30s": what people expect to read.
+func humanDuration(d time.Duration) string {
+	if d < time.Minute {
+		return fmt.Sprintf("%d s", int((d+time.Second-1)/time.Second))
+	}
+	return d.Round(time.Second).String()
+}

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/flowbridge/flowbridge/sessionmap"
+)
+
+type adminDeps struct {
+	store    *sessionmap.Store
+	registry *prometheus.Registry
+	adapters []namedAdapter
+	log      *zap.Logger
+}
+
+type adminServer struct {
+	addr     string
+	shutdown func()
+}
+
+// startAdmin serves /healthz, /readyz, /metrics, /backup and the store API the
+// CLI uses while the bridge holds the store's lock. Beyond loopback a bearer
+// token is required for all but the health checks.
+func startAdmin(cfg AdminConfig, d adminDeps) (*adminServer, error) {
+	if cfg.Listen == "" || cfg.Listen == "off" {
+		return &adminServer{shutdown: func() {}}, nil
+	}
+	if !isLoopback(cfg.Listen) && cfg.Token.IsZero() {
+		return nil, fmt.Errorf("admin.token: required when admin.listen (%s) is not a loopback address", cfg.Listen)
+	}
+	ln, err := listen(cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("admin: %w", err)
+	}
+	srv := &http.Server{Handler: adminHandler(cfg, d), ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 5 * time.Minute}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("admin listener stopped", zap.Error(err))
+		}
+	})
+	return &adminServer{addr: ln.Addr().String(), shutdown: func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		wg.Wait()
+	}}, nil
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func adminHandler(cfg AdminConfig, d adminDeps) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		status := map[string]string{}
+		ready := true
+		if !d.store.Stats().Open {
+			status["store"], ready = "closed", false
+		} else {
+			status["store"] = "ok"
+		}
+		for _, a := range d.adapters {
+			if err := a.Ready(); err != nil {
+				status[a.name], ready = err.Error(), false
+			} else {
+				status[a.name] = "ok"
+			}
+		}
+		code := http.StatusOK
+		if !ready {
+			code = http.StatusServiceUnavailable
+		}
+		writeJSON(w, code, status)
+	})
+	private := http.NewServeMux()
+	private.Handle("GET /metrics", promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{Registry: d.registry}))
+	private.HandleFunc("GET /backup", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Disposition", `attachment; filename="flowbridge-backup.db"`)
+		if _, err := d.store.Backup(w); err != nil {
+			d.log.Error("backup", zap.Error(err))
+		}
+	})
+	private.HandleFunc("GET /api/sessions", func(w http.ResponseWriter, r *http.Request) {
+		list, err := d.store.ListSessions(r.URL.Query().Get("prefix"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		writeJSON(w, http.StatusOK, list)
+	})
+	private.HandleFunc("PUT /api/sessions", func(w http.ResponseWriter, r *http.Request) {
+		var s sessionmap.Session
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&s); err != nil || s.Key == "" || s.SessionUUID == "" || s.Agent == "" {
+			http.Error(w, "body must be a session with Key, Agent and SessionUUID", http.StatusBadRequest)
+			return
+		}
+		if err := d.store.PutSession(s); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	private.HandleFunc("DELETE /api/sessions", func(w http.ResponseWriter, r *http.Request) {
+		found, err := d.store.DeleteSession(r.URL.Query().Get("key"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		if !found {
+			http.Error(w, "no such conversation", http.StatusNotFound)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	private.HandleFunc("GET /api/audit", func(w http.ResponseWriter, r *http.Request) {
+		f, err := auditFilterFromQuery(r.URL.Query())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		list, err := d.store.Audit(f)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		writeJSON(w, http.StatusOK, list)
+	})
+	mux.Handle("/", requireToken(cfg.Token.Value(), private))
+	return mux
+}
+
+func requireToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="flowbridge admin"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// auditFilterFromQuery reads since, until (RFC 3339 or a duration ago), flow,
+// user, outcome and limit.
+func auditFilterFromQuery(q map[string][]string) (sessionmap.AuditFilter, error) {
+	get := func(k string) string {
+		if v := q[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	var f sessionmap.AuditFilter
+	var err error
+	if f.Since, err = parseWhen(get("since"), time.Now()); err != nil {
+		return f, fmt.Errorf("since: %w", err)
+	}
+	if f.Until, err = parseWhen(get("until"), time.Now()); err != nil {
+		return f, fmt.Errorf("until: %w", err)
+	}
+	f.Flow, f.User, f.Outcome = get("flow"), get("user"), get("outcome")
+	if l := get("limit"); l != "" {
+		if f.Limit, err = strconv.Atoi(l); err != nil || f.Limit < 0 {
+			return f, fmt.Errorf("limit: %q is not a count", l)
+		}
+	}
+	return f, nil
+}
+
+// parseWhen reads an RFC 3339 time, a date, or a duration meaning that long ago ("24h").
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		return now.Add(-d), nil
+	}
+	for _, layout := range []string{time.RFC3339, "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not a time (use 2026-01-02, RFC 3339 or a duration like 24h)", s)
+}

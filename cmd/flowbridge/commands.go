@@ -1,0 +1,411 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/sessionmap"
+)
+
+func newLogger(cfg LogConfig, w io.Writer) (*zap.Logger, error) {
+	level, err := zapcore.ParseLevel(cfg.Level)
+	if err != nil {
+		return nil, fmt.Errorf("log.level: %w", err)
+	}
+	var enc zapcore.Encoder
+	if cfg.Format == "console" {
+		ec := zap.NewDevelopmentEncoderConfig()
+		ec.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05")
+		enc = zapcore.NewConsoleEncoder(ec)
+	} else {
+		enc = zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	}
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), level)), nil
+}
+
+func cmdRun(ctx context.Context, env *environment, args []string) error {
+	fs := newFlagSet(env, "run", "run -config FILE")
+	path := configFlag(fs, env)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*path, env.getenv)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(cfg.Log, env.stderr)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	for _, w := range cfg.warnings() {
+		log.Warn(w)
+	}
+	return serve(ctx, env, cfg, log, serveOptions{configPath: *path, prompt: isTerminal(env.stdin)})
+}
+
+// Dev mode's fake workspace: fixed IDs so a transcript reads the same each time.
+const (
+	devWorkspace = "dev-workspace"
+	devToken     = "dev-token"
+	devAgentUUID = "0b5e8d0e-5c7e-4d2f-9d55-0a1c2b3c4d5e"
+	devFlowHC    = "9f1c7a52-6d0a-4a4e-8f43-1d2e3f4a5b6c"
+	devFlowSlow  = "5d2b8e61-0c4f-4b8a-a1e2-7f8091a2b3c4"
+	devFlowJSON  = "3a4b5c6d-7e8f-4a0b-9c1d-2e3f4a5b6c7d"
+)
+
+func cmdDev(ctx context.Context, env *environment, args []string) error {
+	fs := newFlagSet(env, "dev", "dev [-v] [-store FILE]")
+	verbose := fs.Bool("v", false, "log at debug level (logs go to stderr)")
+	storePath := fs.String("store", "", "keep sessions in this file (default: a temporary file removed at exit)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	fake := workspacetest.NewServer(workspacetest.Options{WorkspaceUUID: devWorkspace, Token: devToken})
+	defer fake.Close()
+	fake.AddAgent(workspacetest.Agent{UUID: devAgentUUID})
+	fake.AddFlow(workspacetest.Flow{UUID: devFlowHC, Template: "Health check of **{host}**: service `{service}` is up, 3 of 3 probes passed."})
+	fake.AddFlow(workspacetest.Flow{UUID: devFlowSlow, Template: "done", Delay: time.Hour})
+	fake.AddFlow(workspacetest.Flow{UUID: devFlowJSON, Output: map[string]any{
+		"hosts": []map[string]any{{"name": "web1", "load": 0.42}, {"name": "web2", "load": 1.7}}, "healthy": true,
+	}})
+
+	if *storePath == "" {
+		dir, err := os.MkdirTemp("", "flowbridge-dev-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		*storePath = filepath.Join(dir, "dev.db")
+	}
+	cfg := devConfig(fake.URL, *storePath)
+	if *verbose {
+		cfg.Log.Level = "debug"
+	}
+	log, err := newLogger(cfg.Log, env.stderr)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	interactive := isTerminal(env.stdin)
+	if interactive {
+		fmt.Fprintln(env.stdout, devBanner)
+	}
+	return serve(ctx, env, cfg, log, serveOptions{prompt: interactive})
+}
+
+const devBanner = `flowbridge dev: a fake AI workspace and this terminal. Type a message to talk to the agent;
+/flow help lists flows (try: /flow healthcheck host=web1 service=nginx), /agent help the rest. Ctrl-D quits.`
+
+// devConfig is the configuration dev mode runs with.
+func devConfig(baseURL, storePath string) *Config {
+	cfg := defaultConfig()
+	cfg.Workspace.BaseURL = baseURL
+	cfg.Workspace.WorkspaceUUID = devWorkspace
+	cfg.Workspace.APIToken = devToken
+	cfg.Store.Path = storePath
+	cfg.Admin.Listen = "127.0.0.1:0"
+	cfg.Log = LogConfig{Level: "warn", Format: "console"}
+	cfg.Bridge.Admins = []string{"local"}
+	cfg.Console.Enabled = true
+	cfg.Agents = []AgentConfig{{Name: "helper", UUID: devAgentUUID, Description: "an agent that echoes with its turn number", Default: true}}
+	cfg.Flows = []FlowConfig{
+		{Name: "healthcheck", UUID: devFlowHC, Description: "check a service on a host", Timeout: Duration(30 * time.Second), Allow: []string{"everyone"},
+			Params: []ParamConfig{{Name: "host", Description: "host name", Required: true}, {Name: "service", Description: "service name"}}},
+		{Name: "slow", UUID: devFlowSlow, Description: "a flow that never finishes in time (shows a timeout)", Timeout: Duration(3 * time.Second), Allow: []string{"everyone"}},
+		{Name: "inventory", UUID: devFlowJSON, Description: "returns structured output (shown as JSON)", Timeout: Duration(30 * time.Second), Allow: []string{"everyone"}},
+	}
+	return &cfg
+}
+
+// isTerminal reports whether r is an interactive terminal.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func cmdCheckConfig(env *environment, args []string) error {
+	fs := newFlagSet(env, "check-config", "check-config -config FILE")
+	path := configFlag(fs, env)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*path, env.getenv)
+	if err != nil {
+		return err
+	}
+	if err := checkPlatforms(cfg); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	fmt.Fprintf(env.stdout, "%s: OK\n", *path)
+	fmt.Fprintf(env.stdout, "  workspace %s at %s\n", cfg.Workspace.WorkspaceUUID, cfg.Workspace.BaseURL)
+	fmt.Fprintf(env.stdout, "  %d agent(s), %d flow(s); store %s\n", len(cfg.Agents), len(cfg.Flows), cfg.Store.Path)
+	fmt.Fprintf(env.stdout, "  adapters: %s\n", strings.Join(enabledAdapters(cfg), ", "))
+	for _, w := range cfg.warnings() {
+		fmt.Fprintf(env.stdout, "  warning: %s\n", w)
+	}
+	return nil
+}
+
+// openStoreOrAdmin opens the store file, or, when a running bridge holds its
+// lock, returns a client of that bridge's admin API instead.
+func openStoreOrAdmin(cfg *Config) (*sessionmap.Store, *adminClient, error) {
+	st, err := sessionmap.Open(cfg.Store.Path, sessionmap.Options{Timeout: 200 * time.Millisecond})
+	if err == nil {
+		return st, nil, nil
+	}
+	if !errors.Is(err, sessionmap.ErrLocked) || cfg.Admin.Listen == "" || cfg.Admin.Listen == "off" {
+		return nil, nil, err
+	}
+	return nil, &adminClient{base: "http://" + cfg.Admin.Listen, token: cfg.Admin.Token.Value()}, nil
+}
+
+func cmdSessions(ctx context.Context, env *environment, args []string) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return &usageError{"usage: flowbridge sessions list|bind|reset [-config FILE] …"}
+	}
+	sub := args[0]
+	fs := newFlagSet(env, "sessions "+sub, "sessions list [-prefix P] | bind KEY SESSION_UUID [-agent NAME] | reset KEY")
+	path := configFlag(fs, env)
+	prefix := fs.String("prefix", "", "list: only conversation keys starting with this")
+	agent := fs.String("agent", "", "bind: the agent the session belongs to (default: the default agent)")
+	asJSON := fs.Bool("json", false, "list: JSON lines instead of a table")
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*path, env.getenv)
+	if err != nil {
+		return err
+	}
+	st, admin, err := openStoreOrAdmin(cfg)
+	if err != nil {
+		return err
+	}
+	if st != nil {
+		defer st.Close()
+	}
+	switch sub {
+	case "list":
+		var list []sessionmap.Session
+		if st != nil {
+			list, err = st.ListSessions(*prefix)
+		} else {
+			err = admin.get(ctx, "/api/sessions?prefix="+url.QueryEscape(*prefix), &list)
+		}
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(env.stdout)
+			for _, s := range list {
+				if err := enc.Encode(s); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "CONVERSATION\tAGENT\tSESSION\tLAST USED")
+		for _, s := range list {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Key, s.Agent, s.SessionUUID, s.LastUsed.UTC().Format(time.RFC3339))
+		}
+		return tw.Flush()
+	case "bind":
+		if fs.NArg() != 2 {
+			return &usageError{"usage: flowbridge sessions bind KEY SESSION_UUID [-agent NAME]"}
+		}
+		name := *agent
+		if name == "" {
+			name = defaultAgentName(cfg)
+		}
+		if !hasAgent(cfg, name) {
+			return fmt.Errorf("agent %q is not in the config", name)
+		}
+		now := time.Now()
+		s := sessionmap.Session{Key: fs.Arg(0), Agent: name, SessionUUID: fs.Arg(1), Created: now, LastUsed: now}
+		if st != nil {
+			err = st.PutSession(s)
+			if err == nil {
+				err = st.SetConversationAgent(s.Key, name)
+			}
+		} else {
+			err = admin.put(ctx, "/api/sessions", s)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.stdout, "%s is now bound to session %s of agent %s\n", s.Key, s.SessionUUID, name)
+		return nil
+	case "reset":
+		if fs.NArg() != 1 {
+			return &usageError{"usage: flowbridge sessions reset KEY"}
+		}
+		found := false
+		if st != nil {
+			found, err = st.DeleteSession(fs.Arg(0))
+		} else {
+			err = admin.delete(ctx, "/api/sessions?key="+url.QueryEscape(fs.Arg(0)))
+			found = err == nil
+			if errors.Is(err, errAdminNotFound) {
+				err = nil
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("no session is mapped for %s", fs.Arg(0))
+		}
+		fmt.Fprintf(env.stdout, "%s reset: its next message starts a new session\n", fs.Arg(0))
+		return nil
+	}
+	return &usageError{fmt.Sprintf("unknown sessions command %q (list, bind, reset)", sub)}
+}
+
+func defaultAgentName(cfg *Config) string {
+	for _, a := range cfg.Agents {
+		if a.Default {
+			return a.Name
+		}
+	}
+	if len(cfg.Agents) > 0 {
+		return cfg.Agents[0].Name
+	}
+	return ""
+}
+
+func hasAgent(cfg *Config, name string) bool {
+	for _, a := range cfg.Agents {
+		if a.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func cmdAudit(ctx context.Context, env *environment, args []string) error {
+	fs := newFlagSet(env, "audit", "audit -config FILE [-since 24h] [-until T] [-flow NAME] [-user ID] [-outcome ok|error|timeout|refused|…] [-limit N] [-json]")
+	path := configFlag(fs, env)
+	since := fs.String("since", "", "from this time: RFC 3339, 2006-01-02, or a duration ago (24h)")
+	until := fs.String("until", "", "up to this time")
+	flow := fs.String("flow", "", "only this flow")
+	user := fs.String("user", "", "only this user ID")
+	outcome := fs.String("outcome", "", "only this outcome")
+	limit := fs.Int("limit", 0, "at most this many entries (0: all)")
+	asJSON := fs.Bool("json", false, "JSON lines instead of a table")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*path, env.getenv)
+	if err != nil {
+		return err
+	}
+	q := url.Values{"since": {*since}, "until": {*until}, "flow": {*flow}, "user": {*user}, "outcome": {*outcome}, "limit": {fmt.Sprint(*limit)}}
+	filter, err := auditFilterFromQuery(q)
+	if err != nil {
+		return &usageError{err.Error()}
+	}
+	st, admin, err := openStoreOrAdmin(cfg)
+	if err != nil {
+		return err
+	}
+	var list []sessionmap.AuditEntry
+	if st != nil {
+		defer st.Close()
+		list, err = st.Audit(filter)
+	} else {
+		err = admin.get(ctx, "/api/audit?"+q.Encode(), &list)
+	}
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(env.stdout)
+		for _, e := range list {
+			if err := enc.Encode(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tPLATFORM\tUSER\tCHANNEL\tFLOW\tOUTCOME\tDURATION\tPARAMETERS")
+	for _, e := range list {
+		var ps []string
+		for k, v := range e.Params {
+			ps = append(ps, k+"="+v)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Time.UTC().Format(time.RFC3339), e.Platform, e.User, e.Channel, e.Flow, e.Outcome, e.Duration.Round(time.Millisecond), strings.Join(ps, " "))
+	}
+	return tw.Flush()
+}
+
+var errAdminNotFound = errors.New("not found")
+
+// adminClient talks to a running bridge's admin API.
+type adminClient struct {
+	base, token string
+}
+
+func (c *adminClient) do(ctx context.Context, method, path string, body io.Reader, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		return fmt.Errorf("the store is locked by a running flowbridge, and its admin API at %s did not answer: %w", c.base, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return errAdminNotFound
+	}
+	if resp.StatusCode >= 300 {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("admin API %s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(msg)))
+	}
+	if out != nil {
+		return json.NewDecoder(resp.Body).Decode(out)
+	}
+	return nil
+}
+
+func (c *adminClient) get(ctx context.Context, path string, out any) error {
+	return c.do(ctx, http.MethodGet, path, nil, out)
+}
+
+func (c *adminClient) put(ctx context.Context, path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodPut, path, strings.NewReader(string(b)), nil)
+}
+
+func (c *adminClient) delete(ctx context.Context, path string) error {
+	return c.do(ctx, http.MethodDelete, path, nil, nil)
+}

@@ -1,0 +1,123 @@
+// Command flowbridge connects Slack, Discord and a terminal to an AI workspace's
+// Agents and Flows.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "flowbridge:", err)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// usageError is a mistake on the command line (exit status 2).
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+const usage = `flowbridge connects Slack, Discord and a terminal to an AI workspace.
+
+Usage:
+  flowbridge dev                          try it: fake workspace + terminal chat, no account needed
+  flowbridge run -config FILE             run the bridge with everything the config enables
+  flowbridge check-config -config FILE    validate a config and print what it enables
+  flowbridge sessions list|bind|reset     inspect or change conversation -> session mappings
+  flowbridge audit -config FILE           list audited flow runs
+  flowbridge slack-manifest -config FILE  print the Slack app manifest for the config
+  flowbridge discord-invite -config FILE  print the Discord invite URL
+  flowbridge version                      print the version
+
+Run "flowbridge COMMAND -h" for a command's flags.
+`
+
+// run is the whole program with the OS injected, so tests call it directly.
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return &usageError{"no command given"}
+	}
+	env := &environment{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "run":
+		return cmdRun(ctx, env, rest)
+	case "dev":
+		return cmdDev(ctx, env, rest)
+	case "check-config":
+		return cmdCheckConfig(env, rest)
+	case "sessions":
+		return cmdSessions(ctx, env, rest)
+	case "audit":
+		return cmdAudit(ctx, env, rest)
+	case "slack-manifest":
+		return cmdSlackManifest(env, rest)
+	case "discord-invite":
+		return cmdDiscordInvite(env, rest)
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, "flowbridge", version)
+		return nil
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return &usageError{fmt.Sprintf("unknown command %q", cmd)}
+}
+
+// environment is what run was given of the OS.
+type environment struct {
+	getenv func(string) string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	// onServe, when set (tests), is told the running server's addresses.
+	onServe func(serveInfo)
+}
+
+func newFlagSet(env *environment, name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(env.stderr, "Usage: flowbridge %s\n\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &usageError{err.Error()}
+	}
+	return nil
+}
+
+func configFlag(fs *flag.FlagSet, env *environment) *string {
+	def := env.getenv("FLOWBRIDGE_CONFIG")
+	if def == "" {
+		def = "flowbridge.toml"
+	}
+	return fs.String("config", def, "config file (env FLOWBRIDGE_CONFIG)")
+}

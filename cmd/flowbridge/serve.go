@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
+
+	"github.com/flowbridge/flowbridge/adapters/console"
+	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/bridge/workspace"
+	"github.com/flowbridge/flowbridge/sessionmap"
+	"github.com/flowbridge/flowbridge/sessionmap/bridgestore"
+)
+
+// serveInfo tells tests where the running bridge listens.
+type serveInfo struct {
+	AdminAddr string
+}
+
+// serveOptions are what differs between run and dev.
+type serveOptions struct {
+	// configPath is re-read on SIGHUP; "" disables reload.
+	configPath string
+	// prompt shows "> " on the console.
+	prompt bool
+	// httpClient reaches the workspace (nil: a default client).
+	httpClient *http.Client
+}
+
+// adapter is a running platform connection.
+type adapter interface {
+	Run(ctx context.Context) error
+	Ready() error
+}
+
+type namedAdapter struct {
+	name string
+	adapter
+}
+
+// serve runs the bridge until ctx ends, the console's input ends (when it is
+// the only adapter) or an adapter fails; then it shuts down in order: the bridge
+// stops taking events and finishes in-flight work within the grace period, the
+// adapters disconnect, and the store closes last.
+func serve(ctx context.Context, env *environment, cfg *Config, log *zap.Logger, opts serveOptions) (err error) {
+	st, err := sessionmap.Open(cfg.Store.Path, sessionmap.Options{Timeout: time.Second})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := st.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("close store: %w", cerr)
+		}
+	}()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := bridge.NewMetrics(reg)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	ws, err := workspace.New(workspace.Config{
+		BaseURL:           cfg.Workspace.BaseURL,
+		WorkspaceUUID:     cfg.Workspace.WorkspaceUUID,
+		Token:             cfg.Workspace.APIToken.Value(),
+		CreateSessionPath: cfg.Workspace.CreateSessionPath,
+		UserAgent:         "flowbridge/" + version,
+		HTTPClient:        opts.httpClient,
+		ChatTimeout:       cfg.Workspace.ChatTimeout.D(),
+		MaxRetries:        cfg.Workspace.MaxRetries,
+		Observe:           metrics.ObserveAPI,
+	})
+	if err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	bcfg := cfg.bridgeConfig()
+	bcfg.Metrics = metrics
+	b, err := bridge.New(bcfg, ws, bridgestore.New(st), log.Named("bridge"))
+	if err != nil {
+		return err
+	}
+
+	adapters, err := buildAdapters(env, cfg, b, log, opts)
+	if err != nil {
+		return err
+	}
+	if len(adapters) == 0 {
+		return errors.New("no adapter is enabled: enable [console], [slack] or [discord] in the config")
+	}
+
+	admin, err := startAdmin(cfg.Admin, adminDeps{store: st, registry: reg, adapters: adapters, log: log.Named("admin")})
+	if err != nil {
+		return err
+	}
+	if env.onServe != nil {
+		env.onServe(serveInfo{AdminAddr: admin.addr})
+	}
+
+	adCtx, cancelAdapters := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelAdapters()
+	var wg sync.WaitGroup
+	failed := make(chan error, len(adapters))
+	consoleDone := make(chan struct{})
+	for _, a := range adapters {
+		wg.Go(func() {
+			err := a.Run(adCtx)
+			if a.name == "console" && len(adapters) == 1 {
+				close(consoleDone)
+			}
+			if err != nil {
+				failed <- fmt.Errorf("%s: %w", a.name, err)
+			}
+		})
+	}
+	var mwg sync.WaitGroup
+	mwg.Go(func() { maintain(adCtx, st, cfg.Store.AuditRetention.D(), log) })
+
+	hup := make(chan os.Signal, 1)
+	if opts.configPath != "" {
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+	}
+	log.Info("flowbridge running", zap.String("version", version), zap.Int("flows", len(cfg.Flows)), zap.Int("agents", len(cfg.Agents)), zap.String("admin", admin.addr))
+
+	var runErr error
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("signal received; shutting down")
+			break wait
+		case <-consoleDone:
+			break wait
+		case runErr = <-failed:
+			log.Error("adapter stopped", zap.Error(runErr))
+			break wait
+		case <-hup:
+			reload(opts.configPath, env, b, adapters, log)
+		}
+	}
+
+	graceCtx, cancelGrace := context.WithTimeout(context.Background(), cfg.Bridge.ShutdownGrace.D())
+	defer cancelGrace()
+	if err := b.Shutdown(graceCtx); err != nil {
+		log.Warn("in-flight work was cut off at the end of the grace period", zap.Duration("grace", cfg.Bridge.ShutdownGrace.D()))
+	}
+	cancelAdapters()
+	wg.Wait()
+	mwg.Wait()
+	admin.shutdown()
+	log.Info("flowbridge stopped")
+	return runErr
+}
+
+// buildAdapters creates every adapter the config enables.
+func buildAdapters(env *environment, cfg *Config, b *bridge.Bridge, log *zap.Logger, opts serveOptions) ([]namedAdapter, error) {
+	var out []namedAdapter
+	if cfg.Console.Enabled {
+		out = append(out, namedAdapter{"console", console.New(cfg.Console, b, console.Options{In: env.stdin, Out: env.stdout, Prompt: opts.prompt}, log)})
+	}
+	more, err := platformAdapters(cfg, b, log)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, more...), nil
+}
+
+// reload re-reads the config file and swaps in its flows, agents and admins.
+// An invalid file is rejected and the running config kept.
+func reload(path string, env *environment, b *bridge.Bridge, adapters []namedAdapter, log *zap.Logger) {
+	cfg, err := loadConfig(path, env.getenv)
+	if err != nil {
+		log.Error("reload rejected; the running config stays", zap.Error(err))
+		return
+	}
+	flows, agents := cfg.catalog()
+	if err := b.SetCatalog(flows, agents, cfg.Bridge.Admins); err != nil {
+		log.Error("reload rejected; the running config stays", zap.Error(err))
+		return
+	}
+	for _, a := range adapters {
+		if s, ok := a.adapter.(interface{ SyncCommands(context.Context) error }); ok {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if err := s.SyncCommands(ctx); err != nil {
+				log.Error("commands not updated after reload", zap.String("adapter", a.name), zap.Error(err))
+			}
+			cancel()
+		}
+	}
+	log.Info("config reloaded", zap.Int("flows", len(flows)), zap.Int("agents", len(agents)))
+}
+
+// maintain expires de-duplication entries and old audit entries, so the store
+// does not grow without bound.
+func maintain(ctx context.Context, st *sessionmap.Store, retention time.Duration, log *zap.Logger) {
+	t := time.NewTicker(10 * time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if _, err := st.PurgeEvents(now); err != nil {
+				log.Warn("purging events", zap.Error(err))
+			}
+			if retention > 0 {
+				if _, err := st.PruneAudit(now.Add(-retention)); err != nil {
+					log.Warn("pruning audit", zap.Error(err))
+				}
+			}
+		}
+	}
+}
+
+// listen opens addr, reporting a clear error when it is taken.
+func listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	return ln, nil
+}
