@@ -1,0 +1,99 @@
+package workspace
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+)
+
+func FuzzDecode(f *testing.F) {
+	for _, seed := range []string{
+		`{"meta":{"status":"SUCCESS"},"result":{"output":{"response":"ok"}}}`,
+		`{"meta":{"agent_uuid":"a","message":"Message sent","start_at":1716212345123456789,"status":"SUBMITTED"},"result":{"output":"hi"}}`,
+		`{"result":{"session_uuid":"s"}}`,
+		`{"result":{"output":null}}`,
+		`{"meta":{"start_at":1e400}}`,
+		`<html>`,
+		`{"result":`,
+		``,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if run, err := decodeFlowRun(data); err == nil {
+			if !json.Valid(run.Output) {
+				t.Errorf("decodeFlowRun(%q).Output = %q, not JSON", data, run.Output)
+			}
+			run.Response()
+		} else if !errors.Is(err, ErrBadResponse) {
+			t.Errorf("decodeFlowRun(%q) = %v, want ErrBadResponse", data, err)
+		}
+		if _, err := decodeChatReply(data); err != nil && !errors.Is(err, ErrBadResponse) {
+			t.Errorf("decodeChatReply(%q) = %v, want ErrBadResponse", data, err)
+		}
+		if id, err := decodeSessionUUID(data); err == nil && id == "" {
+			t.Errorf("decodeSessionUUID(%q) = empty UUID without error", data)
+		} else if err != nil && !errors.Is(err, ErrBadResponse) {
+			t.Errorf("decodeSessionUUID(%q) = %v, want ErrBadResponse", data, err)
+		}
+	})
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2024, 5, 20, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		in     string
+		want   time.Duration
+		wantOK bool
+	}{
+		{"0", 0, true},
+		{"7", 7 * time.Second, true},
+		{" 30 ", 30 * time.Second, true},
+		{"Mon, 20 May 2024 12:00:10 GMT", 10 * time.Second, true},
+		{"Monday, 20-May-24 12:01:00 GMT", time.Minute, true},
+		{"Mon, 20 May 2024 11:00:00 GMT", 0, true},
+		{"", 0, false},
+		{"-1", 0, false},
+		{"1.5", 0, false},
+		{"99999999999999999999", 0, false},
+		{"soon", 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := parseRetryAfter(tt.in, now)
+		if got != tt.want || ok != tt.wantOK {
+			t.Errorf("parseRetryAfter(%q) = %v, %v, want %v, %v", tt.in, got, ok, tt.want, tt.wantOK)
+		}
+	}
+}
+
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, seed := range []string{"0", "120", "Mon, 20 May 2024 12:00:10 GMT", "4294967296", "x"} {
+		f.Add(seed)
+	}
+	now := time.Date(2024, 5, 20, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, v string) {
+		if d, ok := parseRetryAfter(v, now); d < 0 || (!ok && d != 0) {
+			t.Errorf("parseRetryAfter(%q) = %v, %v, want a non-negative delay", v, d, ok)
+		}
+	})
+}
+
+func TestTruncate(t *testing.T) {
+	tests := []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"  padded\n", 20, "padded"},
+		{"abcdef", 3, "abc…"},
+		{"ééé", 3, "é…"}, // a split rune is dropped, not mangled
+		{"\xff\xfe ok", 20, "\uFFFD ok"}, // a run of bad bytes becomes one mark
+	}
+	for _, tt := range tests {
+		if got := truncate([]byte(tt.in), tt.n); got != tt.want {
+			t.Errorf("truncate(%q, %d) = %q, want %q", tt.in, tt.n, got, tt.want)
+		}
+	}
+}
