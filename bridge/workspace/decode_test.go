@@ -88,7 +88,7 @@ func TestTruncate(t *testing.T) {
 		{"short", 10, "short"},
 		{"  padded\n", 20, "padded"},
 		{"abcdef", 3, "abc…"},
-		{"ééé", 3, "é…"}, // a split rune is dropped, not mangled
+		{"ééé", 3, "é…"},                 // a split rune is dropped, not mangled
 		{"\xff\xfe ok", 20, "\uFFFD ok"}, // a run of bad bytes becomes one mark
 	}
 	for _, tt := range tests {
