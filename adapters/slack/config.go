@@ -1,0 +1,204 @@
+package slack
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	"github.com/flowbridge/flowbridge/bridge"
+)
+
+// Connection modes.
+const (
+	ModeSocket = "socket"
+	ModeHTTP   = "http"
+)
+
+// Session scopes.
+const (
+	ScopeThread  = "thread"
+	ScopeChannel = "channel"
+)
+
+// Working indicators.
+const (
+	IndicatorPlaceholder = "placeholder"
+	IndicatorReaction    = "reaction"
+	IndicatorNone        = "none"
+)
+
+// DefaultAPIURL is Slack's Web API base, in the form slack-go's OptionAPIURL takes.
+const DefaultAPIURL = "https://slack.com/api/"
+
+// EventsPath is the one HTTP-mode endpoint for events, slash commands and
+// interactivity, as in Slack's Bolt.
+const EventsPath = "/slack/events"
+
+// Config is the [slack] section of the configuration.
+type Config struct {
+	Enabled bool `toml:"enabled"`
+	// Mode is "socket" (default; needs app_token, no public URL) or "http"
+	// (needs signing_secret and a public URL reaching listen).
+	Mode     string        `toml:"mode"`
+	BotToken bridge.Secret `toml:"bot_token"`
+	// AppToken is the app-level token (xapp-…) Socket Mode connects with.
+	AppToken bridge.Secret `toml:"app_token"`
+	// SigningSecret verifies HTTP-mode requests.
+	SigningSecret bridge.Secret `toml:"signing_secret"`
+	// Listen is the HTTP-mode address, e.g. ":3000".
+	Listen string `toml:"listen"`
+	// PublicURL is where Slack reaches listen in HTTP mode (e.g.
+	// "https://bot.example.com"); only the app manifest uses it.
+	PublicURL string `toml:"public_url"`
+	// APIURL is the Web API base ending in "/" (tests and proxies point it elsewhere).
+	APIURL       string `toml:"api_url"`
+	FlowCommand  string `toml:"flow_command"`
+	AgentCommand string `toml:"agent_command"`
+	// SessionScope is "thread" (a mention starts a thread, which is the
+	// conversation) or "channel" (a whole channel is one conversation and a
+	// mention in it is answered in the channel).
+	SessionScope string `toml:"session_scope"`
+	// ThreadRepliesNeedMention makes the bot answer in its threads only when
+	// mentioned; by default it answers every message in a thread it is part of.
+	ThreadRepliesNeedMention bool `toml:"thread_replies_need_mention"`
+	// AllowBots lets other bots' messages reach the agent; the bot's own
+	// messages are always ignored.
+	AllowBots bool `toml:"allow_bots"`
+	// UserGroups looks up each user's user groups (usergroups.list, cached for
+	// five minutes) so access rules can name them; it needs usergroups:read.
+	UserGroups bool `toml:"user_groups"`
+	// WorkingIndicator shows that the agent works: "placeholder" (a
+	// "Thinking…" message replaced by the answer), "reaction" (an emoji on the
+	// user's message, removed when the answer is sent) or "none".
+	WorkingIndicator string `toml:"working_indicator"`
+	// WorkingReaction is the emoji name for the reaction indicator.
+	WorkingReaction string `toml:"working_reaction"`
+	// DisableMarkdownBlock always renders converted mrkdwn sections instead of
+	// Slack's markdown block (for workspaces or proxies that reject it).
+	DisableMarkdownBlock bool `toml:"disable_markdown_block"`
+}
+
+// DefaultConfig returns the configuration defaults; New also fills any empty
+// field with them.
+func DefaultConfig() Config {
+	return Config{
+		Mode:             ModeSocket,
+		Listen:           ":3000",
+		APIURL:           DefaultAPIURL,
+		FlowCommand:      "/flow",
+		AgentCommand:     "/agent",
+		SessionScope:     ScopeThread,
+		WorkingIndicator: IndicatorPlaceholder,
+		WorkingReaction:  "hourglass_flowing_sand",
+	}
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	set := func(v *string, def string) {
+		if strings.TrimSpace(*v) == "" {
+			*v = def
+		}
+	}
+	set(&c.Mode, d.Mode)
+	set(&c.Listen, d.Listen)
+	set(&c.APIURL, d.APIURL)
+	set(&c.FlowCommand, d.FlowCommand)
+	set(&c.AgentCommand, d.AgentCommand)
+	set(&c.SessionScope, d.SessionScope)
+	set(&c.WorkingIndicator, d.WorkingIndicator)
+	set(&c.WorkingReaction, d.WorkingReaction)
+	return c
+}
+
+// Validate reports every problem of an enabled configuration, each naming its
+// key; a disabled one is not checked.
+func (c Config) Validate() error {
+	if !c.Enabled {
+		return nil
+	}
+	c = c.withDefaults()
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("slack.%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+
+	switch {
+	case c.BotToken.IsZero():
+		bad("bot_token", "required (the bot token, xoxb-…)")
+	case !strings.HasPrefix(c.BotToken.Value(), "xoxb-"):
+		bad("bot_token", "must be a bot token starting with xoxb-")
+	}
+
+	switch c.Mode {
+	case ModeSocket:
+		switch {
+		case c.AppToken.IsZero():
+			bad("app_token", "required in socket mode (the app-level token, xapp-…, with connections:write)")
+		case !strings.HasPrefix(c.AppToken.Value(), "xapp-"):
+			bad("app_token", "must be an app-level token starting with xapp-")
+		}
+	case ModeHTTP:
+		if c.SigningSecret.IsZero() {
+			bad("signing_secret", "required in http mode (Basic Information → Signing Secret)")
+		}
+		if _, port, err := net.SplitHostPort(c.Listen); err != nil || port == "" {
+			bad("listen", "%q is not a host:port address such as \":3000\"", c.Listen)
+		}
+		if c.PublicURL != "" {
+			if u, err := url.Parse(c.PublicURL); err != nil || u.Scheme != "https" && u.Scheme != "http" || u.Host == "" {
+				bad("public_url", "%q is not an http(s) URL", c.PublicURL)
+			}
+		}
+	default:
+		bad("mode", "%q is not one of \"socket\", \"http\"", c.Mode)
+	}
+
+	if u, err := url.Parse(c.APIURL); err != nil || u.Scheme != "https" && u.Scheme != "http" || u.Host == "" {
+		bad("api_url", "%q is not an http(s) URL", c.APIURL)
+	} else if !strings.HasSuffix(c.APIURL, "/") {
+		bad("api_url", "%q must end in \"/\" (like %q)", c.APIURL, DefaultAPIURL)
+	}
+
+	for _, cmd := range []struct{ key, v string }{{"flow_command", c.FlowCommand}, {"agent_command", c.AgentCommand}} {
+		if err := checkCommand(cmd.v); err != nil {
+			bad(cmd.key, "%v", err)
+		}
+	}
+	if c.FlowCommand == c.AgentCommand {
+		bad("agent_command", "must differ from flow_command (both %q)", c.FlowCommand)
+	}
+
+	switch c.SessionScope {
+	case ScopeThread, ScopeChannel:
+	default:
+		bad("session_scope", "%q is not one of \"thread\", \"channel\"", c.SessionScope)
+	}
+	switch c.WorkingIndicator {
+	case IndicatorPlaceholder, IndicatorReaction, IndicatorNone:
+	default:
+		bad("working_indicator", "%q is not one of \"placeholder\", \"reaction\", \"none\"", c.WorkingIndicator)
+	}
+	if strings.ContainsAny(c.WorkingReaction, ": \t") {
+		bad("working_reaction", "%q must be an emoji name without colons, e.g. \"eyes\"", c.WorkingReaction)
+	}
+	return errors.Join(errs...)
+}
+
+// checkCommand applies Slack's rules for a slash command name.
+func checkCommand(cmd string) error {
+	name, ok := strings.CutPrefix(cmd, "/")
+	switch {
+	case !ok:
+		return fmt.Errorf("%q must start with \"/\"", cmd)
+	case name == "":
+		return fmt.Errorf("%q needs a name after \"/\"", cmd)
+	case len(cmd) > 32:
+		return fmt.Errorf("%q is longer than Slack's 32 characters", cmd)
+	case strings.ContainsAny(name, " \t/") || strings.ToLower(name) != name:
+		return fmt.Errorf("%q must be one lower-case word", cmd)
+	}
+	return nil
+}

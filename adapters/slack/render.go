@@ -1,0 +1,224 @@
+package slack
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	slackgo "github.com/slack-go/slack"
+
+	"github.com/flowbridge/flowbridge/adapters/slack/mrkdwn"
+	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/bridge/markdown"
+)
+
+// Slack's limits that shape a rendered reply.
+const (
+	// maxMarkdownBlock is the markdown block's cumulative limit per message.
+	maxMarkdownBlock = 12_000
+	// maxSection is the limit of a section block's text.
+	maxSection = 3_000
+	// maxBlocks is the block limit of a message.
+	maxBlocks = 50
+	// maxMessageText keeps the sections of one message below the total size
+	// at which Slack answers msg_blocks_too_long (seen at 11–13k).
+	maxMessageText = 12_000
+	// maxFallback bounds the plain-text fallback; it only feeds notifications.
+	maxFallback = 3_000
+	maxFooter   = 500
+	maxLabel    = 75
+	// reservedBlocks leaves room for the footer and the buttons.
+	reservedBlocks = 2
+)
+
+const (
+	actionsBlockID = "flowbridge_actions"
+	placeholder    = "_Thinking…_"
+)
+
+// outMessage is one Slack message: blocks plus the plain-text fallback every
+// message with blocks needs (notifications, screen readers).
+type outMessage struct {
+	Text   string
+	Blocks []slackgo.Block
+}
+
+// render turns a reply into Slack messages. Text that fits goes into Slack's
+// markdown block (standard Markdown, tables included); longer text is split at
+// paragraph, line or fence boundaries into converted mrkdwn sections, spread
+// over as many messages as needed. Everything from the reply is escaped, so
+// no part can mention anyone. The footer and buttons go on the last message.
+func render(r bridge.Reply, markdownBlock bool) []outMessage {
+	text := r.Text
+	if strings.TrimSpace(text) == "" {
+		text = "…"
+	}
+	var msgs []outMessage
+	if safe := mrkdwn.SafeMarkdown(text); markdownBlock && runes(safe) <= maxMarkdownBlock {
+		msgs = []outMessage{{
+			Text:   fallback(text),
+			Blocks: []slackgo.Block{slackgo.NewMarkdownBlock("", safe)},
+		}}
+	} else {
+		msgs = sections(text)
+	}
+
+	last := &msgs[len(msgs)-1]
+	if f := strings.TrimSpace(r.Footer); f != "" {
+		footer := mrkdwn.Convert(truncate(f, maxFooter))
+		last.Blocks = append(last.Blocks, slackgo.NewContextBlock("",
+			slackgo.NewTextBlockObject(slackgo.MarkdownType, footer, false, false)))
+	}
+	if len(r.Buttons) > 0 {
+		last.Blocks = append(last.Blocks, buttons(r.Buttons))
+	}
+	return msgs
+}
+
+// sections splits Markdown into mrkdwn sections within Slack's limits and
+// groups them into messages.
+func sections(text string) []outMessage {
+	var (
+		msgs []outMessage
+		cur  outMessage
+		src  strings.Builder
+		size int
+	)
+	flush := func() {
+		if len(cur.Blocks) == 0 {
+			return
+		}
+		cur.Text = fallback(src.String())
+		msgs = append(msgs, cur)
+		cur, size = outMessage{}, 0
+		src.Reset()
+	}
+	for _, part := range convertSplit(text, maxSection) {
+		n := runes(part.mrkdwn)
+		if len(cur.Blocks) >= maxBlocks-reservedBlocks || size+n > maxMessageText {
+			flush()
+		}
+		cur.Blocks = append(cur.Blocks, slackgo.NewSectionBlock(
+			slackgo.NewTextBlockObject(slackgo.MarkdownType, part.mrkdwn, false, false), nil, nil))
+		size += n
+		if src.Len() > 0 {
+			src.WriteString("\n\n")
+		}
+		src.WriteString(part.markdown)
+	}
+	flush()
+	if len(msgs) == 0 {
+		msgs = []outMessage{{Text: "…"}}
+	}
+	return msgs
+}
+
+// convertedPart is a piece of Markdown and its mrkdwn conversion.
+type convertedPart struct{ markdown, mrkdwn string }
+
+// convertSplit cuts Markdown into fence-balanced parts whose mrkdwn
+// conversions each fit in limit runes. Split needs an additive measure, so
+// it measures the Markdown with room for the escaping conversion adds; a part
+// that still converts too long (a table padded into a code block) is split
+// again, finer.
+func convertSplit(text string, limit int) []convertedPart {
+	var out []convertedPart
+	for _, part := range markdown.Split(text, limit, escapedLen) {
+		conv := mrkdwn.Convert(part)
+		n := runes(conv)
+		switch {
+		case strings.TrimSpace(conv) == "":
+		case n <= limit:
+			out = append(out, convertedPart{part, conv})
+		case limit > minSplit:
+			finer := max(limit*limit/n*9/10, minSplit)
+			if finer >= limit {
+				finer = limit - 1
+			}
+			out = append(out, convertSplit(part, finer)...)
+		default:
+			// Nothing finer is possible: cut the converted text itself.
+			for conv != "" {
+				head := truncateEscaped(conv, limit)
+				head = strings.TrimSuffix(head, "…")
+				if head == "" {
+					head = string([]rune(conv)[:limit])
+				}
+				out = append(out, convertedPart{part, head})
+				conv = strings.TrimPrefix(conv, head)
+			}
+		}
+	}
+	return out
+}
+
+// minSplit is the smallest limit convertSplit asks Split for.
+const minSplit = 256
+
+// escapedLen measures Markdown as runes plus what escaping & < > adds: an
+// additive upper bound of most conversions' growth.
+func escapedLen(s string) int {
+	n := 0
+	for _, r := range s {
+		switch r {
+		case '&':
+			n += 5
+		case '<', '>':
+			n += 4
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+func buttons(bs []bridge.Button) slackgo.Block {
+	els := make([]slackgo.BlockElement, 0, len(bs))
+	for _, b := range bs {
+		btn := slackgo.NewButtonBlockElement(b.Action.ID, b.Action.Value,
+			slackgo.NewTextBlockObject(slackgo.PlainTextType, truncate(b.Label, maxLabel), false, false))
+		switch b.Style {
+		case "primary":
+			btn.Style = slackgo.StylePrimary
+		case "danger":
+			btn.Style = slackgo.StyleDanger
+		}
+		els = append(els, btn)
+	}
+	return slackgo.NewActionBlock(actionsBlockID, els...)
+}
+
+// fallback is the plain-text version of Markdown for a message's text field.
+func fallback(md string) string {
+	t := strings.TrimSpace(mrkdwn.PlainText(md))
+	if t == "" {
+		return "…"
+	}
+	return truncateEscaped(t, maxFallback)
+}
+
+// escapeText makes text from users or the AI safe in any mrkdwn field.
+func escapeText(s string) string { return mrkdwn.Escape(s) }
+
+func runes(s string) int { return utf8.RuneCountInString(s) }
+
+// truncate shortens s to at most n runes, marking the cut with an ellipsis.
+func truncate(s string, n int) string {
+	if runes(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// truncateEscaped truncates already-escaped text without leaving half an
+// entity such as "&am" behind.
+func truncateEscaped(s string, n int) string {
+	if runes(s) <= n {
+		return s
+	}
+	t := string([]rune(s)[:n-1])
+	if i := strings.LastIndexByte(t, '&'); i >= 0 && !strings.Contains(t[i:], ";") {
+		t = t[:i]
+	}
+	return t + "…"
+}

@@ -1,0 +1,403 @@
+package slack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	slackgo "github.com/slack-go/slack"
+	"go.uber.org/zap"
+
+	"github.com/flowbridge/flowbridge/bridge"
+)
+
+// responderKind says where an event came from, which decides how replies go out.
+type responderKind int
+
+const (
+	kindChat    responderKind = iota // a mention, DM or thread message: Web API
+	kindCommand                      // a slash command: its response_url
+	kindAction                       // a button press: Web API and its response_url
+)
+
+// maxURLUses is how often Slack accepts posts to one response_url.
+const maxURLUses = 5
+
+// MessageRef prefixes: refMessage+"channel:ts" is a message the Web API can
+// update; refURL+response type is a message sent through the response_url;
+// refEphemeral is a chat.postEphemeral message, which nothing can update.
+const (
+	refMessage   = "msg:"
+	refURL       = "url:"
+	refEphemeral = "eph:"
+)
+
+// responder answers one event. It implements bridge.Responder, Updater,
+// Typist and Dismisser.
+type responder struct {
+	a           *Adapter
+	kind        responderKind
+	channel     string
+	thread      string // thread replies go to; "" for the channel or DM itself
+	user        string // who sees ephemeral replies
+	userTS      string // the user's message, for the reaction indicator
+	responseURL string
+	// replaceOnSend makes a reply replace the message whose button was
+	// pressed (Run or Cancel on a confirmation) instead of adding one.
+	replaceOnSend bool
+
+	mu          sync.Mutex
+	placeholder string // ts of the "Thinking…" message the reply replaces
+	urlUses     int
+}
+
+var (
+	_ bridge.Responder = (*responder)(nil)
+	_ bridge.Updater   = (*responder)(nil)
+	_ bridge.Typist    = (*responder)(nil)
+	_ bridge.Dismisser = (*responder)(nil)
+)
+
+// Send posts a reply: for chat in the event's thread (replacing the
+// placeholder), for a slash command through its response_url, and for a
+// button press publicly in the channel or privately through the response_url.
+func (r *responder) Send(ctx context.Context, rep bridge.Reply) (bridge.MessageRef, error) {
+	msgs := render(rep, !r.a.cfg.DisableMarkdownBlock)
+	if rep.Ephemeral {
+		if r.responseURL != "" {
+			replace := r.replaceOnSend
+			r.replaceOnSend = false
+			if err := r.postURL(ctx, slackgo.ResponseTypeEphemeral, msgs, replace); !errors.Is(err, errURLUsedUp) {
+				return refURL + slackgo.ResponseTypeEphemeral, err
+			}
+		}
+		r.dropPlaceholder(ctx)
+		return refEphemeral, r.postEphemeral(ctx, msgs)
+	}
+	if r.kind == kindCommand {
+		err := r.postURL(ctx, slackgo.ResponseTypeInChannel, msgs, false)
+		if !errors.Is(err, errURLUsedUp) {
+			return refURL + slackgo.ResponseTypeInChannel, err
+		}
+	}
+	ts, err := r.postChat(ctx, msgs, r.takePlaceholder())
+	if err != nil && r.kind == kindAction && r.responseURL != "" && notMember(err) {
+		// The bot is not in the channel; the button's response_url can still post there.
+		r.a.log.Debug("chat.postMessage refused; posting through response_url", zap.Error(err))
+		err = r.postURL(ctx, slackgo.ResponseTypeInChannel, msgs, false)
+		return refURL + slackgo.ResponseTypeInChannel, err
+	}
+	if err != nil {
+		return "", err
+	}
+	return bridge.MessageRef(refMessage + r.channel + ":" + ts), nil
+}
+
+// Update replaces a message sent earlier with a new reply; where Slack cannot
+// (ephemeral chat messages, a change of visibility) it sends the reply anew.
+func (r *responder) Update(ctx context.Context, ref bridge.MessageRef, rep bridge.Reply) error {
+	s := string(ref)
+	switch {
+	case strings.HasPrefix(s, refMessage):
+		channel, ts, ok := strings.Cut(strings.TrimPrefix(s, refMessage), ":")
+		if !ok || rep.Ephemeral {
+			break
+		}
+		msgs := render(rep, !r.a.cfg.DisableMarkdownBlock)
+		return r.updateChat(ctx, channel, ts, msgs)
+	case strings.HasPrefix(s, refURL):
+		want := slackgo.ResponseTypeInChannel
+		if rep.Ephemeral {
+			want = slackgo.ResponseTypeEphemeral
+		}
+		if strings.TrimPrefix(s, refURL) == want {
+			msgs := render(rep, !r.a.cfg.DisableMarkdownBlock)
+			err := r.postURL(ctx, want, msgs, true)
+			if !errors.Is(err, errURLUsedUp) {
+				return err
+			}
+		} else if err := r.deleteOriginal(ctx); err != nil {
+			// An ephemeral cannot turn public in place: remove it, then post.
+			r.a.log.Debug("deleting the original failed", zap.Error(err))
+		}
+	}
+	_, err := r.Send(ctx, rep)
+	return err
+}
+
+// Typing shows that the agent works: a placeholder message the reply will
+// replace, or a reaction on the user's message that stop removes.
+func (r *responder) Typing(ctx context.Context) (stop func()) {
+	if r.kind != kindChat {
+		return func() {}
+	}
+	switch r.a.cfg.WorkingIndicator {
+	case IndicatorPlaceholder:
+		ts, err := r.postChat(ctx, []outMessage{{Text: placeholder}}, "")
+		if err != nil {
+			r.a.log.Debug("placeholder not posted", zap.Error(err))
+			return func() {}
+		}
+		r.mu.Lock()
+		r.placeholder = ts
+		r.mu.Unlock()
+	case IndicatorReaction:
+		if r.userTS == "" {
+			return func() {}
+		}
+		item := slackgo.NewRefToMessage(r.channel, r.userTS)
+		name := r.a.cfg.WorkingReaction
+		if err := r.a.withRetry(ctx, "reactions.add", func() error {
+			return r.a.api.AddReactionContext(ctx, name, item)
+		}); err != nil {
+			r.a.log.Debug("reaction not added", zap.Error(err))
+			return func() {}
+		}
+		return func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
+			defer cancel()
+			if err := r.a.withRetry(ctx, "reactions.remove", func() error {
+				return r.a.api.RemoveReactionContext(ctx, name, item)
+			}); err != nil {
+				r.a.log.Debug("reaction not removed", zap.Error(err))
+			}
+		}
+	}
+	return func() {}
+}
+
+// Dismiss deletes the ephemeral message whose button was pressed.
+func (r *responder) Dismiss(ctx context.Context) error {
+	if r.responseURL == "" {
+		return nil
+	}
+	return r.deleteOriginal(ctx)
+}
+
+func (r *responder) takePlaceholder() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ts := r.placeholder
+	r.placeholder = ""
+	return ts
+}
+
+// dropPlaceholder deletes an unused placeholder when the reply goes elsewhere.
+func (r *responder) dropPlaceholder(ctx context.Context) {
+	ts := r.takePlaceholder()
+	if ts == "" {
+		return
+	}
+	unlock, err := r.a.locks.lock(ctx, r.channel)
+	if err != nil {
+		return
+	}
+	defer unlock()
+	if err := r.a.withRetry(ctx, "chat.delete", func() error {
+		_, _, err := r.a.api.DeleteMessageContext(ctx, r.channel, ts)
+		return err
+	}); err != nil {
+		r.a.log.Debug("placeholder not deleted", zap.Error(err))
+	}
+}
+
+// postChat posts messages in order into the responder's thread, the first
+// one replacing the placeholder at replaceTS when set. It returns the first
+// message's ts.
+func (r *responder) postChat(ctx context.Context, msgs []outMessage, replaceTS string) (string, error) {
+	unlock, err := r.a.locks.lock(ctx, r.channel)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	first := ""
+	for i, m := range msgs {
+		var ts string
+		if i == 0 && replaceTS != "" {
+			ts = replaceTS
+			err = r.a.withRetry(ctx, "chat.update", func() error {
+				_, _, _, err := r.a.api.UpdateMessageContext(ctx, r.channel, replaceTS, content(m)...)
+				return err
+			})
+		} else {
+			opts := content(m)
+			if r.thread != "" {
+				opts = append(opts, slackgo.MsgOptionTS(r.thread))
+			}
+			err = r.a.withRetry(ctx, "chat.postMessage", func() error {
+				var err error
+				_, ts, err = r.a.api.PostMessageContext(ctx, r.channel, opts...)
+				return err
+			})
+		}
+		if err != nil {
+			return first, fmt.Errorf("slack: post to %s: %w", r.channel, err)
+		}
+		if i == 0 {
+			first = ts
+		}
+	}
+	r.a.threads.add(r.channel, r.thread)
+	return first, nil
+}
+
+// updateChat replaces the message at ts with the first message and posts the
+// rest after it.
+func (r *responder) updateChat(ctx context.Context, channel, ts string, msgs []outMessage) error {
+	if channel != r.channel {
+		return fmt.Errorf("slack: message of channel %s updated through a responder of %s", channel, r.channel)
+	}
+	if _, err := r.postChat(ctx, msgs, ts); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (r *responder) postEphemeral(ctx context.Context, msgs []outMessage) error {
+	unlock, err := r.a.locks.lock(ctx, r.channel)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	for _, m := range msgs {
+		opts := content(m)
+		if r.thread != "" {
+			opts = append(opts, slackgo.MsgOptionTS(r.thread))
+		}
+		if err := r.a.withRetry(ctx, "chat.postEphemeral", func() error {
+			_, err := r.a.api.PostEphemeralContext(ctx, r.channel, r.user, opts...)
+			return err
+		}); err != nil {
+			return fmt.Errorf("slack: ephemeral to %s in %s: %w", r.user, r.channel, err)
+		}
+	}
+	return nil
+}
+
+// content is a message's text and blocks as slack-go options. The text is
+// escaped already, so slack-go must not escape it again, and neither parse
+// nor link_names is set: Slack must not turn names into mentions.
+func content(m outMessage) []slackgo.MsgOption {
+	opts := []slackgo.MsgOption{slackgo.MsgOptionText(m.Text, false)}
+	if len(m.Blocks) > 0 {
+		opts = append(opts, slackgo.MsgOptionBlocks(m.Blocks...))
+	}
+	return opts
+}
+
+// notMember reports a post refused because the bot cannot write to the channel.
+func notMember(err error) bool {
+	switch errorCode(err) {
+	case "not_in_channel", "channel_not_found":
+		return true
+	}
+	return false
+}
+
+// urlMessage is the JSON a response_url takes.
+type urlMessage struct {
+	ResponseType    string          `json:"response_type,omitempty"`
+	Text            string          `json:"text,omitempty"`
+	Blocks          []slackgo.Block `json:"blocks,omitempty"`
+	ReplaceOriginal bool            `json:"replace_original,omitempty"`
+	DeleteOriginal  bool            `json:"delete_original,omitempty"`
+}
+
+// errURLUsedUp means the response_url's five uses are spent; callers fall
+// back to the Web API.
+var errURLUsedUp = errors.New("response_url used up")
+
+// postURL sends messages through the response_url, the first replacing the
+// original message when replace is set.
+func (r *responder) postURL(ctx context.Context, responseType string, msgs []outMessage, replace bool) error {
+	if r.responseURL == "" {
+		return errURLUsedUp
+	}
+	unlock, err := r.a.locks.lock(ctx, r.channel)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	for i, m := range msgs {
+		if !r.useURL() {
+			if i == 0 {
+				return errURLUsedUp
+			}
+			return fmt.Errorf("slack: %w after %d of %d parts", errURLUsedUp, i, len(msgs))
+		}
+		err := r.sendURL(ctx, urlMessage{
+			ResponseType:    responseType,
+			Text:            m.Text,
+			Blocks:          m.Blocks,
+			ReplaceOriginal: replace && i == 0,
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *responder) deleteOriginal(ctx context.Context) error {
+	if !r.useURL() {
+		return errURLUsedUp
+	}
+	return r.sendURL(ctx, urlMessage{DeleteOriginal: true})
+}
+
+func (r *responder) useURL() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.urlUses >= maxURLUses {
+		return false
+	}
+	r.urlUses++
+	return true
+}
+
+// sendURL posts one message to the response_url, waiting out a 429.
+func (r *responder) sendURL(ctx context.Context, m urlMessage) error {
+	body, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("slack: encode response: %w", err)
+	}
+	return r.a.withRetry(ctx, "response_url", func() error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.responseURL, bytes.NewReader(body))
+		if err != nil {
+			return fmt.Errorf("slack: response_url: %w", err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		res, err := r.a.http.Do(req)
+		if err != nil {
+			return fmt.Errorf("slack: response_url: %w", err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+		if res.StatusCode == http.StatusTooManyRequests {
+			if s, err := strconv.Atoi(res.Header.Get("Retry-After")); err == nil {
+				return &slackgo.RateLimitedError{RetryAfter: time.Duration(s) * time.Second}
+			}
+		}
+		var reply struct {
+			OK    *bool  `json:"ok"`
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(b, &reply)
+		if res.StatusCode/100 != 2 || reply.OK != nil && !*reply.OK {
+			code := reply.Error
+			if code == "" {
+				code = strings.TrimSpace(string(b))
+			}
+			return fmt.Errorf("slack: response_url: %s: %s", res.Status, truncate(code, 200))
+		}
+		return nil
+	})
+}
