@@ -270,6 +270,14 @@ func TestStatusCodes(t *testing.T) {
 			status: 404, want: workspace.ErrNotFound,
 		},
 		{
+			name: "redirect not followed",
+			setup: func(f *workspacetest.Server) {
+				f.AddFlow(workspacetest.Flow{UUID: "moved", Status: 307, Header: http.Header{"Location": {"https://elsewhere.example/"}}})
+			},
+			call:   runFlow("moved", time.Minute),
+			status: 307, text: "307 Temporary Redirect",
+		},
+		{
 			name:   "500 matches no sentinel",
 			setup:  func(f *workspacetest.Server) { f.AddFlow(workspacetest.Flow{UUID: "boom", Status: 500, Body: "oops"}) },
 			call:   runFlow("boom", time.Minute),

@@ -77,13 +77,14 @@ type Agent struct {
 	// Delay is how long a chat reply takes.
 	Delay time.Duration
 	// Status, when non-zero, is the HTTP status sent (after Delay) to chat
-	// messages with Body and Header; the turn is not counted.
-	Status      int
-	Body        string
-	Header      http.Header
-	StatusCount int // limits Status to the first StatusCount messages; 0 means all
+	// messages with Body and Header; such a message is not a turn.
+	Status int
+	Body   string
+	Header http.Header
+	// StatusCount limits Status to the first StatusCount messages; 0 means all.
+	StatusCount int
 	// SessionStatus, when non-zero, is the status Create Session answers
-	// with, and Body and Header its body.
+	// with, sending Body and Header too.
 	SessionStatus int
 	// Reply makes the reply text; default "[turn N] You said: MESSAGE".
 	Reply func(turn int, message string) string

@@ -2,6 +2,7 @@ package workspacetest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -64,8 +65,15 @@ func createSession(t *testing.T, s *workspacetest.Server) string {
 	if status != 200 {
 		t.Fatalf("create session = %d %s, want 200", status, body)
 	}
-	id := body[len(`{"result":{"session_uuid":"`) : len(body)-len(`"}}`)]
-	return id
+	var resp struct {
+		Result struct {
+			SessionUUID string `json:"session_uuid"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(body), &resp); err != nil || resp.Result.SessionUUID == "" {
+		t.Fatalf("create session body %s: %v, want result.session_uuid", body, err)
+	}
+	return resp.Result.SessionUUID
 }
 
 func TestAuth(t *testing.T) {
