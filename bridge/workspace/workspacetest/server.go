@@ -1,9 +1,4 @@
 // Package workspacetest is an in-process fake of the AI workspace API, in the spirit of net/http/httptest.
-//
-// New returns a Server that is not listening: reach it through Handler,
-// Transport or Client (in-memory, usable inside a testing/synctest bubble,
-// with any base URL, e.g. Server.URL). NewServer, or New followed by
-// Start, serves it on a loopback port as well.
 package workspacetest
 
 import (
@@ -136,7 +131,10 @@ type session struct {
 	messages []string
 }
 
-// New returns a Server that is not listening.
+// New returns a Server that is not listening. Reach it through Handler,
+// Transport or Client, in memory and so also inside a testing/synctest
+// bubble, with Server.URL (or any base URL) as the client's base URL; call
+// Start, or use NewServer, to serve it on a loopback port as well.
 func New(opts Options) *Server {
 	opts.WorkspaceUUID = cmp.Or(opts.WorkspaceUUID, "ws-test")
 	opts.Token = cmp.Or(opts.Token, "test-token")
