@@ -58,6 +58,7 @@ func (s *Store) PutSession(rec Session) error {
 	}
 	err = s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketSessions)
+		b.FillPercent = sessionFill
 		k := []byte(rec.Key)
 		isNew := b.Get(k) == nil
 		if err := b.Put(k, v); err != nil {
@@ -118,6 +119,12 @@ func (s *Store) ListSessions(prefix string) ([]Session, error) {
 	}
 	return out, nil
 }
+
+// sessionFill is how full bbolt leaves a page it splits. Keys of a channel
+// share a prefix and grow at its end (thread timestamps), so the left half
+// of a split is rarely written again: bbolt's default of 0.5 leaves the file
+// half empty. Measured with BenchmarkStore1M.
+const sessionFill = 0.9
 
 // Session record, format version 1:
 //

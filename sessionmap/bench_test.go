@@ -1,0 +1,212 @@
+package sessionmap
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// fixtureKey is the i-th of a realistic key population: Slack threads
+// spread over 2,000 channels in 20 workspaces, in arrival (time) order, with
+// every tenth a Discord channel.
+func fixtureKey(i int) string {
+	if i%10 == 9 {
+		return fmt.Sprintf("discord/1187%014d/12%016d", i%50, i)
+	}
+	return fmt.Sprintf("slack/T%08d/C%09d/%d.%06d", i%20, i%2000, 1716212345+i/1000, i%1000000)
+}
+
+// buildFixture writes n mappings to a new store at path, in arrival order,
+// through batched transactions (bulk loading, not the serving path).
+func buildFixture(b *testing.B, path string, n int) {
+	b.Helper()
+	s, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	const batch = 10000
+	created := time.Unix(1716212345, 0)
+	for start := 0; start < n; start += batch {
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			bk := tx.Bucket(bucketSessions)
+			bk.FillPercent = sessionFill
+			for i := start; i < min(start+batch, n); i++ {
+				v, err := appendSession(nil, Session{Agent: "helper", SessionUUID: testUUID(i), Created: created, LastUsed: created.Add(time.Duration(i) * time.Second)})
+				if err != nil {
+					return err
+				}
+				if err := bk.Put([]byte(fixtureKey(i)), v); err != nil {
+					return err
+				}
+			}
+			return addCounter(tx, metaSessions, int64(min(batch, n-start)))
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStore1M measures a store holding 1,000,000 mappings (issue 6:
+// lookup p99 ≤ 50 µs, open ≤ 1 s, file ≤ 300 MB). The fixture is built once
+// per run.
+func BenchmarkStore1M(b *testing.B) {
+	const n = 1_000_000
+	path := filepath.Join(b.TempDir(), "flowbridge.db")
+	buildFixture(b, path, n)
+	info, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fileMB := float64(info.Size()) / (1 << 20)
+
+	b.Run("Open", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s, err := Open(path, Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(fileMB, "file-MB")
+	})
+
+	s, err := Open(path, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.Stats().Sessions; got != n {
+		b.Fatalf("Stats().Sessions = %d, want %d", got, n)
+	}
+
+	b.Run("Lookup", func(b *testing.B) {
+		rng := rand.New(rand.NewPCG(1, 2))
+		var lat []time.Duration
+		b.ReportAllocs()
+		for b.Loop() {
+			key := fixtureKey(rng.IntN(n))
+			start := time.Now()
+			_, ok, err := s.Session(key)
+			lat = append(lat, time.Since(start))
+			if err != nil || !ok {
+				b.Fatalf("Session(%q) = %v, %v", key, ok, err)
+			}
+		}
+		reportPercentiles(b, lat)
+		b.ReportMetric(fileMB, "file-MB")
+	})
+
+	b.Run("LookupMissing", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			i++
+			if _, ok, err := s.Session(fmt.Sprintf("slack/T%08d/C000000001/1.%d", i%20, i)); err != nil || ok {
+				b.Fatalf("Session(missing) = %v, %v", ok, err)
+			}
+		}
+	})
+
+	b.Run("ListChannel", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			// One channel's 450 threads.
+			recs, err := s.ListSessions("slack/T00000000/C000000000/")
+			if err != nil || len(recs) == 0 {
+				b.Fatalf("ListSessions = %d, %v", len(recs), err)
+			}
+		}
+	})
+
+	b.Run("PutSession", func(b *testing.B) {
+		benchPut(b, s, n)
+	})
+}
+
+func reportPercentiles(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)*50/100].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+}
+
+// benchPut updates LastUsed of existing mappings, the write a busy
+// conversation makes, and reports latency percentiles.
+func benchPut(b *testing.B, s *Store, n int) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var lat []time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		i := rng.IntN(n)
+		rec := Session{Key: fixtureKey(i), Agent: "helper", SessionUUID: testUUID(i), Created: time.Unix(1716212345, 0), LastUsed: time.Now()}
+		start := time.Now()
+		if err := s.PutSession(rec); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	reportPercentiles(b, lat)
+}
+
+func BenchmarkPutSession(b *testing.B) {
+	for _, noSync := range []bool{false, true} {
+		b.Run(fmt.Sprintf("NoSync=%v", noSync), func(b *testing.B) {
+			const n = 10_000
+			path := filepath.Join(b.TempDir(), "flowbridge.db")
+			buildFixture(b, path, n)
+			s, err := Open(path, Options{NoSync: noSync})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			benchPut(b, s, n)
+		})
+	}
+}
+
+func BenchmarkMarkEvent(b *testing.B) {
+	for _, noSync := range []bool{false, true} {
+		b.Run(fmt.Sprintf("NoSync=%v", noSync), func(b *testing.B) {
+			s, _ := openTest(b, Options{NoSync: noSync})
+			now := time.Now()
+			var lat []time.Duration
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				i++
+				id := fmt.Sprintf("Ev%010d", i)
+				start := time.Now()
+				first, err := s.MarkEvent(id, 10*time.Minute, now)
+				lat = append(lat, time.Since(start))
+				if err != nil || !first {
+					b.Fatalf("MarkEvent(%q) = %v, %v", id, first, err)
+				}
+			}
+			reportPercentiles(b, lat)
+		})
+	}
+}
+
+func BenchmarkAppendAudit(b *testing.B) {
+	s, _ := openTest(b, Options{NoSync: true})
+	e := AuditEntry{Platform: "slack", User: "U0123", UserName: "ann", Channel: "C0456", Conversation: "slack/T0123/C0456", Flow: "healthcheck", Params: map[string]string{"host": "web1", "service": "nginx"}, Outcome: "ok", Duration: time.Second}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.AppendAudit(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
