@@ -300,7 +300,8 @@ func (s *Server) ackMessageLocked(a Ack, c SlashCommand) {
 	m.Text, m.Blocks = body.Text, body.Blocks
 	m.TS = s.nextTSLocked()
 	s.recordLocked(m, "ack")
-	if u := s.responseURLs[responseURLID(c.ResponseURL)]; u != nil {
+	// A response_url post that raced ahead of the ack stays the original.
+	if u := s.responseURLs[responseURLID(c.ResponseURL)]; u != nil && u.original == (msgKey{}) {
 		u.original = msgKey{m.Channel, m.TS}
 	}
 }
@@ -440,14 +441,31 @@ type buttonJSON struct {
 // actionID of msg produces; for an ephemeral msg the new response_url can
 // delete or replace it.
 func (s *Server) PressButton(ctx context.Context, msg Message, actionID, userID string) (Delivery, error) {
-	for _, b := range msg.Buttons() {
-		if b.ActionID != actionID {
-			continue
-		}
-		return s.SendBlockAction(ctx, BlockAction{
-			UserID: userID, ChannelID: msg.Channel, MessageTS: msg.TS, ThreadTS: msg.ThreadTS,
-			IsEphemeral: msg.Ephemeral, ActionID: b.ActionID, BlockID: b.BlockID, Value: b.Value, Label: b.Label,
-		})
+	a, err := buttonAction(msg, actionID, userID)
+	if err != nil {
+		return Delivery{}, err
 	}
-	return Delivery{}, fmt.Errorf("press %q: no such button in message %s/%s", actionID, msg.Channel, msg.TS)
+	return s.SendBlockAction(ctx, a)
+}
+
+// PressButtonBody is PressButton for HTTP mode: the form body Slack POSTs
+// to the interactivity URL.
+func (s *Server) PressButtonBody(msg Message, actionID, userID string) ([]byte, Delivery, error) {
+	a, err := buttonAction(msg, actionID, userID)
+	if err != nil {
+		return nil, Delivery{}, err
+	}
+	return s.BlockActionBody(a)
+}
+
+func buttonAction(msg Message, actionID, userID string) (BlockAction, error) {
+	for _, b := range msg.Buttons() {
+		if b.ActionID == actionID {
+			return BlockAction{
+				UserID: userID, ChannelID: msg.Channel, MessageTS: msg.TS, ThreadTS: msg.ThreadTS,
+				IsEphemeral: msg.Ephemeral, ActionID: b.ActionID, BlockID: b.BlockID, Value: b.Value, Label: b.Label,
+			}, nil
+		}
+	}
+	return BlockAction{}, fmt.Errorf("press %q: no such button in message %s/%s", actionID, msg.Channel, msg.TS)
 }

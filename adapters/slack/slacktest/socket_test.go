@@ -171,7 +171,9 @@ func TestSocketMessageSubtypes(t *testing.T) {
 		{"join", slacktest.MessageEvent{Channel: "C1", User: "U2", Subtype: "channel_join", Text: "<@U2> has joined the channel"},
 			func(m *slackevents.MessageEvent) bool { return m.SubType == "channel_join" }},
 		{"deleted", slacktest.MessageEvent{Channel: "C1", TS: orig.TS, Subtype: "message_deleted", PreviousText: "v2"},
-			func(m *slackevents.MessageEvent) bool { return m.SubType == "message_deleted" && m.DeletedTimeStamp == orig.TS }},
+			func(m *slackevents.MessageEvent) bool {
+				return m.SubType == "message_deleted" && m.DeletedTimeStamp == orig.TS
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -251,8 +253,8 @@ func TestSocketUnknownEventType(t *testing.T) {
 
 func TestSocketReconnect(t *testing.T) {
 	tests := []struct {
-		name  string
-		break_ func(*slacktest.Server) error
+		name string
+		cut  func(*slacktest.Server) error
 	}{
 		{"disconnect refresh_requested", func(s *slacktest.Server) error { return s.Disconnect("refresh_requested") }},
 		{"disconnect warning", func(s *slacktest.Server) error { return s.Disconnect("warning") }},
@@ -267,7 +269,7 @@ func TestSocketReconnect(t *testing.T) {
 			if err := srv.WaitConnections(ctx, 1); err != nil {
 				t.Fatal(err)
 			}
-			if err := tt.break_(srv); err != nil {
+			if err := tt.cut(srv); err != nil {
 				t.Fatal(err)
 			}
 			if err := srv.WaitConnections(ctx, 2); err != nil {
