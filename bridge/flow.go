@@ -20,6 +20,10 @@ func (b *Bridge) flow(ctx context.Context, log *zap.Logger, ev Event, args strin
 	args = sanitize(args)
 	name, params, err := ParseFlowArgs(args)
 	cat := b.cat.Load()
+	if err != nil && name == "" {
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: err.Error() + " Type `/flow help` for the flows and their parameters."})
+		return
+	}
 	if name == "" || (name == "help" && len(params) == 0 && cat.flows["help"] == nil) {
 		b.send(ctx, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: b.flowHelp(cat, ev)})
 		return

@@ -1,0 +1,184 @@
+package bridge_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/bridge/workspace"
+	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/sessionmap"
+	"github.com/flowbridge/flowbridge/sessionmap/bridgestore"
+)
+
+const (
+	agentUUID  = "agent-1"
+	agent2UUID = "agent-2"
+	flowUUID   = "flow-hc"
+)
+
+// harness is a bridge on the real workspace client, the fake API and a real store.
+type harness struct {
+	t     *testing.T
+	b     *bridge.Bridge
+	fake  *workspacetest.Server
+	store *sessionmap.Store
+	path  string
+}
+
+func healthcheck() bridge.Flow {
+	return bridge.Flow{Name: "healthcheck", UUID: flowUUID, Description: "check a service", Timeout: 30 * time.Second, Allow: []string{"everyone"},
+		Params: []bridge.Param{{Name: "host", Required: true}, {Name: "service"}}}
+}
+
+func defaultConfig() bridge.Config {
+	return bridge.Config{
+		Flows:  []bridge.Flow{healthcheck()},
+		Agents: []bridge.Agent{{Name: "helper", UUID: agentUUID, Default: true}, {Name: "other", UUID: agent2UUID}},
+		Admins: []string{"U-admin"},
+	}
+}
+
+func newHarness(t *testing.T, cfg bridge.Config, setup func(*workspacetest.Server)) *harness {
+	t.Helper()
+	fake := workspacetest.NewServer(workspacetest.Options{})
+	t.Cleanup(fake.Close)
+	fake.AddAgent(workspacetest.Agent{UUID: agentUUID})
+	fake.AddAgent(workspacetest.Agent{UUID: agent2UUID, Reply: func(turn int, msg string) string { return fmt.Sprintf("other agent, turn %d: %s", turn, msg) }})
+	fake.AddFlow(workspacetest.Flow{UUID: flowUUID, Template: "checked {host} {service}"})
+	if setup != nil {
+		setup(fake)
+	}
+	ws, err := workspace.New(workspace.Config{BaseURL: fake.URL, WorkspaceUUID: "ws-test", Token: "test-token", MaxRetries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "store.db")
+	st, err := sessionmap.Open(path, sessionmap.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	b, err := bridge.New(cfg, ws, bridgestore.New(st), zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := b.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return &harness{t: t, b: b, fake: fake, store: st, path: path}
+}
+
+// recorder is a Responder that keeps every reply.
+type recorder struct {
+	mu      sync.Mutex
+	replies []bridge.Reply
+	updates int
+	dismiss int
+	notify  chan struct{}
+}
+
+func newRecorder() *recorder { return &recorder{notify: make(chan struct{}, 1000)} }
+
+func (r *recorder) Send(_ context.Context, rep bridge.Reply) (bridge.MessageRef, error) {
+	r.mu.Lock()
+	r.replies = append(r.replies, rep)
+	n := len(r.replies)
+	r.mu.Unlock()
+	r.notify <- struct{}{}
+	return bridge.MessageRef(fmt.Sprint(n)), nil
+}
+
+func (r *recorder) Update(ctx context.Context, _ bridge.MessageRef, rep bridge.Reply) error {
+	r.mu.Lock()
+	r.updates++
+	r.mu.Unlock()
+	_, err := r.Send(ctx, rep)
+	return err
+}
+
+func (r *recorder) Dismiss(context.Context) error {
+	r.mu.Lock()
+	r.dismiss++
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *recorder) all() []bridge.Reply {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]bridge.Reply(nil), r.replies...)
+}
+
+func (r *recorder) last(t *testing.T) bridge.Reply {
+	t.Helper()
+	all := r.all()
+	if len(all) == 0 {
+		t.Fatal("no reply")
+	}
+	return all[len(all)-1]
+}
+
+// event builds an event in conversation conv from user U1.
+func event(conv string, kind bridge.Kind, text string, rec *recorder) bridge.Event {
+	return bridge.Event{Kind: kind, Platform: "test", Conversation: conv, Channel: "C1", User: bridge.User{ID: "U1", Name: "ann"}, Text: text, Reply: rec}
+}
+
+func command(conv, cmd, args string, rec *recorder) bridge.Event {
+	ev := event(conv, bridge.KindCommand, args, rec)
+	ev.Command = cmd
+	return ev
+}
+
+// do hands ev to the bridge and waits until the bridge is done with it.
+func (h *harness) do(ev bridge.Event) error {
+	h.t.Helper()
+	done := make(chan struct{})
+	ev.Done = sync.OnceFunc(func() { close(done) })
+	err := h.b.Handle(ev)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		h.t.Fatalf("event %q not finished", ev.Text)
+	}
+	return err
+}
+
+// ask sends a chat message and returns the reply text.
+func (h *harness) ask(conv, text string) bridge.Reply {
+	h.t.Helper()
+	rec := newRecorder()
+	if err := h.do(event(conv, bridge.KindMessage, text, rec)); err != nil {
+		h.t.Fatalf("Handle(%q): %v", text, err)
+	}
+	return rec.last(h.t)
+}
+
+func (h *harness) command(conv, cmd, args string) (*recorder, bridge.Reply) {
+	h.t.Helper()
+	rec := newRecorder()
+	if err := h.do(command(conv, cmd, args, rec)); err != nil {
+		h.t.Fatalf("Handle(/%s %s): %v", cmd, args, err)
+	}
+	return rec, rec.last(h.t)
+}
+
+func wantContains(t *testing.T, what, got string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(got, w) {
+			t.Errorf("%s = %q, want it to contain %q", what, got, w)
+		}
+	}
+}
