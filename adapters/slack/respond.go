@@ -73,8 +73,10 @@ func (r *responder) Send(ctx context.Context, rep bridge.Reply) (bridge.MessageR
 	msgs := render(rep, !r.a.cfg.DisableMarkdownBlock)
 	if rep.Ephemeral {
 		if r.responseURL != "" {
+			r.mu.Lock()
 			replace := r.replaceOnSend
 			r.replaceOnSend = false
+			r.mu.Unlock()
 			if err := r.postURL(ctx, slackgo.ResponseTypeEphemeral, msgs, replace); !errors.Is(err, errURLUsedUp) {
 				return refURL + slackgo.ResponseTypeEphemeral, err
 			}

@@ -64,12 +64,16 @@ func entityText(e, botUserID string) string {
 		return target
 	case strings.HasPrefix(target, "!"):
 		name := target[1:]
-		if sub, _, ok := strings.Cut(name, "^"); ok {
+		if kind, id, ok := strings.Cut(name, "^"); ok {
 			// <!subteam^S123|@team>, <!date^…|fallback>
 			if hasLabel && label != "" {
 				return label
 			}
-			return "@" + sub
+			if kind == "subteam" {
+				id, _, _ = strings.Cut(id, "^")
+				return "@" + id
+			}
+			return kind
 		}
 		if hasLabel && label != "" {
 			return label

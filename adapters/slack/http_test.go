@@ -1,0 +1,143 @@
+package slack
+
+import (
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack/slackevents"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/flowbridge/flowbridge/bridge"
+)
+
+const testSecret = "test-signing-secret"
+
+func httpAdapter(t *testing.T, core Core) *Adapter {
+	t.Helper()
+	c := validSocket()
+	c.Mode, c.AppToken, c.SigningSecret = ModeHTTP, "", testSecret
+	a, err := New(c, core, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	a.self.Store(&identity{userID: "UBOT", botID: "BBOT", teamID: "T1"})
+	t.Cleanup(a.work.wait)
+	return a
+}
+
+func signedRequest(body, contentType string, ts time.Time, secret string) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, EventsPath, strings.NewReader(body))
+	r.Header.Set("Content-Type", contentType)
+	s := strconv.FormatInt(ts.Unix(), 10)
+	r.Header.Set(headerTimestamp, s)
+	r.Header.Set(headerSignature, "v0="+hex.EncodeToString(sign(secret, s, []byte(body))))
+	return r
+}
+
+func TestHTTPHandler(t *testing.T) {
+	const form = "application/x-www-form-urlencoded"
+	command := url.Values{
+		"command": {"/flow"}, "text": {"healthcheck host=web1"}, "team_id": {"T1"}, "channel_id": {"C1"},
+		"user_id": {"U1"}, "user_name": {"alice"}, "response_url": {"http://127.0.0.1:1/response/x"},
+	}.Encode()
+	unknown := url.Values{"command": {"/nope"}, "team_id": {"T1"}, "channel_id": {"C1"}, "user_id": {"U1"}}.Encode()
+	event := `{"type":"event_callback","team_id":"T1","event_id":"Ev1","event":{"type":"message","channel_type":"im","channel":"D1","user":"U1","text":"hi","ts":"1.1"}}`
+	unknownEvent := `{"type":"event_callback","team_id":"T1","event_id":"Ev2","event":{"type":"brand_new_event","channel":"C1"}}`
+	action := url.Values{"payload": {`{"type":"block_actions","team":{"id":"T1"},"user":{"id":"U1","name":"alice"},"container":{"type":"message","channel_id":"C1","message_ts":"3.3","is_ephemeral":true},"response_url":"http://127.0.0.1:1/response/y","actions":[{"action_id":"share","block_id":"b1","value":"r1","type":"button"}]}`}}.Encode()
+	now := time.Now()
+
+	tests := []struct {
+		name       string
+		req        *http.Request
+		wantStatus int
+		wantBody   string
+		wantEvent  *bridge.Event // nil: the core must see nothing
+	}{
+		{name: "url verification", req: signedRequest(`{"type":"url_verification","challenge":"3eZbrw1a","token":"x"}`, "application/json", now, testSecret),
+			wantStatus: 200, wantBody: "3eZbrw1a"},
+		{name: "signed slash command", req: signedRequest(command, form, now, testSecret), wantStatus: 200,
+			wantEvent: &bridge.Event{Kind: bridge.KindCommand, Command: "flow", Text: "healthcheck host=web1", Conversation: "slack/T1/C1", User: bridge.User{ID: "U1", Name: "alice"}}},
+		{name: "unknown command", req: signedRequest(unknown, form, now, testSecret), wantStatus: 200, wantBody: `"response_type":"ephemeral"`},
+		{name: "signed event", req: signedRequest(event, "application/json", now, testSecret), wantStatus: 200,
+			wantEvent: &bridge.Event{Kind: bridge.KindMessage, Text: "hi", Conversation: "slack/T1/D1", User: bridge.User{ID: "U1", Name: "alice"}}},
+		{name: "unknown event type acked", req: signedRequest(unknownEvent, "application/json", now, testSecret), wantStatus: 200},
+		{name: "button", req: signedRequest(action, form, now, testSecret), wantStatus: 200,
+			wantEvent: &bridge.Event{Kind: bridge.KindAction, Action: bridge.Action{ID: "share", Value: "r1"}, Conversation: "slack/T1/C1", User: bridge.User{ID: "U1", Name: "alice"}}},
+		{name: "ssl check", req: signedRequest("ssl_check=1&token=x", form, now, testSecret), wantStatus: 200},
+		{name: "bad signature", req: signedRequest(command, form, now, "wrong"), wantStatus: 401},
+		{name: "stale timestamp", req: signedRequest(command, form, now.Add(-6*time.Minute), testSecret), wantStatus: 401},
+		{name: "missing headers", req: func() *http.Request {
+			r := signedRequest(command, form, now, testSecret)
+			r.Header.Del(headerSignature)
+			return r
+		}(), wantStatus: 401},
+		{name: "too large", req: signedRequest(strings.Repeat("a", maxBody+1), form, now, testSecret), wantStatus: 413},
+		{name: "not json", req: signedRequest("{", "application/json", now, testSecret), wantStatus: 400},
+		{name: "wrong method", req: httptest.NewRequest(http.MethodGet, EventsPath, nil), wantStatus: 405},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			core := newRecordingCore()
+			a := httpAdapter(t, core)
+			a.users.names["U1"] = cachedName{name: "alice", at: time.Now()}
+			w := httptest.NewRecorder()
+			a.handler(t.Context()).ServeHTTP(w, tt.req)
+			if w.Code != tt.wantStatus {
+				t.Fatalf("status = %d, want %d (body %q)", w.Code, tt.wantStatus, w.Body)
+			}
+			if !strings.Contains(w.Body.String(), tt.wantBody) {
+				t.Errorf("body = %q, want it to contain %q", w.Body, tt.wantBody)
+			}
+			a.work.wait()
+			core.mu.Lock()
+			defer core.mu.Unlock()
+			if tt.wantEvent == nil {
+				if len(core.events) != 0 {
+					t.Fatalf("core got %+v, want nothing", core.events)
+				}
+				return
+			}
+			if len(core.events) != 1 {
+				t.Fatalf("core got %d events, want 1", len(core.events))
+			}
+			got, want := core.events[0], *tt.wantEvent
+			if got.Kind != want.Kind || got.Command != want.Command || got.Text != want.Text ||
+				got.Conversation != want.Conversation || got.Action != want.Action ||
+				got.User.ID != want.User.ID || got.User.Name != want.User.Name || got.Platform != "slack" || got.Reply == nil {
+				t.Errorf("core got %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+func FuzzDecodeRequest(f *testing.F) {
+	f.Add("application/json", []byte(`{"type":"url_verification","challenge":"c"}`))
+	f.Add("application/json", []byte(`{"type":"event_callback","event":{"type":"app_mention","text":"<@U1>","ts":"1.1","channel":"C1"}}`))
+	f.Add("application/json", []byte(`{"type":"event_callback","event":{"type":"message","subtype":"message_changed","message":{"text":"x"}}}`))
+	f.Add("application/json", []byte(`{"type":"event_callback","event":null}`))
+	f.Add("application/x-www-form-urlencoded", []byte("command=%2Fflow&text=a%3Db"))
+	f.Add("application/x-www-form-urlencoded", []byte(`payload={"type":"block_actions","actions":[{}]}`))
+	f.Add("application/x-www-form-urlencoded; charset=utf-8", []byte("payload=%7B"))
+	f.Add("text/plain", []byte("x"))
+	a := &Adapter{cfg: DefaultConfig().withDefaults()}
+	a.self.Store(&identity{userID: "UBOT", botID: "BBOT"})
+	f.Fuzz(func(t *testing.T, contentType string, body []byte) {
+		req, err := decodeRequest(contentType, body)
+		if err != nil || req.kind != kindEvent {
+			return
+		}
+		// What decodes must also pass the event filters without panicking.
+		switch e := req.event.InnerEvent.Data.(type) {
+		case *slackevents.AppMentionEvent:
+			a.fromMention("T1", e)
+		case *slackevents.MessageEvent:
+			a.fromMessage("T1", e)
+		}
+	})
+}

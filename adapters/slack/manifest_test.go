@@ -1,0 +1,228 @@
+package slack
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/flowbridge/flowbridge/bridge"
+)
+
+func TestManifest(t *testing.T) {
+	flows := []bridge.Flow{{Name: "healthcheck"}, {Name: "deploy"}}
+	tests := []struct {
+		name string
+		cfg  Config
+		bot  string
+	}{
+		{"socket", Config{}, "flowbridge"},
+		{"http", Config{Mode: ModeHTTP, PublicURL: "https://bot.example.com/", FlowCommand: "/run", UserGroups: true, WorkingIndicator: IndicatorReaction}, "Ops \"Bot\": #1"},
+		{"http placeholder url", Config{Mode: ModeHTTP}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			js, err := Manifest(tt.cfg, flows, tt.bot, "json")
+			if err != nil {
+				t.Fatalf("Manifest(json) = %v", err)
+			}
+			ym, err := Manifest(tt.cfg, flows, tt.bot, "yaml")
+			if err != nil {
+				t.Fatalf("Manifest(yaml) = %v", err)
+			}
+			name := strings.ReplaceAll(tt.name, " ", "_")
+			golden(t, "manifest/"+name+".json", js)
+			golden(t, "manifest/"+name+".yaml", ym)
+
+			var fromJSON map[string]any
+			if err := json.Unmarshal(js, &fromJSON); err != nil {
+				t.Fatalf("manifest JSON does not decode: %v", err)
+			}
+			fromYAML, err := parseYAMLSubset(string(ym))
+			if err != nil {
+				t.Fatalf("manifest YAML does not parse: %v\n%s", err, ym)
+			}
+			if !reflect.DeepEqual(fromJSON, fromYAML) {
+				t.Errorf("YAML and JSON manifests differ:\njson: %v\nyaml: %v", fromJSON, fromYAML)
+			}
+			checkManifest(t, tt.cfg.withDefaults(), fromJSON)
+		})
+	}
+	if _, err := Manifest(Config{}, nil, "", "toml"); err == nil {
+		t.Error(`Manifest(format "toml") = nil error, want one`)
+	}
+}
+
+func checkManifest(t *testing.T, cfg Config, m map[string]any) {
+	t.Helper()
+	get := func(path ...string) any {
+		var v any = m
+		for _, p := range path {
+			mm, ok := v.(map[string]any)
+			if !ok {
+				return nil
+			}
+			v = mm[p]
+		}
+		return v
+	}
+	http := cfg.Mode == ModeHTTP
+	if got := get("settings", "socket_mode_enabled"); got != !http {
+		t.Errorf("socket_mode_enabled = %v, want %v", got, !http)
+	}
+	var cmds []string
+	for _, c := range get("features", "slash_commands").([]any) {
+		cmd := c.(map[string]any)
+		cmds = append(cmds, cmd["command"].(string))
+		if _, hasURL := cmd["url"]; hasURL != http {
+			t.Errorf("command %v has url = %v, want %v", cmd["command"], hasURL, http)
+		}
+	}
+	if want := []string{cfg.FlowCommand, cfg.AgentCommand}; !slices.Equal(cmds, want) {
+		t.Errorf("commands = %v, want %v", cmds, want)
+	}
+	var scopes []string
+	for _, s := range get("oauth_config", "scopes", "bot").([]any) {
+		scopes = append(scopes, s.(string))
+	}
+	for _, want := range []string{"app_mentions:read", "chat:write", "commands", "im:history", "channels:history", "users:read"} {
+		if !slices.Contains(scopes, want) {
+			t.Errorf("scopes %v lack %s", scopes, want)
+		}
+	}
+	if slices.Contains(scopes, "usergroups:read") != cfg.UserGroups {
+		t.Errorf("usergroups:read in %v, want %v", scopes, cfg.UserGroups)
+	}
+	if slices.Contains(scopes, "reactions:write") != (cfg.WorkingIndicator == IndicatorReaction) {
+		t.Errorf("reactions:write in %v, want %v", scopes, cfg.WorkingIndicator == IndicatorReaction)
+	}
+	if url, _ := get("settings", "event_subscriptions", "request_url").(string); http && !strings.HasSuffix(url, "/slack/events") {
+		t.Errorf("event request_url = %q, want …/slack/events", url)
+	}
+	if get("settings", "interactivity", "is_enabled") != true {
+		t.Error("interactivity is not enabled")
+	}
+}
+
+// parseYAMLSubset reads the YAML the manifest emitter writes: block
+// mappings with bare keys, block sequences ("- " items, mappings allowed),
+// JSON-quoted strings, booleans and []/{}. It rejects anything else, so the
+// test catches an emitter that drifts from what it promises.
+func parseYAMLSubset(src string) (map[string]any, error) {
+	type line struct {
+		indent int
+		text   string
+		no     int
+	}
+	var lines []line
+	for i, l := range strings.Split(src, "\n") {
+		if strings.TrimSpace(l) == "" || strings.HasPrefix(strings.TrimSpace(l), "#") {
+			continue
+		}
+		trimmed := strings.TrimLeft(l, " ")
+		lines = append(lines, line{len(l) - len(trimmed), trimmed, i + 1})
+	}
+	pos := 0
+	var parseBlock func(indent int) (any, error)
+	scalar := func(s string, no int) (any, error) {
+		switch {
+		case s == "true":
+			return true, nil
+		case s == "false":
+			return false, nil
+		case s == "[]":
+			return []any{}, nil
+		case s == "{}":
+			return map[string]any{}, nil
+		case strings.HasPrefix(s, `"`):
+			var v string
+			if err := json.Unmarshal([]byte(s), &v); err != nil {
+				return nil, fmt.Errorf("line %d: bad string %s: %w", no, s, err)
+			}
+			return v, nil
+		}
+		return nil, fmt.Errorf("line %d: unexpected scalar %q", no, s)
+	}
+	// mappingFrom parses "key: value" entries at indent, the first of which
+	// may already have been cut from a "- " line.
+	var mappingFrom func(indent int, first *line) (map[string]any, error)
+	mappingFrom = func(indent int, first *line) (map[string]any, error) {
+		m := map[string]any{}
+		for {
+			var l line
+			if first != nil {
+				l, first = *first, nil
+			} else {
+				if pos >= len(lines) || lines[pos].indent < indent {
+					return m, nil
+				}
+				l = lines[pos]
+				if l.indent != indent || strings.HasPrefix(l.text, "- ") {
+					return nil, fmt.Errorf("line %d: bad indentation", l.no)
+				}
+				pos++
+			}
+			key, rest, ok := strings.Cut(l.text, ":")
+			if !ok || strings.ContainsAny(key, " \"'") {
+				return nil, fmt.Errorf("line %d: not a key: %q", l.no, l.text)
+			}
+			if _, dup := m[key]; dup {
+				return nil, fmt.Errorf("line %d: duplicate key %s", l.no, key)
+			}
+			rest = strings.TrimSpace(rest)
+			if rest == "" {
+				if pos >= len(lines) || lines[pos].indent <= indent {
+					return nil, fmt.Errorf("line %d: key %s without value", l.no, key)
+				}
+				v, err := parseBlock(lines[pos].indent)
+				if err != nil {
+					return nil, err
+				}
+				m[key] = v
+				continue
+			}
+			v, err := scalar(rest, l.no)
+			if err != nil {
+				return nil, err
+			}
+			m[key] = v
+		}
+	}
+	parseBlock = func(indent int) (any, error) {
+		if !strings.HasPrefix(lines[pos].text, "- ") {
+			return mappingFrom(indent, nil)
+		}
+		var seq []any
+		for pos < len(lines) && lines[pos].indent == indent && strings.HasPrefix(lines[pos].text, "- ") {
+			l := lines[pos]
+			pos++
+			item := strings.TrimPrefix(l.text, "- ")
+			if strings.HasPrefix(item, `"`) || item == "true" || item == "false" {
+				v, err := scalar(item, l.no)
+				if err != nil {
+					return nil, err
+				}
+				seq = append(seq, v)
+				continue
+			}
+			first := line{indent + 2, item, l.no}
+			m, err := mappingFrom(indent+2, &first)
+			if err != nil {
+				return nil, err
+			}
+			seq = append(seq, m)
+		}
+		return seq, nil
+	}
+	top, err := mappingFrom(0, nil)
+	if err != nil {
+		return nil, err
+	}
+	if pos != len(lines) {
+		return nil, fmt.Errorf("line %d: unparsed (indent %s)", lines[pos].no, strconv.Itoa(lines[pos].indent))
+	}
+	return top, nil
+}
