@@ -1,0 +1,97 @@
+package discord
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+func validConfig() Config {
+	return Config{Enabled: true, Token: "abc.def.ghi", ApplicationID: "900000000000000001"}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*Config)
+		want   []string // substrings of the error; none means valid
+	}{
+		{"valid", func(*Config) {}, nil},
+		{"disabled skips checks", func(c *Config) { *c = Config{} }, nil},
+		{"channel scope", func(c *Config) { c.SessionScope = ScopeChannel }, nil},
+		{"guilds and threads", func(c *Config) { c.GuildIDs = []string{"1", "2"}; c.StartThreads = true }, nil},
+		{"fake api url", func(c *Config) { c.APIURL = "http://127.0.0.1:8080" }, nil},
+		{"missing token and app", func(c *Config) { c.Token = ""; c.ApplicationID = "" }, []string{"discord.token: required", "discord.application_id: required"}},
+		{"token with prefix", func(c *Config) { c.Token = "Bot abc" }, []string{`discord.token: give the token without the "Bot " prefix`}},
+		{"bad ids", func(c *Config) { c.ApplicationID = "app"; c.GuildIDs = []string{"1", "x", "1"} }, []string{"discord.application_id:", "discord.guild_ids[1]:", "discord.guild_ids[2]: \"1\" is listed twice"}},
+		{"bad scope", func(c *Config) { c.SessionScope = "guild" }, []string{"discord.session_scope:"}},
+		{"threads need thread scope", func(c *Config) { c.SessionScope = ScopeChannel; c.StartThreads = true }, []string{"discord.start_threads:"}},
+		{"api url path", func(c *Config) { c.APIURL = "https://discord.com/api/v9" }, []string{"discord.api_url:"}},
+		{"api url scheme", func(c *Config) { c.APIURL = "ftp://x" }, []string{"discord.api_url:"}},
+		{"negative timeout", func(c *Config) { c.OpenTimeout = Duration(-time.Second) }, []string{"discord.open_timeout:"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validConfig()
+			tt.change(&c)
+			err := c.Validate()
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil, want errors %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate() = %v, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestConfigDecodeTOML(t *testing.T) {
+	const doc = `
+enabled = true
+token = "secret-token"
+application_id = "900000000000000001"
+guild_ids = ["1"]
+session_scope = "channel"
+message_content_intent = true
+api_url = "http://127.0.0.1:1"
+allow_bots = true
+start_threads = false
+open_timeout = "5s"
+`
+	var c Config
+	dec := toml.NewDecoder(strings.NewReader(doc))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		t.Fatalf("Decode = %v", err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate() = %v", err)
+	}
+	if c.Token.Value() != "secret-token" || time.Duration(c.OpenTimeout) != 5*time.Second || c.SessionScope != ScopeChannel || !c.AllowBots || !c.MessageContentIntent {
+		t.Errorf("decoded %+v", c)
+	}
+	if s := c.Token.String(); strings.Contains(s, "secret") {
+		t.Errorf("Token.String() = %q, want it redacted", s)
+	}
+	var bad Config
+	if err := toml.Unmarshal([]byte(`open_timeout = "soon"`), &bad); err == nil {
+		t.Errorf(`Unmarshal(open_timeout = "soon") = nil, want an error`)
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c := validConfig().withDefaults()
+	if c.SessionScope != ScopeThread || c.APIURL != DefaultAPIURL || time.Duration(c.OpenTimeout) != DefaultOpenTimeout {
+		t.Errorf("withDefaults() = %+v", c)
+	}
+}
