@@ -175,6 +175,21 @@ func (s *Server) SendBoth(ctx context.Context, e MessageEvent) (mention, message
 	return mention, message, err
 }
 
+// SendEcho delivers the "message" event Slack sends to an app subscribed to
+// the channel for the app's own message m (bot_id and app_id set, user the
+// bot user), so a test can check that the app ignores itself.
+func (s *Server) SendEcho(ctx context.Context, m Message) (Delivery, error) {
+	s.mu.Lock()
+	e := MessageEvent{Channel: m.Channel, User: s.opts.BotUserID, Text: m.Text, TS: m.TS, ThreadTS: m.ThreadTS, BotID: s.opts.BotID,
+		Extra: map[string]any{"app_id": s.opts.AppID}}
+	if len(m.Blocks) > 0 {
+		e.Extra["blocks"] = m.Blocks
+	}
+	p := s.eventCallbackLocked("message", &e)
+	s.mu.Unlock()
+	return s.sendEvent(ctx, p)
+}
+
 // SendEvent delivers an arbitrary inner event (its "type" included) wrapped
 // in event_callback, e.g. an event type slack-go does not know.
 func (s *Server) SendEvent(ctx context.Context, inner map[string]any) (Delivery, error) {

@@ -120,7 +120,6 @@ type Server struct {
 	history []Message // every version of every app message
 
 	tickets   map[string]bool // unused socket tickets
-	opens     int
 	conns     []*socket
 	nconns    int
 	envelopes map[string]*envelope

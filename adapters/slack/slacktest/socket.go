@@ -98,7 +98,6 @@ type envelope struct {
 func (s *Server) appsConnectionsOpen(r *http.Request) apiResult {
 	ticket := uuid.NewString()
 	s.tickets[ticket] = true
-	s.opens++
 	return ok(map[string]any{"url": "ws://" + r.Host + "/link/?ticket=" + ticket + "&app_id=" + s.opts.AppID})
 }
 
