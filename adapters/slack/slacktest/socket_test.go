@@ -251,6 +251,14 @@ func TestSocketUnknownEventType(t *testing.T) {
 	}
 }
 
+// TestSocketReconnect shows slack-go v0.35 reconnecting after each way a
+// socket ends. Observed event sequences: a disconnect (any reason) is never
+// surfaced as an event; the client closes the socket itself (incoming_error
+// "use of closed network connection"), calls apps.connections.open again and
+// emits connecting, connected, hello. A dropped socket (close 1006) produces
+// no error event, only connecting, connected. Missing PINGs produce the same
+// incoming_error one ping interval later. Envelopes sent meanwhile wait for
+// the new socket, as Slack queues them.
 func TestSocketReconnect(t *testing.T) {
 	tests := []struct {
 		name string

@@ -602,7 +602,7 @@ func (s *Server) chatUpdate(p url.Values, _ *http.Request) apiResult {
 	}
 	c := contentFrom(p)
 	if c.blocks == "" && p.Get("text") == "" {
-		// Slack keeps the old blocks only when text alone is updated; both empty is an error.
+		// An update replaces the content with what it carries; it must carry some.
 		return fail("no_text")
 	}
 	if code, details := c.check(); code != "" {
