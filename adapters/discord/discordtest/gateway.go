@@ -1,0 +1,597 @@
+package discordtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+	"github.com/gorilla/websocket"
+)
+
+// writeTimeout bounds a frame write, so a client that stops reading cannot hang the fake.
+const writeTimeout = 5 * time.Second
+
+// ErrNoSession is returned when a dispatch has no gateway session to go to: no client has
+// identified yet, or the last session was invalidated (closed with 1000, op 9…).
+var ErrNoSession = errors.New("discordtest: no live gateway session (wait for READY with WaitReady)")
+
+// IntentError is returned when the identified session did not ask for the intents an event
+// needs, so Discord would not send it.
+type IntentError struct {
+	Event string
+	Need  discordgo.Intent
+	Have  discordgo.Intent
+}
+
+func (e *IntentError) Error() string {
+	return fmt.Sprintf("discordtest: %s not dispatched: IDENTIFY intents %d lack %d", e.Event, e.Have, e.Need&^e.Have)
+}
+
+// Dispatch is one op 0 event the fake numbered for a session.
+type Dispatch struct {
+	SessionID string
+	Seq       int64
+	Type      string
+	Data      json.RawMessage
+}
+
+// gwSession is a gateway session: what RESUME continues.
+type gwSession struct {
+	id      string
+	seq     int64
+	intents discordgo.Intent
+	log     []Dispatch // replayed on RESUME
+	conn    *conn      // nil while no connection is attached
+	invalid bool
+}
+
+// conn is one websocket connection. Fields other than ws and wmu are guarded by Server.mu.
+type conn struct {
+	index         int
+	ws            *websocket.Conn
+	wmu           sync.Mutex
+	session       *gwSession
+	identified    bool
+	awaitIdentify bool // after op 9 the client may IDENTIFY again on this connection
+}
+
+type frame struct {
+	Op int             `json:"op"`
+	D  json.RawMessage `json:"d"`
+	S  *int64          `json:"s"`
+	T  *string         `json:"t"`
+}
+
+func encodeFrame(op int, d any, seq int64, t string) []byte {
+	raw, err := json.Marshal(d)
+	if err != nil {
+		raw = []byte("null")
+	}
+	f := frame{Op: op, D: raw}
+	if op == 0 {
+		f.S, f.T = &seq, &t
+	}
+	b, _ := json.Marshal(f)
+	return b
+}
+
+func (c *conn) write(ctx context.Context, b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	deadline := time.Now().Add(writeTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	c.ws.SetWriteDeadline(deadline)
+	return c.ws.WriteMessage(websocket.TextMessage, b)
+}
+
+// closeWith sends a close frame and drops the connection, as Discord does on a fatal error.
+func (s *Server) closeWith(c *conn, code int, text string) {
+	s.mu.Lock()
+	s.connRecords[c.index-1].ServerCloseCode = code
+	if c.session != nil && !resumableClose(code) {
+		c.session.invalid = true
+	}
+	s.notifyLocked()
+	s.mu.Unlock()
+	c.wmu.Lock()
+	c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(writeTimeout))
+	c.wmu.Unlock()
+	c.ws.NetConn().Close()
+}
+
+// resumableClose reports whether a session survives the server closing with code.
+func resumableClose(code int) bool {
+	switch code {
+	case 4000, 4001, 4002, 4003, 4005, 4008:
+		return true
+	}
+	return code < 4000 && code != websocket.CloseNormalClosure && code != websocket.CloseGoingAway
+}
+
+func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		http.Error(w, "closed", http.StatusServiceUnavailable)
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+
+	ws, err := s.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader has answered
+	}
+	c := &conn{ws: ws}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ws.Close()
+		return
+	}
+	c.index = len(s.connRecords) + 1
+	s.connRecords = append(s.connRecords, Connection{Index: c.index, Query: r.URL.RawQuery})
+	s.conns[c] = struct{}{}
+	s.notifyLocked()
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.connRecords[c.index-1].Closed = true
+		if c.session != nil && c.session.conn == c {
+			c.session.conn = nil
+		}
+		s.notifyLocked()
+		s.mu.Unlock()
+		ws.Close()
+	}()
+
+	q := r.URL.Query()
+	if v := q.Get("v"); v != "" && v != "9" && v != "10" {
+		s.closeWith(c, 4012, "Invalid API version.")
+		return
+	}
+	if e := q.Get("encoding"); e != "" && e != "json" {
+		s.closeWith(c, 4002, "Error while decoding payload.")
+		return
+	}
+	hello := encodeFrame(10, map[string]int64{"heartbeat_interval": s.opts.HeartbeatInterval.Milliseconds()}, 0, "")
+	if c.write(r.Context(), hello) != nil {
+		return
+	}
+	for {
+		_, data, err := ws.ReadMessage()
+		if err != nil {
+			if ce, ok := errors.AsType[*websocket.CloseError](err); ok {
+				s.mu.Lock()
+				s.connRecords[c.index-1].ClientCloseCode = ce.Code
+				// Discord ends a session closed with 1000 or 1001: the bot goes offline.
+				if c.session != nil && (ce.Code == websocket.CloseNormalClosure || ce.Code == websocket.CloseGoingAway) {
+					c.session.invalid = true
+				}
+				s.mu.Unlock()
+			}
+			return
+		}
+		var f frame
+		if err := json.Unmarshal(data, &f); err != nil {
+			s.closeWith(c, 4002, "Error while decoding payload.")
+			return
+		}
+		switch f.Op {
+		case 1:
+			s.mu.Lock()
+			s.connRecords[c.index-1].Heartbeats++
+			ack := !s.noAcks
+			if ack {
+				s.connRecords[c.index-1].Acks++
+			}
+			s.notifyLocked()
+			s.mu.Unlock()
+			if ack && c.write(r.Context(), encodeFrame(11, nil, 0, "")) != nil {
+				return
+			}
+		case 2:
+			if !s.identify(r.Context(), c, f.D) {
+				return
+			}
+		case 6:
+			if !s.resume(r.Context(), c, f.D) {
+				return
+			}
+		case 3, 4, 8:
+			s.mu.Lock()
+			ok := c.identified
+			s.mu.Unlock()
+			if !ok {
+				s.closeWith(c, 4003, "Not authenticated.")
+				return
+			}
+		default:
+			s.closeWith(c, 4001, "Unknown opcode.")
+			return
+		}
+	}
+}
+
+func tokenMatches(got, want string) bool {
+	return strings.TrimPrefix(got, "Bot ") == want
+}
+
+// identify answers op 2 with READY and the guilds; false means the connection was closed.
+func (s *Server) identify(ctx context.Context, c *conn, raw json.RawMessage) bool {
+	var d struct {
+		Token   string           `json:"token"`
+		Intents discordgo.Intent `json:"intents"`
+		Shard   *[2]int          `json:"shard"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		s.closeWith(c, 4002, "Error while decoding payload.")
+		return false
+	}
+	s.dispatchMu.Lock()
+	defer s.dispatchMu.Unlock()
+	s.mu.Lock()
+	h := Handshake{Conn: c.index, Op: 2, Token: d.Token, Intents: d.Intents, Shard: d.Shard, Raw: append(json.RawMessage(nil), raw...), At: s.now()}
+	refuse := func(code int, text string) bool {
+		h.CloseCode = code
+		s.handshakes = append(s.handshakes, h)
+		s.mu.Unlock()
+		s.closeWith(c, code, text)
+		return false
+	}
+	switch {
+	case c.identified && !c.awaitIdentify:
+		return refuse(4005, "Already authenticated.")
+	case !tokenMatches(d.Token, s.opts.Token):
+		return refuse(4004, "Authentication failed.")
+	case d.Shard != nil && (d.Shard[1] < 1 || d.Shard[0] < 0 || d.Shard[0] >= d.Shard[1]):
+		return refuse(4010, "Invalid shard.")
+	case d.Intents >= 1<<26:
+		return refuse(4013, "Invalid intent(s).")
+	case s.opts.DenyMessageContent && d.Intents&discordgo.IntentMessageContent != 0:
+		return refuse(4014, "Disallowed intent(s).")
+	}
+	sess := &gwSession{id: fmt.Sprintf("fake-session-%d", len(s.sessions)+1), intents: d.Intents, conn: c}
+	if c.session != nil && c.session.conn == c {
+		c.session.conn = nil
+	}
+	c.session, c.identified, c.awaitIdentify = sess, true, false
+	s.sessions[sess.id] = sess
+	s.current = sess
+	h.SessionID = sess.id
+	s.handshakes = append(s.handshakes, h)
+	s.connRecords[c.index-1].SessionID = sess.id
+
+	guilds := make([]map[string]any, 0, len(s.guilds))
+	for _, g := range s.guilds {
+		guilds = append(guilds, map[string]any{"id": g, "unavailable": true})
+	}
+	ready := map[string]any{
+		"v": 9, "session_id": sess.id, "resume_gateway_url": s.GatewayURL(), "session_type": "normal",
+		"user": s.bot, "application": map[string]any{"id": s.opts.ApplicationID, "flags": 0},
+		"guilds": guilds, "private_channels": []any{},
+	}
+	if d.Shard != nil {
+		ready["shard"] = d.Shard
+	}
+	sess.seq++
+	frames := [][]byte{encodeFrame(0, ready, sess.seq, "READY")}
+	if d.Intents&discordgo.IntentsGuilds != 0 {
+		for _, g := range s.guilds {
+			frames = append(frames, s.numberLocked(sess, "GUILD_CREATE", s.guildCreateLocked(g)))
+		}
+	}
+	s.notifyLocked()
+	s.mu.Unlock()
+	for _, f := range frames {
+		if c.write(ctx, f) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// resume answers op 6 with the missed dispatches and RESUMED, or op 9 when the session
+// cannot be resumed; false means the connection was closed.
+func (s *Server) resume(ctx context.Context, c *conn, raw json.RawMessage) bool {
+	var d struct {
+		Token     string `json:"token"`
+		SessionID string `json:"session_id"`
+		Seq       int64  `json:"seq"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		s.closeWith(c, 4002, "Error while decoding payload.")
+		return false
+	}
+	s.dispatchMu.Lock()
+	defer s.dispatchMu.Unlock()
+	s.mu.Lock()
+	h := Handshake{Conn: c.index, Op: 6, Token: d.Token, SessionID: d.SessionID, Seq: d.Seq, Raw: append(json.RawMessage(nil), raw...), At: s.now()}
+	if c.identified {
+		h.CloseCode = 4005
+		s.handshakes = append(s.handshakes, h)
+		s.mu.Unlock()
+		s.closeWith(c, 4005, "Already authenticated.")
+		return false
+	}
+	if !tokenMatches(d.Token, s.opts.Token) {
+		h.CloseCode = 4004
+		s.handshakes = append(s.handshakes, h)
+		s.mu.Unlock()
+		s.closeWith(c, 4004, "Authentication failed.")
+		return false
+	}
+	sess, ok := s.sessions[d.SessionID]
+	if !ok || sess.invalid || d.Seq > sess.seq {
+		// The client must IDENTIFY now; discordgo does so at once on this connection.
+		c.awaitIdentify = true
+		c.identified = true
+		s.handshakes = append(s.handshakes, h)
+		s.notifyLocked()
+		s.mu.Unlock()
+		return c.write(ctx, encodeFrame(9, false, 0, "")) == nil
+	}
+	if sess.conn != nil && sess.conn != c {
+		sess.conn.session = nil
+	}
+	sess.conn = c
+	c.session, c.identified = sess, true
+	s.current = sess
+	var frames [][]byte
+	for _, f := range sess.log {
+		if f.Seq > d.Seq {
+			frames = append(frames, encodeFrame(0, f.Data, f.Seq, f.Type))
+		}
+	}
+	h.Resumed, h.Replayed = true, len(frames)
+	s.handshakes = append(s.handshakes, h)
+	s.connRecords[c.index-1].SessionID = sess.id
+	sess.seq++
+	frames = append(frames, encodeFrame(0, map[string]any{}, sess.seq, "RESUMED"))
+	s.notifyLocked()
+	s.mu.Unlock()
+	for _, f := range frames {
+		if c.write(ctx, f) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// numberLocked gives the next sequence number of sess to an event, logs it for replay and
+// returns the frame.
+func (s *Server) numberLocked(sess *gwSession, name string, data any) []byte {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		raw = []byte("null")
+	}
+	sess.seq++
+	sess.log = append(sess.log, Dispatch{SessionID: sess.id, Seq: sess.seq, Type: name, Data: raw})
+	return encodeFrame(0, json.RawMessage(raw), sess.seq, name)
+}
+
+// dispatch sends an event to the current session; build makes the payload for the
+// session's intents. The event is logged for replay even when no connection is attached.
+func (s *Server) dispatch(ctx context.Context, name string, need discordgo.Intent, build func(intents discordgo.Intent) any) error {
+	s.dispatchMu.Lock()
+	defer s.dispatchMu.Unlock()
+	s.mu.Lock()
+	sess := s.current
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		return ErrClosed
+	case sess == nil || sess.invalid:
+		s.mu.Unlock()
+		return fmt.Errorf("dispatch %s: %w", name, ErrNoSession)
+	case sess.intents&need != need:
+		s.mu.Unlock()
+		return &IntentError{Event: name, Need: need, Have: sess.intents}
+	}
+	f := s.numberLocked(sess, name, build(sess.intents))
+	c := sess.conn
+	s.notifyLocked()
+	s.mu.Unlock()
+	if c != nil {
+		// A failed write is not an error: the event is replayed when the client resumes.
+		c.write(ctx, f)
+	}
+	return nil
+}
+
+// dispatchEcho sends what Discord would send about the bot's own actions, if the session
+// subscribed; the REST call succeeded either way.
+func (s *Server) dispatchEcho(ctx context.Context, name string, need discordgo.Intent, data any) {
+	s.dispatch(ctx, name, need, func(discordgo.Intent) any { return data })
+}
+
+// echo dispatches MESSAGE_CREATE or MESSAGE_UPDATE of a bot message, as Discord does, so
+// a bridge's loop prevention is exercised. Ephemeral messages are seen by no one else.
+func (s *Server) echo(ctx context.Context, name string, m *Message) {
+	if m.Ephemeral() {
+		return
+	}
+	s.mu.Lock()
+	w := s.wireLocked(m)
+	s.mu.Unlock()
+	s.dispatchEcho(ctx, name, messageIntent(m.GuildID), w)
+}
+
+func messageIntent(guildID string) discordgo.Intent {
+	if guildID == "" {
+		return discordgo.IntentsDirectMessages
+	}
+	return discordgo.IntentsGuildMessages
+}
+
+func (s *Server) guildCreateLocked(id string) map[string]any {
+	channels := []*discordgo.Channel{}
+	threads := []*discordgo.Channel{}
+	for _, cid := range s.channelOrder {
+		ch := s.channels[cid]
+		if ch.GuildID != id {
+			continue
+		}
+		if ch.IsThread() {
+			threads = append(threads, ch)
+		} else {
+			channels = append(channels, ch)
+		}
+	}
+	return map[string]any{
+		"id": id, "name": "guild " + id, "unavailable": false, "owner_id": "1",
+		"joined_at": s.now().UTC().Format(time.RFC3339Nano),
+		"channels":  channels, "threads": threads, "members": []any{}, "roles": []any{}, "emojis": []any{},
+	}
+}
+
+// WaitReady waits until a client has identified or resumed and is connected, and returns
+// the session id.
+func (s *Server) WaitReady(ctx context.Context) (string, error) {
+	return waitFor(ctx, s, "gateway READY", func() (string, bool) {
+		if c := s.current; c != nil && !c.invalid && c.conn != nil {
+			return c.id, true
+		}
+		return "", false
+	})
+}
+
+// Handshakes returns every IDENTIFY and RESUME received, in order.
+func (s *Server) Handshakes() []Handshake {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Handshake(nil), s.handshakes...)
+}
+
+// WaitHandshake waits for an IDENTIFY or RESUME that match accepts.
+func (s *Server) WaitHandshake(ctx context.Context, match func(Handshake) bool) (Handshake, error) {
+	return waitFor(ctx, s, "gateway handshake", func() (Handshake, bool) {
+		for _, h := range s.handshakes {
+			if match(h) {
+				return h, true
+			}
+		}
+		return Handshake{}, false
+	})
+}
+
+// Connections returns every gateway connection so far, in order.
+func (s *Server) Connections() []Connection {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Connection(nil), s.connRecords...)
+}
+
+// WaitConnection waits for a connection state that match accepts, e.g. a number of
+// heartbeats.
+func (s *Server) WaitConnection(ctx context.Context, match func(Connection) bool) (Connection, error) {
+	return waitFor(ctx, s, "gateway connection", func() (Connection, bool) {
+		for _, c := range s.connRecords {
+			if match(c) {
+				return c, true
+			}
+		}
+		return Connection{}, false
+	})
+}
+
+// Dispatches returns every event numbered for any session, in order per session.
+func (s *Server) Dispatches() []Dispatch {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Dispatch
+	for i := 1; i <= len(s.sessions); i++ {
+		if sess, ok := s.sessions[fmt.Sprintf("fake-session-%d", i)]; ok {
+			out = append(out, sess.log...)
+		}
+	}
+	return out
+}
+
+// SetHeartbeatAcks turns HEARTBEAT_ACK on (the default) or off; without acks discordgo
+// reconnects after five intervals, as with a zombie connection.
+func (s *Server) SetHeartbeatAcks(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noAcks = !on
+}
+
+// currentConn returns the connection of the current session.
+func (s *Server) currentConn() (*conn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.current == nil || s.current.conn == nil {
+		return nil, ErrNoSession
+	}
+	return s.current.conn, nil
+}
+
+// Reconnect sends op 7 RECONNECT on the current connection; discordgo closes it with 1012
+// and RESUMEs on a new one.
+func (s *Server) Reconnect(ctx context.Context) error {
+	s.dispatchMu.Lock()
+	defer s.dispatchMu.Unlock()
+	c, err := s.currentConn()
+	if err != nil {
+		return fmt.Errorf("reconnect: %w", err)
+	}
+	return c.write(ctx, encodeFrame(7, nil, 0, ""))
+}
+
+// InvalidateSession sends op 9 INVALID_SESSION. With resumable false the session can no
+// longer be resumed. discordgo ignores d and IDENTIFYs again on the same connection.
+func (s *Server) InvalidateSession(ctx context.Context, resumable bool) error {
+	s.dispatchMu.Lock()
+	defer s.dispatchMu.Unlock()
+	s.mu.Lock()
+	if s.current == nil || s.current.conn == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("invalidate session: %w", ErrNoSession)
+	}
+	c := s.current.conn
+	c.awaitIdentify = true
+	if !resumable {
+		s.current.invalid = true
+	}
+	s.notifyLocked()
+	s.mu.Unlock()
+	return c.write(ctx, encodeFrame(9, resumable, 0, ""))
+}
+
+// DropConnection closes the current connection's socket without a close frame, like a
+// network failure. The session stays resumable; events dispatched meanwhile are replayed.
+func (s *Server) DropConnection() error {
+	s.mu.Lock()
+	if s.current == nil || s.current.conn == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("drop connection: %w", ErrNoSession)
+	}
+	c := s.current.conn
+	s.current.conn = nil
+	s.connRecords[c.index-1].Dropped = true
+	s.notifyLocked()
+	s.mu.Unlock()
+	return c.ws.NetConn().Close()
+}
+
+// CloseConnection closes the current connection with a close frame, as Discord does on
+// errors: 4000-4003, 4005 and 4008 keep the session resumable; others (4004, 4007, 4009,
+// 4010-4014) end it.
+func (s *Server) CloseConnection(code int, text string) error {
+	c, err := s.currentConn()
+	if err != nil {
+		return fmt.Errorf("close connection: %w", err)
+	}
+	s.closeWith(c, code, text)
+	return nil
+}
