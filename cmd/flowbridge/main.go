@@ -104,14 +104,31 @@ func newFlagSet(env *environment, name, synopsis string) *flag.FlagSet {
 	return fs
 }
 
+// parseFlags parses flags wherever they stand among the arguments
+// ("sessions reset KEY -config F" as well as "-config F sessions reset KEY");
+// the positional arguments are left in fs.Args().
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return &usageError{err.Error()}
 		}
-		return &usageError{err.Error()}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		if args[0] == "--" {
+			positional = append(positional, args[1:]...)
+			break
+		}
+		positional = append(positional, args[0])
+		args = args[1:]
 	}
-	return nil
+	// Parse the positional arguments alone so fs.Args() returns them.
+	return fs.Parse(append([]string{"--"}, positional...))
 }
 
 func configFlag(fs *flag.FlagSet, env *environment) *string {
