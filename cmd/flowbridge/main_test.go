@@ -89,9 +89,9 @@ func TestDevTranscript(t *testing.T) {
 		t.Errorf("turns = %v, want 1,2,1\n%s", got, out)
 	}
 	for _, want := range []string{
-		"Session: `",                    // the session UUID
-		"**web1**", "`nginx`",           // the flow result
-		"needs `host`",                  // missing parameter
+		"Session: `",          // the session UUID
+		"**web1**", "`nginx`", // the flow result
+		"needs `host`",                      // missing parameter
 		"no flow *nosuch*", "`healthcheck`", // unknown flow, with the valid ones
 	} {
 		if !strings.Contains(out, want) {
