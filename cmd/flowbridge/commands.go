@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -408,4 +409,45 @@ func (c *adminClient) put(ctx context.Context, path string, v any) error {
 
 func (c *adminClient) delete(ctx context.Context, path string) error {
 	return c.do(ctx, http.MethodDelete, path, nil, nil)
+}
+
+// cmdHealth asks the running bridge's admin listener for /healthz, for
+// container health checks where no curl exists.
+func cmdHealth(ctx context.Context, env *environment, args []string) error {
+	fs := newFlagSet(env, "health", "health [-config FILE] [-ready]")
+	path := configFlag(fs, env)
+	ready := fs.Bool("ready", false, "ask /readyz instead of /healthz")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*path, env.getenv)
+	if err != nil {
+		return err
+	}
+	if cfg.Admin.Listen == "" || cfg.Admin.Listen == "off" {
+		return errors.New("admin.listen is off: nothing to ask")
+	}
+	host, port, err := net.SplitHostPort(cfg.Admin.Listen)
+	if err != nil {
+		return fmt.Errorf("admin.listen: %w", err)
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	p := "/healthz"
+	if *ready {
+		p = "/readyz"
+	}
+	c := &adminClient{base: "http://" + net.JoinHostPort(host, port)}
+	var status map[string]string
+	if *ready {
+		err = c.get(ctx, p, &status)
+	} else {
+		err = c.do(ctx, http.MethodGet, p, nil, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	fmt.Fprintln(env.stdout, "ok")
+	return nil
 }

@@ -45,6 +45,7 @@ Usage:
   flowbridge audit -config FILE           list audited flow runs
   flowbridge slack-manifest -config FILE  print the Slack app manifest for the config
   flowbridge discord-invite -config FILE  print the Discord invite URL
+  flowbridge health -config FILE          exit 0 when the running bridge's /healthz answers (container health checks)
   flowbridge version                      print the version
 
 Run "flowbridge COMMAND -h" for a command's flags.
@@ -73,6 +74,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return cmdSlackManifest(env, rest)
 	case "discord-invite":
 		return cmdDiscordInvite(env, rest)
+	case "health":
+		return cmdHealth(ctx, env, rest)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "flowbridge", version)
 		return nil

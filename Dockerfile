@@ -1,0 +1,22 @@
+# syntax=docker/dockerfile:1
+# Build: docker build --build-arg VERSION=$(git describe --always) -t flowbridge .
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG VERSION=dev
+# The same static build CI checks: no cgo, trimmed paths.
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/flowbridge ./cmd/flowbridge
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/flowbridge /flowbridge
+# The store lives on a volume; point [store] path at /data/flowbridge.db.
+VOLUME /data
+WORKDIR /data
+ENV FLOWBRIDGE_CONFIG=/etc/flowbridge/flowbridge.toml
+USER nonroot:nonroot
+EXPOSE 9090
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s CMD ["/flowbridge", "health"]
+ENTRYPOINT ["/flowbridge"]
+CMD ["run"]
