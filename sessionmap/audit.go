@@ -152,7 +152,7 @@ func (s *Store) PruneAudit(before time.Time) (int, error) {
 			b := tx.Bucket(bucketAudit)
 			var old [][]byte
 			c := b.Cursor()
-			for k, _ := c.First(); k != nil && bytes.Compare(k, hi[:]) < 0 && len(old) < scanChunk; k, _ = c.Next() {
+			for k, _ := c.First(); k != nil && bytes.Compare(k, hi[:]) < 0 && len(old) < s.chunk; k, _ = c.Next() {
 				old = append(old, k)
 			}
 			// Deleting after the walk: bbolt cursors can skip a key when the
@@ -169,7 +169,7 @@ func (s *Store) PruneAudit(before time.Time) (int, error) {
 			return total, fmt.Errorf("prune audit: %w", err)
 		}
 		total += n
-		if n < scanChunk {
+		if n < s.chunk {
 			return total, nil
 		}
 	}

@@ -58,8 +58,9 @@ func TestAuditRoundTripAndOrder(t *testing.T) {
 
 func TestAuditSameNanosecond(t *testing.T) {
 	s, _ := openTest(t, Options{NoSync: true})
+	s.chunk = 7
 	at := time.Unix(1700000000, 42)
-	const n = scanChunk + 500 // also crosses a read chunk
+	const n = 40 // also crosses read chunks
 	for i := range n {
 		if err := s.AppendAudit(AuditEntry{Time: at, Detail: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
@@ -135,7 +136,9 @@ func TestAuditFilter(t *testing.T) {
 func TestPruneAudit(t *testing.T) {
 	s, _ := openTest(t, Options{NoSync: true})
 	t0 := time.Date(2025, 6, 1, 9, 0, 0, 0, time.UTC)
-	const n = 2*scanChunk + 10 // more than one prune transaction
+	const chunk = 8
+	s.chunk = chunk
+	const n = 2*chunk + 3 // more than one prune transaction
 	for i := range n {
 		if err := s.AppendAudit(AuditEntry{Time: t0.Add(time.Duration(i) * time.Second), Detail: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
@@ -146,9 +149,9 @@ func TestPruneAudit(t *testing.T) {
 		wantGone int
 	}{
 		{t0, 0},
-		{t0.Add(2 * scanChunk * time.Second), 2 * scanChunk},
-		{t0.Add(2 * scanChunk * time.Second), 0},
-		{t0.Add(time.Hour), 10},
+		{t0.Add(2 * chunk * time.Second), 2 * chunk},
+		{t0.Add(2 * chunk * time.Second), 0},
+		{t0.Add(time.Hour), 3},
 	}
 	left := n
 	for _, st := range steps {

@@ -24,7 +24,7 @@ func fixtureKey(i int) string {
 
 // buildFixture writes n mappings to a new store at path, in arrival order,
 // through batched transactions (bulk loading, not the serving path).
-func buildFixture(b *testing.B, path string, n int) {
+func buildFixture(b testing.TB, path string, n int) {
 	b.Helper()
 	s, err := Open(path, Options{NoSync: true})
 	if err != nil {
@@ -209,4 +209,29 @@ func BenchmarkAppendAudit(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkPutSessionParallel is many conversations writing at once, each
+// write synced: group commit shares transactions and syncs between them.
+func BenchmarkPutSessionParallel(b *testing.B) {
+	const n = 10_000
+	path := filepath.Join(b.TempDir(), "flowbridge.db")
+	buildFixture(b, path, n)
+	s, err := Open(path, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	b.SetParallelism(32) // 64 writers on 2 cores
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		rng := rand.New(rand.NewPCG(rand.Uint64(), 5))
+		for pb.Next() {
+			i := rng.IntN(n)
+			if err := s.PutSession(Session{Key: fixtureKey(i), Agent: "helper", SessionUUID: testUUID(i), LastUsed: time.Now()}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

@@ -20,13 +20,13 @@ import (
 // sessions.
 func realStore(t *testing.T) (path string, live int64, leaf int) {
 	t.Helper()
-	s, path := openTest(t, Options{NoSync: true})
-	for i := range 3000 {
-		if err := s.PutSession(Session{Key: writerKey(i), Agent: "helper", SessionUUID: testUUID(i), Created: time.Unix(int64(i), 0)}); err != nil {
-			t.Fatal(err)
-		}
+	path = filepath.Join(t.TempDir(), "flowbridge.db")
+	buildFixture(t, path, 3000)
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error { // tx.Page wants a writable transaction
+	err = s.db.Update(func(tx *bolt.Tx) error { // tx.Page wants a writable transaction
 		for id := int(tx.Size())/os.Getpagesize() - 1; id > 1; id-- {
 			info, err := tx.Page(id)
 			if err != nil {

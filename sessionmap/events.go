@@ -33,6 +33,7 @@ func (s *Store) MarkEvent(id string, ttl time.Duration, now time.Time) (first bo
 	nowKey := timeKey(now)
 	expKey := timeKey(exp)
 	err = s.update(func(tx *bolt.Tx) error {
+		first = false
 		events, index := tx.Bucket(bucketEvents), tx.Bucket(bucketEventExp)
 		k := []byte(id)
 		if v := events.Get(k); v != nil {
@@ -73,11 +74,12 @@ func (s *Store) PurgeEvents(now time.Time) (int, error) {
 	for {
 		n, more := 0, false
 		err := s.update(func(tx *bolt.Tx) error {
+			n, more = 0, false
 			events, index := tx.Bucket(bucketEvents), tx.Bucket(bucketEventExp)
 			var expired [][]byte
 			c := index.Cursor()
 			for k, _ := c.First(); k != nil && len(k) >= 8 && string(k[:8]) <= string(nowKey[:]); k, _ = c.Next() {
-				if len(expired) == scanChunk {
+				if len(expired) == s.chunk {
 					more = true
 					break
 				}

@@ -78,7 +78,8 @@ func TestPurgeEvents(t *testing.T) {
 	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	// More entries than one purge transaction handles; event i expires at
 	// t0 + i seconds.
-	const n = 2*scanChunk + 100
+	s.chunk = 6
+	const n = 6*6 + 5 // several purge transactions
 	for i := range n {
 		if _, err := s.MarkEvent(fmt.Sprintf("Ev%05d", i), time.Duration(i+1)*time.Second, t0.Add(-time.Second)); err != nil {
 			t.Fatal(err)
@@ -89,6 +90,7 @@ func TestPurgeEvents(t *testing.T) {
 		t.Fatalf("MarkEvent(renew) = %v, %v, want true, nil", first, err)
 	}
 
+	// Event i expires at t0 + i seconds (Ev00000 at t0 + 1h + 1s).
 	steps := []struct {
 		at        time.Time
 		wantGone  int
@@ -97,10 +99,9 @@ func TestPurgeEvents(t *testing.T) {
 		expiredID string
 	}{
 		{t0.Add(-time.Hour), 0, n, "Ev00001", ""},
-		// Ev00001..Ev02100 expire at t0+1s..t0+2100s; at t0+2000s, Ev00001..Ev02000 are gone.
-		{t0.Add(2000 * time.Second), 2000, n - 2000, "Ev02001", "Ev01999"},
-		{t0.Add(2000 * time.Second), 0, n - 2000, "Ev02100", ""},
-		{t0.Add(2 * time.Hour), n - 2000, 0, "", "Ev00000"},
+		{t0.Add(20 * time.Second), 20, n - 20, "Ev00021", "Ev00019"},
+		{t0.Add(20 * time.Second), 0, n - 20, "Ev00040", ""},
+		{t0.Add(2 * time.Hour), n - 20, 0, "", "Ev00000"},
 	}
 	for _, st := range steps {
 		gone, err := s.PurgeEvents(st.at)

@@ -62,7 +62,8 @@ func runHelper(mode, path string) int {
 func startHelper(t *testing.T, mode, path string) (*exec.Cmd, io.WriteCloser, *bufio.Scanner) {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+mode, helperPathEnv+"="+path)
+	// The race detector otherwise lingers a second at exit.
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode, helperPathEnv+"="+path, "GORACE=atexit_sleep_ms=0")
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

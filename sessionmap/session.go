@@ -80,6 +80,7 @@ func (s *Store) PutSession(rec Session) error {
 func (s *Store) DeleteSession(key string) (bool, error) {
 	var found bool
 	err := s.update(func(tx *bolt.Tx) error {
+		found = false
 		b := tx.Bucket(bucketSessions)
 		k := []byte(key)
 		if b.Get(k) == nil {

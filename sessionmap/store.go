@@ -38,10 +38,10 @@ const DefaultTimeout = time.Second
 // refused rather than misread.
 const formatVersion = 1
 
-// scanChunk bounds how many keys one transaction visits in scans and
+// defaultChunk bounds how many keys one transaction visits in scans and
 // deletions, so a long listing or prune never holds a transaction (and, for
 // writes, the single writer lock) for long.
-const scanChunk = 1024
+const defaultChunk = 1024
 
 // Bucket names. Short, since they are stored once and read on every
 // transaction.
@@ -82,8 +82,11 @@ type Options struct {
 // transaction, committed (and, unless NoSync, fsynced) before the method
 // returns.
 type Store struct {
-	db   *bolt.DB
-	path string
+	db    *bolt.DB
+	path  string
+	chunk int // keys per transaction in scans and bulk deletes; tests shrink it
+
+	commits committer
 
 	closeOnce sync.Once
 	closeErr  error
@@ -161,7 +164,7 @@ func Open(path string, opts Options) (s *Store, err error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	return &Store{db: db, path: path}, nil
+	return &Store{db: db, path: path, chunk: defaultChunk}, nil
 }
 
 // closeAfterPanic closes db, itself guarded: a damaged file may make even the
@@ -323,8 +326,100 @@ func (s *Store) view(fn func(*bolt.Tx) error) error {
 	return mapClosed(s.db.View(fn))
 }
 
+// update runs fn in a write transaction. Concurrent callers share one
+// transaction and one fsync (group commit): the first caller commits at once
+// and, while it does, later callers queue; the next of them then commits
+// everything queued in one transaction. A lone write waits for nothing,
+// and under load a few hundred writes cost one sync instead of one each.
+// fn must set its results afresh on every call, since a batch in which
+// another fn failed is rolled back and run again without it.
 func (s *Store) update(fn func(*bolt.Tx) error) error {
-	return mapClosed(s.db.Update(fn))
+	req := &writeReq{fn: fn, done: make(chan bool, 1)}
+	c := &s.commits
+	c.mu.Lock()
+	c.queue = append(c.queue, req)
+	if c.leading {
+		c.mu.Unlock()
+		if lead := <-req.done; !lead {
+			return req.err
+		}
+	} else {
+		c.leading = true
+		c.mu.Unlock()
+	}
+
+	c.mu.Lock()
+	batch := c.queue
+	c.queue = nil
+	c.mu.Unlock()
+	defer func() {
+		// Pass the lead on even if a write panicked, so no caller waits
+		// forever; the panic itself goes on up this goroutine.
+		c.mu.Lock()
+		if len(c.queue) > 0 {
+			c.queue[0].done <- true
+		} else {
+			c.leading = false
+		}
+		c.mu.Unlock()
+	}()
+	s.commitBatch(req, batch)
+	return req.err
+}
+
+// committer queues writes for group commit.
+type committer struct {
+	mu      sync.Mutex
+	queue   []*writeReq
+	leading bool // a caller is committing; new writes queue
+}
+
+type writeReq struct {
+	fn   func(*bolt.Tx) error
+	err  error
+	done chan bool // false: err is set; true: commit the queue
+}
+
+// commitBatch commits batch in one transaction and delivers each request's
+// result (to the others through done; the leader, which runs it, reads its
+// own err). A request whose fn fails gets that error alone and the rest are
+// retried without it.
+func (s *Store) commitBatch(leader *writeReq, batch []*writeReq) {
+	deliver := func(r *writeReq, err error) {
+		r.err = mapClosed(err)
+		if r != leader {
+			r.done <- false
+		}
+	}
+	panicked := true
+	defer func() {
+		if panicked {
+			for _, r := range batch {
+				deliver(r, errors.New("store write panicked"))
+			}
+		}
+	}()
+	for len(batch) > 0 {
+		failed := -1
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			for i, r := range batch {
+				if err := r.fn(tx); err != nil {
+					failed = i
+					return err
+				}
+			}
+			return nil
+		})
+		if failed < 0 {
+			for _, r := range batch {
+				deliver(r, err)
+			}
+			break
+		}
+		deliver(batch[failed], err)
+		batch = append(batch[:failed:failed], batch[failed+1:]...)
+	}
+	panicked = false
 }
 
 func mapClosed(err error) error {
@@ -375,7 +470,7 @@ func checkKey(what, key string) error {
 }
 
 // scan visits the keys of bucket from start (inclusive) while keep(key) holds,
-// at most scanChunk per read transaction, so a long scan never pins one
+// at most s.chunk per read transaction, so a long scan never pins one
 // transaction. fn receives bbolt's memory: it must copy what it keeps. fn
 // returns false to stop. Entries written between chunks may or may not be
 // seen; each chunk alone is consistent.
@@ -392,7 +487,7 @@ func (s *Store) scan(bucket, start []byte, keep func(k []byte) bool, fn func(k, 
 				k, v = c.Seek(next)
 			}
 			for i := 0; k != nil && keep(k); i++ {
-				if i == scanChunk {
+				if i == s.chunk {
 					next = bytes.Clone(k)
 					done = false
 					return nil
@@ -428,7 +523,7 @@ func (s *Store) scanBack(bucket, end []byte, keep func(k []byte) bool, fn func(k
 				k, v = c.Prev()
 			}
 			for i := 0; k != nil && keep(k); i++ {
-				if i == scanChunk {
+				if i == s.chunk {
 					// The smallest key above k is k+"\x00": bounding the
 					// next chunk by it includes k.
 					next = append(bytes.Clone(k), 0)

@@ -125,7 +125,8 @@ func TestDeleteAndListSessions(t *testing.T) {
 
 func TestListSessionsAcrossChunks(t *testing.T) {
 	s, _ := openTest(t, Options{NoSync: true})
-	const n = 3*scanChunk + 7
+	s.chunk = 10
+	const n = 3*10 + 7
 	for i := range n {
 		if err := s.PutSession(Session{Key: writerKey(i), SessionUUID: testUUID(i)}); err != nil {
 			t.Fatal(err)
@@ -551,5 +552,46 @@ func TestOpenRefusesNewerFormat(t *testing.T) {
 	// The failed open released the lock.
 	if _, err := Open(path, Options{Timeout: time.Millisecond}); errors.Is(err, ErrLocked) {
 		t.Errorf("Open after a refused open = %v, want the lock released", err)
+	}
+}
+
+func TestGroupCommitIsolatesFailures(t *testing.T) {
+	s, path := openTest(t, Options{})
+	// An event entry that cannot be decoded: MarkEvent on it fails.
+	err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketEvents).Put([]byte("bad"), []byte{0}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers = 32
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			if w%4 == 0 {
+				_, errs[w] = s.MarkEvent("bad", time.Minute, time.Now())
+				return
+			}
+			errs[w] = s.PutSession(Session{Key: fmt.Sprintf("k%02d", w), Agent: "a"})
+		})
+	}
+	wg.Wait()
+	for w, err := range errs {
+		if w%4 == 0 {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Errorf("writer %d: MarkEvent(bad) = %v, want ErrCorrupt", w, err)
+			}
+		} else if err != nil {
+			t.Errorf("writer %d: PutSession = %v, want nil", w, err)
+		}
+	}
+	_ = s.Close()
+	s, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.ListSessions("")
+	if err != nil || len(got) != writers-writers/4 {
+		t.Errorf("ListSessions after mixed writes = %d records, %v, want %d", len(got), err, writers-writers/4)
 	}
 }
