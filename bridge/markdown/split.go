@@ -218,7 +218,11 @@ func (sp *splitter) walk(s, li int, reopen string) (candidate, bool) {
 		if r == '\n' {
 			i++
 		}
-		cost += sp.cost(text[p : p+size])
+		if sp.measure == nil {
+			cost++
+		} else {
+			cost += sp.cost(text[p : p+size])
+		}
 		p += size
 		if !isSpace(text[p-size]) {
 			trimEnd, trimCost = p, cost
@@ -266,7 +270,7 @@ func (sp *splitter) classify(i, p int) int {
 		return cutWord
 	}
 	after, _ := utf8.DecodeRuneInString(text[p:])
-	if joins(before, after) {
+	if (before >= utf8.RuneSelf || after >= utf8.RuneSelf) && joins(before, after) {
 		return cutGlyph
 	}
 	return cutHard
