@@ -14,6 +14,8 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/flowbridge/flowbridge/adapters/console"
+	"github.com/flowbridge/flowbridge/adapters/discord"
+	"github.com/flowbridge/flowbridge/adapters/slack"
 	"github.com/flowbridge/flowbridge/bridge"
 )
 
@@ -27,6 +29,8 @@ type Config struct {
 	Agents    []AgentConfig   `toml:"agents"`
 	Flows     []FlowConfig    `toml:"flows"`
 	Console   console.Config  `toml:"console"`
+	Slack     slack.Config    `toml:"slack"`
+	Discord   discord.Config  `toml:"discord"`
 }
 
 // WorkspaceConfig is the AI workspace API to call.
@@ -340,6 +344,9 @@ func (c *Config) Validate() error {
 			}
 			params[p.Name] = true
 		}
+	}
+	if err := checkPlatforms(c); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
