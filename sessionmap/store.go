@@ -154,7 +154,11 @@ func Open(path string, opts Options) (s *Store, err error) {
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", path, classifyOpenError(path, err))
+		if errors.Is(err, berrors.ErrTimeout) {
+			// The whole message names the path already.
+			return nil, fmt.Errorf("%w (%s)", ErrLocked, path)
+		}
+		return nil, fmt.Errorf("open store %s: %w", path, classifyOpenError(err))
 	}
 	if err := tightenMode(path); err != nil {
 		_ = db.Close()
@@ -178,10 +182,8 @@ func closeAfterPanic(db *bolt.DB) (err error) {
 	return db.Close()
 }
 
-func classifyOpenError(path string, err error) error {
+func classifyOpenError(err error) error {
 	switch {
-	case errors.Is(err, berrors.ErrTimeout):
-		return fmt.Errorf("%w (%s)", ErrLocked, path)
 	case errors.Is(err, berrors.ErrInvalid),
 		errors.Is(err, berrors.ErrVersionMismatch),
 		errors.Is(err, berrors.ErrChecksum):
@@ -283,18 +285,19 @@ func (s *Store) Stats() Stats {
 }
 
 // Check walks every page of the file and reports inconsistencies, joined.
-// It holds a read transaction for the whole walk (seconds for a large
-// file), so it is meant for the command line, not the serving path.
+// bbolt's check is safe beside other writers only inside a write
+// transaction, so Check holds the writer lock for the whole walk (seconds
+// for a large file): it is meant for the command line, not the serving
+// path.
 func (s *Store) Check() error {
-	var errs []error
-	err := s.view(func(tx *bolt.Tx) error {
-		for err := range tx.Check() {
-			errs = append(errs, err)
-		}
-		return nil
-	})
+	tx, err := s.db.Begin(true)
 	if err != nil {
-		return fmt.Errorf("check: %w", err)
+		return fmt.Errorf("check: %w", mapClosed(err))
+	}
+	defer func() { _ = tx.Rollback() }()
+	var errs []error
+	for err := range tx.Check() {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("check %s: %w: %w", s.path, ErrCorrupt, errors.Join(errs...))

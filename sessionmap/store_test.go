@@ -287,9 +287,8 @@ func TestLockedInProcess(t *testing.T) {
 	if !errors.Is(err, ErrLocked) {
 		t.Fatalf("second Open(%q) = %v, want ErrLocked", path, err)
 	}
-	want := "store is locked by another flowbridge (" + path + ")"
-	if !strings.Contains(err.Error(), want) {
-		t.Errorf("second Open error = %q, want it to contain %q", err, want)
+	if want := "store is locked by another flowbridge (" + path + ")"; err.Error() != want {
+		t.Errorf("second Open error = %q, want %q", err, want)
 	}
 	if errors.Is(err, ErrCorrupt) {
 		t.Errorf("second Open error %q also matches ErrCorrupt", err)
