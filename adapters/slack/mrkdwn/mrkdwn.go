@@ -1,27 +1,25 @@
 // Package mrkdwn renders AI Markdown as Slack text that can never ping anyone.
-//
-// Slack treats only three characters specially in message text: '&', '<'
-// and '>'. Every control sequence (<!here>, <!channel>, <!everyone>,
-// <@U123>, <!subteam^S123>, <#C123>, <!date^…>, <url|text>) starts with
-// '<', so text with '<' escaped cannot produce one. Every function here
-// escapes all three, and the only raw '<' it ever writes opens a link it
-// built itself to an http, https or mailto URL.
-//
-// Plain "@here", "@channel" and "@everyone" are not mentions in messages an
-// app posts: Slack stopped turning them into notifications in bot messages
-// (18F/charlie PR #353 records the deprecation), and chat.postMessage only
-// links names when the caller asks with link_names=true, which the bridge
-// never sets (chat.postMessage docs: link_names "Find and link user
-// groups"; the default parse=none leaves text as it is). A mention needs
-// the <!here> form. As defence in depth, this package still puts U+2060
-// WORD JOINER after the '@' of those three words, which renders as nothing
-// and stops any parser from seeing the keyword.
 package mrkdwn
 
 import "strings"
 
-// wordJoiner is invisible and, unlike a space, does not change how the
-// word looks or wraps.
+// Why nothing here can ping: Slack treats only '&', '<' and '>' specially
+// in message text, and every control sequence (<!here>, <!channel>,
+// <!everyone>, <@U123>, <!subteam^S123>, <#C123>, <!date^…>, <url|text>)
+// starts with '<'. Every function here escapes all three; the only raw '<'
+// written opens a link Convert built to an http, https or mailto URL.
+//
+// Plain "@here", "@channel" and "@everyone" are not mentions in messages an
+// app posts (research, 2025): Slack stopped turning them into notifications
+// in bot messages (18F/charlie PR #353 records the deprecation), and
+// chat.postMessage links names only when the caller sets link_names=true
+// (docs: "Find and link user groups"), which the bridge never does; the
+// default parse=none leaves text as it is. A real mention needs the <!here>
+// form. As defence in depth, the word joiner below still goes after the '@'
+// of those three words.
+
+// wordJoiner (U+2060) is invisible and, unlike a space, does not change how
+// the word looks or wraps.
 const wordJoiner = "\u2060"
 
 // Escape replaces &, < and > with &amp;, &lt; and &gt;, as Slack requires
