@@ -10,10 +10,11 @@ import "strings"
 // written opens a link Convert built to an http, https or mailto URL.
 //
 // Plain "@here", "@channel" and "@everyone" are not mentions in messages an
-// app posts (research, 2025): Slack stopped turning them into notifications
+// app posts: Slack stopped turning them into notifications
 // in bot messages (18F/charlie PR #353 records the deprecation), and
 // chat.postMessage links names only when the caller sets link_names=true
-// (docs: "Find and link user groups"), which the bridge never does; the
+// (its docs: "Find and link channel names and usernames", later "user
+// groups"), which the bridge must never set; the
 // default parse=none leaves text as it is. A real mention needs the <!here>
 // form. As defence in depth, the word joiner below still goes after the '@'
 // of those three words.
