@@ -57,7 +57,7 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	}
 	log = log.With(zap.String("agent", agent.Name))
 	log.Debug("chat message", zap.String("text", text))
-	out, renewed, err := b.ask(ctx, log, ev.Conversation, agent, text)
+	out, sess, renewed, err := b.ask(ctx, log, ev.Conversation, agent, text)
 	stop()
 	if err != nil {
 		log.Warn("chat failed", zap.Error(err))
@@ -71,44 +71,41 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 		out = msgEmptyReply
 	}
 	b.send(ctx, ev, Reply{Kind: ReplyAgent, Text: out})
-	if err := b.store.SetLastReply(ev.Conversation, out); err != nil {
-		log.Warn("saving last reply", zap.Error(err))
+	sess.LastUsed = b.cfg.Now()
+	if err := b.store.SaveTurn(ev.Conversation, sess, out); err != nil {
+		log.Warn("saving the turn", zap.Error(err))
 	}
 }
 
 // ask sends text on the conversation's session, creating the session first when
 // there is none. A 404 means the workspace forgot the session: the mapping is
 // dropped, a new session made and the message sent once more (renewed = true).
-func (b *Bridge) ask(ctx context.Context, log *zap.Logger, key string, agent *Agent, text string) (out string, renewed bool, err error) {
+func (b *Bridge) ask(ctx context.Context, log *zap.Logger, key string, agent *Agent, text string) (out string, sess Session, renewed bool, err error) {
 	sess, ok, err := b.store.LoadSession(key)
 	if err != nil {
-		return "", false, fmt.Errorf("load session: %w", err)
+		return "", sess, false, fmt.Errorf("load session: %w", err)
 	}
 	if !ok || sess.Agent != agent.Name {
 		if sess, err = b.newSession(ctx, key, agent); err != nil {
-			return "", false, err
+			return "", sess, false, err
 		}
 	}
 	reply, err := b.ws.Chat(ctx, agent.UUID, sess.SessionUUID, text)
 	if errors.Is(err, workspace.ErrNotFound) {
 		log.Info("session gone; starting a new one", zap.String("session_id", sess.SessionUUID))
 		if _, err := b.store.DeleteSession(key); err != nil {
-			return "", false, fmt.Errorf("drop session: %w", err)
+			return "", sess, false, fmt.Errorf("drop session: %w", err)
 		}
 		if sess, err = b.newSession(ctx, key, agent); err != nil {
-			return "", false, err
+			return "", sess, false, err
 		}
 		renewed = true
 		reply, err = b.ws.Chat(ctx, agent.UUID, sess.SessionUUID, text)
 	}
 	if err != nil {
-		return "", renewed, err
+		return "", sess, renewed, err
 	}
-	sess.LastUsed = b.cfg.Now()
-	if err := b.store.SaveSession(key, sess); err != nil {
-		log.Warn("saving session", zap.Error(err))
-	}
-	return reply.Output, renewed, nil
+	return reply.Output, sess, renewed, nil
 }
 
 func (b *Bridge) newSession(ctx context.Context, key string, agent *Agent) (Session, error) {

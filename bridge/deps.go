@@ -59,7 +59,9 @@ type Store interface {
 	ConversationAgent(key string) (string, bool, error)
 	SetConversationAgent(key, agent string) error
 	LastReply(key string) (string, bool, error)
-	SetLastReply(key, text string) error
+	// SaveTurn records an answered message: the session (LastUsed moved on)
+	// and the conversation's latest reply, in one write.
+	SaveTurn(key string, s Session, reply string) error
 	MarkEvent(id string, ttl time.Duration, now time.Time) (first bool, err error)
 	AppendAudit(e AuditEntry) error
 }

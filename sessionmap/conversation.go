@@ -81,3 +81,42 @@ func (s *Store) putText(bucket []byte, key, text string) error {
 		return tx.Bucket(bucket).Put([]byte(key), v)
 	})
 }
+
+// PutTurn records one answered message in a single transaction: the session
+// record (its LastUsed moved on) and the conversation's latest reply. The chat
+// path calls it once per message, so one fsync covers both.
+func (s *Store) PutTurn(rec Session, reply string) error {
+	if err := checkKey("conversation key", rec.Key); err != nil {
+		return fmt.Errorf("put turn: %w", err)
+	}
+	v, err := appendSession(nil, rec)
+	if err != nil {
+		return fmt.Errorf("put turn %q: %w", rec.Key, err)
+	}
+	if len(reply) >= bolt.MaxValueSize {
+		return fmt.Errorf("put turn %q: reply of %d bytes is too large", rec.Key, len(reply))
+	}
+	text := append([]byte{textV1}, reply...)
+	err = s.update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketSessions)
+		b.FillPercent = sessionFill
+		k := []byte(rec.Key)
+		isNew := b.Get(k) == nil
+		if err := b.Put(k, v); err != nil {
+			return err
+		}
+		if isNew {
+			if err := addCounter(tx, metaSessions, 1); err != nil {
+				return err
+			}
+		}
+		if reply == "" {
+			return tx.Bucket(bucketReplies).Delete(k)
+		}
+		return tx.Bucket(bucketReplies).Put(k, text)
+	})
+	if err != nil {
+		return fmt.Errorf("put turn %q: %w", rec.Key, err)
+	}
+	return nil
+}

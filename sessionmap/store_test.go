@@ -594,3 +594,29 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 		t.Errorf("ListSessions after mixed writes = %d records, %v, want %d", len(got), err, writers-writers/4)
 	}
 }
+
+func TestPutTurn(t *testing.T) {
+	s, _ := openTest(t, Options{})
+	now := time.Unix(1700000000, 0).UTC()
+	rec := Session{Key: "slack/T1/C1", Agent: "helper", SessionUUID: "s-1", Created: now, LastUsed: now}
+	if err := s.PutTurn(rec, "the answer"); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := s.Session(rec.Key)
+	if err != nil || !ok || got.SessionUUID != "s-1" || !got.LastUsed.Equal(now) {
+		t.Errorf("Session = %+v, %v, %v", got, ok, err)
+	}
+	reply, ok, err := s.LastReply(rec.Key)
+	if err != nil || !ok || reply != "the answer" {
+		t.Errorf("LastReply = %q, %v, %v", reply, ok, err)
+	}
+	if st := s.Stats(); st.Sessions != 1 {
+		t.Errorf("Stats().Sessions = %d, want 1", st.Sessions)
+	}
+	if err := s.PutTurn(rec, "second"); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Sessions != 1 {
+		t.Errorf("Stats().Sessions after update = %d, want 1", st.Sessions)
+	}
+}

@@ -33,6 +33,11 @@ func (s Store) SaveSession(key string, r bridge.Session) error {
 	return s.Store.PutSession(sessionmap.Session{Key: key, Agent: r.Agent, SessionUUID: r.SessionUUID, Created: r.Created, LastUsed: r.LastUsed})
 }
 
+// SaveTurn records an answered message in one write.
+func (s Store) SaveTurn(key string, r bridge.Session, reply string) error {
+	return s.Store.PutTurn(sessionmap.Session{Key: key, Agent: r.Agent, SessionUUID: r.SessionUUID, Created: r.Created, LastUsed: r.LastUsed}, reply)
+}
+
 // AppendAudit records an audit entry.
 func (s Store) AppendAudit(e bridge.AuditEntry) error {
 	return s.Store.AppendAudit(sessionmap.AuditEntry{
