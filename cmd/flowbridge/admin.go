@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -154,6 +155,11 @@ func adminHandler(cfg AdminConfig, d adminDeps) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, list)
 	})
+	// Profiles of the running bridge, for measuring it under load.
+	private.HandleFunc("GET /debug/pprof/", pprof.Index)
+	private.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	private.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	private.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.Handle("/", requireToken(cfg.Token.Value(), private))
 	return mux
 }
