@@ -271,6 +271,8 @@ func optionShapes(opts []*discordgo.ApplicationCommandOption) []optionShape {
 		}
 		out = append(out, s)
 	}
+	// Discord may list options in its own order; order does not make a difference worth re-registering.
+	slices.SortFunc(out, func(a, b optionShape) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
 

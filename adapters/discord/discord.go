@@ -64,6 +64,9 @@ type Adapter struct {
 	botID     atomic.Pointer[string]
 	lastErr   atomic.Pointer[string] // why the gateway is not connected
 
+	// typingEvery renews the typing indicator (typingEvery by default; tests shorten it).
+	typingEvery time.Duration
+
 	// done is closed when Run shuts down, ending typing indicators.
 	done chan struct{}
 
@@ -98,6 +101,7 @@ func New(cfg Config, core Core, log *zap.Logger) (*Adapter, error) {
 		core:         core,
 		log:          log.Named("discord"),
 		gw:           &gatewayConn{timeout: time.Duration(cfg.OpenTimeout)},
+		typingEvery:  typingEvery,
 		reconnect:    make(chan struct{}, 1),
 		done:         make(chan struct{}),
 		channels:     make(map[string]channelInfo),

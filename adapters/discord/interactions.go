@@ -218,11 +218,17 @@ func (a *Adapter) onAutocomplete(ctx context.Context, i *discordgo.Interaction) 
 	for _, v := range filterPrefix(values, typed, maxAutocomplete) {
 		choices = append(choices, choice(v))
 	}
-	err := a.session.InteractionRespond(i, &discordgo.InteractionResponse{
-		Type: discordgo.InteractionApplicationCommandAutocompleteResult,
-		Data: &discordgo.InteractionResponseData{Choices: choices},
-	}, discordgo.WithContext(ctx))
-	if err != nil {
+	// discordgo's InteractionResponseData leaves out an empty choices list;
+	// Discord expects the list, empty when nothing matches.
+	body := struct {
+		Type discordgo.InteractionResponseType `json:"type"`
+		Data struct {
+			Choices []*discordgo.ApplicationCommandOptionChoice `json:"choices"`
+		} `json:"data"`
+	}{Type: discordgo.InteractionApplicationCommandAutocompleteResult}
+	body.Data.Choices = choices
+	endpoint := discordgo.EndpointInteractionResponse(i.ID, i.Token)
+	if _, err := a.session.RequestWithBucketID(http.MethodPost, endpoint, body, endpoint, discordgo.WithContext(ctx)); err != nil {
 		// Nothing to retry: Discord has moved on by the time an answer fails.
 		a.log.Debug("autocomplete not answered", zap.String("interaction", i.ID), zap.Error(err))
 	}

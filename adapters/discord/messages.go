@@ -328,7 +328,7 @@ func (a *Adapter) typing(ctx context.Context, channel string) func() {
 	done.Add(1)
 	if !a.spawn(func() {
 		defer done.Done()
-		t := time.NewTicker(typingEvery)
+		t := time.NewTicker(a.typingEvery)
 		defer t.Stop()
 		for {
 			if err := a.session.ChannelTyping(channel, discordgo.WithContext(ctx)); err != nil && ctx.Err() == nil {
