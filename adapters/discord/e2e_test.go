@@ -33,9 +33,11 @@ var alice = discordgo.User{ID: "42", Username: "alice", GlobalName: "Alice"}
 
 // env is a fake Discord and a fake workspace that bridges come and go on.
 type env struct {
-	fake      *discordtest.Server
-	ws        *workspacetest.Server
-	wsRT      http.RoundTripper // the workspace client's transport; tests may wrap it
+	fake *discordtest.Server
+	ws   *workspacetest.Server
+	wsRT http.RoundTripper // the workspace client's transport; tests may wrap it
+	// discordRT, when set, wraps the adapter's REST transport.
+	discordRT func(http.RoundTripper) http.RoundTripper
 	storePath string
 	cfg       Config
 	flows     []bridge.Flow
@@ -133,6 +135,9 @@ func (e *env) start(t *testing.T) *bridgeRun {
 		t.Fatal(err)
 	}
 	a.typingEvery = 20 * time.Millisecond
+	if e.discordRT != nil {
+		a.session.Client.Transport = e.discordRT(a.session.Client.Transport)
+	}
 	conns := len(e.fake.Connections())
 	r := &bridgeRun{a: a, core: core, store: store, done: make(chan error, 1)}
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -201,9 +206,12 @@ func checkNoPings(t *testing.T, m discordtest.Message) {
 
 func TestMentionAndDM(t *testing.T) {
 	e := newEnv(t, nil)
-	e.start(t)
+	r := e.start(t)
 	ctx := testCtx(t)
 	bot := e.fake.BotUser().ID
+	if err := r.a.Ready(); err != nil {
+		t.Errorf("Ready() = %v once connected, want nil", err)
+	}
 
 	um, err := e.fake.SendMessage(ctx, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Author: alice, Content: mention(bot, "hello there")})
 	if err != nil {

@@ -403,17 +403,3 @@ func parseChannelRef(ref bridge.MessageRef) (channel string, ids []string, ok bo
 	}
 	return channel, strings.Split(list, ","), true
 }
-
-// isStatus reports whether err is a REST error with one of the statuses.
-func isStatus(err error, statuses ...int) bool {
-	restErr, ok := errors.AsType[*discordgo.RESTError](err)
-	if !ok || restErr.Response == nil {
-		return false
-	}
-	for _, s := range statuses {
-		if restErr.Response.StatusCode == s {
-			return true
-		}
-	}
-	return false
-}

@@ -1,0 +1,200 @@
+package discord
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/flowbridge/flowbridge/adapters/discord/discordtest"
+)
+
+// gate holds requests that match until released, reporting each it holds.
+type gate struct {
+	next    http.RoundTripper
+	match   func(r *http.Request, body []byte) bool
+	limit   int // how many to hold; 0 means all
+	arrived chan string
+	release chan struct{}
+
+	mu   sync.Mutex
+	held int
+}
+
+func newGate(match func(r *http.Request, body []byte) bool, limit int) *gate {
+	return &gate{match: match, limit: limit, arrived: make(chan string, 16), release: make(chan struct{})}
+}
+
+func (g *gate) wrap(next http.RoundTripper) http.RoundTripper {
+	g.next = next
+	return g
+}
+
+func (g *gate) RoundTrip(r *http.Request) (*http.Response, error) {
+	var body []byte
+	if r.Body != nil {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		body = b
+		r.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	if g.match(r, body) {
+		g.mu.Lock()
+		hold := g.limit == 0 || g.held < g.limit
+		if hold {
+			g.held++
+		}
+		g.mu.Unlock()
+		if hold {
+			g.arrived <- r.URL.Path
+			select {
+			case <-g.release:
+			case <-r.Context().Done():
+				return nil, r.Context().Err()
+			}
+		}
+	}
+	return g.next.RoundTrip(r)
+}
+
+func receive(t *testing.T, ctx context.Context, ch <-chan string) string {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-ctx.Done():
+		t.Fatalf("waiting for a held request: %v", ctx.Err())
+		return ""
+	}
+}
+
+// TestFlowsFinishTogether: three slow flows started together run at once,
+// and their results replace their responses without waiting on each other,
+// even while one result edit is stuck (discordgo would queue all edits of
+// all tokens behind it).
+func TestFlowsFinishTogether(t *testing.T) {
+	flows := newGate(func(r *http.Request, _ []byte) bool { return strings.Contains(r.URL.Path, "/prompts/flow-wait/") }, 0)
+	edits := newGate(func(r *http.Request, body []byte) bool {
+		return r.Method == http.MethodPatch && strings.HasSuffix(r.URL.Path, "/messages/@original") && bytes.Contains(body, []byte("Done"))
+	}, 1)
+	e := newEnv(t, func(e *env) {
+		e.wsRT = flows.wrap(e.wsRT)
+		e.discordRT = edits.wrap
+	})
+	e.start(t)
+	ctx := testCtx(t)
+
+	var sent []discordtest.SentInteraction
+	for _, n := range []string{"1", "2", "3"} {
+		sent = append(sent, e.interact(t, flowCommand("wait", [2]string{"n", n})))
+	}
+	for range 3 {
+		receive(t, ctx, flows.arrived) // all three flows are running at once
+	}
+	close(flows.release)
+
+	stuck := receive(t, ctx, edits.arrived)
+	for i, s := range sent {
+		if strings.Contains(stuck, "/"+s.Token+"/") {
+			continue
+		}
+		e.waitOriginal(t, s.ID, "Done "+[]string{"1", "2", "3"}[i])
+	}
+	close(edits.release)
+	for i, s := range sent {
+		e.waitOriginal(t, s.ID, "Done "+[]string{"1", "2", "3"}[i])
+	}
+}
+
+// TestTypingRenewedUntilReply: the indicator is renewed while the agent
+// thinks, and none follows the reply.
+func TestTypingRenewedUntilReply(t *testing.T) {
+	chat := newGate(func(r *http.Request, _ []byte) bool { return strings.HasSuffix(r.URL.Path, "/chat") }, 1)
+	e := newEnv(t, func(e *env) { e.wsRT = chat.wrap(e.wsRT) })
+	e.start(t)
+	ctx := testCtx(t)
+	if _, err := e.fake.SendMessage(ctx, discordtest.MessageCreate{ChannelID: "60", Author: alice, Content: "think hard"}); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, ctx, chat.arrived)
+	seen := map[time.Time]bool{}
+	if _, err := e.fake.WaitRequest(ctx, func(r discordtest.Request) bool {
+		if r.Route == discordtest.RouteTyping && strings.Contains(r.Path, "/60/") {
+			seen[r.At] = true
+		}
+		return len(seen) >= 3
+	}); err != nil {
+		t.Fatalf("typing not renewed: %v", err)
+	}
+	close(chat.release)
+	reply := e.waitBot(t, "60", "You said: think hard")
+	for _, r := range e.fake.Requests() {
+		if r.Route == discordtest.RouteTyping && strings.Contains(r.Path, "/60/") && r.At.After(reply.Timestamp) {
+			t.Errorf("typing indicator at %s, after the reply at %s", r.At, reply.Timestamp)
+		}
+	}
+}
+
+// TestExpiredTokenFallsBackToChannel: a flow that outlives the 15-minute
+// interaction token posts its result in the channel, pinging only the user.
+func TestExpiredTokenFallsBackToChannel(t *testing.T) {
+	clock := discordtest.NewClock(time.Now())
+	flows := newGate(func(r *http.Request, _ []byte) bool { return strings.Contains(r.URL.Path, "/prompts/flow-wait/") }, 0)
+	e := newEnvWith(t, discordtest.Options{Now: clock.Now}, func(e *env) { e.wsRT = flows.wrap(e.wsRT) })
+	e.start(t)
+	ctx := testCtx(t)
+	sent := e.interact(t, flowCommand("wait", [2]string{"n", "late"}))
+	receive(t, ctx, flows.arrived)
+	e.waitOriginal(t, sent.ID, "Running")
+	clock.Advance(16 * time.Minute)
+	close(flows.release)
+	m, err := e.fake.WaitMessage(ctx, func(m discordtest.Message) bool {
+		return m.Source == discordtest.SourceChannel && strings.Contains(m.Content, "Done late")
+	})
+	if err != nil {
+		t.Fatalf("result not posted in the channel: %v", err)
+	}
+	if !strings.HasPrefix(m.Content, "<@"+alice.ID+">") || len(m.Pings) != 1 || m.Pings[0] != "user:"+alice.ID {
+		t.Errorf("fallback message %q pings %v, want it to mention and ping only the user", m.Content, m.Pings)
+	}
+	if len(m.Buttons()) != 0 {
+		t.Errorf("fallback message has buttons %+v, want none", m.Buttons())
+	}
+}
+
+func TestAgentCommands(t *testing.T) {
+	e := newEnv(t, nil)
+	e.start(t)
+	ctx := testCtx(t)
+	if _, err := e.fake.SendMessage(ctx, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Author: alice, Content: mention(e.fake.BotUser().ID, "remember me")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitBot(t, channelID, "You said: remember me")
+	for _, tc := range []struct {
+		sub       string
+		ephemeral bool
+		want      string
+	}{
+		{"status", true, "helper"},
+		{"share", false, "You said: remember me"},
+	} {
+		t.Run(tc.sub, func(t *testing.T) {
+			sent := e.interact(t, discordgo.ApplicationCommandInteractionData{Name: "agent", Options: []*discordgo.ApplicationCommandInteractionDataOption{
+				{Name: tc.sub, Type: discordgo.ApplicationCommandOptionSubCommand},
+			}})
+			m := e.waitOriginal(t, sent.ID, tc.want)
+			if m.Ephemeral() != tc.ephemeral {
+				t.Errorf("/agent %s answer ephemeral = %v, want %v", tc.sub, m.Ephemeral(), tc.ephemeral)
+			}
+			checkNoPings(t, m)
+		})
+	}
+}
