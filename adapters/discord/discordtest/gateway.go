@@ -526,42 +526,50 @@ func (s *Server) SetHeartbeatAcks(on bool) {
 	s.noAcks = !on
 }
 
-// currentConn returns the connection of the current session.
-func (s *Server) currentConn() (*conn, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.current == nil || s.current.conn == nil {
-		return nil, ErrNoSession
-	}
-	return s.current.conn, nil
+// settledConn waits until the current session's connection has received its first
+// heartbeat and returns it. discordgo sends that heartbeat right after Open; if the
+// connection breaks while it is being written, discordgo's heartbeat goroutine starts a
+// second reconnect alongside the listen goroutine's, and reads ShouldReconnectOnError
+// unsynchronised. Waiting keeps the fake's faults to the one reconnect they model.
+func (s *Server) settledConn(ctx context.Context) (*conn, error) {
+	return waitFor(ctx, s, "a connection's first heartbeat", func() (*conn, bool) {
+		if s.current == nil || s.current.invalid {
+			return nil, false
+		}
+		c := s.current.conn
+		if c == nil || s.connRecords[c.index-1].Heartbeats == 0 {
+			return nil, false
+		}
+		return c, true
+	})
 }
 
-// Reconnect sends op 7 RECONNECT on the current connection; discordgo closes it with 1012
-// and RESUMEs on a new one.
+// Reconnect sends op 7 RECONNECT on the current connection, once it has heartbeated;
+// discordgo closes it with 1012 and RESUMEs on a new one.
 func (s *Server) Reconnect(ctx context.Context) error {
-	s.dispatchMu.Lock()
-	defer s.dispatchMu.Unlock()
-	c, err := s.currentConn()
+	c, err := s.settledConn(ctx)
 	if err != nil {
 		return fmt.Errorf("reconnect: %w", err)
 	}
+	s.dispatchMu.Lock()
+	defer s.dispatchMu.Unlock()
 	return c.write(ctx, encodeFrame(7, nil, 0, ""))
 }
 
-// InvalidateSession sends op 9 INVALID_SESSION. With resumable false the session can no
-// longer be resumed. discordgo ignores d and IDENTIFYs again on the same connection.
+// InvalidateSession sends op 9 INVALID_SESSION on the current connection, once it has
+// heartbeated. With resumable false the session can no longer be resumed. discordgo
+// ignores d and IDENTIFYs again on the same connection.
 func (s *Server) InvalidateSession(ctx context.Context, resumable bool) error {
+	c, err := s.settledConn(ctx)
+	if err != nil {
+		return fmt.Errorf("invalidate session: %w", err)
+	}
 	s.dispatchMu.Lock()
 	defer s.dispatchMu.Unlock()
 	s.mu.Lock()
-	if s.current == nil || s.current.conn == nil {
-		s.mu.Unlock()
-		return fmt.Errorf("invalidate session: %w", ErrNoSession)
-	}
-	c := s.current.conn
 	c.awaitIdentify = true
-	if !resumable {
-		s.current.invalid = true
+	if !resumable && c.session != nil {
+		c.session.invalid = true
 	}
 	s.notifyLocked()
 	s.mu.Unlock()
@@ -569,26 +577,28 @@ func (s *Server) InvalidateSession(ctx context.Context, resumable bool) error {
 }
 
 // DropConnection closes the current connection's socket without a close frame, like a
-// network failure. The session stays resumable; events dispatched meanwhile are replayed.
-func (s *Server) DropConnection() error {
-	s.mu.Lock()
-	if s.current == nil || s.current.conn == nil {
-		s.mu.Unlock()
-		return fmt.Errorf("drop connection: %w", ErrNoSession)
+// network failure, once it has heartbeated. The session stays resumable; events dispatched
+// meanwhile are replayed on RESUME.
+func (s *Server) DropConnection(ctx context.Context) error {
+	c, err := s.settledConn(ctx)
+	if err != nil {
+		return fmt.Errorf("drop connection: %w", err)
 	}
-	c := s.current.conn
-	s.current.conn = nil
+	s.mu.Lock()
+	if c.session != nil && c.session.conn == c {
+		c.session.conn = nil
+	}
 	s.connRecords[c.index-1].Dropped = true
 	s.notifyLocked()
 	s.mu.Unlock()
 	return c.ws.NetConn().Close()
 }
 
-// CloseConnection closes the current connection with a close frame, as Discord does on
-// errors: 4000-4003, 4005 and 4008 keep the session resumable; others (4004, 4007, 4009,
-// 4010-4014) end it.
-func (s *Server) CloseConnection(code int, text string) error {
-	c, err := s.currentConn()
+// CloseConnection closes the current connection with a close frame, once it has
+// heartbeated, as Discord does on errors: 4000-4003, 4005 and 4008 keep the session
+// resumable; others (4004, 4007, 4009, 4010-4014) end it.
+func (s *Server) CloseConnection(ctx context.Context, code int, text string) error {
+	c, err := s.settledConn(ctx)
 	if err != nil {
 		return fmt.Errorf("close connection: %w", err)
 	}

@@ -69,12 +69,15 @@ func openErr(t *testing.T, s *discordgo.Session) error {
 }
 
 // closeSession stops discordgo for good. The flag is set under the session's lock so the
-// race detector sees it ordered before the reconnect check that Close's close frame echo
-// can trigger in discordgo's listen goroutine.
+// race detector sees it ordered before the reconnect check that the echo of Close's close
+// frame triggers in discordgo's listen goroutine; it is not written when already false,
+// since discordgo reads it unsynchronised in reconnect.
 func closeSession(s *discordgo.Session) {
-	s.Lock()
-	s.ShouldReconnectOnError = false
-	s.Unlock()
+	if s.ShouldReconnectOnError {
+		s.Lock()
+		s.ShouldReconnectOnError = false
+		s.Unlock()
+	}
 	s.Close()
 }
 
