@@ -132,12 +132,14 @@ func (s *Server) CommandOverwrites() []CommandOverwrite {
 
 // findCommandLocked finds a chat command by name, guild commands first.
 func (s *Server) findCommandLocked(guild, name string) *discordgo.ApplicationCommand {
-	for _, scope := range []string{guild, ""} {
-		if scope == "" && guild != "" || scope == guild {
-			for _, c := range s.commands[scope] {
-				if c.Name == name && (c.Type == 0 || c.Type == discordgo.ChatApplicationCommand) {
-					return c
-				}
+	scopes := []string{""}
+	if guild != "" {
+		scopes = []string{guild, ""}
+	}
+	for _, scope := range scopes {
+		for _, c := range s.commands[scope] {
+			if c.Name == name && c.Type == discordgo.ChatApplicationCommand {
+				return c
 			}
 		}
 	}

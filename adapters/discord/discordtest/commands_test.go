@@ -85,7 +85,7 @@ func TestCommandValidation(t *testing.T) {
 		{"33 characters", &discordgo.ApplicationCommand{Name: strings.Repeat("a", 33), Description: "Run"}, false},
 		{"no description", &discordgo.ApplicationCommand{Name: "flow"}, false},
 		{"101 character description", &discordgo.ApplicationCommand{Name: "flow", Description: strings.Repeat("d", 101)}, false},
-		{"25 options", &discordgo.ApplicationCommand{Name: "flow", Description: "d", Options: many(25, func(i int) *discordgo.ApplicationCommandOption { return str(string(rune('a'+i))) })}, true},
+		{"25 options", &discordgo.ApplicationCommand{Name: "flow", Description: "d", Options: many(25, func(i int) *discordgo.ApplicationCommandOption { return str(string(rune('a' + i))) })}, true},
 		{"26 options", &discordgo.ApplicationCommand{Name: "flow", Description: "d", Options: many(26, func(i int) *discordgo.ApplicationCommandOption { return str(string(rune('a' + i))) })}, false},
 		{"duplicate option", &discordgo.ApplicationCommand{Name: "flow", Description: "d", Options: []*discordgo.ApplicationCommandOption{str("a"), str("a")}}, false},
 		{"option upper case", &discordgo.ApplicationCommand{Name: "flow", Description: "d", Options: []*discordgo.ApplicationCommandOption{str("Host")}}, false},

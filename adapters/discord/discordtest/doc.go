@@ -1,4 +1,4 @@
-// Package discordtest is a fake Discord, REST API and gateway websocket on loopback, that the real discordgo v0.29 client talks to and that enforces Discord's rules so bugs show in tests.
+// Package discordtest is a fake Discord, REST API and gateway on loopback, for tests with the real discordgo v0.29 client.
 //
 // # Wiring a *discordgo.Session to the fake
 //
@@ -13,8 +13,10 @@
 //	s.Identify.Intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages | discordgo.IntentsDirectMessages
 //	_ = s.Open() // GET /api/v9/gateway returns ws://127.0.0.1:PORT/gw; s.Dialer is left as is
 //	...
-//	s.ShouldReconnectOnError = false // else the echo of Close's close frame starts a reconnect loop
-//	_ = s.Close()                    // sleeps one second inside discordgo
+//	s.Lock() // discordgo reads the flag without a lock when the fake echoes Close's close frame
+//	s.ShouldReconnectOnError = false // else that echo starts a reconnect loop after Close
+//	s.Unlock()
+//	_ = s.Close() // sleeps one second inside discordgo
 //
 // An adapter configured with an api_url does the same with its own http.RoundTripper: send
 // every request for discord.com to api_url (the fake serves /api/v9/... at fake.URL), keep
@@ -44,4 +46,9 @@
 //     not mention the bot arrive with blank content. A client close with 1000 or 1001
 //     invalidates the session, so a later RESUME is answered with op 9.
 //   - Scripted 429s (RateLimit) carry Retry-After, X-RateLimit-* headers and a JSON body.
+//
+// Faults (Reconnect, InvalidateSession, DropConnection, CloseConnection) wait for the
+// connection's first heartbeat: discordgo writes it right after Open, and a connection that
+// breaks under that write makes two discordgo goroutines reconnect at once. Every Wait
+// method blocks on the fake's state, never on a timer; pass a context with a deadline.
 package discordtest

@@ -87,8 +87,7 @@ func ignoreNoSession(err error) error {
 	if errors.Is(err, ErrNoSession) {
 		return nil
 	}
-	var ie *IntentError
-	if errors.As(err, &ie) {
+	if _, ok := errors.AsType[*IntentError](err); ok {
 		return nil
 	}
 	return err

@@ -48,7 +48,9 @@ func TestReconnects(t *testing.T) {
 				}
 				h, err = fake.WaitHandshake(ctx(t), func(h discordtest.Handshake) bool { return h.Conn == tt.conn && h.Op == tt.op })
 			} else {
-				h, err = fake.WaitHandshake(ctx(t), func(h discordtest.Handshake) bool { return h.Conn == tt.conn && h.Op == tt.op && h.SessionID != "fake-session-1" })
+				h, err = fake.WaitHandshake(ctx(t), func(h discordtest.Handshake) bool {
+					return h.Conn == tt.conn && h.Op == tt.op && h.SessionID != "fake-session-1"
+				})
 			}
 			if err != nil {
 				t.Fatal(err)
