@@ -1,0 +1,645 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/flowbridge/flowbridge/adapters/discord/discordtest"
+	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
+)
+
+const (
+	agentUUID     = "11111111-1111-1111-1111-111111111111"
+	longFlowUUID  = "22222222-2222-2222-2222-222222222222"
+	quickFlowUUID = "33333333-3333-3333-3333-333333333333"
+	guildID       = "500000000000000001"
+	cmdChannelID  = "500000000000000002"
+	slackCmdChan  = "CLOADCMD01"
+
+	// startTimeout bounds the bridge's start until both platforms are connected.
+	startTimeout = 60 * time.Second
+	// shutdownGrace is the bridge's configured grace; stopTimeout is how long
+	// it gets to exit before it is killed.
+	shutdownGrace = 2 * time.Second
+	stopTimeout   = 15 * time.Second
+)
+
+// conversation is one simulated conversation: a Slack thread or a Discord DM.
+type conversation struct {
+	id       int
+	platform string
+	user     string
+	channel  string
+	root     string // Slack: the thread's first message
+	replies  chan reply
+
+	samples []sample
+	lost    int
+}
+
+type reply struct {
+	seq int
+	at  time.Time
+}
+
+type sample struct {
+	e2e, service time.Duration
+}
+
+// env is one run's fakes, bridge process and conversations.
+type env struct {
+	p       params
+	dir     string
+	ws      *meteredWorkspace
+	slack   *slacktest.Server
+	discord *discordtest.Server
+	fronts  []*front
+	bridge  *child
+	convs   []*conversation
+	// sent and budget count messages of the measured phase.
+	sent atomic.Int64
+}
+
+// runOnce starts everything, measures and tears it all down, whatever happens.
+func runOnce(ctx context.Context, p params) (res *result, err error) {
+	dir, err := os.MkdirTemp("", "flowbridge-load-")
+	if err != nil {
+		return nil, err
+	}
+	if p.Users == 0 || p.Users > p.Conversations {
+		p.Users = p.Conversations
+	}
+	e := &env{p: p, dir: dir}
+	defer func() {
+		if cerr := e.close(); cerr != nil && err == nil {
+			err = cerr
+		}
+		if p.keepTemp {
+			fmt.Fprintln(p.stderr, "kept", dir)
+		} else {
+			os.RemoveAll(dir)
+		}
+	}()
+	if err := e.start(ctx); err != nil {
+		return nil, err
+	}
+	return e.measure(ctx)
+}
+
+func (e *env) usesSlack() bool   { return e.p.Platform != "discord" }
+func (e *env) usesDiscord() bool { return e.p.Platform != "slack" }
+
+func (e *env) onReply(m marker, at time.Time) {
+	if m.conv < 0 || m.conv >= len(e.convs) {
+		return
+	}
+	select {
+	case e.convs[m.conv].replies <- reply{seq: m.seq, at: at}:
+	default:
+		// A reply nobody waits for (duplicated or late): dropping it is fine.
+	}
+}
+
+func (e *env) start(ctx context.Context) error {
+	p := e.p
+	users := p.Users
+	for i := range p.Conversations {
+		c := &conversation{id: i, platform: "slack", replies: make(chan reply, 4)}
+		if p.Platform == "discord" || p.Platform == "both" && i%2 == 1 {
+			c.platform = "discord"
+		}
+		u := i % users
+		if c.platform == "slack" {
+			c.user = fmt.Sprintf("U%08d", u)
+			c.channel = fmt.Sprintf("CLOAD%05d", i/p.PerChannel)
+		} else {
+			c.user = fmt.Sprintf("6%017d", u)
+			c.channel = fmt.Sprintf("7%017d", i)
+		}
+		e.convs = append(e.convs, c)
+	}
+
+	e.ws = newMeteredWorkspace(p.APILatency, p.LongFlowDuration)
+	var slackAPI, discordAPI string
+	if e.usesSlack() {
+		e.slack = slacktest.NewServer(slacktest.Options{Channels: []slacktest.Channel{{ID: slackCmdChan, Name: "load"}}})
+		hot := newSlackHot(e.slack.BotUserID(), e.slack.BotID(), e.onReply)
+		f, err := newFront(e.slack.URL(), hot.register)
+		if err != nil {
+			return err
+		}
+		e.fronts = append(e.fronts, f)
+		slackAPI = f.URL() + "/api/"
+	}
+	if e.usesDiscord() {
+		e.discord = discordtest.NewServer(discordtest.Options{})
+		if err := e.discord.AddGuild(ctx, guildID); err != nil {
+			return err
+		}
+		if err := e.discord.AddChannel(ctx, discordgo.Channel{ID: cmdChannelID, GuildID: guildID, Type: discordgo.ChannelTypeGuildText, Name: "load"}); err != nil {
+			return err
+		}
+		bot := e.discord.BotUser()
+		hot := newDiscordHot(bot.ID, bot.Username, e.onReply)
+		f, err := newFront(e.discord.URL, hot.register)
+		if err != nil {
+			return err
+		}
+		e.fronts = append(e.fronts, f)
+		discordAPI = f.URL()
+	}
+
+	cfgPath := filepath.Join(e.dir, "flowbridge.toml")
+	if err := os.WriteFile(cfgPath, []byte(e.config(slackAPI, discordAPI)), 0o600); err != nil {
+		return err
+	}
+	b, err := startChild(p.flowbridge, cfgPath, filepath.Join(e.dir, "flowbridge.log"))
+	if err != nil {
+		return err
+	}
+	e.bridge = b
+	return e.waitConnected(ctx)
+}
+
+// config is the bridge's configuration: the fakes' addresses, a store in the
+// temporary directory, no console, admin on a free loopback port, and room
+// for every conversation and long flow at once (max_in_flight).
+func (e *env) config(slackAPI, discordAPI string) string {
+	p := e.p
+	var b strings.Builder
+	fmt.Fprintf(&b, `[workspace]
+base_url = %q
+workspace_uuid = "ws-test"
+api_token = "test-token"
+chat_timeout = "2m"
+
+[store]
+path = %q
+
+[bridge]
+max_in_flight = %d
+shutdown_grace = %q
+
+[admin]
+listen = "127.0.0.1:0"
+
+[log]
+level = "warn"
+format = "json"
+
+[[agents]]
+name = "helper"
+uuid = %q
+default = true
+
+[[flows]]
+name = "long"
+uuid = %q
+description = "A flow that runs long"
+timeout = %q
+allow = ["everyone"]
+
+[[flows]]
+name = "quick"
+uuid = %q
+description = "A flow that returns at once"
+timeout = "60s"
+allow = ["everyone"]
+`, e.ws.URL(), filepath.Join(e.dir, "flowbridge.db"), p.Conversations+p.LongFlows+256, shutdownGrace.String(),
+		agentUUID, longFlowUUID, (p.LongFlowDuration + time.Minute).Round(time.Second).String(), quickFlowUUID)
+	if slackAPI != "" {
+		fmt.Fprintf(&b, `
+[slack]
+enabled = true
+mode = "socket"
+bot_token = %q
+app_token = %q
+api_url = %q
+working_indicator = %q
+`, e.slack.BotToken(), e.slack.AppToken(), slackAPI, p.WorkingIndicator)
+	}
+	if discordAPI != "" {
+		fmt.Fprintf(&b, `
+[discord]
+enabled = true
+token = %q
+application_id = %q
+guild_ids = [%q]
+api_url = %q
+`, e.discord.Token(), e.discord.ApplicationID(), guildID, discordAPI)
+	}
+	return b.String()
+}
+
+// waitConnected waits until the bridge has connected to every platform (and
+// registered its Discord commands), failing early when the process exits.
+func (e *env) waitConnected(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	if e.slack != nil {
+		wg.Go(func() { errs <- e.slack.WaitConnections(ctx, 1) })
+	}
+	if e.discord != nil {
+		wg.Go(func() {
+			_, err := e.discord.WaitRequest(ctx, func(r discordtest.Request) bool {
+				return r.Route == discordtest.RouteGuildCommands && r.Status/100 == 2
+			})
+			if err == nil {
+				_, err = e.discord.WaitReady(ctx)
+			}
+			errs <- err
+		})
+	}
+	all := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(all)
+	}()
+	select {
+	case <-all:
+	case <-e.bridge.done:
+		cancel()
+		<-all
+		return e.bridge.exited()
+	}
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return fmt.Errorf("waiting for the bridge to connect: %w\n%s", err, e.bridge.logTail())
+		}
+	}
+	return nil
+}
+
+// close stops the bridge first (so nothing calls the fakes any more), then the
+// fronts and fakes.
+func (e *env) close() error {
+	var errs []error
+	if e.bridge != nil {
+		if err := e.bridge.stop(stopTimeout); err != nil {
+			errs = append(errs, fmt.Errorf("stopping flowbridge: %w\n%s", err, e.bridge.logTail()))
+		}
+	}
+	for _, f := range e.fronts {
+		f.Close()
+	}
+	if e.slack != nil {
+		e.slack.Close()
+	}
+	if e.discord != nil {
+		e.discord.Close()
+	}
+	if e.ws != nil {
+		e.ws.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// send delivers message seq of conversation c.
+func (e *env) send(ctx context.Context, c *conversation, seq int) error {
+	text := "hello " + marker{conv: c.id, seq: seq}.String() + " how are you"
+	if c.platform == "slack" {
+		d, err := e.slack.SendAppMention(ctx, slacktest.MessageEvent{Channel: c.channel, User: c.user, Text: text, ThreadTS: c.root})
+		if err != nil {
+			return err
+		}
+		if c.root == "" {
+			c.root = d.TS
+		}
+		return nil
+	}
+	_, err := e.discord.SendMessage(ctx, discordtest.MessageCreate{ChannelID: c.channel, Author: discordgo.User{ID: c.user, Username: "u" + c.user[len(c.user)-6:]}, Content: text})
+	return err
+}
+
+// exchange sends one message and waits for its reply; ok is false when the
+// reply did not come within the reply timeout.
+func (e *env) exchange(ctx context.Context, c *conversation, seq int) (s sample, ok bool, err error) {
+	start := time.Now()
+	if err := e.send(ctx, c, seq); err != nil {
+		return sample{}, false, fmt.Errorf("conversation %d: send: %w", c.id, err)
+	}
+	t := time.NewTimer(e.p.ReplyTimeout)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return sample{}, false, ctx.Err()
+		case <-t.C:
+			return sample{}, false, nil
+		case r := <-c.replies:
+			if r.seq != seq {
+				continue // a late reply to an earlier message
+			}
+			svc, found := e.ws.service(marker{conv: c.id, seq: seq})
+			if !found {
+				svc = e.p.APILatency
+			}
+			return sample{e2e: r.at.Sub(start), service: svc}, true, nil
+		}
+	}
+}
+
+// pause waits d, or returns false when ctx ends first.
+func pause(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (e *env) thinkTime() time.Duration {
+	if e.p.Think <= 0 {
+		return 0
+	}
+	return rand.N(2 * e.p.Think)
+}
+
+// probe is one slash command sent to measure its acknowledgement.
+type probe struct {
+	platform string
+	id       string // Slack envelope ID, Discord interaction ID
+}
+
+// slash sends "/flow NAME" on a platform.
+func (e *env) slash(ctx context.Context, platform, name string, n int) (probe, error) {
+	if platform == "slack" {
+		d, err := e.slack.SendSlashCommand(ctx, slacktest.SlashCommand{Command: "/flow", Text: name, UserID: fmt.Sprintf("UCMD%05d", n%1000), ChannelID: slackCmdChan})
+		return probe{platform: platform, id: d.EnvelopeID}, err
+	}
+	sub := &discordgo.ApplicationCommandInteractionDataOption{Name: name, Type: discordgo.ApplicationCommandOptionSubCommand}
+	sent, err := e.discord.SendInteraction(ctx, discordtest.Interaction{
+		GuildID: guildID, ChannelID: cmdChannelID,
+		User: discordgo.User{ID: fmt.Sprintf("9%017d", n%1000), Username: "commander"},
+		Data: discordgo.ApplicationCommandInteractionData{Name: "flow", Options: []*discordgo.ApplicationCommandInteractionDataOption{sub}},
+	})
+	return probe{platform: platform, id: sent.ID}, err
+}
+
+func (e *env) platforms() []string {
+	switch e.p.Platform {
+	case "slack", "discord":
+		return []string{e.p.Platform}
+	}
+	return []string{"slack", "discord"}
+}
+
+// awaitAcks gives the last probes a moment to be acknowledged: a probe sent
+// just before the phase ended is not lost.
+func (e *env) awaitAcks(ctx context.Context, probes []probe) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	last := map[string]string{}
+	for _, pr := range probes {
+		last[pr.platform] = pr.id
+	}
+	if id, ok := last["slack"]; ok {
+		_, _ = e.slack.WaitAck(ctx, id)
+	}
+	if id, ok := last["discord"]; ok {
+		_, _ = e.discord.WaitInteractionResponse(ctx, id)
+	}
+}
+
+// ackLatencies returns the acknowledgement latency of each probe that was
+// acknowledged, and how many were not.
+func (e *env) ackLatencies(probes []probe) (lat []time.Duration, missing int) {
+	acked := map[string]time.Duration{}
+	if e.slack != nil {
+		for _, a := range e.slack.Acks() {
+			if _, seen := acked[a.EnvelopeID]; !seen && a.Type == slacktest.TypeSlashCommands {
+				acked[a.EnvelopeID] = a.Delay
+			}
+		}
+	}
+	for _, pr := range probes {
+		if pr.platform == "slack" {
+			if d, ok := acked[pr.id]; ok {
+				lat = append(lat, d)
+				continue
+			}
+			missing++
+			continue
+		}
+		found := false
+		for _, r := range e.discord.InteractionResponses(pr.id) {
+			if r.Code == 0 {
+				lat = append(lat, r.Late)
+				found = true
+				break
+			}
+		}
+		if !found {
+			missing++
+		}
+	}
+	return lat, missing
+}
+
+// measure warms every conversation up (its first message creates the
+// session), starts the long flows, then runs the measured phase while probing
+// slash-command acknowledgement, and reads the bridge's CPU and memory.
+func (e *env) measure(ctx context.Context) (*result, error) {
+	p := e.p
+	pid := e.bridge.pid()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// The bridge dying ends the run with its log.
+	var watch sync.WaitGroup
+	defer watch.Wait()
+	watchDone := make(chan struct{})
+	defer close(watchDone)
+	watch.Go(func() {
+		select {
+		case <-e.bridge.done:
+			cancel(e.bridge.exited())
+		case <-watchDone:
+		}
+	})
+
+	idle, err := readMemory(pid)
+	if err != nil {
+		return nil, err
+	}
+
+	// Warm-up: the first message of each conversation, staggered over the think time.
+	var wg sync.WaitGroup
+	var warmLost atomic.Int64
+	// The first failure is the run's error: context.Cause keeps it.
+	fail := func(err error) { cancel(err) }
+	for _, c := range e.convs {
+		wg.Go(func() {
+			if !pause(ctx, e.thinkTime()) {
+				return
+			}
+			_, ok, err := e.exchange(ctx, c, 0)
+			if err != nil {
+				fail(err)
+				return
+			}
+			if !ok {
+				warmLost.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+
+	// Long flows, then let the bridge settle their acknowledgements.
+	var longProbes []probe
+	plats := e.platforms()
+	for i := range p.LongFlows {
+		pr, err := e.slash(ctx, plats[i%len(plats)], "long", i)
+		if err != nil {
+			return nil, fmt.Errorf("long flow %d: %w", i, err)
+		}
+		longProbes = append(longProbes, pr)
+	}
+
+	phase, stopPhase := context.WithCancel(ctx)
+	if p.Duration > 0 {
+		var c context.CancelFunc
+		phase, c = context.WithTimeout(phase, p.Duration)
+		defer c()
+	}
+	defer stopPhase()
+	cpu0, err := cpuTime(pid)
+	if err != nil {
+		return nil, err
+	}
+	var self0 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self0)
+	t0 := time.Now()
+
+	for _, c := range e.convs {
+		wg.Go(func() {
+			for seq := 1; ; seq++ {
+				if !pause(phase, e.thinkTime()) {
+					return
+				}
+				if p.Messages > 0 && e.sent.Add(1) > int64(p.Messages) {
+					stopPhase()
+					return
+				}
+				// A reply is awaited even after the phase ends, so each
+				// message sent is either measured or lost.
+				s, ok, err := e.exchange(ctx, c, seq)
+				if err != nil {
+					fail(err)
+					return
+				}
+				if !ok {
+					c.lost++
+					continue
+				}
+				c.samples = append(c.samples, s)
+			}
+		})
+	}
+	var probes []probe
+	wg.Go(func() {
+		t := time.NewTicker(p.AckInterval)
+		defer t.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-phase.Done():
+				return
+			case <-t.C:
+			}
+			pr, err := e.slash(phase, plats[i%len(plats)], "quick", i)
+			if err != nil {
+				if phase.Err() == nil {
+					fail(fmt.Errorf("slash command probe: %w", err))
+				}
+				return
+			}
+			probes = append(probes, pr)
+		}
+	})
+	wg.Wait()
+	elapsed := time.Since(t0)
+	cpu1, err := cpuTime(pid)
+	if err != nil {
+		return nil, err
+	}
+	var self1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self1)
+	if err := context.Cause(ctx); err != nil {
+		return nil, err
+	}
+	mem, err := readMemory(pid)
+	if err != nil {
+		return nil, err
+	}
+	e.awaitAcks(ctx, probes)
+	ackLat, ackMissing := e.ackLatencies(probes)
+	_, longMissing := e.ackLatencies(longProbes)
+
+	res := &result{params: p}
+	var e2e, added, svc []time.Duration
+	for _, c := range e.convs {
+		res.Lost += c.lost
+		for _, s := range c.samples {
+			e2e = append(e2e, s.e2e)
+			svc = append(svc, s.service)
+			added = append(added, max(s.e2e-s.service, 0))
+		}
+	}
+	res.Messages = len(e2e)
+	res.WarmupLost = int(warmLost.Load())
+	res.ElapsedSec = elapsed.Seconds()
+	res.MessagesPerSec = float64(res.Messages) / elapsed.Seconds()
+	res.AddedLatencyMS = quantilesOf(added)
+	res.EndToEndMS = quantilesOf(e2e)
+	res.APIServiceMS = quantilesOf(svc)
+	res.AckLatencyMS = quantilesOf(ackLat)
+	res.Acks = len(ackLat)
+	res.AcksMissing = ackMissing + longMissing
+	cpu := cpu1 - cpu0
+	res.CPUSec = cpu.Seconds()
+	if res.Messages > 0 {
+		res.CPUUSPerMessage = float64(cpu.Microseconds()) / float64(res.Messages)
+	}
+	res.CPUSecPer1000Messages = res.CPUUSPerMessage / 1000
+	res.DriverCPUSec = rusageCPU(self1).Seconds() - rusageCPU(self0).Seconds()
+	res.IdleRSSMB = mb(idle.RSS)
+	res.RSSMB = mb(mem.RSS)
+	res.PeakRSSMB = mb(mem.Peak)
+
+	// The store's size once the bridge has closed it.
+	if err := e.bridge.stop(stopTimeout); err != nil {
+		return nil, fmt.Errorf("stopping flowbridge: %w\n%s", err, e.bridge.logTail())
+	}
+	if fi, err := os.Stat(filepath.Join(e.dir, "flowbridge.db")); err == nil {
+		res.StoreBytes = fi.Size()
+	}
+	return res, nil
+}
+
+func rusageCPU(r syscall.Rusage) time.Duration {
+	return time.Duration(r.Utime.Nano() + r.Stime.Nano())
+}
+
+func mb(b int64) float64 { return float64(b) / (1 << 20) }

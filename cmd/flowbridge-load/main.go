@@ -1,0 +1,204 @@
+// Command flowbridge-load runs flowbridge as a separate process against in-process fakes of the workspace API, Slack and Discord, drives simulated conversations through it and reports the bridge's added latency, acknowledgement latency, CPU, memory and store size.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "flowbridge-load:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `flowbridge-load measures flowbridge: it starts fakes of the workspace API,
+Slack (Socket Mode) and Discord in this process, runs flowbridge as a separate
+process against them, drives simulated conversations and reports the bridge's
+added latency, slash-command acknowledgement latency, CPU, memory and store size.
+
+Usage:
+  flowbridge-load [flags]
+
+Flags:
+`
+
+// sweepSizes are the conversation counts -sweep runs; ratios are relative to sweepBase.
+var sweepSizes = []int{1, 10, 100, 1000, 10000}
+
+const sweepBase = 10
+
+// params are the load's parameters; they are reported with the results.
+type params struct {
+	Platform          string        `json:"platform"`
+	Users             int           `json:"users"`
+	Conversations     int           `json:"conversations"`
+	PerChannel        int           `json:"conversations_per_channel"`
+	Duration          time.Duration `json:"-"`
+	Messages          int           `json:"message_limit"`
+	APILatency        time.Duration `json:"-"`
+	Think             time.Duration `json:"-"`
+	LongFlows         int           `json:"long_flows"`
+	LongFlowDuration  time.Duration `json:"-"`
+	AckInterval       time.Duration `json:"-"`
+	ReplyTimeout      time.Duration `json:"-"`
+	WorkingIndicator  string        `json:"working_indicator"`
+	DurationSec       float64       `json:"duration_sec"`
+	APILatencyMS      float64       `json:"api_latency_ms"`
+	ThinkMS           float64       `json:"think_ms"`
+	LongFlowSec       float64       `json:"long_flow_sec"`
+	AckIntervalMS     float64       `json:"ack_interval_ms"`
+	Cores             int           `json:"cores"`
+	flowbridge        string
+	keepTemp          bool
+	stderr            io.Writer
+}
+
+func (p *params) fillReported() {
+	p.DurationSec = p.Duration.Seconds()
+	p.APILatencyMS = ms(p.APILatency)
+	p.ThinkMS = ms(p.Think)
+	p.LongFlowSec = p.LongFlowDuration.Seconds()
+	p.AckIntervalMS = ms(p.AckInterval)
+	p.Cores = runtime.NumCPU()
+}
+
+func (p *params) validate() error {
+	var errs []error
+	switch p.Platform {
+	case "slack", "discord", "both":
+	default:
+		errs = append(errs, fmt.Errorf("-platform %q: want slack, discord or both", p.Platform))
+	}
+	if p.Conversations < 1 {
+		errs = append(errs, fmt.Errorf("-conversations %d: want at least 1", p.Conversations))
+	}
+	if p.Users < 0 {
+		errs = append(errs, fmt.Errorf("-users %d: want 0 (one per conversation) or more", p.Users))
+	}
+	if p.PerChannel < 1 {
+		errs = append(errs, fmt.Errorf("-per-channel %d: want at least 1", p.PerChannel))
+	}
+	if p.Duration <= 0 && p.Messages <= 0 {
+		errs = append(errs, errors.New("-duration or -messages must be positive"))
+	}
+	if p.Duration > time.Hour {
+		errs = append(errs, fmt.Errorf("-duration %s: at most 1h", p.Duration))
+	}
+	if p.APILatency < 0 || p.Think < 0 || p.LongFlowDuration < 0 || p.LongFlows < 0 {
+		errs = append(errs, errors.New("-api-latency, -think, -long-flows and -long-flow-duration must not be negative"))
+	}
+	if p.AckInterval <= 0 {
+		errs = append(errs, errors.New("-ack-interval must be positive"))
+	}
+	if p.ReplyTimeout <= 0 {
+		errs = append(errs, errors.New("-reply-timeout must be positive"))
+	}
+	switch p.WorkingIndicator {
+	case "placeholder", "reaction", "none":
+	default:
+		errs = append(errs, fmt.Errorf("-working-indicator %q: want placeholder, reaction or none", p.WorkingIndicator))
+	}
+	return errors.Join(errs...)
+}
+
+// run is the whole program with the OS injected, so tests call it directly.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("flowbridge-load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	p := params{stderr: stderr}
+	fs.StringVar(&p.Platform, "platform", "both", "slack, discord or both (conversations alternate)")
+	fs.IntVar(&p.Users, "users", 0, "simulated users, spread over the conversations (0: one per conversation)")
+	fs.IntVar(&p.Conversations, "conversations", 100, "concurrent conversations (each sends, waits for the reply, thinks, sends again)")
+	fs.IntVar(&p.PerChannel, "per-channel", 10, "Slack conversations (threads) per channel")
+	fs.DurationVar(&p.Duration, "duration", 10*time.Second, "measured phase (after every conversation has its session)")
+	fs.IntVar(&p.Messages, "messages", 0, "stop the measured phase after this many messages (0: -duration only)")
+	fs.DurationVar(&p.APILatency, "api-latency", 50*time.Millisecond, "the fake workspace API's time per chat message")
+	fs.DurationVar(&p.Think, "think", time.Second, "mean pause of a user between a reply and the next message (uniform 0..2x; 0: closed loop)")
+	fs.IntVar(&p.LongFlows, "long-flows", 0, "flows kept running in the API during the measured phase")
+	fs.DurationVar(&p.LongFlowDuration, "long-flow-duration", 30*time.Second, "how long each long flow runs")
+	fs.DurationVar(&p.AckInterval, "ack-interval", 100*time.Millisecond, "how often a slash command probes acknowledgement latency")
+	fs.DurationVar(&p.ReplyTimeout, "reply-timeout", 30*time.Second, "a reply later than this counts as lost")
+	fs.StringVar(&p.WorkingIndicator, "working-indicator", "placeholder", "the Slack working indicator configured: placeholder, reaction or none")
+	fs.StringVar(&p.flowbridge, "flowbridge", "", "a prebuilt flowbridge binary (default: go build ./cmd/flowbridge)")
+	fs.BoolVar(&p.keepTemp, "keep", false, "keep the temporary directory (config, store, bridge log) and print its path")
+	sweep := fs.Bool("sweep", false, "run with 1, 10, 100, 1000 and 10000 conversations and show how each figure grows (relative to 10)")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := p.validate(); err != nil {
+		return err
+	}
+	p.fillReported()
+
+	if p.flowbridge == "" {
+		dir, err := os.MkdirTemp("", "flowbridge-load-bin-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		bin, err := buildFlowbridge(ctx, dir)
+		if err != nil {
+			return err
+		}
+		p.flowbridge = bin
+	}
+
+	if !*sweep {
+		res, err := runOnce(ctx, p)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(stdout, res)
+		}
+		printTable(stdout, res)
+		return nil
+	}
+
+	var runs []*result
+	for _, m := range sweepSizes {
+		q := p
+		q.Conversations = m
+		fmt.Fprintf(stderr, "sweep: %d conversations…\n", m)
+		res, err := runOnce(ctx, q)
+		if err != nil {
+			return fmt.Errorf("sweep at %d conversations: %w", m, err)
+		}
+		runs = append(runs, res)
+	}
+	sw := newSweep(runs)
+	if *asJSON {
+		return writeJSON(stdout, sw)
+	}
+	printSweep(stdout, sw)
+	return nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
