@@ -42,28 +42,28 @@ const sweepBase = 10
 
 // params are the load's parameters; they are reported with the results.
 type params struct {
-	Platform          string        `json:"platform"`
-	Users             int           `json:"users"`
-	Conversations     int           `json:"conversations"`
-	PerChannel        int           `json:"conversations_per_channel"`
-	Duration          time.Duration `json:"-"`
-	Messages          int           `json:"message_limit"`
-	APILatency        time.Duration `json:"-"`
-	Think             time.Duration `json:"-"`
-	LongFlows         int           `json:"long_flows"`
-	LongFlowDuration  time.Duration `json:"-"`
-	AckInterval       time.Duration `json:"-"`
-	ReplyTimeout      time.Duration `json:"-"`
-	WorkingIndicator  string        `json:"working_indicator"`
-	DurationSec       float64       `json:"duration_sec"`
-	APILatencyMS      float64       `json:"api_latency_ms"`
-	ThinkMS           float64       `json:"think_ms"`
-	LongFlowSec       float64       `json:"long_flow_sec"`
-	AckIntervalMS     float64       `json:"ack_interval_ms"`
-	Cores             int           `json:"cores"`
-	flowbridge        string
-	keepTemp          bool
-	stderr            io.Writer
+	Platform         string        `json:"platform"`
+	Users            int           `json:"users"`
+	Conversations    int           `json:"conversations"`
+	PerChannel       int           `json:"conversations_per_channel"`
+	Duration         time.Duration `json:"-"`
+	Messages         int           `json:"message_limit"`
+	APILatency       time.Duration `json:"-"`
+	Think            time.Duration `json:"-"`
+	LongFlows        int           `json:"long_flows"`
+	LongFlowDuration time.Duration `json:"-"`
+	AckInterval      time.Duration `json:"-"`
+	ReplyTimeout     time.Duration `json:"-"`
+	WorkingIndicator string        `json:"working_indicator"`
+	DurationSec      float64       `json:"duration_sec"`
+	APILatencyMS     float64       `json:"api_latency_ms"`
+	ThinkMS          float64       `json:"think_ms"`
+	LongFlowSec      float64       `json:"long_flow_sec"`
+	AckIntervalMS    float64       `json:"ack_interval_ms"`
+	Cores            int           `json:"cores"`
+	flowbridge       string
+	keepTemp         bool
+	stderr           io.Writer
 }
 
 func (p *params) fillReported() {
