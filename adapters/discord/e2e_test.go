@@ -209,9 +209,6 @@ func TestMentionAndDM(t *testing.T) {
 	r := e.start(t)
 	ctx := testCtx(t)
 	bot := e.fake.BotUser().ID
-	if err := r.a.Ready(); err != nil {
-		t.Errorf("Ready() = %v once connected, want nil", err)
-	}
 
 	um, err := e.fake.SendMessage(ctx, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Author: alice, Content: mention(bot, "hello there")})
 	if err != nil {
@@ -222,6 +219,10 @@ func TestMentionAndDM(t *testing.T) {
 		t.Errorf("reply references %+v, want message %s", reply.Reference, um.ID)
 	}
 	checkNoPings(t, reply)
+	// Events are read only after Open has reported the connection.
+	if err := r.a.Ready(); err != nil {
+		t.Errorf("Ready() = %v once events flow, want nil", err)
+	}
 	if n := e.fake.Typing(channelID); n == 0 {
 		t.Errorf("typing indicator sent %d times, want at least once", n)
 	}
