@@ -273,6 +273,9 @@ func (c *Config) Validate() error {
 	default:
 		add("log.format: %q is not json or console", c.Log.Format)
 	}
+	if l := c.Admin.Listen; l != "" && l != "off" && c.Admin.Token.IsZero() && !isLoopback(l) {
+		add("admin.token: required when admin.listen (%s) is not a loopback address", l)
+	}
 	for _, k := range []struct {
 		key string
 		v   int
