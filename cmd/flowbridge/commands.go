@@ -6,14 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -348,12 +352,21 @@ func cmdAudit(ctx context.Context, env *environment, args []string) error {
 	fmt.Fprintln(tw, "TIME\tPLATFORM\tUSER\tCHANNEL\tFLOW\tOUTCOME\tDURATION\tPARAMETERS")
 	for _, e := range list {
 		var ps []string
-		for k, v := range e.Params {
-			ps = append(ps, k+"="+v)
+		for _, k := range slices.Sorted(maps.Keys(e.Params)) {
+			ps = append(ps, tableValue(k)+"="+tableValue(e.Params[k]))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Time.UTC().Format(time.RFC3339), e.Platform, e.User, e.Channel, e.Flow, e.Outcome, e.Duration.Round(time.Millisecond), strings.Join(ps, " "))
 	}
 	return tw.Flush()
+}
+
+// tableValue quotes text from users that could break the table's layout or
+// forge a row (spaces, quotes, newlines, other control characters).
+func tableValue(v string) string {
+	if v != "" && !strings.ContainsFunc(v, func(r rune) bool { return unicode.IsSpace(r) || r == '"' || r == '\\' || !unicode.IsPrint(r) }) {
+		return v
+	}
+	return strconv.Quote(v)
 }
 
 var errAdminNotFound = errors.New("not found")
