@@ -45,6 +45,8 @@ type Adapter struct {
 	now  func() time.Time
 
 	started      atomic.Bool
+	ready        chan struct{} // closed when first connected or listening, for tests
+	readyOnce    sync.Once
 	self         atomic.Pointer[identity]
 	connected    atomic.Bool
 	lastActivity atomic.Int64 // unix nanoseconds
@@ -74,7 +76,8 @@ func New(cfg Config, core Core, log *zap.Logger) (*Adapter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	hc := &http.Client{Timeout: apiTimeout}
+	// An own transport, so Run can close its idle connections when it ends.
+	hc := &http.Client{Timeout: apiTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	opts := []slackgo.Option{
 		slackgo.OptionHTTPClient(hc),
 		slackgo.OptionAPIURL(cfg.APIURL),
@@ -89,6 +92,7 @@ func New(cfg Config, core Core, log *zap.Logger) (*Adapter, error) {
 		http:  hc,
 		api:   slackgo.New(cfg.BotToken.Value(), opts...),
 		now:   time.Now,
+		ready: make(chan struct{}),
 		work:  newSerial(),
 		locks: newChannelLocks(),
 	}
@@ -104,6 +108,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if !a.started.CompareAndSwap(false, true) {
 		return errors.New("slack: Run called twice")
 	}
+	defer a.http.CloseIdleConnections()
 	defer a.work.wait()
 	if err := a.authenticate(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -157,6 +162,8 @@ func (a *Adapter) Addr() string {
 	}
 	return ""
 }
+
+func (a *Adapter) markReady() { a.readyOnce.Do(func() { close(a.ready) }) }
 
 func (a *Adapter) touch() { a.lastActivity.Store(a.now().UnixNano()) }
 

@@ -192,6 +192,7 @@ func (a *Adapter) runHTTP(ctx context.Context) error {
 	a.addr.Store(&addr)
 	defer a.addr.Store(nil)
 	a.log.Info("listening", zap.String("addr", addr), zap.String("path", EventsPath))
+	a.markReady()
 
 	var wg sync.WaitGroup
 	defer wg.Wait()

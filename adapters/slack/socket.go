@@ -28,6 +28,7 @@ func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, evt 
 	case socketmode.EventTypeHello:
 		a.touch()
 		a.connected.Store(true)
+		a.markReady()
 		a.log.Info("socket mode ready")
 	case socketmode.EventTypeInvalidAuth:
 		a.connected.Store(false)
