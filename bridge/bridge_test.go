@@ -538,16 +538,23 @@ func TestConfirmation(t *testing.T) {
 
 func TestLimits(t *testing.T) {
 	cfg := defaultConfig()
-	cfg.Limits = bridge.Limits{MaxMessageBytes: 100, MaxParams: 2, MaxValueBytes: 10, FlowsPerMinute: 1, Burst: 1}
+	cfg.Limits = bridge.Limits{MaxMessageBytes: 100, MaxParams: 2, MaxValueBytes: 10}
 	h := newHarness(t, cfg, nil)
 	wantContains(t, "long message", h.ask("c/1", strings.Repeat("x", 101)).Text, "too long")
 	_, r := h.command("c/1", bridge.CommandFlow, "healthcheck host=a service=b x=c")
 	wantContains(t, "params", r.Text, "Too many parameters")
 	_, r = h.command("c/1", bridge.CommandFlow, "healthcheck host="+strings.Repeat("h", 11))
 	wantContains(t, "value", r.Text, "too long")
+	_, r = h.command("c/1", bridge.CommandFlow, "healthcheck host="+strings.Repeat("h", 101))
+	wantContains(t, "line", r.Text, "too long")
+
+	// The flow rate applies to every request, valid or not, so bad requests
+	// cannot be sent without limit either.
+	cfg.Limits = bridge.Limits{FlowsPerMinute: 1, Burst: 1}
+	h = newHarness(t, cfg, nil)
 	_, r = h.command("c/1", bridge.CommandFlow, "healthcheck host=a")
 	wantContains(t, "first", r.Text, "checked a")
-	_, r = h.command("c/1", bridge.CommandFlow, "healthcheck host=a")
+	_, r = h.command("c/1", bridge.CommandFlow, "healthcheck nonsense")
 	wantContains(t, "rate", r.Text, "faster than allowed")
 }
 

@@ -164,7 +164,7 @@ func TestAPIHangingPastDeadline(t *testing.T) {
 		h := newHarnessWith(t, defaultConfig(), workspace.Config{ChatTimeout: 300 * time.Millisecond, MaxRetries: 2}, func(s *workspacetest.Server) {
 			s.AddAgent(workspacetest.Agent{UUID: agentUUID, Delay: time.Hour})
 		})
-		checkFaultReply(t, h.ask("c/hang", "are you there?"), "could not be reached")
+		checkFaultReply(t, h.ask("c/hang", "are you there?"), "did not answer in time")
 		if n := countRequests(h.fake, "/chat"); n != 1 {
 			t.Errorf("%d chat requests, want 1: a message that may have arrived is never resent", n)
 		}
@@ -300,13 +300,21 @@ func TestBadInput(t *testing.T) {
 		wantContains(t, "next message", h.ask("c/1", "short").Text, "You said: short")
 	})
 	t.Run("10,000 parameters", func(t *testing.T) {
-		h := newHarness(t, defaultConfig(), nil)
 		var args strings.Builder
 		args.WriteString("healthcheck host=a")
 		for i := range 10000 {
 			fmt.Fprintf(&args, " p%d=v", i)
 		}
+		// With the default limits the line itself is refused as too long,
+		// before it is even parsed.
+		h := newHarness(t, defaultConfig(), nil)
 		_, r := h.command("c/1", bridge.CommandFlow, args.String())
+		checkFaultReply(t, r, "too long")
+		// With room for the line, the parameter count is what refuses it.
+		cfg := defaultConfig()
+		cfg.Limits.MaxMessageBytes = 1 << 20
+		h = newHarness(t, cfg, nil)
+		_, r = h.command("c/1", bridge.CommandFlow, args.String())
 		checkFaultReply(t, r, "Too many parameters (10001; at most 32)")
 		if n := countRequests(h.fake, "/run/sync"); n != 0 {
 			t.Errorf("%d flow runs for refused parameters, want 0", n)
@@ -348,4 +356,30 @@ func TestBadInput(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestRefusedRequestsWriteBoundedAudit(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.Limits = bridge.Limits{MaxParams: 4, MaxValueBytes: 100}
+	h := newHarness(t, cfg, nil)
+	var many strings.Builder
+	many.WriteString("healthcheck")
+	for i := range 50 {
+		fmt.Fprintf(&many, " p%d=v", i)
+	}
+	h.command("c/1", bridge.CommandFlow, many.String())
+	h.command("c/1", bridge.CommandFlow, "healthcheck host="+strings.Repeat("x", 5000))
+	entries, err := h.store.Audit(auditAll())
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("audit = %d entries, %v; want 2", len(entries), err)
+	}
+	for _, e := range entries {
+		size := 0
+		for k, v := range e.Params {
+			size += len(k) + len(v)
+		}
+		if len(e.Params) > 4 || size > 400 {
+			t.Errorf("audit entry keeps %d parameters, %d bytes: %v", len(e.Params), size, e.Params)
+		}
+	}
 }

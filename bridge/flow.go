@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -18,6 +19,11 @@ import (
 // flow handles "/flow ARGS" and "!flow ARGS".
 func (b *Bridge) flow(ctx context.Context, log *zap.Logger, ev Event, args string) {
 	args = sanitize(args)
+	if len(args) > b.cfg.Limits.MaxMessageBytes {
+		b.metrics.refused("message_too_long")
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgTooLong, len(args), b.cfg.Limits.MaxMessageBytes)})
+		return
+	}
 	name, params, err := ParseFlowArgs(args)
 	cat := b.cat.Load()
 	if err != nil && name == "" {
@@ -42,6 +48,13 @@ func (b *Bridge) flow(ctx context.Context, log *zap.Logger, ev Event, args strin
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: refusalText(f, rule)})
 		return
 	}
+	if !b.limits.allowFlow(ev.Platform, ev.User.ID) {
+		b.metrics.refused("flow_rate")
+		entry.Outcome, entry.Detail = OutcomeRefused, "rate limit"
+		b.audit(log, entry)
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgFlowRate})
+		return
+	}
 	if err != nil {
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: err.Error() + "\n\n" + usage(f)})
 		return
@@ -50,13 +63,6 @@ func (b *Bridge) flow(ctx context.Context, log *zap.Logger, ev Event, args strin
 		entry.Outcome, entry.Detail = OutcomeInvalid, msg
 		b.audit(log, entry)
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msg + "\n\n" + usage(f)})
-		return
-	}
-	if !b.limits.allowFlow(ev.Platform, ev.User.ID) {
-		b.metrics.refused("flow_rate")
-		entry.Outcome, entry.Detail = OutcomeRefused, "rate limit"
-		b.audit(log, entry)
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgFlowRate})
 		return
 	}
 	if f.Confirm {
@@ -267,8 +273,39 @@ func (b *Bridge) allowedFlows(cat *catalog, ev Event) []*Flow {
 func (b *Bridge) auditEntry(ev Event, flow string, params map[string]string) AuditEntry {
 	return AuditEntry{
 		Time: b.cfg.Now(), Platform: ev.Platform, User: ev.User.ID, UserName: ev.User.Name,
-		Channel: ev.Channel, Conversation: ev.Conversation, Flow: flow, Params: params,
+		Channel: ev.Channel, Conversation: ev.Conversation, Flow: flow, Params: b.auditParams(params),
 	}
+}
+
+// auditParams bounds what a request writes to the audit log: refused requests
+// are user input too, and must not grow the store without limit.
+func (b *Bridge) auditParams(params map[string]string) map[string]string {
+	lim := b.cfg.Limits
+	if len(params) > lim.MaxParams {
+		return map[string]string{"…": fmt.Sprintf("%d parameters, not recorded", len(params))}
+	}
+	out, cloned := params, false
+	for k, v := range params {
+		if len(v) > lim.MaxValueBytes || len(k) > lim.MaxValueBytes {
+			if !cloned {
+				out, cloned = maps.Clone(params), true
+			}
+			delete(out, k)
+			out[truncate(k, 64)] = truncate(v, 256) + fmt.Sprintf("… (%d bytes)", len(v))
+		}
+	}
+	return out
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 func (b *Bridge) audit(log *zap.Logger, e AuditEntry) {

@@ -37,6 +37,8 @@ func chatErrorText(ctx context.Context, err error) string {
 		return "The agent could not be found in the AI workspace (its UUID may be wrong). Please tell an admin."
 	case errors.Is(err, workspace.ErrNotFound):
 		return "The agent's conversation could not be found, even after starting a new one. Please try again."
+	case errors.Is(err, context.DeadlineExceeded):
+		return "The agent did not answer in time. Your message may still have reached it; ask again in a moment."
 	}
 	return commonErrorText(err, "the agent")
 }
