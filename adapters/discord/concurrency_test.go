@@ -143,9 +143,10 @@ func TestTypingRenewedUntilReply(t *testing.T) {
 	}
 }
 
-// TestExpiredTokenFallsBackToChannel: a flow that outlives the 15-minute
-// interaction token posts its result in the channel, pinging only the user.
-func TestExpiredTokenFallsBackToChannel(t *testing.T) {
+// TestExpiredTokenFallsBackToDM: a private flow that outlives the 15-minute
+// interaction token sends its result to the user by DM, never to the channel,
+// and the channel hears only that it was sent (pinging only the user).
+func TestExpiredTokenFallsBackToDM(t *testing.T) {
 	clock := discordtest.NewClock(time.Now())
 	flows := newGate(func(r *http.Request, _ []byte) bool { return strings.Contains(r.URL.Path, "/prompts/flow-wait/") }, 0)
 	e := newEnvWith(t, discordtest.Options{Now: clock.Now}, func(e *env) { e.wsRT = flows.wrap(e.wsRT) })
@@ -160,13 +161,22 @@ func TestExpiredTokenFallsBackToChannel(t *testing.T) {
 		return m.Source == discordtest.SourceChannel && strings.Contains(m.Content, "Done late")
 	})
 	if err != nil {
-		t.Fatalf("result not posted in the channel: %v", err)
+		t.Fatalf("result not delivered: %v", err)
 	}
-	if !strings.HasPrefix(m.Content, "<@"+alice.ID+">") || len(m.Pings) != 1 || m.Pings[0] != "user:"+alice.ID {
-		t.Errorf("fallback message %q pings %v, want it to mention and ping only the user", m.Content, m.Pings)
+	if ch, ok := e.fake.Channel(m.ChannelID); !ok || ch.Type != discordgo.ChannelTypeDM || len(ch.Recipients) != 1 || ch.Recipients[0].ID != alice.ID {
+		t.Errorf("private result went to channel %s (%+v), want a DM with the user", m.ChannelID, ch)
 	}
 	if len(m.Buttons()) != 0 {
-		t.Errorf("fallback message has buttons %+v, want none", m.Buttons())
+		t.Errorf("DM result has buttons %+v, want none", m.Buttons())
+	}
+	notice, err := e.fake.WaitMessage(ctx, func(m discordtest.Message) bool {
+		return m.Source == discordtest.SourceChannel && m.ChannelID == channelID && strings.Contains(m.Content, "direct message")
+	})
+	if err != nil {
+		t.Fatalf("no notice in the channel: %v", err)
+	}
+	if strings.Contains(notice.Content, "Done late") || len(notice.Pings) != 1 || notice.Pings[0] != "user:"+alice.ID {
+		t.Errorf("channel notice %q pings %v: want no result text and a ping of only the user", notice.Content, notice.Pings)
 	}
 }
 

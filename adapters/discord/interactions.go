@@ -309,6 +309,7 @@ type interactionResponder struct {
 	mu           sync.Mutex
 	originalUsed bool
 	expired      bool
+	noticed      bool // the channel was told a private result went by DM
 }
 
 var (
@@ -430,19 +431,56 @@ func (r *interactionResponder) fallback(ctx context.Context, reply bridge.Reply,
 	return r.toChannel(ctx, reply)
 }
 
-// toChannel posts the reply in the channel, mentioning (and pinging only) the user.
+// toChannel delivers a reply after the token expired. A public reply goes to
+// the channel, mentioning (and pinging only) the user. A private one must not
+// become public: it goes to the user by DM, and the channel only hears that it
+// did.
 func (r *interactionResponder) toChannel(ctx context.Context, reply bridge.Reply) (bridge.MessageRef, error) {
+	reply.Buttons = nil // the share button needs the private message it would retire
 	allow := noMentions()
 	if r.userID != "" {
-		reply.Text = "<@" + r.userID + "> " + reply.Text
 		allow.Users = []string{r.userID}
 	}
-	reply.Buttons = nil // the share button needs the private message it would retire
+	if (reply.Ephemeral || r.ephemeral) && r.userID != "" {
+		ref, err := r.toDM(ctx, reply)
+		notice := "your request outlived the time Discord gives a command to answer, so its result was sent to you in a direct message."
+		if err != nil {
+			r.a.log.Warn("private result not delivered by DM", zap.String("interaction", r.i.ID), zap.Error(err))
+			notice = "your request outlived the time Discord gives a command to answer, and its private result could not be sent to you in a direct message (are your DMs closed?). Please run it again."
+		}
+		r.mu.Lock()
+		first := !r.noticed
+		r.noticed = true
+		r.mu.Unlock()
+		if first || err != nil {
+			msg := message{Content: "<@" + r.userID + "> " + notice}
+			if _, nerr := r.a.sendChannel(ctx, r.i.ChannelID, []message{msg}, nil, allow); nerr != nil && err == nil {
+				r.a.log.Warn("DM notice not posted", zap.Error(nerr))
+			}
+		}
+		return ref, err
+	}
+	if r.userID != "" {
+		reply.Text = "<@" + r.userID + "> " + reply.Text
+	}
 	ids, err := r.a.sendChannel(ctx, r.i.ChannelID, render(reply), nil, allow)
 	if len(ids) == 0 {
 		return "", err
 	}
 	return channelRef(r.i.ChannelID, ids), err
+}
+
+// toDM sends a reply to the interaction's user in a direct message.
+func (r *interactionResponder) toDM(ctx context.Context, reply bridge.Reply) (bridge.MessageRef, error) {
+	dm, err := r.a.session.UserChannelCreate(r.userID, discordgo.WithContext(ctx))
+	if err != nil {
+		return "", fmt.Errorf("open DM: %w", err)
+	}
+	ids, err := r.a.sendChannel(ctx, dm.ID, render(reply), nil, nil)
+	if len(ids) == 0 {
+		return "", err
+	}
+	return channelRef(dm.ID, ids), err
 }
 
 // editWebhook edits an interaction's response or follow-up. discordgo's own

@@ -19,6 +19,7 @@ const (
 	RouteGateway                = "GET /api/v9/gateway"
 	RouteGatewayBot             = "GET /api/v9/gateway/bot"
 	RouteCurrentUser            = "GET /api/v9/users/@me"
+	RouteCreateDM               = "POST /api/v9/users/@me/channels"
 	RouteGetChannel             = "GET /api/v9/channels/{channel}"
 	RouteCreateMessage          = "POST /api/v9/channels/{channel}/messages"
 	RouteGetMessage             = "GET /api/v9/channels/{channel}/messages/{message}"
@@ -73,6 +74,7 @@ func (s *Server) routes() http.Handler {
 	api(RouteGateway, authBot, s.handleGateway)
 	api(RouteGatewayBot, authBot, s.handleGatewayBot)
 	api(RouteCurrentUser, authBot, s.handleCurrentUser)
+	api(RouteCreateDM, authBot, s.handleCreateDM)
 	api(RouteGetChannel, authBot, s.handleGetChannel)
 	api(RouteCreateMessage, authBot, s.handleCreateMessage)
 	api(RouteGetMessage, authBot, s.handleGetMessage)
@@ -254,6 +256,28 @@ func (s *Server) handleGetChannel(c *call) (reply, *apiError) {
 	if !ok {
 		return reply{}, errUnknownChannel()
 	}
+	return reply{body: ch}, nil
+}
+
+// handleCreateDM opens (or returns the open) DM channel with a user, as the
+// real endpoint does: one DM channel per recipient.
+func (s *Server) handleCreateDM(c *call) (reply, *apiError) {
+	var body struct {
+		RecipientID string `json:"recipient_id"`
+	}
+	if err := json.Unmarshal(c.body, &body); err != nil || body.RecipientID == "" {
+		return reply{}, newAPIError(http.StatusBadRequest, CodeInvalidFormBody, "Invalid Form Body")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ch := range s.channels {
+		if ch.Type == discordgo.ChannelTypeDM && len(ch.Recipients) == 1 && ch.Recipients[0].ID == body.RecipientID {
+			return reply{body: ch}, nil
+		}
+	}
+	ch := &discordgo.Channel{ID: s.newIDLocked(), Type: discordgo.ChannelTypeDM, Recipients: []*discordgo.User{{ID: body.RecipientID}}}
+	s.addChannelLocked(ch)
+	s.notifyLocked()
 	return reply{body: ch}, nil
 }
 
