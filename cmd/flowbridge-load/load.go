@@ -55,6 +55,7 @@ type reply struct {
 
 type sample struct {
 	e2e, service time.Duration
+	at           time.Time // when the reply came
 }
 
 // env is one run's fakes, bridge process and conversations.
@@ -73,7 +74,7 @@ type env struct {
 
 // runOnce starts everything, measures and tears it all down, whatever happens.
 func runOnce(ctx context.Context, p params) (res *result, err error) {
-	dir, err := os.MkdirTemp("", "flowbridge-load-")
+	dir, err := os.MkdirTemp(p.tempDir, "flowbridge-load-")
 	if err != nil {
 		return nil, err
 	}
@@ -348,7 +349,7 @@ func (e *env) exchange(ctx context.Context, c *conversation, seq int) (s sample,
 			if !found {
 				svc = e.p.APILatency
 			}
-			return sample{e2e: r.at.Sub(start), service: svc}, true, nil
+			return sample{e2e: r.at.Sub(start), service: svc, at: r.at}, true, nil
 		}
 	}
 }
@@ -558,6 +559,11 @@ func (e *env) measure(ctx context.Context) (*result, error) {
 			}
 		})
 	}
+	var phaseEnd time.Time
+	wg.Go(func() {
+		<-phase.Done()
+		phaseEnd = time.Now()
+	})
 	var probes []probe
 	wg.Go(func() {
 		t := time.NewTicker(p.AckInterval)
@@ -599,9 +605,13 @@ func (e *env) measure(ctx context.Context) (*result, error) {
 
 	res := &result{params: p}
 	var e2e, added, svc []time.Duration
+	inPhase := 0
 	for _, c := range e.convs {
 		res.Lost += c.lost
 		for _, s := range c.samples {
+			if !s.at.After(phaseEnd) {
+				inPhase++
+			}
 			e2e = append(e2e, s.e2e)
 			svc = append(svc, s.service)
 			added = append(added, max(s.e2e-s.service, 0))
@@ -610,7 +620,9 @@ func (e *env) measure(ctx context.Context) (*result, error) {
 	res.Messages = len(e2e)
 	res.WarmupLost = int(warmLost.Load())
 	res.ElapsedSec = elapsed.Seconds()
-	res.MessagesPerSec = float64(res.Messages) / elapsed.Seconds()
+	// Replies within the phase over the phase: the tail that waits for the
+	// last replies (or for lost ones to time out) does not dilute the rate.
+	res.MessagesPerSec = float64(inPhase) / phaseEnd.Sub(t0).Seconds()
 	res.AddedLatencyMS = quantilesOf(added)
 	res.EndToEndMS = quantilesOf(e2e)
 	res.APIServiceMS = quantilesOf(svc)

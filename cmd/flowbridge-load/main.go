@@ -63,6 +63,7 @@ type params struct {
 	Cores            int           `json:"cores"`
 	flowbridge       string
 	keepTemp         bool
+	tempDir          string
 	stderr           io.Writer
 }
 
@@ -137,6 +138,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&p.ReplyTimeout, "reply-timeout", 30*time.Second, "a reply later than this counts as lost")
 	fs.StringVar(&p.WorkingIndicator, "working-indicator", "placeholder", "the Slack working indicator configured: placeholder, reaction or none")
 	fs.StringVar(&p.flowbridge, "flowbridge", "", "a prebuilt flowbridge binary (default: go build ./cmd/flowbridge)")
+	fs.StringVar(&p.tempDir, "tmpdir", "", "where the temporary directory (config, store, bridge log) goes; e.g. /dev/shm to take fsync out of the picture")
 	fs.BoolVar(&p.keepTemp, "keep", false, "keep the temporary directory (config, store, bridge log) and print its path")
 	sweep := fs.Bool("sweep", false, "run with 1, 10, 100, 1000 and 10000 conversations and show how each figure grows (relative to 10)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
