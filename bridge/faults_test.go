@@ -29,6 +29,7 @@ func newHarnessWith(t *testing.T, cfg bridge.Config, wcfg workspace.Config, setu
 	fake := workspacetest.NewServer(workspacetest.Options{})
 	t.Cleanup(fake.Close)
 	fake.AddAgent(workspacetest.Agent{UUID: agentUUID})
+	fake.AddAgent(workspacetest.Agent{UUID: agent2UUID, Reply: func(turn int, msg string) string { return fmt.Sprintf("other agent, turn %d: %s", turn, msg) }})
 	fake.AddFlow(workspacetest.Flow{UUID: flowUUID, Template: "checked {host} {service}"})
 	if setup != nil {
 		setup(fake)

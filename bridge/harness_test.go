@@ -3,19 +3,16 @@ package bridge_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
 
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/workspace"
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
 	"github.com/flowbridge/flowbridge/sessionmap"
-	"github.com/flowbridge/flowbridge/sessionmap/bridgestore"
 )
 
 const (
@@ -48,36 +45,7 @@ func defaultConfig() bridge.Config {
 
 func newHarness(t *testing.T, cfg bridge.Config, setup func(*workspacetest.Server)) *harness {
 	t.Helper()
-	fake := workspacetest.NewServer(workspacetest.Options{})
-	t.Cleanup(fake.Close)
-	fake.AddAgent(workspacetest.Agent{UUID: agentUUID})
-	fake.AddAgent(workspacetest.Agent{UUID: agent2UUID, Reply: func(turn int, msg string) string { return fmt.Sprintf("other agent, turn %d: %s", turn, msg) }})
-	fake.AddFlow(workspacetest.Flow{UUID: flowUUID, Template: "checked {host} {service}"})
-	if setup != nil {
-		setup(fake)
-	}
-	ws, err := workspace.New(workspace.Config{BaseURL: fake.URL, WorkspaceUUID: "ws-test", Token: "test-token", MaxRetries: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "store.db")
-	st, err := sessionmap.Open(path, sessionmap.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	b, err := bridge.New(cfg, ws, bridgestore.New(st), zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := b.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-	})
-	return &harness{t: t, b: b, fake: fake, store: st, path: path}
+	return newHarnessWith(t, cfg, workspace.Config{MaxRetries: 1}, setup)
 }
 
 // recorder is a Responder that keeps every reply.

@@ -98,18 +98,10 @@ func (s *Store) PutTurn(rec Session, reply string) error {
 	}
 	text := append([]byte{textV1}, reply...)
 	err = s.update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketSessions)
-		b.FillPercent = sessionFill
-		k := []byte(rec.Key)
-		isNew := b.Get(k) == nil
-		if err := b.Put(k, v); err != nil {
+		if err := putSessionTx(tx, rec.Key, v); err != nil {
 			return err
 		}
-		if isNew {
-			if err := addCounter(tx, metaSessions, 1); err != nil {
-				return err
-			}
-		}
+		k := []byte(rec.Key)
 		if reply == "" {
 			return tx.Bucket(bucketReplies).Delete(k)
 		}

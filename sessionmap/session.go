@@ -56,21 +56,24 @@ func (s *Store) PutSession(rec Session) error {
 	if err != nil {
 		return fmt.Errorf("put session %q: %w", rec.Key, err)
 	}
-	err = s.update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketSessions)
-		b.FillPercent = sessionFill
-		k := []byte(rec.Key)
-		isNew := b.Get(k) == nil
-		if err := b.Put(k, v); err != nil {
-			return err
-		}
-		if isNew {
-			return addCounter(tx, metaSessions, 1)
-		}
-		return nil
-	})
+	err = s.update(func(tx *bolt.Tx) error { return putSessionTx(tx, rec.Key, v) })
 	if err != nil {
 		return fmt.Errorf("put session %q: %w", rec.Key, err)
+	}
+	return nil
+}
+
+// putSessionTx writes an encoded session record and keeps the count right.
+func putSessionTx(tx *bolt.Tx, key string, v []byte) error {
+	b := tx.Bucket(bucketSessions)
+	b.FillPercent = sessionFill
+	k := []byte(key)
+	isNew := b.Get(k) == nil
+	if err := b.Put(k, v); err != nil {
+		return err
+	}
+	if isNew {
+		return addCounter(tx, metaSessions, 1)
 	}
 	return nil
 }

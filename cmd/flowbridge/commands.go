@@ -216,13 +216,7 @@ func cmdSessions(ctx context.Context, env *environment, args []string) error {
 			return err
 		}
 		if *asJSON {
-			enc := json.NewEncoder(env.stdout)
-			for _, s := range list {
-				if err := enc.Encode(s); err != nil {
-					return err
-				}
-			}
-			return nil
+			return writeJSONLines(env.stdout, list)
 		}
 		tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "CONVERSATION\tAGENT\tSESSION\tLAST USED")
@@ -340,13 +334,7 @@ func cmdAudit(ctx context.Context, env *environment, args []string) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(env.stdout)
-		for _, e := range list {
-			if err := enc.Encode(e); err != nil {
-				return err
-			}
-		}
-		return nil
+		return writeJSONLines(env.stdout, list)
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tPLATFORM\tUSER\tCHANNEL\tFLOW\tOUTCOME\tDURATION\tPARAMETERS")
@@ -459,5 +447,16 @@ func cmdHealth(ctx context.Context, env *environment, args []string) error {
 		return fmt.Errorf("%s: %w", p, err)
 	}
 	fmt.Fprintln(env.stdout, "ok")
+	return nil
+}
+
+// writeJSONLines writes one JSON object per line, for scripts.
+func writeJSONLines[T any](w io.Writer, list []T) error {
+	enc := json.NewEncoder(w)
+	for _, v := range list {
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+	}
 	return nil
 }
