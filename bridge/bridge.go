@@ -33,8 +33,6 @@ type Config struct {
 	DefaultFlowTimeout time.Duration
 	// DedupeTTL is how long a platform event ID is remembered (default 1h).
 	DedupeTTL time.Duration
-	// IdleTimeout ends a conversation's worker after it has been idle so long (default 1m).
-	IdleTimeout time.Duration
 	// ShareTTL is how long a private flow result can still be shared (default 24h).
 	ShareTTL time.Duration
 	// Limits on user input.
@@ -69,9 +67,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.DedupeTTL <= 0 {
 		c.DedupeTTL = time.Hour
-	}
-	if c.IdleTimeout <= 0 {
-		c.IdleTimeout = time.Minute
 	}
 	if c.ShareTTL <= 0 {
 		c.ShareTTL = 24 * time.Hour
@@ -110,10 +105,9 @@ type Bridge struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	closed  bool
-	closing chan struct{} // closed by Shutdown: idle workers exit at once
-	convs   map[string]*conversation
+	mu     sync.Mutex
+	closed bool
+	convs  map[string]*conversation // conversations with work queued or running
 	wg      sync.WaitGroup
 }
 
@@ -142,7 +136,6 @@ func New(cfg Config, ws Workspace, store Store, log *zap.Logger) (*Bridge, error
 		ctx:     ctx,
 		cancel:  cancel,
 		convs:   make(map[string]*conversation),
-		closing: make(chan struct{}),
 	}
 	b.cat.Store(cat)
 	return b, nil
@@ -281,19 +274,21 @@ func (b *Bridge) Handle(ev Event) error {
 	}
 	c := b.convs[ev.Conversation]
 	if c == nil {
-		c = &conversation{key: ev.Conversation, queue: make(chan job, b.cfg.QueueSize)}
+		c = &conversation{key: ev.Conversation}
 		b.convs[ev.Conversation] = c
-		b.wg.Go(func() { b.work(c) })
 	}
-	select {
-	case c.queue <- j:
-		b.metrics.queued(1)
-		return nil
-	default:
+	if len(c.queue) >= b.cfg.QueueSize {
 		b.metrics.refused("queue_full")
 		b.replyLocked(ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgQueueFull, b.cfg.QueueSize)})
 		return ErrBusy
 	}
+	c.queue = append(c.queue, &j)
+	b.metrics.queued(1)
+	if !c.running {
+		c.running = true
+		b.wg.Go(func() { b.work(c) })
+	}
+	return nil
 }
 
 // replyLocked sends a short reply without blocking the caller; b.mu is held so
@@ -309,44 +304,31 @@ func (b *Bridge) replyLocked(ev Event, r Reply) {
 	})
 }
 
-// conversation is the ordered queue of one conversation key.
+// conversation is the ordered queue of one conversation key. It exists only
+// while the conversation has work queued or running, and so does its worker
+// goroutine: ten thousand quiet conversations cost nothing.
 type conversation struct {
-	key   string
-	queue chan job
+	key     string
+	queue   []*job // waiting, not counting the one running
+	running bool
 }
 
-// work runs a conversation's queue until it has been idle for IdleTimeout, so
-// that thousands of quiet conversations cost no goroutines.
+// work runs a conversation's queue one job at a time until it is empty.
 func (b *Bridge) work(c *conversation) {
-	idle := time.NewTimer(b.cfg.IdleTimeout)
-	defer idle.Stop()
 	for {
-		select {
-		case j := <-c.queue:
-			b.metrics.queued(-1)
-			b.run(j)
-			idle.Reset(b.cfg.IdleTimeout)
-		case <-b.closing:
-			// Handle takes nothing new now; finish what is queued and go.
-			for {
-				select {
-				case j := <-c.queue:
-					b.metrics.queued(-1)
-					b.run(j)
-				default:
-					return
-				}
-			}
-		case <-idle.C:
-			b.mu.Lock()
-			if len(c.queue) == 0 {
-				delete(b.convs, c.key)
-				b.mu.Unlock()
-				return
-			}
+		b.mu.Lock()
+		if len(c.queue) == 0 {
+			c.running = false
+			delete(b.convs, c.key)
 			b.mu.Unlock()
-			idle.Reset(b.cfg.IdleTimeout)
+			return
 		}
+		j := c.queue[0]
+		c.queue[0] = nil
+		c.queue = c.queue[1:]
+		b.mu.Unlock()
+		b.metrics.queued(-1)
+		b.run(*j)
 	}
 }
 
@@ -418,10 +400,7 @@ func (b *Bridge) replace(ctx context.Context, ev Event, ref MessageRef, r Reply)
 // returns ctx's error once that is done.
 func (b *Bridge) Shutdown(ctx context.Context) error {
 	b.mu.Lock()
-	if !b.closed {
-		b.closed = true
-		close(b.closing)
-	}
+	b.closed = true
 	b.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
