@@ -100,6 +100,7 @@ type Bridge struct {
 	shares  *shareCache
 	confirm *confirmCache
 	limits  *rateLimits
+	dedupe  *dedupe
 
 	// ctx is the parent of all work; cancel cuts it off when the shutdown grace ends.
 	ctx    context.Context
@@ -108,7 +109,7 @@ type Bridge struct {
 	mu     sync.Mutex
 	closed bool
 	convs  map[string]*conversation // conversations with work queued or running
-	wg      sync.WaitGroup
+	wg     sync.WaitGroup
 }
 
 // New checks the catalog and returns a Bridge ready for Handle. It starts nothing
@@ -133,6 +134,7 @@ func New(cfg Config, ws Workspace, store Store, log *zap.Logger) (*Bridge, error
 		shares:  newShareCache(cfg.ShareTTL, 10000),
 		confirm: newConfirmCache(5 * time.Minute),
 		limits:  newRateLimits(cfg.Limits),
+		dedupe:  newDedupe(store, cfg.DedupeTTL, log),
 		ctx:     ctx,
 		cancel:  cancel,
 		convs:   make(map[string]*conversation),
@@ -169,19 +171,16 @@ func (b *Bridge) Agents() []Agent { return b.cat.Load().agentList() }
 
 // FirstDelivery records a platform event ID and reports whether this is its
 // first delivery. Platforms redeliver events (Slack retries, one mention sent
-// as two events); the record is in the store, so a restart does not answer twice.
-// When the store fails the event is handled: a rare double reply is better
-// than a lost message.
+// as two events). The answer comes from memory and the store, and the ID is
+// written to the store in the background, so a restart does not answer twice
+// and the event pays no fsync. When the store fails the event is handled: a
+// rare double reply is better than a lost message.
 func (b *Bridge) FirstDelivery(id string) bool {
-	first, err := b.store.MarkEvent(id, b.cfg.DedupeTTL, b.cfg.Now())
-	if err != nil {
-		b.log.Warn("de-duplication store failed; handling event", zap.String("event_id", id), zap.Error(err))
+	if b.dedupe.first(id, b.cfg.Now()) {
 		return true
 	}
-	if !first {
-		b.metrics.deduplicated(platformOf(id))
-	}
-	return first
+	b.metrics.deduplicated(platformOf(id))
+	return false
 }
 
 func platformOf(id string) string {
@@ -410,10 +409,12 @@ func (b *Bridge) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 		b.cancel()
+		b.dedupe.close()
 		return nil
 	case <-ctx.Done():
 		b.cancel()
 		<-done
+		b.dedupe.close()
 		return fmt.Errorf("shutdown: %w", ctx.Err())
 	}
 }

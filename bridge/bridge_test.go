@@ -572,6 +572,48 @@ func TestDeduplication(t *testing.T) {
 	if h.b.FirstDelivery("slack/ev/1") {
 		t.Error("repeat reported as first delivery")
 	}
+	// Of many concurrent deliveries of one ID, exactly one is first.
+	var firsts sync.WaitGroup
+	var mu sync.Mutex
+	n := 0
+	for range 16 {
+		firsts.Go(func() {
+			if h.b.FirstDelivery("slack/ev/burst") {
+				mu.Lock()
+				n++
+				mu.Unlock()
+			}
+		})
+	}
+	firsts.Wait()
+	if n != 1 {
+		t.Errorf("first deliveries of one ID = %d, want 1", n)
+	}
+	// After Shutdown the IDs are in the store: a restarted bridge on the same
+	// store does not answer them again.
+	if err := h.b.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"slack/ev/1", "slack/ev/burst"} {
+		if seen, err := h.store.EventSeen(id, time.Now()); err != nil || !seen {
+			t.Errorf("EventSeen(%s) after Shutdown = %v, %v; want recorded", id, seen, err)
+		}
+	}
+	ws, err := workspace.New(workspace.Config{BaseURL: h.fake.URL, WorkspaceUUID: "ws-test", Token: "test-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := bridge.New(defaultConfig(), ws, bridgestore.New(h.store), zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Shutdown(context.Background())
+	if b2.FirstDelivery("slack/ev/1") {
+		t.Error("a restarted bridge took a recorded event as new")
+	}
+	if !b2.FirstDelivery("slack/ev/2") {
+		t.Error("a restarted bridge took a new event as a repeat")
+	}
 }
 
 func TestShutdownFinishesWorkAndRefusesNew(t *testing.T) {

@@ -62,6 +62,9 @@ type Store interface {
 	// SaveTurn records an answered message: the session (LastUsed moved on)
 	// and the conversation's latest reply, in one write.
 	SaveTurn(key string, s Session, reply string) error
-	MarkEvent(id string, ttl time.Duration, now time.Time) (first bool, err error)
+	// EventSeen reports whether a platform event ID was recorded and has not expired.
+	EventSeen(id string, now time.Time) (bool, error)
+	// MarkEvents records delivered event IDs, to expire ttl after now.
+	MarkEvents(ids []string, ttl time.Duration, now time.Time) error
 	AppendAudit(e AuditEntry) error
 }

@@ -33,33 +33,95 @@ func (s *Store) MarkEvent(id string, ttl time.Duration, now time.Time) (first bo
 	nowKey := timeKey(now)
 	expKey := timeKey(exp)
 	err = s.update(func(tx *bolt.Tx) error {
-		first = false
-		events, index := tx.Bucket(bucketEvents), tx.Bucket(bucketEventExp)
-		k := []byte(id)
-		if v := events.Get(k); v != nil {
-			old, err := decodeEvent(v)
-			if err != nil {
-				return err
-			}
-			if string(old[:]) > string(nowKey[:]) {
-				return nil // seen and still live
-			}
-			if err := index.Delete(indexKey(old, id)); err != nil {
-				return err
-			}
-		} else if err := addCounter(tx, metaEvents, 1); err != nil {
-			return err
-		}
-		first = true
-		if err := events.Put(k, append([]byte{eventV1}, expKey[:]...)); err != nil {
-			return err
-		}
-		return index.Put(indexKey(expKey, id), nil)
+		var err error
+		first, err = markEventTx(tx, id, nowKey, expKey)
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("mark event %q: %w", id, err)
 	}
 	return first, nil
+}
+
+// MarkEvents records several event deliveries in one transaction (one fsync),
+// for callers that decide first delivery themselves and persist in batches.
+func (s *Store) MarkEvents(ids []string, ttl time.Duration, now time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("mark events: ttl %v is not positive", ttl)
+	}
+	exp := now.Add(ttl)
+	if now.Before(minNanoTime) || exp.After(maxNanoTime) {
+		return fmt.Errorf("mark events: time %v out of range", now)
+	}
+	for _, id := range ids {
+		if err := checkKey("event id", id); err != nil {
+			return fmt.Errorf("mark events: %w", err)
+		}
+	}
+	nowKey, expKey := timeKey(now), timeKey(exp)
+	err := s.update(func(tx *bolt.Tx) error {
+		for _, id := range ids {
+			if _, err := markEventTx(tx, id, nowKey, expKey); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("mark %d events: %w", len(ids), err)
+	}
+	return nil
+}
+
+// EventSeen reports whether id was recorded and has not expired at now. It
+// only reads, so it costs no fsync.
+func (s *Store) EventSeen(id string, now time.Time) (bool, error) {
+	nowKey := timeKey(now)
+	var seen bool
+	err := s.view(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketEvents).Get([]byte(id))
+		if v == nil {
+			return nil
+		}
+		exp, err := decodeEvent(v)
+		if err != nil {
+			return err
+		}
+		seen = string(exp[:]) > string(nowKey[:])
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("event seen %q: %w", id, err)
+	}
+	return seen, nil
+}
+
+// markEventTx records id with expiry expKey unless it is already live at
+// nowKey, and reports whether it was new (or expired).
+func markEventTx(tx *bolt.Tx, id string, nowKey, expKey [8]byte) (bool, error) {
+	events, index := tx.Bucket(bucketEvents), tx.Bucket(bucketEventExp)
+	k := []byte(id)
+	if v := events.Get(k); v != nil {
+		old, err := decodeEvent(v)
+		if err != nil {
+			return false, err
+		}
+		if string(old[:]) > string(nowKey[:]) {
+			return false, nil // seen and still live
+		}
+		if err := index.Delete(indexKey(old, id)); err != nil {
+			return false, err
+		}
+	} else if err := addCounter(tx, metaEvents, 1); err != nil {
+		return false, err
+	}
+	if err := events.Put(k, append([]byte{eventV1}, expKey[:]...)); err != nil {
+		return false, err
+	}
+	return true, index.Put(indexKey(expKey, id), nil)
 }
 
 // PurgeEvents removes the entries expired at now and returns how many. It

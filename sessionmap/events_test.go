@@ -128,3 +128,34 @@ func TestPurgeEvents(t *testing.T) {
 		}
 	}
 }
+
+func TestMarkEventsAndEventSeen(t *testing.T) {
+	s, _ := openTest(t, Options{})
+	now := time.Unix(1700000000, 0)
+	if err := s.MarkEvents([]string{"a", "b", "a"}, time.Minute, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		id   string
+		at   time.Time
+		want bool
+	}{
+		{"a", now, true},
+		{"b", now.Add(59 * time.Second), true},
+		{"b", now.Add(time.Minute), false},
+		{"c", now, false},
+	} {
+		if got, err := s.EventSeen(tc.id, tc.at); err != nil || got != tc.want {
+			t.Errorf("EventSeen(%q, +%v) = %v, %v; want %v", tc.id, tc.at.Sub(now), got, err, tc.want)
+		}
+	}
+	if st := s.Stats(); st.Events != 2 {
+		t.Errorf("Stats().Events = %d, want 2", st.Events)
+	}
+	if first, err := s.MarkEvent("a", time.Minute, now); err != nil || first {
+		t.Errorf("MarkEvent after MarkEvents = %v, %v; want a repeat", first, err)
+	}
+	if err := s.MarkEvents([]string{""}, time.Minute, now); err == nil {
+		t.Error("MarkEvents accepted an empty id")
+	}
+}

@@ -2,8 +2,6 @@
 package bridgestore
 
 import (
-	"time"
-
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/sessionmap"
 )
@@ -44,9 +42,4 @@ func (s Store) AppendAudit(e bridge.AuditEntry) error {
 		Time: e.Time, Platform: e.Platform, User: e.User, UserName: e.UserName, Channel: e.Channel,
 		Conversation: e.Conversation, Flow: e.Flow, Params: e.Params, Outcome: e.Outcome, Detail: e.Detail, Duration: e.Duration,
 	})
-}
-
-// MarkEvent records a platform event ID; see sessionmap.Store.MarkEvent.
-func (s Store) MarkEvent(id string, ttl time.Duration, now time.Time) (bool, error) {
-	return s.Store.MarkEvent(id, ttl, now)
 }

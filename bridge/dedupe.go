@@ -1,0 +1,142 @@
+package bridge
+
+import (
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// memoryWindow is how long a delivered event ID is answered from memory. Its
+// job is only to cover the moment before the ID reaches the store and the
+// bursts where one event arrives twice at once (Slack's app_mention and
+// message pair); later repeats are found in the store.
+const memoryWindow = 30 * time.Second
+
+// dedupe decides first deliveries in memory and persists them in batches, so
+// a platform event costs no fsync on its way to the agent. A restart reads
+// the store, so it does not answer twice either.
+type dedupe struct {
+	store Store
+	ttl   time.Duration
+	log   *zap.Logger
+
+	mu      sync.Mutex
+	seen    map[string]time.Time // ID -> when it leaves memory
+	order   []dedupeEntry        // the same, oldest first, for expiry
+	pending []string             // IDs not yet written
+	stopped bool
+
+	start sync.Once
+	wake  chan struct{}
+	stop  chan struct{}
+	done  sync.WaitGroup
+}
+
+type dedupeEntry struct {
+	id  string
+	exp time.Time
+}
+
+func newDedupe(store Store, ttl time.Duration, log *zap.Logger) *dedupe {
+	return &dedupe{store: store, ttl: ttl, log: log, seen: make(map[string]time.Time),
+		wake: make(chan struct{}, 1), stop: make(chan struct{})}
+}
+
+// first reports whether id is delivered for the first time at now.
+func (d *dedupe) first(id string, now time.Time) bool {
+	d.mu.Lock()
+	if exp, ok := d.seen[id]; ok && now.Before(exp) {
+		d.mu.Unlock()
+		return false
+	}
+	// Claim the ID before asking the store, so a concurrent duplicate sees it.
+	d.forgetExpiredLocked(now)
+	exp := now.Add(min(memoryWindow, d.ttl))
+	d.seen[id] = exp
+	d.order = append(d.order, dedupeEntry{id, exp})
+	d.mu.Unlock()
+
+	if seen, err := d.store.EventSeen(id, now); err != nil {
+		d.log.Warn("de-duplication store failed; handling event", zap.String("event_id", id), zap.Error(err))
+	} else if seen {
+		return false
+	}
+	d.persist(id, now)
+	return true
+}
+
+// persist queues id for the background writer, or writes it at once when the
+// writer has stopped (after Shutdown).
+func (d *dedupe) persist(id string, now time.Time) {
+	d.mu.Lock()
+	if d.stopped {
+		d.mu.Unlock()
+		if err := d.store.MarkEvents([]string{id}, d.ttl, now); err != nil {
+			d.log.Warn("event not recorded", zap.String("event_id", id), zap.Error(err))
+		}
+		return
+	}
+	d.pending = append(d.pending, id)
+	d.mu.Unlock()
+	d.start.Do(func() { d.done.Go(d.writer) })
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (d *dedupe) forgetExpiredLocked(now time.Time) {
+	n := 0
+	for n < len(d.order) && !now.Before(d.order[n].exp) {
+		e := d.order[n]
+		if d.seen[e.id] == e.exp {
+			delete(d.seen, e.id)
+		}
+		n++
+	}
+	if n > 0 {
+		d.order = append(d.order[:0], d.order[n:]...)
+	}
+}
+
+// writer persists pending IDs; while one batch is being written the next
+// gathers, so under load many IDs share one transaction.
+func (d *dedupe) writer() {
+	for {
+		select {
+		case <-d.wake:
+			d.flush()
+		case <-d.stop:
+			d.flush()
+			return
+		}
+	}
+}
+
+func (d *dedupe) flush() {
+	d.mu.Lock()
+	batch := d.pending
+	d.pending = nil
+	d.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	if err := d.store.MarkEvents(batch, d.ttl, time.Now()); err != nil {
+		d.log.Warn("events not recorded", zap.Int("events", len(batch)), zap.Error(err))
+	}
+}
+
+// close writes what is pending and stops the writer; later IDs are written
+// synchronously.
+func (d *dedupe) close() {
+	d.mu.Lock()
+	already := d.stopped
+	d.stopped = true
+	d.mu.Unlock()
+	if !already {
+		close(d.stop)
+		d.done.Wait()
+		d.flush()
+	}
+}
