@@ -121,6 +121,9 @@ func New(cfg Config, core Core, log *zap.Logger) (*Adapter, error) {
 		return nil, fmt.Errorf("discord session: %w", err)
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
+	// Replies to many channels at once go to one host; the default of 2 idle
+	// connections per host would make most of them dial anew.
+	transport.MaxIdleConnsPerHost = 64
 	s.Client = &http.Client{Timeout: restTimeout, Transport: &rewriteTransport{base: a.apiBase, next: transport}}
 	s.Dialer = &websocket.Dialer{
 		Proxy:            http.ProxyFromEnvironment,

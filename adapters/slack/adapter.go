@@ -77,7 +77,11 @@ func New(cfg Config, core Core, log *zap.Logger) (*Adapter, error) {
 		return nil, err
 	}
 	// An own transport, so Run can close its idle connections when it ends.
-	hc := &http.Client{Timeout: apiTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	// Replies to many conversations at once go to one host; the default of 2
+	// idle connections per host would make most of them dial anew.
+	transport.MaxIdleConnsPerHost = 64
+	hc := &http.Client{Timeout: apiTimeout, Transport: transport}
 	opts := []slackgo.Option{
 		slackgo.OptionHTTPClient(hc),
 		slackgo.OptionAPIURL(cfg.APIURL),

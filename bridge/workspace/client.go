@@ -16,6 +16,10 @@ import (
 	"time"
 )
 
+// MaxIdleConns is how many idle connections the client keeps to the API: as
+// many as the bridge lets run at once by default, so calls reuse connections.
+const MaxIdleConns = 256
+
 // Defaults applied by New to zero fields of Config.
 const (
 	// DefaultCreateSessionPath is a guess: the API document names Create
@@ -142,7 +146,12 @@ func New(cfg Config) (*Client, error) {
 	if transport == nil {
 		// A private clone keeps our connection pool and settings out of
 		// the process-wide default.
-		transport = http.DefaultTransport.(*http.Transport).Clone()
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		// The default keeps 2 idle connections per host; with hundreds of
+		// calls in flight every other call would dial anew.
+		t.MaxIdleConnsPerHost = MaxIdleConns
+		t.MaxIdleConns = MaxIdleConns
+		transport = t
 	}
 	c.hc = &http.Client{
 		Transport: transport,
