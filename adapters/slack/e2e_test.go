@@ -84,6 +84,7 @@ func startE2E(t *testing.T, o e2eOptions) *e2e {
 	flows := []bridge.Flow{
 		{Name: "healthcheck", UUID: e2eFlow, Timeout: 30 * time.Second, Allow: []string{"everyone"},
 			Params: []bridge.Param{{Name: "host", Required: true}, {Name: "service"}}},
+		{Name: "publiccheck", UUID: e2eFlow, Public: true, Allow: []string{"everyone"}, Params: []bridge.Param{{Name: "host", Required: true}}},
 		{Name: "slow", UUID: e2eSlowFlow, Timeout: time.Second, Allow: []string{"everyone"},
 			Params: []bridge.Param{{Name: "host", Required: true}}},
 	}
