@@ -51,7 +51,7 @@ func (a *Adapter) onEventsAPI(ctx context.Context, ev slackevents.EventsAPIEvent
 		return
 	}
 	in.eventID = cb.EventID
-	a.work.do(in.key, func() { a.deliver(ctx, in) })
+	a.queue(in.key, func() { a.deliver(ctx, in) })
 }
 
 // isSelf reports whether a message was written by this app's bot.
@@ -209,7 +209,7 @@ func (a *Adapter) onCommand(ctx context.Context, cmd slackgo.SlashCommand) (imme
 	}
 	key := conversationKey(cmd.TeamID, cmd.ChannelID, "")
 	return nil, func() {
-		a.work.do(key, func() {
+		a.queue(key, func() {
 			log := a.log.With(zap.String("conversation", key), zap.String("command", cmd.Command))
 			r := &responder{a: a, channel: cmd.ChannelID, user: cmd.UserID, responseURL: cmd.ResponseURL, kind: kindCommand}
 			a.handle(log, bridge.Event{
@@ -250,7 +250,7 @@ func (a *Adapter) onInteraction(ctx context.Context, cb slackgo.InteractionCallb
 	if thread != "" && a.cfg.SessionScope == ScopeThread {
 		key = conversationKey(team, channel, thread)
 	}
-	a.work.do(key, func() {
+	a.queue(key, func() {
 		log := a.log.With(zap.String("conversation", key), zap.String("action", act.ActionID))
 		r := &responder{
 			a: a, channel: channel, thread: thread, user: cb.User.ID, responseURL: cb.ResponseURL, kind: kindAction,
@@ -275,4 +275,11 @@ func errorCode(err error) string {
 		return e.Err
 	}
 	return ""
+}
+
+// queue runs fn after the ack, in order with the key's earlier work.
+func (a *Adapter) queue(key string, fn func()) {
+	if !a.work.do(key, fn) {
+		a.log.Warn("too much queued for one conversation; event dropped", zap.String("conversation", key))
+	}
 }
