@@ -419,10 +419,12 @@ type Button struct {
 
 // Buttons returns every button in the message's blocks, in order.
 func (m Message) Buttons() []Button {
+	// Elements are decoded one by one: a context block's elements carry text
+	// as a string where a button's is an object, so one shape cannot hold both.
 	var blocks []struct {
-		BlockID   string       `json:"block_id"`
-		Elements  []buttonJSON `json:"elements"`
-		Accessory *buttonJSON  `json:"accessory"`
+		BlockID   string            `json:"block_id"`
+		Elements  []json.RawMessage `json:"elements"`
+		Accessory json.RawMessage   `json:"accessory"`
 	}
 	if json.Unmarshal(m.Blocks, &blocks) != nil {
 		return nil
@@ -430,11 +432,12 @@ func (m Message) Buttons() []Button {
 	var out []Button
 	for _, b := range blocks {
 		els := b.Elements
-		if b.Accessory != nil {
-			els = append(els, *b.Accessory)
+		if len(b.Accessory) > 0 {
+			els = append(els, b.Accessory)
 		}
-		for _, e := range els {
-			if e.Type == "button" {
+		for _, raw := range els {
+			var e buttonJSON
+			if json.Unmarshal(raw, &e) == nil && e.Type == "button" {
 				out = append(out, Button{BlockID: b.BlockID, ActionID: e.ActionID, Value: e.Value, Label: e.Text.Text, URL: e.URL})
 			}
 		}
