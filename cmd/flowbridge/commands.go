@@ -177,7 +177,7 @@ func openStoreOrAdmin(cfg *Config) (*sessionmap.Store, *adminClient, error) {
 	if !errors.Is(err, sessionmap.ErrLocked) || cfg.Admin.Listen == "" || cfg.Admin.Listen == "off" {
 		return nil, nil, err
 	}
-	return nil, &adminClient{base: "http://" + cfg.Admin.Listen, token: cfg.Admin.Token.Value()}, nil
+	return nil, &adminClient{base: "http://" + cfg.Admin.Listen, token: cfg.Admin.Token.Value(), viaLock: true}, nil
 }
 
 func cmdSessions(ctx context.Context, env *environment, args []string) error {
@@ -362,6 +362,9 @@ var errAdminNotFound = errors.New("not found")
 // adminClient talks to a running bridge's admin API.
 type adminClient struct {
 	base, token string
+	// viaLock says the client stands in for a store another process holds,
+	// which is what a user must hear when it cannot be reached.
+	viaLock bool
 }
 
 func (c *adminClient) do(ctx context.Context, method, path string, body io.Reader, out any) error {
@@ -377,7 +380,10 @@ func (c *adminClient) do(ctx context.Context, method, path string, body io.Reade
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultTransport.RoundTrip(req)
 	if err != nil {
-		return fmt.Errorf("the store is locked by a running flowbridge, and its admin API at %s did not answer: %w", c.base, err)
+		if c.viaLock {
+			return fmt.Errorf("the store is locked by a running flowbridge, and its admin API at %s did not answer: %w", c.base, err)
+		}
+		return fmt.Errorf("the admin API at %s did not answer: %w", c.base, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound {
