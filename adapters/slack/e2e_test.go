@@ -87,6 +87,7 @@ func startE2E(t *testing.T, o e2eOptions) *e2e {
 		{Name: "publiccheck", UUID: e2eFlow, Public: true, Allow: []string{"everyone"}, Params: []bridge.Param{{Name: "host", Required: true}}},
 		{Name: "slow", UUID: e2eSlowFlow, Timeout: time.Second, Allow: []string{"everyone"},
 			Params: []bridge.Param{{Name: "host", Required: true}}},
+		{Name: "guarded", UUID: e2eFlow, Confirm: true, Allow: []string{"everyone"}, Params: []bridge.Param{{Name: "host", Required: true}}},
 	}
 	core, err := bridge.New(bridge.Config{Flows: flows, Agents: []bridge.Agent{{Name: "helper", UUID: e2eAgent, Default: true}}},
 		wsc, bridgestore.New(st), zaptest.NewLogger(t).Named("core"))
