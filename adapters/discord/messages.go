@@ -322,6 +322,9 @@ func (r *messageResponder) Typing(ctx context.Context) func() {
 	return r.a.typing(ctx, r.channel)
 }
 
+// typingRequestTimeout bounds one typing request, which stop waits for.
+const typingRequestTimeout = 5 * time.Second
+
 func (a *Adapter) typing(ctx context.Context, channel string) func() {
 	ctx, cancel := context.WithCancel(ctx)
 	var done sync.WaitGroup
@@ -331,9 +334,16 @@ func (a *Adapter) typing(ctx context.Context, channel string) func() {
 		t := time.NewTicker(a.typingEvery)
 		defer t.Stop()
 		for {
-			if err := a.session.ChannelTyping(channel, discordgo.WithContext(ctx)); err != nil && ctx.Err() == nil {
+			// The request is not cancelled with the loop: cancelling a request
+			// while the transport dials for it can fail other requests waiting
+			// for that connection — the reply among them (golang/go#24194,
+			// #66442). It has its own short deadline instead, and stop waits
+			// for it, so no indicator follows the reply.
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), typingRequestTimeout)
+			if err := a.session.ChannelTyping(channel, discordgo.WithContext(rctx)); err != nil && ctx.Err() == nil {
 				a.log.Debug("typing indicator", zap.Error(err))
 			}
+			rcancel()
 			select {
 			case <-ctx.Done():
 				return
