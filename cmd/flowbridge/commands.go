@@ -83,7 +83,13 @@ func cmdDev(ctx context.Context, env *environment, args []string) error {
 	fake := workspacetest.NewServer(workspacetest.Options{WorkspaceUUID: devWorkspace, Token: devToken})
 	defer fake.Close()
 	fake.AddAgent(workspacetest.Agent{UUID: devAgentUUID})
-	fake.AddFlow(workspacetest.Flow{UUID: devFlowHC, Template: "Health check of **{host}**: service `{service}` is up, 3 of 3 probes passed."})
+	fake.AddFlow(workspacetest.Flow{UUID: devFlowHC, Reply: func(p map[string]string) string {
+		what := "all services are"
+		if p["service"] != "" {
+			what = "service `" + p["service"] + "` is"
+		}
+		return "Health check of **" + p["host"] + "**: " + what + " up, 3 of 3 probes passed."
+	}})
 	fake.AddFlow(workspacetest.Flow{UUID: devFlowSlow, Template: "done", Delay: time.Hour})
 	fake.AddFlow(workspacetest.Flow{UUID: devFlowJSON, Output: map[string]any{
 		"hosts": []map[string]any{{"name": "web1", "load": 0.42}, {"name": "web2", "load": 1.7}}, "healthy": true,
@@ -124,7 +130,9 @@ func devConfig(baseURL, storePath string) *Config {
 	cfg.Workspace.APIToken = devToken
 	cfg.Store.Path = storePath
 	cfg.Admin.Listen = "127.0.0.1:0"
-	cfg.Log = LogConfig{Level: "warn", Format: "console"}
+	// Replies already say what went wrong; log lines would only interleave
+	// with them in the terminal. -v shows everything.
+	cfg.Log = LogConfig{Level: "error", Format: "console"}
 	cfg.Bridge.Admins = []string{"local"}
 	cfg.Console.Enabled = true
 	cfg.Agents = []AgentConfig{{Name: "helper", UUID: devAgentUUID, Description: "an agent that echoes with its turn number", Default: true}}

@@ -51,6 +51,9 @@ type Flow struct {
 	// Template is the reply; {name} is replaced by the request body's value
 	// for placeholder name, or by nothing when it is missing.
 	Template string
+	// Reply, when set, makes the response from the placeholders instead of
+	// Template (for replies that depend on which were given).
+	Reply func(params map[string]string) string
 	// Output, when non-nil, is sent as result.output instead of
 	// {"response": Template}.
 	Output any
@@ -356,7 +359,11 @@ func (s *Server) runFlow(w http.ResponseWriter, r *http.Request) {
 	}
 	output := f.Output
 	if output == nil {
-		output = map[string]string{"response": fill(f.Template, params)}
+		text := fill(f.Template, params)
+		if f.Reply != nil {
+			text = f.Reply(params)
+		}
+		output = map[string]string{"response": text}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"meta":   map[string]string{"status": "SUCCESS"},

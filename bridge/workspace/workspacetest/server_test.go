@@ -115,6 +115,7 @@ func TestAuth(t *testing.T) {
 func TestRunFlow(t *testing.T) {
 	s := newFake(t, workspacetest.Options{})
 	s.AddFlow(workspacetest.Flow{UUID: "json", Output: []int{1, 2}})
+	s.AddFlow(workspacetest.Flow{UUID: "fn", Template: "unused", Reply: func(p map[string]string) string { return "got " + p["host"] }})
 	tests := []struct {
 		name   string
 		path   string
@@ -127,6 +128,7 @@ func TestRunFlow(t *testing.T) {
 		{"extra key ignored", flowPath, `{"host":"a","other":"b"}`, 200, `"response":"Checked a, service "`},
 		{"empty body", flowPath, ``, 200, `"response":"Checked , service "`},
 		{"output", "/api/v1/workspaces/ws-test/prompts/json/run/sync", `{}`, 200, `{"meta":{"status":"SUCCESS"},"result":{"output":[1,2]}}`},
+		{"reply func", "/api/v1/workspaces/ws-test/prompts/fn/run/sync", `{"host":"h9"}`, 200, `{"meta":{"status":"SUCCESS"},"result":{"output":{"response":"got h9"}}}`},
 		{"non-string value", flowPath, `{"host":1}`, 400, `"error"`},
 		{"array body", flowPath, `["web1"]`, 400, `"error"`},
 		{"null body", flowPath, `null`, 400, `"error"`},
