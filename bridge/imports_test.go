@@ -1,0 +1,67 @@
+package bridge_test
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestImportRules keeps the design's dependency directions (DESIGN.md §1): the
+// core knows no platform SDK, no bbolt and no adapter; the API client and the
+// store import nothing of the project; each SDK stays inside its adapter.
+func TestImportRules(t *testing.T) {
+	const mod = "github.com/flowbridge/flowbridge"
+	out, err := exec.Command("go", "list", "-deps=false", "-json", mod+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	// Production imports only: tests may use fakes and the real store.
+	imports := map[string][]string{}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p struct {
+			ImportPath string
+			Imports    []string
+		}
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		imports[p.ImportPath] = p.Imports
+	}
+	if len(imports) < 10 {
+		t.Fatalf("go list found %d packages; the check would prove nothing", len(imports))
+	}
+	const (
+		slackSDK   = "github.com/slack-go/slack"
+		discordSDK = "github.com/bwmarrin/discordgo"
+		bbolt      = "go.etcd.io/bbolt"
+	)
+	under := func(pkg, root string) bool { return pkg == root || strings.HasPrefix(pkg, root+"/") }
+	for pkg, imps := range imports {
+		for _, imp := range imps {
+			var broken string
+			switch {
+			case under(pkg, mod+"/bridge") && !under(pkg, mod+"/bridge/workspace") &&
+				(under(imp, mod+"/adapters") || under(imp, mod+"/sessionmap") || under(imp, mod+"/cmd") || under(imp, slackSDK) || under(imp, discordSDK) || under(imp, bbolt)):
+				broken = "the core imports no adapter, store or SDK"
+			case (under(pkg, mod+"/bridge/workspace") || pkg == mod+"/sessionmap") && under(imp, mod) && !under(imp, pkg):
+				broken = "the API client and the store import nothing of the project"
+			case under(imp, slackSDK) && !under(pkg, mod+"/adapters/slack"):
+				broken = "only adapters/slack imports slack-go"
+			case under(imp, discordSDK) && !under(pkg, mod+"/adapters/discord") && pkg != mod+"/cmd/flowbridge-load":
+				// flowbridge-load drives the fake Discord, whose API speaks discordgo's types.
+				broken = "only adapters/discord imports discordgo"
+			case under(pkg, mod+"/adapters/") && under(imp, mod+"/adapters/") && strings.Split(strings.TrimPrefix(pkg, mod+"/adapters/"), "/")[0] != strings.Split(strings.TrimPrefix(imp, mod+"/adapters/"), "/")[0]:
+				broken = "adapters never import each other"
+			}
+			if broken != "" {
+				t.Errorf("%s imports %s: %s", pkg, imp, broken)
+			}
+		}
+	}
+}
