@@ -141,29 +141,44 @@ func (r *responder) Typing(ctx context.Context) (stop func()) {
 	if r.kind != kindChat {
 		return func() {}
 	}
+	// The indicator is posted while the agent already works, so its round trip
+	// does not delay the answer. stop waits for it: the answer must come after
+	// the placeholder (it replaces it) and the reaction must exist to be removed.
 	switch r.a.cfg.WorkingIndicator {
 	case IndicatorPlaceholder:
-		ts, err := r.postChat(ctx, []outMessage{{Text: placeholder}}, "")
-		if err != nil {
-			r.a.log.Debug("placeholder not posted", zap.Error(err))
-			return func() {}
-		}
-		r.mu.Lock()
-		r.placeholder = ts
-		r.mu.Unlock()
+		posted := make(chan struct{})
+		go func() { // owned by stop, which waits for it
+			defer close(posted)
+			ts, err := r.postChat(ctx, []outMessage{{Text: placeholder}}, "")
+			if err != nil {
+				r.a.log.Debug("placeholder not posted", zap.Error(err))
+				return
+			}
+			r.mu.Lock()
+			r.placeholder = ts
+			r.mu.Unlock()
+		}()
+		return sync.OnceFunc(func() { <-posted })
 	case IndicatorReaction:
 		if r.userTS == "" {
 			return func() {}
 		}
 		item := slackgo.NewRefToMessage(r.channel, r.userTS)
 		name := r.a.cfg.WorkingReaction
-		if err := r.a.withRetry(ctx, "reactions.add", func() error {
-			return r.a.api.AddReactionContext(ctx, name, item)
-		}); err != nil {
-			r.a.log.Debug("reaction not added", zap.Error(err))
-			return func() {}
-		}
-		return func() {
+		added := make(chan bool, 1)
+		go func() { // owned by stop, which waits for it
+			err := r.a.withRetry(ctx, "reactions.add", func() error {
+				return r.a.api.AddReactionContext(ctx, name, item)
+			})
+			if err != nil {
+				r.a.log.Debug("reaction not added", zap.Error(err))
+			}
+			added <- err == nil
+		}()
+		return sync.OnceFunc(func() {
+			if !<-added {
+				return
+			}
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
 			defer cancel()
 			if err := r.a.withRetry(ctx, "reactions.remove", func() error {
@@ -171,7 +186,7 @@ func (r *responder) Typing(ctx context.Context) (stop func()) {
 			}); err != nil {
 				r.a.log.Debug("reaction not removed", zap.Error(err))
 			}
-		}
+		})
 	}
 	return func() {}
 }
