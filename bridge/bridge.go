@@ -31,7 +31,8 @@ type Config struct {
 	MaxInFlight int
 	// DefaultFlowTimeout applies to flows that set none (default 60s).
 	DefaultFlowTimeout time.Duration
-	// DedupeTTL is how long a platform event ID is remembered (default 1h).
+	// DedupeTTL is how long a platform event ID is remembered (default 10m:
+	// Slack retries for about 5 minutes, Discord replays only within a session).
 	DedupeTTL time.Duration
 	// ShareTTL is how long a private flow result can still be shared (default 24h).
 	ShareTTL time.Duration
@@ -66,7 +67,7 @@ func (c *Config) setDefaults() {
 		c.DefaultFlowTimeout = 60 * time.Second
 	}
 	if c.DedupeTTL <= 0 {
-		c.DedupeTTL = time.Hour
+		c.DedupeTTL = 10 * time.Minute
 	}
 	if c.ShareTTL <= 0 {
 		c.ShareTTL = 24 * time.Hour

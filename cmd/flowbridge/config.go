@@ -135,7 +135,7 @@ func defaultConfig() Config {
 			MaxRetries:        2,
 		},
 		Store:  StoreConfig{Path: "flowbridge.db", AuditRetention: Duration(90 * 24 * time.Hour)},
-		Bridge: BridgeConfig{QueueSize: 16, MaxInFlight: 256, DefaultFlowTimeout: Duration(60 * time.Second), DedupeTTL: Duration(time.Hour), ShutdownGrace: Duration(30 * time.Second), MaxMessageBytes: 16000, MaxParams: 32, MaxValueBytes: 4000, RateBurst: 5},
+		Bridge: BridgeConfig{QueueSize: 16, MaxInFlight: 256, DefaultFlowTimeout: Duration(60 * time.Second), DedupeTTL: Duration(10 * time.Minute), ShutdownGrace: Duration(30 * time.Second), MaxMessageBytes: 16000, MaxParams: 32, MaxValueBytes: 4000, RateBurst: 5},
 		Admin:  AdminConfig{Listen: "127.0.0.1:9090"},
 		Log:    LogConfig{Level: "info", Format: "json"},
 	}

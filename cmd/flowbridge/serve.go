@@ -202,9 +202,10 @@ func reload(path string, env *environment, b *bridge.Bridge, adapters []namedAda
 }
 
 // maintain expires de-duplication entries and old audit entries, so the store
-// does not grow without bound.
+// does not grow without bound. Every minute: purging is chunked and cheap, and
+// freed pages are reused before the file grows.
 func maintain(ctx context.Context, st *sessionmap.Store, retention time.Duration, log *zap.Logger) {
-	t := time.NewTicker(10 * time.Minute)
+	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
 		select {
