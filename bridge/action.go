@@ -189,5 +189,5 @@ func (b *Bridge) answerConfirmation(ctx context.Context, log *zap.Logger, ev Eve
 		b.send(ctx, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: fmt.Sprintf("Cancelled: *%s* was not run.", p.flow.Name)})
 		return
 	}
-	b.runFlow(ctx, log.With(zap.String("flow", p.flow.Name)), ev, p.flow, p.params)
+	b.runFlow(ctx, log.WithLazy(zap.String("flow", p.flow.Name)), ev, p.flow, p.params)
 }

@@ -333,7 +333,8 @@ func (b *Bridge) work(c *conversation) {
 }
 
 func (b *Bridge) run(j job) {
-	log := b.log.With(zap.String("platform", j.ev.Platform), zap.String("conversation", j.ev.Conversation), zap.String("user", j.ev.User.ID))
+	// WithLazy: most events log nothing, so the fields are encoded only if they do.
+	log := b.log.WithLazy(zap.String("platform", j.ev.Platform), zap.String("conversation", j.ev.Conversation), zap.String("user", j.ev.User.ID))
 	if j.ev.Done != nil {
 		defer j.ev.Done()
 	}

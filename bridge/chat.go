@@ -55,7 +55,7 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	if t, ok := ev.Reply.(Typist); ok {
 		stop = t.Typing(ctx)
 	}
-	log = log.With(zap.String("agent", agent.Name))
+	log = log.WithLazy(zap.String("agent", agent.Name))
 	log.Debug("chat message", zap.String("text", text))
 	out, sess, renewed, err := b.ask(ctx, log, ev.Conversation, agent, text)
 	stop()

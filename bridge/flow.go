@@ -39,7 +39,7 @@ func (b *Bridge) flow(ctx context.Context, log *zap.Logger, ev Event, args strin
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: unknownFlowText(name, b.allowedFlows(cat, ev))})
 		return
 	}
-	log = log.With(zap.String("flow", f.Name))
+	log = log.WithLazy(zap.String("flow", f.Name))
 	entry := b.auditEntry(ev, f.Name, params)
 	if rule, allowed := admits(f, ev); !allowed {
 		b.metrics.refused("flow_access")
