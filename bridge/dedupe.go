@@ -24,6 +24,7 @@ type dedupe struct {
 	mu      sync.Mutex
 	seen    map[string]time.Time // ID -> when it leaves memory
 	order   []dedupeEntry        // the same, oldest first, for expiry
+	head    int                  // order[:head] has expired
 	pending []string             // IDs not yet written
 	stopped bool
 
@@ -86,17 +87,22 @@ func (d *dedupe) persist(id string, now time.Time) {
 	}
 }
 
+// forgetExpiredLocked drops the IDs whose memory window has passed. Entries
+// are appended in expiry order, so they leave from the front; the slice is
+// compacted only once most of it is spent, keeping each call O(expired).
 func (d *dedupe) forgetExpiredLocked(now time.Time) {
-	n := 0
-	for n < len(d.order) && !now.Before(d.order[n].exp) {
-		e := d.order[n]
+	for d.head < len(d.order) && !now.Before(d.order[d.head].exp) {
+		e := d.order[d.head]
 		if d.seen[e.id] == e.exp {
 			delete(d.seen, e.id)
 		}
-		n++
+		d.order[d.head] = dedupeEntry{}
+		d.head++
 	}
-	if n > 0 {
-		d.order = append(d.order[:0], d.order[n:]...)
+	if d.head > 1024 && d.head > len(d.order)/2 {
+		n := copy(d.order, d.order[d.head:])
+		d.order = d.order[:n]
+		d.head = 0
 	}
 }
 
