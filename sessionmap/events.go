@@ -103,6 +103,9 @@ func (s *Store) EventSeen(id string, now time.Time) (bool, error) {
 // nowKey, and reports whether it was new (or expired).
 func markEventTx(tx *bolt.Tx, id string, nowKey, expKey [8]byte) (bool, error) {
 	events, index := tx.Bucket(bucketEvents), tx.Bucket(bucketEventExp)
+	// The index is keyed by expiry, so it grows at its end: pages split
+	// nearly full there instead of half full.
+	index.FillPercent = 0.95
 	k := []byte(id)
 	if v := events.Get(k); v != nil {
 		old, err := decodeEvent(v)

@@ -151,7 +151,11 @@ func (a *Adapter) fromMessage(team string, e *slackevents.MessageEvent) *incomin
 // thread check, identity lookups, then the core.
 func (a *Adapter) deliver(ctx context.Context, in *incoming) {
 	log := a.log.With(zap.String("conversation", in.key), zap.String("event_id", in.eventID))
-	if in.eventID != "" && !a.core.FirstDelivery("slack/ev/"+in.eventID) {
+	// A message is known by its channel and ts, checked below: that key
+	// catches Slack's retries (same event, same ts) and the app_mention and
+	// message pair of one mention (same ts), at one stored entry per message.
+	// The event ID is only needed for events without a ts.
+	if in.ts == "" && in.eventID != "" && !a.core.FirstDelivery("slack/ev/"+in.eventID) {
 		log.Debug("duplicate event ignored")
 		return
 	}
