@@ -102,6 +102,7 @@ type Bridge struct {
 	confirm *confirmCache
 	limits  *rateLimits
 	dedupe  *dedupe
+	writer  *writer
 
 	// ctx is the parent of all work; cancel cuts it off when the shutdown grace ends.
 	ctx    context.Context
@@ -135,11 +136,12 @@ func New(cfg Config, ws Workspace, store Store, log *zap.Logger) (*Bridge, error
 		shares:  newShareCache(cfg.ShareTTL, 10000),
 		confirm: newConfirmCache(5 * time.Minute),
 		limits:  newRateLimits(cfg.Limits),
-		dedupe:  newDedupe(store, cfg.DedupeTTL, log),
 		ctx:     ctx,
 		cancel:  cancel,
 		convs:   make(map[string]*conversation),
 	}
+	b.writer = newWriter(store, cfg.DedupeTTL, log)
+	b.dedupe = newDedupe(store, b.writer, cfg.DedupeTTL, log)
 	b.cat.Store(cat)
 	return b, nil
 }
@@ -411,12 +413,12 @@ func (b *Bridge) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 		b.cancel()
-		b.dedupe.close()
+		b.writer.close()
 		return nil
 	case <-ctx.Done():
 		b.cancel()
 		<-done
-		b.dedupe.close()
+		b.writer.close()
 		return fmt.Errorf("shutdown: %w", ctx.Err())
 	}
 }

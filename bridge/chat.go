@@ -72,9 +72,7 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	}
 	b.send(ctx, ev, Reply{Kind: ReplyAgent, Text: out})
 	sess.LastUsed = b.cfg.Now()
-	if err := b.store.SaveTurn(ev.Conversation, sess, out); err != nil {
-		log.Warn("saving the turn", zap.Error(err))
-	}
+	b.writer.addTurn(Turn{Key: ev.Conversation, Session: sess, Reply: out})
 }
 
 // ask sends text on the conversation's session, creating the session first when

@@ -13,25 +13,19 @@ import (
 // message pair); later repeats are found in the store.
 const memoryWindow = 30 * time.Second
 
-// dedupe decides first deliveries in memory and persists them in batches, so
-// a platform event costs no fsync on its way to the agent. A restart reads
+// dedupe decides first deliveries in memory and hands new IDs to the writer,
+// so a platform event costs no fsync on its way to the agent. A restart reads
 // the store, so it does not answer twice either.
 type dedupe struct {
-	store Store
-	ttl   time.Duration
-	log   *zap.Logger
+	store  Store
+	writer *writer
+	ttl    time.Duration
+	log    *zap.Logger
 
-	mu      sync.Mutex
-	seen    map[string]time.Time // ID -> when it leaves memory
-	order   []dedupeEntry        // the same, oldest first, for expiry
-	head    int                  // order[:head] has expired
-	pending []string             // IDs not yet written
-	stopped bool
-
-	start sync.Once
-	wake  chan struct{}
-	stop  chan struct{}
-	done  sync.WaitGroup
+	mu    sync.Mutex
+	seen  map[string]time.Time // ID -> when it leaves memory
+	order []dedupeEntry        // the same, oldest first, for expiry
+	head  int                  // order[:head] has expired
 }
 
 type dedupeEntry struct {
@@ -39,9 +33,8 @@ type dedupeEntry struct {
 	exp time.Time
 }
 
-func newDedupe(store Store, ttl time.Duration, log *zap.Logger) *dedupe {
-	return &dedupe{store: store, ttl: ttl, log: log, seen: make(map[string]time.Time),
-		wake: make(chan struct{}, 1), stop: make(chan struct{})}
+func newDedupe(store Store, w *writer, ttl time.Duration, log *zap.Logger) *dedupe {
+	return &dedupe{store: store, writer: w, ttl: ttl, log: log, seen: make(map[string]time.Time)}
 }
 
 // first reports whether id is delivered for the first time at now.
@@ -63,28 +56,8 @@ func (d *dedupe) first(id string, now time.Time) bool {
 	} else if seen {
 		return false
 	}
-	d.persist(id, now)
+	d.writer.addEvent(id)
 	return true
-}
-
-// persist queues id for the background writer, or writes it at once when the
-// writer has stopped (after Shutdown).
-func (d *dedupe) persist(id string, now time.Time) {
-	d.mu.Lock()
-	if d.stopped {
-		d.mu.Unlock()
-		if err := d.store.MarkEvents([]string{id}, d.ttl, now); err != nil {
-			d.log.Warn("event not recorded", zap.String("event_id", id), zap.Error(err))
-		}
-		return
-	}
-	d.pending = append(d.pending, id)
-	d.mu.Unlock()
-	d.start.Do(func() { d.done.Go(d.writer) })
-	select {
-	case d.wake <- struct{}{}:
-	default:
-	}
 }
 
 // forgetExpiredLocked drops the IDs whose memory window has passed. Entries
@@ -103,46 +76,5 @@ func (d *dedupe) forgetExpiredLocked(now time.Time) {
 		n := copy(d.order, d.order[d.head:])
 		d.order = d.order[:n]
 		d.head = 0
-	}
-}
-
-// writer persists pending IDs; while one batch is being written the next
-// gathers, so under load many IDs share one transaction.
-func (d *dedupe) writer() {
-	for {
-		select {
-		case <-d.wake:
-			d.flush()
-		case <-d.stop:
-			d.flush()
-			return
-		}
-	}
-}
-
-func (d *dedupe) flush() {
-	d.mu.Lock()
-	batch := d.pending
-	d.pending = nil
-	d.mu.Unlock()
-	if len(batch) == 0 {
-		return
-	}
-	if err := d.store.MarkEvents(batch, d.ttl, time.Now()); err != nil {
-		d.log.Warn("events not recorded", zap.Int("events", len(batch)), zap.Error(err))
-	}
-}
-
-// close writes what is pending and stops the writer; later IDs are written
-// synchronously.
-func (d *dedupe) close() {
-	d.mu.Lock()
-	already := d.stopped
-	d.stopped = true
-	d.mu.Unlock()
-	if !already {
-		close(d.stop)
-		d.done.Wait()
-		d.flush()
 	}
 }

@@ -34,8 +34,10 @@ func (m *memStore) MarkEvents(ids []string, _ time.Duration, _ time.Time) error 
 // TestDedupeForgetsExpiredMemory: memory holds only the last window of IDs,
 // however many pass through.
 func TestDedupeForgetsExpiredMemory(t *testing.T) {
-	d := newDedupe(&memStore{marked: map[string]bool{}}, time.Hour, zap.NewNop())
-	defer d.close()
+	st := &memStore{marked: map[string]bool{}}
+	w := newWriter(st, time.Hour, zap.NewNop())
+	defer w.close()
+	d := newDedupe(st, w, time.Hour, zap.NewNop())
 	start := time.Unix(1700000000, 0)
 	for i := range 10000 {
 		now := start.Add(time.Duration(i) * 10 * time.Millisecond) // 100 IDs a second
@@ -52,8 +54,10 @@ func TestDedupeForgetsExpiredMemory(t *testing.T) {
 }
 
 func BenchmarkDedupeFirst(b *testing.B) {
-	d := newDedupe(&memStore{marked: map[string]bool{}}, time.Hour, zap.NewNop())
-	defer d.close()
+	st := &memStore{marked: map[string]bool{}}
+	w := newWriter(st, time.Hour, zap.NewNop())
+	defer w.close()
+	d := newDedupe(st, w, time.Hour, zap.NewNop())
 	now := time.Unix(1700000000, 0)
 	ids := make([]string, 1<<16)
 	for i := range ids {

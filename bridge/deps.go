@@ -59,9 +59,9 @@ type Store interface {
 	ConversationAgent(key string) (string, bool, error)
 	SetConversationAgent(key, agent string) error
 	LastReply(key string) (string, bool, error)
-	// SaveTurn records an answered message: the session (LastUsed moved on)
-	// and the conversation's latest reply, in one write.
-	SaveTurn(key string, s Session, reply string) error
+	// SaveTurns records answered messages in one write, each only while its
+	// conversation still maps to the turn's session.
+	SaveTurns(turns []Turn) error
 	// EventSeen reports whether a platform event ID was recorded and has not expired.
 	EventSeen(id string, now time.Time) (bool, error)
 	// MarkEvents records delivered event IDs, to expire ttl after now.

@@ -82,33 +82,65 @@ func (s *Store) putText(bucket []byte, key, text string) error {
 	})
 }
 
-// PutTurn records one answered message in a single transaction: the session
-// record (its LastUsed moved on) and the conversation's latest reply. The chat
-// path calls it once per message, so one fsync covers both.
-func (s *Store) PutTurn(rec Session, reply string) error {
-	if err := checkKey("conversation key", rec.Key); err != nil {
-		return fmt.Errorf("put turn: %w", err)
+// Turn is one answered message of a conversation: its session with LastUsed
+// moved on, and the reply, which becomes the conversation's latest.
+type Turn struct {
+	Session Session
+	Reply   string
+}
+
+// PutTurns records answered messages in one transaction. A turn is applied
+// only while its conversation still maps to the turn's session: a batch
+// written after /agent reset (or after a new session replaced the old one)
+// must not bring the old mapping back. It reports how many were applied.
+func (s *Store) PutTurns(turns []Turn) (int, error) {
+	type enc struct {
+		key, rec, text []byte
+		uuid           string
 	}
-	v, err := appendSession(nil, rec)
-	if err != nil {
-		return fmt.Errorf("put turn %q: %w", rec.Key, err)
-	}
-	if len(reply) >= bolt.MaxValueSize {
-		return fmt.Errorf("put turn %q: reply of %d bytes is too large", rec.Key, len(reply))
-	}
-	text := append([]byte{textV1}, reply...)
-	err = s.update(func(tx *bolt.Tx) error {
-		if err := putSessionTx(tx, rec.Key, v); err != nil {
-			return err
+	encs := make([]enc, 0, len(turns))
+	for _, t := range turns {
+		if err := checkKey("conversation key", t.Session.Key); err != nil {
+			return 0, fmt.Errorf("put turns: %w", err)
 		}
-		k := []byte(rec.Key)
-		if reply == "" {
-			return tx.Bucket(bucketReplies).Delete(k)
+		v, err := appendSession(nil, t.Session)
+		if err != nil {
+			return 0, fmt.Errorf("put turn %q: %w", t.Session.Key, err)
 		}
-		return tx.Bucket(bucketReplies).Put(k, text)
+		if len(t.Reply) >= bolt.MaxValueSize {
+			return 0, fmt.Errorf("put turn %q: reply of %d bytes is too large", t.Session.Key, len(t.Reply))
+		}
+		encs = append(encs, enc{key: []byte(t.Session.Key), rec: v, text: append([]byte{textV1}, t.Reply...), uuid: t.Session.SessionUUID})
+	}
+	var applied int
+	err := s.update(func(tx *bolt.Tx) error {
+		applied = 0
+		sessions, replies := tx.Bucket(bucketSessions), tx.Bucket(bucketReplies)
+		sessions.FillPercent = sessionFill
+		for _, e := range encs {
+			cur := sessions.Get(e.key)
+			if cur == nil {
+				continue // reset since the turn: leave it forgotten
+			}
+			stored, err := decodeSession(cur)
+			if err != nil {
+				return fmt.Errorf("session %q: %w", e.key, err)
+			}
+			if stored.SessionUUID != e.uuid {
+				continue // a newer session took over
+			}
+			if err := sessions.Put(e.key, e.rec); err != nil {
+				return err
+			}
+			if err := replies.Put(e.key, e.text); err != nil {
+				return err
+			}
+			applied++
+		}
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("put turn %q: %w", rec.Key, err)
+		return 0, fmt.Errorf("put %d turns: %w", len(turns), err)
 	}
-	return nil
+	return applied, nil
 }

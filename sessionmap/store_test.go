@@ -595,28 +595,43 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 	}
 }
 
-func TestPutTurn(t *testing.T) {
+func TestPutTurns(t *testing.T) {
 	s, _ := openTest(t, Options{})
 	now := time.Unix(1700000000, 0).UTC()
-	rec := Session{Key: "slack/T1/C1", Agent: "helper", SessionUUID: "s-1", Created: now, LastUsed: now}
-	if err := s.PutTurn(rec, "the answer"); err != nil {
-		t.Fatal(err)
+	later := now.Add(time.Minute)
+	put := func(key, uuid string) {
+		t.Helper()
+		if err := s.PutSession(Session{Key: key, Agent: "helper", SessionUUID: uuid, Created: now, LastUsed: now}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	got, ok, err := s.Session(rec.Key)
-	if err != nil || !ok || got.SessionUUID != "s-1" || !got.LastUsed.Equal(now) {
-		t.Errorf("Session = %+v, %v, %v", got, ok, err)
+	put("c/live", "s-1")
+	put("c/replaced", "s-new")
+	turns := []Turn{
+		{Session{Key: "c/live", Agent: "helper", SessionUUID: "s-1", Created: now, LastUsed: later}, "answer"},
+		{Session{Key: "c/replaced", Agent: "helper", SessionUUID: "s-old", Created: now, LastUsed: later}, "stale"},
+		{Session{Key: "c/reset", Agent: "helper", SessionUUID: "s-2", Created: now, LastUsed: later}, "gone"},
 	}
-	reply, ok, err := s.LastReply(rec.Key)
-	if err != nil || !ok || reply != "the answer" {
-		t.Errorf("LastReply = %q, %v, %v", reply, ok, err)
+	n, err := s.PutTurns(turns)
+	if err != nil || n != 1 {
+		t.Fatalf("PutTurns = %d, %v; want 1 applied", n, err)
 	}
-	if st := s.Stats(); st.Sessions != 1 {
-		t.Errorf("Stats().Sessions = %d, want 1", st.Sessions)
+	if got, _, _ := s.Session("c/live"); !got.LastUsed.Equal(later) {
+		t.Errorf("live session LastUsed = %v, want %v", got.LastUsed, later)
 	}
-	if err := s.PutTurn(rec, "second"); err != nil {
-		t.Fatal(err)
+	if reply, ok, _ := s.LastReply("c/live"); !ok || reply != "answer" {
+		t.Errorf("LastReply(c/live) = %q, %v", reply, ok)
 	}
-	if st := s.Stats(); st.Sessions != 1 {
-		t.Errorf("Stats().Sessions after update = %d, want 1", st.Sessions)
+	if got, _, _ := s.Session("c/replaced"); got.SessionUUID != "s-new" || !got.LastUsed.Equal(now) {
+		t.Errorf("a stale turn changed the newer session: %+v", got)
+	}
+	if _, ok, _ := s.Session("c/reset"); ok {
+		t.Error("a turn brought back a reset conversation's session")
+	}
+	if _, ok, _ := s.LastReply("c/reset"); ok {
+		t.Error("a turn of a reset conversation wrote its reply")
+	}
+	if st := s.Stats(); st.Sessions != 2 {
+		t.Errorf("Stats().Sessions = %d, want 2", st.Sessions)
 	}
 }

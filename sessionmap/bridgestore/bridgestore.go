@@ -31,9 +31,15 @@ func (s Store) SaveSession(key string, r bridge.Session) error {
 	return s.Store.PutSession(sessionmap.Session{Key: key, Agent: r.Agent, SessionUUID: r.SessionUUID, Created: r.Created, LastUsed: r.LastUsed})
 }
 
-// SaveTurn records an answered message in one write.
-func (s Store) SaveTurn(key string, r bridge.Session, reply string) error {
-	return s.Store.PutTurn(sessionmap.Session{Key: key, Agent: r.Agent, SessionUUID: r.SessionUUID, Created: r.Created, LastUsed: r.LastUsed}, reply)
+// SaveTurns records answered messages in one write.
+func (s Store) SaveTurns(turns []bridge.Turn) error {
+	out := make([]sessionmap.Turn, len(turns))
+	for i, t := range turns {
+		r := t.Session
+		out[i] = sessionmap.Turn{Session: sessionmap.Session{Key: t.Key, Agent: r.Agent, SessionUUID: r.SessionUUID, Created: r.Created, LastUsed: r.LastUsed}, Reply: t.Reply}
+	}
+	_, err := s.Store.PutTurns(out)
+	return err
 }
 
 // AppendAudit records an audit entry.
