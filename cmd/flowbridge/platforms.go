@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -11,11 +12,19 @@ import (
 	"github.com/flowbridge/flowbridge/bridge"
 )
 
-// Compile-time checks that the adapters fit what serve runs.
+// Compile-time checks that the adapters fit what serve runs, and that reload
+// finds the Discord adapter's command sync (it looks for it by interface).
 var (
-	_ adapter = (*slack.Adapter)(nil)
-	_ adapter = (*discord.Adapter)(nil)
+	_ adapter       = (*slack.Adapter)(nil)
+	_ adapter       = (*discord.Adapter)(nil)
+	_ commandSyncer = (*discord.Adapter)(nil)
 )
+
+// commandSyncer is an adapter whose platform registers commands from the
+// catalog; reload calls it when flows change.
+type commandSyncer interface {
+	SyncCommands(ctx context.Context) error
+}
 
 // platformAdapters builds the Slack and Discord adapters the config enables.
 func platformAdapters(cfg *Config, b *bridge.Bridge, log *zap.Logger) ([]namedAdapter, error) {

@@ -190,7 +190,7 @@ func reload(path string, env *environment, b *bridge.Bridge, adapters []namedAda
 		return
 	}
 	for _, a := range adapters {
-		if s, ok := a.adapter.(interface{ SyncCommands(context.Context) error }); ok {
+		if s, ok := a.adapter.(commandSyncer); ok {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			if err := s.SyncCommands(ctx); err != nil {
 				log.Error("commands not updated after reload", zap.String("adapter", a.name), zap.Error(err))
