@@ -184,23 +184,33 @@ func (r *inline) labelText(label string) string {
 	return neutralizeAt(text)
 }
 
+// skipInert steps over what a delimiter search must not look into: a
+// backslash escape, or a whole code span (a backtick run without its closer
+// is skipped as text). It reports false when s[i] starts neither.
+func skipInert(s string, i int) (int, bool) {
+	switch s[i] {
+	case '\\':
+		return i + 2, true
+	case '`':
+		n := runLen(s, i)
+		if k, ok := closingTicks(s, i+n, n); ok {
+			return k + n, true
+		}
+		return i + n, true
+	}
+	return i, false
+}
+
 // labelEnd returns the index of the ']' that closes the '[' at s[i],
 // skipping escapes, code spans and nested brackets.
 func labelEnd(s string, i int) (int, bool) {
 	depth := 0
 	for j := i; j < len(s); {
+		if next, ok := skipInert(s, j); ok {
+			j = next
+			continue
+		}
 		switch s[j] {
-		case '\\':
-			j += 2
-			continue
-		case '`':
-			n := runLen(s, j)
-			if k, ok := closingTicks(s, j+n, n); ok {
-				j = k + n
-			} else {
-				j += n
-			}
-			continue
 		case '[':
 			depth++
 		case ']':
@@ -389,18 +399,11 @@ func canClose(s string, j, n int) bool {
 func findCloser(s string, from, n int) int {
 	c := s[from-1]
 	for k := from; k < len(s); {
+		if next, ok := skipInert(s, k); ok {
+			k = next
+			continue
+		}
 		switch s[k] {
-		case '\\':
-			k += 2
-			continue
-		case '`':
-			m := runLen(s, k)
-			if e, ok := closingTicks(s, k+m, m); ok {
-				k = e + m
-			} else {
-				k += m
-			}
-			continue
 		case c:
 			m := runLen(s, k)
 			if m == n && k > from && canClose(s, k, n) {
