@@ -475,14 +475,7 @@ func (s *Server) Handshakes() []Handshake {
 
 // WaitHandshake waits for an IDENTIFY or RESUME that match accepts.
 func (s *Server) WaitHandshake(ctx context.Context, match func(Handshake) bool) (Handshake, error) {
-	return waitFor(ctx, s, "gateway handshake", func() (Handshake, bool) {
-		for _, h := range s.handshakes {
-			if match(h) {
-				return h, true
-			}
-		}
-		return Handshake{}, false
-	})
+	return waitFor(ctx, s, "gateway handshake", func() (Handshake, bool) { return firstMatch(s.handshakes, match) })
 }
 
 // Connections returns every gateway connection so far, in order.
@@ -495,14 +488,7 @@ func (s *Server) Connections() []Connection {
 // WaitConnection waits for a connection state that match accepts, e.g. a number of
 // heartbeats.
 func (s *Server) WaitConnection(ctx context.Context, match func(Connection) bool) (Connection, error) {
-	return waitFor(ctx, s, "gateway connection", func() (Connection, bool) {
-		for _, c := range s.connRecords {
-			if match(c) {
-				return c, true
-			}
-		}
-		return Connection{}, false
-	})
+	return waitFor(ctx, s, "gateway connection", func() (Connection, bool) { return firstMatch(s.connRecords, match) })
 }
 
 // Dispatches returns every event numbered for any session, in order per session.

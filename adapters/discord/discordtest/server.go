@@ -261,6 +261,17 @@ func waitFor[T any](ctx context.Context, s *Server, what string, find func() (T,
 	}
 }
 
+// firstMatch returns the first element of list that match accepts.
+func firstMatch[T any](list []T, match func(T) bool) (T, bool) {
+	for _, v := range list {
+		if match(v) {
+			return v, true
+		}
+	}
+	var zero T
+	return zero, false
+}
+
 // Clock is a settable clock for Options.Now. The zero value starts at the Unix epoch; use
 // NewClock for a realistic time.
 type Clock struct {
@@ -296,12 +307,7 @@ func (s *Server) Requests() []Request {
 // The request is returned once answered, with its status.
 func (s *Server) WaitRequest(ctx context.Context, match func(Request) bool) (Request, error) {
 	return waitFor(ctx, s, "request", func() (Request, bool) {
-		for _, r := range s.requests {
-			if r.Status != 0 && match(r) {
-				return r, true
-			}
-		}
-		return Request{}, false
+		return firstMatch(s.requests, func(r Request) bool { return r.Status != 0 && match(r) })
 	})
 }
 
