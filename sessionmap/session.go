@@ -3,13 +3,14 @@ package sessionmap
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/google/uuid"
 )
 
 // Session maps a conversation to an Agent session of the AI workspace.
@@ -293,50 +294,15 @@ func (d *decoder) varint() int64 {
 	return n
 }
 
-// parseUUID reports whether s is a UUID in canonical lower-case form
-// (8-4-4-4-12 hex digits), the only form that formatUUID gives back exactly.
+// parseUUID reports whether s is a UUID in canonical lower-case form, the
+// only form the compact encoding gives back exactly (uuid.Parse also accepts
+// upper case, braces and URNs, which must be stored as text).
 func parseUUID(s string) ([16]byte, bool) {
-	var u [16]byte
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-		return u, false
-	}
-	j := 0
-	for i := 0; i < 36; {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			i++
-			continue
-		}
-		hi, ok1 := lowerHex(s[i])
-		lo, ok2 := lowerHex(s[i+1])
-		if !ok1 || !ok2 {
-			return u, false
-		}
-		u[j] = hi<<4 | lo
-		i, j = i+2, j+1
+	u, err := uuid.Parse(s)
+	if err != nil || u.String() != s {
+		return [16]byte{}, false
 	}
 	return u, true
 }
 
-func lowerHex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	}
-	return 0, false
-}
-
-func formatUUID(u [16]byte) string {
-	var buf [36]byte
-	hex.Encode(buf[0:8], u[0:4])
-	buf[8] = '-'
-	hex.Encode(buf[9:13], u[4:6])
-	buf[13] = '-'
-	hex.Encode(buf[14:18], u[6:8])
-	buf[18] = '-'
-	hex.Encode(buf[19:23], u[8:10])
-	buf[23] = '-'
-	hex.Encode(buf[24:], u[10:])
-	return string(buf[:])
-}
+func formatUUID(u [16]byte) string { return uuid.UUID(u).String() }

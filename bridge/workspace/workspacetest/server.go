@@ -4,9 +4,7 @@ package workspacetest
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // UnstartedURL is Server.URL before Start; only the in-memory Transport
@@ -470,7 +470,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	agentUUID := r.PathValue("agent")
-	id := newUUID()
+	id := uuid.NewString()
 	s.mu.Lock()
 	a, ok := s.agents[agentUUID]
 	var forced Agent
@@ -586,25 +586,6 @@ func writeRaw(w http.ResponseWriter, status int, header http.Header, body string
 	}
 	w.WriteHeader(status)
 	io.WriteString(w, body)
-}
-
-// newUUID returns a random (version 4) UUID.
-func newUUID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	var out [36]byte
-	hex.Encode(out[0:8], b[0:4])
-	out[8] = '-'
-	hex.Encode(out[9:13], b[4:6])
-	out[13] = '-'
-	hex.Encode(out[14:18], b[6:8])
-	out[18] = '-'
-	hex.Encode(out[19:23], b[8:10])
-	out[23] = '-'
-	hex.Encode(out[24:], b[10:])
-	return string(out[:])
 }
 
 // memTransport serves requests through the fake's handler without sockets.
