@@ -45,9 +45,23 @@ func TestChatReusesSessionAndResetStartsNew(t *testing.T) {
 func TestChatSessionSurvivesRestart(t *testing.T) {
 	h := newHarness(t, defaultConfig(), nil)
 	h.ask("c/1", "one")
-	rec, _, err := h.store.Session("c/1")
-	if err != nil || rec.SessionUUID == "" {
-		t.Fatalf("Session after chat = %+v, %v", rec, err)
+	if err := h.b.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// A new bridge on the same store continues the same Agent session.
+	ws, err := workspace.New(workspace.Config{BaseURL: h.fake.URL, WorkspaceUUID: "ws-test", Token: "test-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := bridge.New(defaultConfig(), ws, bridgestore.New(h.store), zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b2.Shutdown(context.Background()) })
+	h.b = b2
+	wantContains(t, "after restart", h.ask("c/1", "two").Text, "[turn 2] You said: two")
+	if n := len(h.fake.Sessions(agentUUID)); n != 1 {
+		t.Errorf("sessions after a restart = %d, want 1 (reused)", n)
 	}
 }
 
