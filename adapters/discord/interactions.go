@@ -64,7 +64,7 @@ func (a *Adapter) onCommand(ctx context.Context, i *discordgo.Interaction) {
 	if !ok {
 		return
 	}
-	log := a.log.With(zap.String("interaction", i.ID), zap.String("command", data.Name))
+	log := a.log.WithLazy(zap.String("interaction", i.ID), zap.String("command", data.Name))
 	if !a.firstAck(i.ID) {
 		log.Debug("repeated interaction skipped")
 		return
@@ -166,7 +166,7 @@ func (a *Adapter) onComponent(ctx context.Context, i *discordgo.Interaction) {
 	if !ok {
 		return
 	}
-	log := a.log.With(zap.String("interaction", i.ID), zap.String("custom_id", data.CustomID))
+	log := a.log.WithLazy(zap.String("interaction", i.ID), zap.String("custom_id", data.CustomID))
 	if !a.firstAck(i.ID) {
 		log.Debug("repeated interaction skipped")
 		return

@@ -63,7 +63,7 @@ func (a *Adapter) onMessage(ctx context.Context, m *discordgo.MessageCreate) {
 	mentioned := mentions(m.Message, bot)
 	text := stripMention(m.Content, bot)
 	command := isTextCommand(text)
-	log := a.log.With(zap.String("message", m.ID), zap.String("channel", m.ChannelID))
+	log := a.log.WithLazy(zap.String("message", m.ID), zap.String("channel", m.ChannelID))
 
 	var (
 		p         place

@@ -35,7 +35,7 @@ func (a *Adapter) onEventsAPI(ctx context.Context, ev slackevents.EventsAPIEvent
 	if ev.Type != slackevents.CallbackEvent || !ok {
 		return
 	}
-	log := a.log.With(zap.String("event_id", cb.EventID), zap.String("event", ev.InnerEvent.Type))
+	log := a.log.WithLazy(zap.String("event_id", cb.EventID), zap.String("event", ev.InnerEvent.Type))
 	if retry > 0 {
 		log.Debug("event redelivered", zap.Int("retry", retry))
 	}
@@ -150,7 +150,7 @@ func (a *Adapter) fromMessage(team string, e *slackevents.MessageEvent) *incomin
 // deliver runs after the ack: de-duplication (persisted by the core), the
 // thread check, identity lookups, then the core.
 func (a *Adapter) deliver(ctx context.Context, in *incoming) {
-	log := a.log.With(zap.String("conversation", in.key), zap.String("event_id", in.eventID))
+	log := a.log.WithLazy(zap.String("conversation", in.key), zap.String("event_id", in.eventID))
 	// A message is known by its channel and ts, checked below: that key
 	// catches Slack's retries (same event, same ts) and the app_mention and
 	// message pair of one mention (same ts), at one stored entry per message.
@@ -214,7 +214,7 @@ func (a *Adapter) onCommand(ctx context.Context, cmd slackgo.SlashCommand) (imme
 	key := conversationKey(cmd.TeamID, cmd.ChannelID, "")
 	return nil, func() {
 		a.queue(key, func() {
-			log := a.log.With(zap.String("conversation", key), zap.String("command", cmd.Command))
+			log := a.log.WithLazy(zap.String("conversation", key), zap.String("command", cmd.Command))
 			r := &responder{a: a, channel: cmd.ChannelID, user: cmd.UserID, responseURL: cmd.ResponseURL, kind: kindCommand}
 			a.handle(log, bridge.Event{
 				Kind:         bridge.KindCommand,
@@ -255,7 +255,7 @@ func (a *Adapter) onInteraction(ctx context.Context, cb slackgo.InteractionCallb
 		key = conversationKey(team, channel, thread)
 	}
 	a.queue(key, func() {
-		log := a.log.With(zap.String("conversation", key), zap.String("action", act.ActionID))
+		log := a.log.WithLazy(zap.String("conversation", key), zap.String("action", act.ActionID))
 		r := &responder{
 			a: a, channel: channel, thread: thread, user: cb.User.ID, responseURL: cb.ResponseURL, kind: kindAction,
 			replaceOnSend: act.ActionID == bridge.ActionConfirm || act.ActionID == bridge.ActionCancel,
