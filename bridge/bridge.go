@@ -36,6 +36,10 @@ type Config struct {
 	DedupeTTL time.Duration
 	// ShareTTL is how long a private flow result can still be shared (default 24h).
 	ShareTTL time.Duration
+	// IndicatorDelay is how long an agent may take to answer before the
+	// platform's working indicator (Slack's placeholder, Discord's typing)
+	// is shown. Zero shows it at once.
+	IndicatorDelay time.Duration
 	// Limits on user input.
 	Limits Limits
 	// Metrics, when set, receives the bridge's counters.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
@@ -51,10 +53,7 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	}
 	defer b.release()
 
-	stop := func() {}
-	if t, ok := ev.Reply.(Typist); ok {
-		stop = t.Typing(ctx)
-	}
+	stop := b.indicate(ctx, ev.Reply)
 	log = log.WithLazy(zap.String("agent", agent.Name))
 	log.Debug("chat message", zap.String("text", text))
 	out, sess, renewed, err := b.ask(ctx, log, ev.Conversation, agent, text)
@@ -73,6 +72,43 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	b.send(ctx, ev, Reply{Kind: ReplyAgent, Text: out})
 	sess.LastUsed = b.cfg.Now()
 	b.writer.addTurn(Turn{Key: ev.Conversation, Session: sess, Reply: out})
+}
+
+// indicate starts the responder's working indicator once the answer has
+// taken longer than the configured delay, and returns the function that ends
+// it. An answer within the delay needs no indicator: users do not notice a
+// wait that short, and skipping it spares the platform calls (Slack's
+// placeholder post, Discord's typing request, which Discord asks bots to send
+// only for work that takes seconds) and the platform's rate limits.
+func (b *Bridge) indicate(ctx context.Context, r Responder) (stop func()) {
+	t, ok := r.(Typist)
+	if !ok {
+		return func() {}
+	}
+	if b.cfg.IndicatorDelay <= 0 {
+		return t.Typing(ctx)
+	}
+	var (
+		mu      sync.Mutex
+		ended   bool
+		stopped func()
+	)
+	timer := time.AfterFunc(b.cfg.IndicatorDelay, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !ended {
+			stopped = t.Typing(ctx)
+		}
+	})
+	return func() {
+		timer.Stop()
+		mu.Lock()
+		defer mu.Unlock()
+		ended = true
+		if stopped != nil {
+			stopped()
+		}
+	}
 }
 
 // ask sends text on the conversation's session, creating the session first when

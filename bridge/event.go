@@ -138,8 +138,10 @@ type Updater interface {
 }
 
 // Typist is implemented by responders that can show the bridge is working
-// (a typing indicator, a reaction, a placeholder). The returned stop is called
-// once the reply is on its way.
+// (a typing indicator, a reaction, a placeholder). Typing returns at once,
+// doing its platform calls in the background; the returned stop is called
+// before the reply is sent. The bridge calls Typing only when an answer takes
+// longer than Config.IndicatorDelay.
 type Typist interface {
 	Typing(ctx context.Context) (stop func())
 }

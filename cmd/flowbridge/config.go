@@ -58,12 +58,15 @@ type BridgeConfig struct {
 	DefaultFlowTimeout Duration `toml:"default_flow_timeout"`
 	DedupeTTL          Duration `toml:"dedupe_ttl"`
 	ShutdownGrace      Duration `toml:"shutdown_grace"`
-	MaxMessageBytes    int      `toml:"max_message_bytes"`
-	MaxParams          int      `toml:"max_params"`
-	MaxValueBytes      int      `toml:"max_value_bytes"`
-	ChatPerMinute      float64  `toml:"chat_per_minute"`
-	FlowsPerMinute     float64  `toml:"flows_per_minute"`
-	RateBurst          int      `toml:"rate_burst"`
+	// WorkingIndicatorDelay is how long an answer may take before Slack's
+	// placeholder or reaction, or Discord's typing indicator, shows.
+	WorkingIndicatorDelay Duration `toml:"working_indicator_delay"`
+	MaxMessageBytes       int      `toml:"max_message_bytes"`
+	MaxParams             int      `toml:"max_params"`
+	MaxValueBytes         int      `toml:"max_value_bytes"`
+	ChatPerMinute         float64  `toml:"chat_per_minute"`
+	FlowsPerMinute        float64  `toml:"flows_per_minute"`
+	RateBurst             int      `toml:"rate_burst"`
 }
 
 // AdminConfig is the admin HTTP listener.
@@ -135,7 +138,7 @@ func defaultConfig() Config {
 			MaxRetries:        2,
 		},
 		Store:  StoreConfig{Path: "flowbridge.db", AuditRetention: Duration(90 * 24 * time.Hour)},
-		Bridge: BridgeConfig{QueueSize: 16, MaxInFlight: 256, DefaultFlowTimeout: Duration(60 * time.Second), DedupeTTL: Duration(10 * time.Minute), ShutdownGrace: Duration(30 * time.Second), MaxMessageBytes: 16000, MaxParams: 32, MaxValueBytes: 4000, RateBurst: 5},
+		Bridge: BridgeConfig{QueueSize: 16, MaxInFlight: 256, DefaultFlowTimeout: Duration(60 * time.Second), DedupeTTL: Duration(10 * time.Minute), ShutdownGrace: Duration(30 * time.Second), WorkingIndicatorDelay: Duration(500 * time.Millisecond), MaxMessageBytes: 16000, MaxParams: 32, MaxValueBytes: 4000, RateBurst: 5},
 		Admin:  AdminConfig{Listen: "127.0.0.1:9090"},
 		Log:    LogConfig{Level: "info", Format: "json"},
 	}
@@ -287,6 +290,9 @@ func (c *Config) Validate() error {
 	if c.Bridge.ChatPerMinute < 0 || c.Bridge.FlowsPerMinute < 0 {
 		add("bridge: chat_per_minute and flows_per_minute cannot be negative")
 	}
+	if c.Bridge.WorkingIndicatorDelay < 0 {
+		add("bridge.working_indicator_delay: cannot be negative (0 shows the indicator at once)")
+	}
 
 	agents := map[string]bool{}
 	defaults := 0
@@ -382,6 +388,7 @@ func (c *Config) bridgeConfig() bridge.Config {
 		MaxInFlight:        c.Bridge.MaxInFlight,
 		DefaultFlowTimeout: c.Bridge.DefaultFlowTimeout.D(),
 		DedupeTTL:          c.Bridge.DedupeTTL.D(),
+		IndicatorDelay:     c.Bridge.WorkingIndicatorDelay.D(),
 		Limits: bridge.Limits{
 			MaxMessageBytes: c.Bridge.MaxMessageBytes, MaxParams: c.Bridge.MaxParams, MaxValueBytes: c.Bridge.MaxValueBytes,
 			ChatPerMinute: c.Bridge.ChatPerMinute, FlowsPerMinute: c.Bridge.FlowsPerMinute, Burst: c.Bridge.RateBurst,

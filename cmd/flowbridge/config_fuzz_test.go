@@ -127,6 +127,7 @@ func TestExampleShowsDefaults(t *testing.T) {
 		{"bridge.default_flow_timeout", cfg.Bridge.DefaultFlowTimeout, def.Bridge.DefaultFlowTimeout},
 		{"bridge.dedupe_ttl", cfg.Bridge.DedupeTTL, def.Bridge.DedupeTTL},
 		{"bridge.shutdown_grace", cfg.Bridge.ShutdownGrace, def.Bridge.ShutdownGrace},
+		{"bridge.working_indicator_delay", cfg.Bridge.WorkingIndicatorDelay, def.Bridge.WorkingIndicatorDelay},
 		{"bridge.max_message_bytes", cfg.Bridge.MaxMessageBytes, def.Bridge.MaxMessageBytes},
 		{"bridge.max_params", cfg.Bridge.MaxParams, def.Bridge.MaxParams},
 		{"bridge.max_value_bytes", cfg.Bridge.MaxValueBytes, def.Bridge.MaxValueBytes},

@@ -243,9 +243,9 @@ func TestCheckConfig(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "line 3") || !strings.Contains(err.Error(), "workspace.bogus") {
 		t.Errorf("unknown key: %v", err)
 	}
-	os.WriteFile(bad, []byte("[workspace]\nbase_url = \"ftp://x\"\n[[flows]]\nname = \"Bad Name\"\n"), 0o600)
+	os.WriteFile(bad, []byte("[workspace]\nbase_url = \"ftp://x\"\n[bridge]\nworking_indicator_delay = \"-1s\"\n[[flows]]\nname = \"Bad Name\"\n"), 0o600)
 	_, _, err = runCmd(t, nil, "", "check-config", "-config", bad)
-	for _, want := range []string{"workspace.base_url", "workspace.workspace_uuid: required", "workspace.api_token", "agents:", "flows[0].name", "flows[0].uuid: required"} {
+	for _, want := range []string{"bridge.working_indicator_delay: cannot be negative", "workspace.base_url", "workspace.workspace_uuid: required", "workspace.api_token", "agents:", "flows[0].name", "flows[0].uuid: required"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("check-config error %v lacks %q", err, want)
 		}
