@@ -27,6 +27,9 @@ const (
 	cmdChannelID  = "500000000000000002"
 	slackCmdChan  = "CLOADCMD01"
 
+	// slackPingInterval is about how often Slack pings a Socket Mode socket.
+	slackPingInterval = 10 * time.Second
+
 	// startTimeout bounds the bridge's start until both platforms are connected.
 	startTimeout = 60 * time.Second
 	// shutdownGrace is the bridge's configured grace; stopTimeout is how long
@@ -81,6 +84,7 @@ func runOnce(ctx context.Context, p params) (res *result, err error) {
 	if p.Users == 0 || p.Users > p.Conversations {
 		p.Users = p.Conversations
 	}
+	p.resolve()
 	e := &env{p: p, dir: dir}
 	defer func() {
 		if cerr := e.close(); cerr != nil && err == nil {
@@ -134,7 +138,9 @@ func (e *env) start(ctx context.Context) error {
 	e.ws = newMeteredWorkspace(p.APILatency, p.LongFlowDuration)
 	var slackAPI, discordAPI string
 	if e.usesSlack() {
-		e.slack = slacktest.NewServer(slacktest.Options{Channels: []slacktest.Channel{{ID: slackCmdChan, Name: "load"}}})
+		// Slack pings each socket about every 10 s; the fake's default is
+		// far faster (for tests), which would be CPU no real bridge spends.
+		e.slack = slacktest.NewServer(slacktest.Options{Channels: []slacktest.Channel{{ID: slackCmdChan, Name: "load"}}, PingInterval: slackPingInterval})
 		hot := newSlackHot(e.slack.BotUserID(), e.slack.BotID(), e.onReply)
 		f, err := newFront(e.slack.URL(), hot.register)
 		if err != nil {
@@ -191,7 +197,7 @@ path = %q
 [bridge]
 max_in_flight = %d
 shutdown_grace = %q
-
+%s
 [admin]
 listen = "127.0.0.1:0"
 
@@ -217,7 +223,7 @@ uuid = %q
 description = "A flow that returns at once"
 timeout = "60s"
 allow = ["everyone"]
-`, e.ws.URL(), filepath.Join(e.dir, "flowbridge.db"), p.Conversations+p.LongFlows+256, shutdownGrace.String(),
+`, e.ws.URL(), filepath.Join(e.dir, "flowbridge.db"), p.Conversations+p.LongFlows+256, shutdownGrace.String(), indicatorDelayKey(p.IndicatorDelay),
 		agentUUID, longFlowUUID, (p.LongFlowDuration + time.Minute).Round(time.Second).String(), quickFlowUUID)
 	if slackAPI != "" {
 		fmt.Fprintf(&b, `
@@ -241,6 +247,18 @@ api_url = %q
 `, e.discord.Token(), e.discord.ApplicationID(), guildID, discordAPI)
 	}
 	return b.String()
+}
+
+// defaultIndicatorDelay is flowbridge's default working_indicator_delay.
+const defaultIndicatorDelay = 500 * time.Millisecond
+
+// indicatorDelayKey is the config line for the indicator delay, left out at
+// flowbridge's default so that builds from before the key can be measured too.
+func indicatorDelayKey(d time.Duration) string {
+	if d == defaultIndicatorDelay {
+		return ""
+	}
+	return fmt.Sprintf("working_indicator_delay = %q\n", d.String())
 }
 
 // waitConnected waits until the bridge has connected to every platform (and

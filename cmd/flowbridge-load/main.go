@@ -50,11 +50,14 @@ type params struct {
 	Messages         int           `json:"message_limit"`
 	APILatency       time.Duration `json:"-"`
 	Think            time.Duration `json:"-"`
+	Rate             float64       `json:"offered_rate,omitempty"`
 	LongFlows        int           `json:"long_flows"`
 	LongFlowDuration time.Duration `json:"-"`
 	AckInterval      time.Duration `json:"-"`
 	ReplyTimeout     time.Duration `json:"-"`
 	WorkingIndicator string        `json:"working_indicator"`
+	IndicatorDelay   time.Duration `json:"-"`
+	IndicatorDelayMS float64       `json:"working_indicator_delay_ms"`
 	DurationSec      float64       `json:"duration_sec"`
 	APILatencyMS     float64       `json:"api_latency_ms"`
 	ThinkMS          float64       `json:"think_ms"`
@@ -67,7 +70,29 @@ type params struct {
 	stderr           io.Writer
 }
 
+// resolve derives what other flags imply for one run: the think time that
+// offers -rate messages a second over this run's conversations (each
+// conversation sends one message per think time plus API time), and the
+// probe interval.
+func (p *params) resolve() {
+	if p.Rate > 0 {
+		perConversation := time.Duration(float64(p.Conversations) / p.Rate * float64(time.Second))
+		p.Think = max(perConversation-p.APILatency, 0)
+	}
+	if p.AckInterval == 0 {
+		// Each probe runs a flow (an API call and an fsynced audit record):
+		// often enough for ack percentiles while long flows run, otherwise
+		// rare, so chat's CPU per message is not mostly probes at low rates.
+		p.AckInterval = time.Second
+		if p.LongFlows > 0 {
+			p.AckInterval = 100 * time.Millisecond
+		}
+	}
+	p.fillReported()
+}
+
 func (p *params) fillReported() {
+	p.IndicatorDelayMS = ms(p.IndicatorDelay)
 	p.DurationSec = p.Duration.Seconds()
 	p.APILatencyMS = ms(p.APILatency)
 	p.ThinkMS = ms(p.Think)
@@ -101,8 +126,14 @@ func (p *params) validate() error {
 	if p.APILatency < 0 || p.Think < 0 || p.LongFlowDuration < 0 || p.LongFlows < 0 {
 		errs = append(errs, errors.New("-api-latency, -think, -long-flows and -long-flow-duration must not be negative"))
 	}
-	if p.AckInterval <= 0 {
-		errs = append(errs, errors.New("-ack-interval must be positive"))
+	if p.AckInterval < 0 {
+		errs = append(errs, errors.New("-ack-interval must not be negative"))
+	}
+	if p.Rate < 0 {
+		errs = append(errs, errors.New("-rate must not be negative"))
+	}
+	if p.IndicatorDelay < 0 {
+		errs = append(errs, errors.New("-working-indicator-delay must not be negative"))
 	}
 	if p.ReplyTimeout <= 0 {
 		errs = append(errs, errors.New("-reply-timeout must be positive"))
@@ -134,13 +165,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&p.Think, "think", time.Second, "mean pause of a user between a reply and the next message (uniform 0..2x; 0: closed loop)")
 	fs.IntVar(&p.LongFlows, "long-flows", 0, "flows kept running in the API during the measured phase")
 	fs.DurationVar(&p.LongFlowDuration, "long-flow-duration", 30*time.Second, "how long each long flow runs")
-	fs.DurationVar(&p.AckInterval, "ack-interval", 100*time.Millisecond, "how often a slash command probes acknowledgement latency")
+	fs.Float64Var(&p.Rate, "rate", 0, "offer this many messages a second in total, whatever the number of conversations: sets each run's think time (conversations/rate - API latency, at least 0) and overrides -think")
+	fs.DurationVar(&p.AckInterval, "ack-interval", 0, "how often a slash command probes acknowledgement latency (0: 100ms with -long-flows, else 1s)")
 	fs.DurationVar(&p.ReplyTimeout, "reply-timeout", 30*time.Second, "a reply later than this counts as lost")
 	fs.StringVar(&p.WorkingIndicator, "working-indicator", "placeholder", "the Slack working indicator configured: placeholder, reaction or none")
+	fs.DurationVar(&p.IndicatorDelay, "working-indicator-delay", 500*time.Millisecond, "the bridge's working_indicator_delay: answers quicker than this show no indicator")
 	fs.StringVar(&p.flowbridge, "flowbridge", "", "a prebuilt flowbridge binary (default: go build ./cmd/flowbridge)")
 	fs.StringVar(&p.tempDir, "tmpdir", "", "where the temporary directory (config, store, bridge log) goes; e.g. /dev/shm to take fsync out of the picture")
 	fs.BoolVar(&p.keepTemp, "keep", false, "keep the temporary directory (config, store, bridge log) and print its path")
-	sweep := fs.Bool("sweep", false, "run with 1, 10, 100, 1000 and 10000 conversations and show how each figure grows (relative to 10)")
+	sweep := fs.Bool("sweep", false, "run with 1, 10, 100, 1000 and 10000 conversations and show how each figure grows (relative to 10); with -rate, at the same total message rate")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -151,7 +184,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := p.validate(); err != nil {
 		return err
 	}
-	p.fillReported()
 
 	if p.flowbridge == "" {
 		dir, err := os.MkdirTemp("", "flowbridge-load-bin-")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -10,4 +11,25 @@ import (
 // and the bridge process are all stopped on every path.
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
+}
+
+func TestResolveRate(t *testing.T) {
+	for _, tc := range []struct {
+		conversations int
+		rate          float64
+		think         time.Duration
+		ack           time.Duration
+		longFlows     int
+	}{
+		{1, 500, 0, time.Second, 0}, // one conversation cannot offer 500/s: closed loop
+		{100, 500, 150 * time.Millisecond, time.Second, 0},
+		{1000, 500, 1950 * time.Millisecond, 100 * time.Millisecond, 3},
+		{10000, 500, 19950 * time.Millisecond, time.Second, 0},
+	} {
+		p := params{Conversations: tc.conversations, Rate: tc.rate, APILatency: 50 * time.Millisecond, Think: time.Second, LongFlows: tc.longFlows}
+		p.resolve()
+		if p.Think != tc.think || p.AckInterval != tc.ack {
+			t.Errorf("%d conversations at %.0f/s: think %s, ack interval %s; want %s, %s", tc.conversations, tc.rate, p.Think, p.AckInterval, tc.think, tc.ack)
+		}
+	}
 }
