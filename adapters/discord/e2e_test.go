@@ -246,6 +246,11 @@ func TestIgnoresOwnAndOtherBots(t *testing.T) {
 	if _, err := e.fake.SendMessage(ctx, discordtest.MessageCreate{ChannelID: "21", Author: other, Content: "a bot DM"}); err != nil {
 		t.Fatal(err)
 	}
+	// A webhook's message has a plain (non-bot) author: only webhook_id tells.
+	hook := discordgo.User{ID: "66", Username: "deploy-hook"}
+	if _, err := e.fake.SendMessage(ctx, discordtest.MessageCreate{GuildID: guildID, ChannelID: "22", Author: hook, WebhookID: hook.ID, Content: mention(bot.ID, "deployed")}); err != nil {
+		t.Fatal(err)
+	}
 	// A human's DM proves events are flowing; its reply comes back as the
 	// bot's own MESSAGE_CREATE, which must not be answered either.
 	if _, err := e.fake.SendMessage(ctx, discordtest.MessageCreate{ChannelID: "23", Author: alice, Content: "ping"}); err != nil {
@@ -255,9 +260,9 @@ func TestIgnoresOwnAndOtherBots(t *testing.T) {
 	r.stop(t) // Run returns only after every event handler has finished
 
 	for _, req := range e.fake.Requests() {
-		for _, ch := range []string{"20", "21"} {
+		for _, ch := range []string{"20", "21", "22"} {
 			if strings.Contains(req.Path, "/channels/"+ch+"/") || strings.HasSuffix(req.Path, "/channels/"+ch) {
-				t.Errorf("request %s %s for a bot's message, want none", req.Method, req.Path)
+				t.Errorf("request %s %s for a bot's or webhook's message, want none", req.Method, req.Path)
 			}
 		}
 	}

@@ -184,7 +184,7 @@ func (s *Server) SendMessage(ctx context.Context, mc MessageCreate) (Message, er
 	}
 	m := &Message{
 		ID: mc.ID, ChannelID: mc.ChannelID, GuildID: mc.GuildID, Author: mc.Author, Content: mc.Content,
-		Reference: mc.Reference, Source: SourceUser, Timestamp: s.now(),
+		Reference: mc.Reference, Source: SourceUser, Timestamp: s.now(), WebhookID: mc.WebhookID,
 	}
 	if mc.GuildID != "" {
 		roles := append([]string{}, mc.Roles...)

@@ -60,6 +60,8 @@ type Message struct {
 	Source          Source
 	// InteractionID is set for interaction responses and follow-ups.
 	InteractionID string
+	// WebhookID is set for a user message sent by a webhook.
+	WebhookID string
 	// Pings lists whom the message would notify on Discord given its content and
 	// allowed_mentions: "everyone", "here", "role:ID", "user:ID". A bridge wants none.
 	Pings []string

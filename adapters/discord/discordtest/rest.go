@@ -622,6 +622,7 @@ func (s *Server) wireLocked(m *Message) *wireMessage {
 		Timestamp: m.Timestamp.UTC().Format(time.RFC3339Nano), Author: m.Author, Member: m.Member,
 		Embeds: m.Embeds, Components: m.rawComponents, Attachments: []struct{}{}, Flags: m.Flags,
 		MessageReference: m.Reference, Mentions: []discordgo.User{}, MentionRoles: []string{},
+		WebhookID: m.WebhookID,
 	}
 	if w.Embeds == nil {
 		w.Embeds = []*discordgo.MessageEmbed{}
