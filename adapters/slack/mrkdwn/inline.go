@@ -15,9 +15,33 @@ type inline struct {
 	raw   bool // do not escape: the caller escapes the whole result
 	// Set inside a span of that kind: mrkdwn cannot nest a style in itself.
 	noBold, noItalic, noStrike bool
+	// scans is what is left of the line's budget for searches that may
+	// fail (a closing delimiter, a link's ']' or ')'). A failed search looks
+	// to the end of the line, so a line of unmatched openers would cost time
+	// quadratic in its length; once the budget is spent the rest of the line
+	// is text. Shared by the spans rendered inside the line.
+	scans *int
+}
+
+// scanBudget is generous: real text, whose searches end at a nearby closer,
+// never comes near it.
+func scanBudget(lineLen int) int { return 32*lineLen + 1<<16 }
+
+// spend charges a search that started at from and stopped at end (or ran to
+// the end of s when end < 0) to the line's budget.
+func (r *inline) spend(s string, from, end int) {
+	if end < 0 {
+		end = len(s)
+	}
+	*r.scans -= max(end-from, 1)
 }
 
 func (r *inline) render(b *strings.Builder, s string) {
+	if r.scans == nil {
+		budget := scanBudget(len(s))
+		r.scans = &budget
+		defer func() { r.scans = nil }()
+	}
 	for i := 0; i < len(s); {
 		c := s[i]
 		switch c {
@@ -139,14 +163,24 @@ func closingTicks(s string, from, n int) (int, bool) {
 // link renders [label](url) or, with image, ![alt](url), where s[i] is the
 // '['. It returns the index after the closing ')'.
 func (r *inline) link(b *strings.Builder, s string, i int, image bool) (int, bool) {
+	if *r.scans <= 0 {
+		return 0, false
+	}
 	j, ok := labelEnd(s, i)
-	if !ok || j+1 >= len(s) || s[j+1] != '(' {
+	if !ok {
+		r.spend(s, i, -1)
+		return 0, false
+	}
+	r.spend(s, i, j)
+	if j+1 >= len(s) || s[j+1] != '(' {
 		return 0, false
 	}
 	url, end, ok := destination(s, j+2)
 	if !ok {
+		r.spend(s, j, -1)
 		return 0, false
 	}
+	r.spend(s, j, end)
 	label := s[i+1 : j]
 	switch {
 	case !allowedURL(url) && (r.plain || image):
@@ -329,10 +363,11 @@ func (r *inline) bareURL(b *strings.Builder, s string, i int) (int, bool) {
 // emphasis renders a *, _ or ~ span that opens at s[i].
 func (r *inline) emphasis(b *strings.Builder, s string, i int) (int, bool) {
 	c, n := s[i], runLen(s, i)
-	if (c == '~' && n > 2) || n > 3 || !canOpen(s, i, n) {
+	if (c == '~' && n > 2) || n > 3 || !canOpen(s, i, n) || *r.scans <= 0 {
 		return 0, false
 	}
 	j := findCloser(s, i+n, n)
+	r.spend(s, i+n, j)
 	if j < 0 {
 		return 0, false
 	}

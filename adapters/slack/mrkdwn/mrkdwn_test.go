@@ -149,3 +149,18 @@ func TestConvertNeverLinksUnsafeSchemes(t *testing.T) {
 		}
 	}
 }
+
+// TestUnmatchedOpenersBecomeText: a line of unmatched openers keeps the
+// markup before it and comes out as escaped text, however long it is.
+func TestUnmatchedOpenersBecomeText(t *testing.T) {
+	for _, junk := range []string{"*a ", "[", "![<", "[a]("} {
+		line := "**bold** [x](https://e.com) " + strings.Repeat(junk, 200000/len(junk))
+		got := Convert(line)
+		if want := "*bold* <https://e.com|x> "; !strings.HasPrefix(got, want) {
+			t.Errorf("%q junk: output starts %q, want %q", junk, got[:40], want)
+		}
+		if strings.Count(got, "<") != 1 {
+			t.Errorf("%q junk: %d '<' in the output, want only the link's", junk, strings.Count(got, "<"))
+		}
+	}
+}
