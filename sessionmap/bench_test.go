@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -237,6 +239,134 @@ func BenchmarkPutSessionParallel(b *testing.B) {
 			if err := s.PutSession(Session{Key: fixtureKey(i), Agent: "helper", SessionUUID: testUUID(i), LastUsed: time.Now()}); err != nil {
 				b.Error(err)
 				return
+			}
+		}
+	})
+}
+
+// eventID is the i-th of a realistic event ID population in arrival order:
+// four in five are Slack event IDs, in no particular order, and the rest
+// Discord snowflakes, which grow with time.
+func eventID(i int) string {
+	if i%5 == 4 {
+		return "discord/" + strconv.FormatUint(1187000000000000000+uint64(i)*4096, 10)
+	}
+	// splitmix64's finaliser: a bijection, so the IDs are distinct.
+	x := uint64(i) + 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	x ^= x >> 31
+	return "slack/Ev" + strings.ToUpper(strconv.FormatUint(x, 36))
+}
+
+// eventLoad is the service's de-duplication traffic: rate events a second,
+// marked in batches (as the bridge's background writer does), with
+// PurgeEvents every minute.
+type eventLoad struct {
+	rate, batch int
+	ttl         time.Duration
+}
+
+var soakLoad = eventLoad{rate: 1000, batch: 100, ttl: 10 * time.Minute}
+
+// run marks dur worth of events from start on and returns the end time and
+// how many of the events are still live then.
+func (l eventLoad) run(b testing.TB, s *Store, start time.Time, dur time.Duration) (end time.Time, live int) {
+	b.Helper()
+	step := time.Second * time.Duration(l.batch) / time.Duration(l.rate)
+	ids := make([]string, l.batch)
+	next, i := start.Add(time.Minute), 0
+	end = start.Add(dur)
+	for now := start; now.Before(end); now = now.Add(step) {
+		for j := range ids {
+			ids[j] = eventID(i)
+			i++
+		}
+		if err := s.MarkEvents(ids, l.ttl, now); err != nil {
+			b.Fatal(err)
+		}
+		if now.Add(l.ttl).After(end) {
+			live += l.batch
+		}
+		if !now.Before(next) {
+			if _, err := s.PurgeEvents(now); err != nil {
+				b.Fatal(err)
+			}
+			next = next.Add(time.Minute)
+		}
+	}
+	if _, err := s.PurgeEvents(end); err != nil {
+		b.Fatal(err)
+	}
+	return end, live
+}
+
+// BenchmarkEventFileSize measures the file a de-duplication load leaves:
+// 1,000 events a second in batches of 100 with a 10-minute ttl, purged every
+// minute (NoSync). "10m" fills the window once (600,000 live events); "20m"
+// runs as long again, so as many events have expired and been purged as
+// are live. It reports the file size and the data in it (bbolt grows the
+// file ahead of the data) per live event.
+func BenchmarkEventFileSize(b *testing.B) {
+	for _, dur := range []time.Duration{10 * time.Minute, 20 * time.Minute} {
+		b.Run(dur.String(), func(b *testing.B) {
+			var fileSize, dataSize int64
+			var live int
+			for b.Loop() {
+				path := filepath.Join(b.TempDir(), "flowbridge.db")
+				s, err := Open(path, Options{NoSync: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, live = soakLoad.run(b, s, time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC), dur)
+				dataSize = s.Stats().FileSize
+				if err := s.Close(); err != nil {
+					b.Fatal(err)
+				}
+				info, err := os.Stat(path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				fileSize = info.Size()
+			}
+			b.ReportMetric(float64(fileSize)/float64(live), "file-B/event")
+			b.ReportMetric(float64(dataSize)/float64(live), "data-B/event")
+			b.ReportMetric(float64(fileSize)/(1<<20), "file-MB")
+		})
+	}
+}
+
+// BenchmarkEventSeen looks up event IDs in a store holding 10 minutes of
+// the load above (600,000 live events in 8 generations, each of which a
+// lookup visits): a miss, the common case, and a repeat of a recent event.
+func BenchmarkEventSeen(b *testing.B) {
+	s, _ := openTest(b, Options{NoSync: true})
+	end, live := soakLoad.run(b, s, time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC), 10*time.Minute)
+	gens := 0
+	for exp := range generations(b, s) {
+		if exp.After(end) {
+			gens++
+		}
+	}
+	b.Run("Miss", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			i++
+			id := "slack/Ev-missing-" + strconv.Itoa(i)
+			if seen, err := s.EventSeen(id, end); err != nil || seen {
+				b.Fatalf("EventSeen(%q) = %v, %v, want false, nil", id, seen, err)
+			}
+		}
+		b.ReportMetric(float64(gens), "generations")
+	})
+	b.Run("Hit", func(b *testing.B) {
+		rng := rand.New(rand.NewPCG(5, 6))
+		b.ReportAllocs()
+		for b.Loop() {
+			id := eventID(live - 1 - rng.IntN(live/10)) // the last minute's
+			if seen, err := s.EventSeen(id, end); err != nil || !seen {
+				b.Fatalf("EventSeen(%q) = %v, %v, want true, nil", id, seen, err)
 			}
 		}
 	})

@@ -35,8 +35,13 @@ const DefaultTimeout = time.Second
 
 // formatVersion is the layout of buckets and records this package writes.
 // A file carrying a newer number was written by a newer flowbridge and is
-// refused rather than misread.
-const formatVersion = 1
+// refused rather than misread; a file of format 1 is upgraded on open (see
+// upgradeV1).
+//
+// Format 2 (this one) keeps de-duplication entries in generations of hashed
+// keys under bucketDedupe (see events.go); format 1 kept them by raw ID in
+// two buckets, events and events_by_expiry.
+const formatVersion = 2
 
 // defaultChunk bounds how many keys one transaction visits in scans and
 // deletions, so a long listing or prune never holds a transaction (and, for
@@ -50,11 +55,13 @@ var (
 	bucketSessions = []byte("sessions")
 	bucketAgents   = []byte("agents")
 	bucketReplies  = []byte("replies")
-	bucketEvents   = []byte("events")
-	bucketEventExp = []byte("events_by_expiry")
+	bucketDedupe   = []byte("dedupe") // de-duplication generations, see events.go
 	bucketAudit    = []byte("audit")
 
-	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketAgents, bucketReplies, bucketEvents, bucketEventExp, bucketAudit}
+	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketAgents, bucketReplies, bucketDedupe, bucketAudit}
+
+	// The de-duplication buckets of format 1, dropped on upgrade.
+	v1EventBuckets = [][]byte{[]byte("events"), []byte("events_by_expiry")}
 )
 
 // Keys inside bucketMeta. The counters make Stats cheap: counting a million
@@ -207,47 +214,97 @@ func tightenMode(path string) error {
 	return nil
 }
 
-// initBuckets creates missing buckets, checks the format version, and
-// rebuilds any missing counter.
+// initBuckets creates missing buckets, checks the format version, upgrades
+// a format 1 file, and rebuilds any missing counter.
 func initBuckets(db *bolt.DB) error {
 	return db.Update(func(tx *bolt.Tx) error {
 		// bbolt follows page ids without bounds checks; a bucket rooted
 		// past the end of the file would fault on first use.
 		pages := uint64(tx.Size()) / uint64(db.Info().PageSize)
+		checkRoot := func(b *bolt.Bucket, name string) error {
+			if root := uint64(b.Root()); root >= pages {
+				return fmt.Errorf("%w: bucket %s rooted at page %d of %d", ErrCorrupt, name, root, pages)
+			}
+			return nil
+		}
 		for _, name := range allBuckets {
 			b, err := tx.CreateBucketIfNotExists(name)
 			if err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
-			if root := uint64(b.Root()); root >= pages {
-				return fmt.Errorf("%w: bucket %s rooted at page %d of %d", ErrCorrupt, name, root, pages)
+			if err := checkRoot(b, string(name)); err != nil {
+				return err
 			}
 		}
+		// The generations are few (about ten per ttl in use).
+		dd := tx.Bucket(bucketDedupe)
+		err := dd.ForEachBucket(func(k []byte) error {
+			return checkRoot(dd.Bucket(k), fmt.Sprintf("%s/%x", bucketDedupe, k))
+		})
+		if err != nil {
+			return err
+		}
+
 		meta := tx.Bucket(bucketMeta)
-		if v := meta.Get(metaFormat); v == nil {
+		v := meta.Get(metaFormat)
+		switch version, err := decodeCounter(v); {
+		case v == nil: // a new file
+		case err != nil:
+			return fmt.Errorf("%w: format version: %w", ErrCorrupt, err)
+		case version == formatVersion:
+		case version == 1:
+			if err := upgradeV1(tx, checkRoot); err != nil {
+				return fmt.Errorf("upgrade from format 1: %w", err)
+			}
+		default:
+			return fmt.Errorf("%w: store format %d, this flowbridge reads formats 1 to %d", ErrCorrupt, version, formatVersion)
+		}
+		if string(v) != string(encodeCounter(formatVersion)) {
 			if err := meta.Put(metaFormat, encodeCounter(formatVersion)); err != nil {
 				return err
 			}
-		} else if n, err := decodeCounter(v); err != nil {
-			return fmt.Errorf("%w: format version: %w", ErrCorrupt, err)
-		} else if n != formatVersion {
-			return fmt.Errorf("%w: store format %d, this flowbridge reads format %d", ErrCorrupt, n, formatVersion)
 		}
-		for _, c := range []struct{ key, bucket []byte }{
-			{metaSessions, bucketSessions},
-			{metaEvents, bucketEvents},
-			{metaAudit, bucketAudit},
+
+		for _, c := range []struct {
+			key   []byte
+			count func() int64
+		}{
+			{metaSessions, func() int64 { return int64(tx.Bucket(bucketSessions).Stats().KeyN) }},
+			{metaEvents, func() int64 { return countEvents(dd) }},
+			{metaAudit, func() int64 { return int64(tx.Bucket(bucketAudit).Stats().KeyN) }},
 		} {
 			if meta.Get(c.key) != nil {
 				continue
 			}
-			n := tx.Bucket(c.bucket).Stats().KeyN
-			if err := meta.Put(c.key, encodeCounter(int64(n))); err != nil {
+			if err := meta.Put(c.key, encodeCounter(c.count())); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+// upgradeV1 turns a format 1 file into format 2 in tx. Only the
+// de-duplication entries changed layout, and they are dropped rather than
+// converted: they live minutes (ttl), so at worst a platform retry of an
+// event delivered just before the upgrade is handled a second time, while
+// converting would rewrite every entry on open. The event counter then
+// counts the generations' entries, none yet. The freed pages are reused;
+// the file does not shrink.
+func upgradeV1(tx *bolt.Tx, checkRoot func(b *bolt.Bucket, name string) error) error {
+	for _, name := range v1EventBuckets {
+		b := tx.Bucket(name)
+		if b == nil {
+			continue
+		}
+		if err := checkRoot(b, string(name)); err != nil {
+			return err
+		}
+		if err := tx.DeleteBucket(name); err != nil {
+			return fmt.Errorf("delete bucket %s: %w", name, err)
+		}
+	}
+	return tx.Bucket(bucketMeta).Put(metaEvents, encodeCounter(countEvents(tx.Bucket(bucketDedupe))))
 }
 
 // Close closes the store, waiting for running transactions. Later calls

@@ -505,7 +505,6 @@ func TestBadRecordIsAnError(t *testing.T) {
 		string(bucketSessions): {9, 9, 9},
 		string(bucketAgents):   {},
 		string(bucketReplies):  {7, 'x'},
-		string(bucketEvents):   {1, 2},
 	}
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		for b, v := range bad {
@@ -518,12 +517,15 @@ func TestBadRecordIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	putRawEvent(t, s, "bad", time.Now().Add(time.Hour), []byte{1, 2})
 	ops := map[string]func() error{
 		"Session":           func() error { _, _, err := s.Session("bad"); return err },
 		"ListSessions":      func() error { _, err := s.ListSessions(""); return err },
 		"ConversationAgent": func() error { _, _, err := s.ConversationAgent("bad"); return err },
 		"LastReply":         func() error { _, _, err := s.LastReply("bad"); return err },
 		"MarkEvent":         func() error { _, err := s.MarkEvent("bad", time.Minute, time.Now()); return err },
+		"MarkEvents":        func() error { return s.MarkEvents([]string{"good", "bad"}, time.Minute, time.Now()) },
+		"EventSeen":         func() error { _, err := s.EventSeen("bad", time.Now()); return err },
 		"Audit":             func() error { _, err := s.Audit(AuditFilter{}); return err },
 	}
 	for name, op := range ops {
@@ -545,8 +547,9 @@ func TestOpenRefusesNewerFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = s.Close()
-	if _, err := Open(path, Options{}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "format 2") {
-		t.Errorf("Open of a newer format = %v, want ErrCorrupt naming format 2", err)
+	newer := fmt.Sprintf("format %d", formatVersion+1)
+	if _, err := Open(path, Options{}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), newer) {
+		t.Errorf("Open of a newer format = %v, want ErrCorrupt naming %s", err, newer)
 	}
 	// The failed open released the lock.
 	if _, err := Open(path, Options{Timeout: time.Millisecond}); errors.Is(err, ErrLocked) {
@@ -557,10 +560,7 @@ func TestOpenRefusesNewerFormat(t *testing.T) {
 func TestGroupCommitIsolatesFailures(t *testing.T) {
 	s, path := openTest(t, Options{})
 	// An event entry that cannot be decoded: MarkEvent on it fails.
-	err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketEvents).Put([]byte("bad"), []byte{0}) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	putRawEvent(t, s, "bad", time.Now().Add(time.Hour), []byte{0})
 	const writers = 32
 	var wg sync.WaitGroup
 	errs := make([]error, writers)
@@ -584,7 +584,7 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 		}
 	}
 	_ = s.Close()
-	s, err = Open(path, Options{})
+	s, err := Open(path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
