@@ -387,6 +387,19 @@ func pause(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// firstWait is a conversation's pause before its first measured message.
+// Every conversation enters the phase at once; drawing this pause from one
+// whole cycle (think plus API time) spreads their first messages evenly, so
+// the phase sees the steady rate from its start rather than a burst, or a
+// lull when think times are long.
+func (e *env) firstWait() time.Duration {
+	cycle := e.p.Think + e.p.APILatency
+	if e.p.Think <= 0 || cycle <= 0 {
+		return 0
+	}
+	return rand.N(cycle)
+}
+
 func (e *env) thinkTime() time.Duration {
 	if e.p.Think <= 0 {
 		return 0
@@ -555,7 +568,11 @@ func (e *env) measure(ctx context.Context) (*result, error) {
 	for _, c := range e.convs {
 		wg.Go(func() {
 			for seq := 1; ; seq++ {
-				if !pause(phase, e.thinkTime()) {
+				wait := e.thinkTime()
+				if seq == 1 {
+					wait = e.firstWait()
+				}
+				if !pause(phase, wait) {
 					return
 				}
 				if p.Messages > 0 && e.sent.Add(1) > int64(p.Messages) {
