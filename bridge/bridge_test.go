@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +16,6 @@ import (
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/workspace"
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
-	"github.com/flowbridge/flowbridge/sessionmap"
 	"github.com/flowbridge/flowbridge/sessionmap/bridgestore"
 )
 
@@ -633,24 +631,10 @@ func TestDeduplication(t *testing.T) {
 func TestShutdownFinishesWorkAndRefusesNew(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
-		fake := workspacetest.New(workspacetest.Options{})
-		fake.AddAgent(workspacetest.Agent{UUID: agentUUID, Reply: func(turn int, msg string) string {
+		b, fake := newBubbleBridge(t, defaultConfig(), workspacetest.Agent{Reply: func(turn int, msg string) string {
 			<-release
 			return "finished " + msg
 		}})
-		ws, err := workspace.New(workspace.Config{BaseURL: fake.URL, WorkspaceUUID: "ws-test", Token: "test-token", HTTPClient: fake.Client()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := sessionmap.Open(filepath.Join(t.TempDir(), "s.db"), sessionmap.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
-		b, err := bridge.New(defaultConfig(), ws, bridgestore.New(st), zaptest.NewLogger(t))
-		if err != nil {
-			t.Fatal(err)
-		}
 		rec := newRecorder()
 		done := make(chan struct{})
 		ev := event("c/1", bridge.KindMessage, "work", rec)

@@ -3,15 +3,19 @@ package bridge_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest"
+
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/workspace"
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
 	"github.com/flowbridge/flowbridge/sessionmap"
+	"github.com/flowbridge/flowbridge/sessionmap/bridgestore"
 )
 
 const (
@@ -45,6 +49,31 @@ func defaultConfig() bridge.Config {
 func newHarness(t *testing.T, cfg bridge.Config, setup func(*workspacetest.Server)) *harness {
 	t.Helper()
 	return newHarnessWith(t, cfg, workspace.Config{MaxRetries: 1}, setup)
+}
+
+// newBubbleBridge is a bridge on the in-memory fake API, for tests inside a
+// synctest bubble, with agentUUID answering as agent says. The store is real;
+// Shutdown and closing it are cleanups.
+func newBubbleBridge(t *testing.T, cfg bridge.Config, agent workspacetest.Agent) (*bridge.Bridge, *workspacetest.Server) {
+	t.Helper()
+	fake := workspacetest.New(workspacetest.Options{})
+	agent.UUID = agentUUID
+	fake.AddAgent(agent)
+	ws, err := workspace.New(workspace.Config{BaseURL: fake.URL, WorkspaceUUID: "ws-test", Token: "test-token", HTTPClient: fake.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sessionmap.Open(filepath.Join(t.TempDir(), "s.db"), sessionmap.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	b, err := bridge.New(cfg, ws, bridgestore.New(st), zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Shutdown(context.Background()) })
+	return b, fake
 }
 
 // recorder is a Responder that keeps every reply.

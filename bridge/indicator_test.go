@@ -2,19 +2,13 @@ package bridge_test
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"go.uber.org/zap/zaptest"
-
 	"github.com/flowbridge/flowbridge/bridge"
-	"github.com/flowbridge/flowbridge/bridge/workspace"
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
-	"github.com/flowbridge/flowbridge/sessionmap"
-	"github.com/flowbridge/flowbridge/sessionmap/bridgestore"
 )
 
 // typist is a recorder with a working indicator: it notes when the indicator
@@ -62,24 +56,9 @@ func TestWorkingIndicatorWaitsForSlowAnswers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				fake := workspacetest.New(workspacetest.Options{})
-				fake.AddAgent(workspacetest.Agent{UUID: agentUUID, Delay: tc.answer})
-				ws, err := workspace.New(workspace.Config{BaseURL: fake.URL, WorkspaceUUID: "ws-test", Token: "test-token", HTTPClient: fake.Client()})
-				if err != nil {
-					t.Fatal(err)
-				}
-				st, err := sessionmap.Open(filepath.Join(t.TempDir(), "s.db"), sessionmap.Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer st.Close()
 				cfg := defaultConfig()
 				cfg.IndicatorDelay = tc.cfgDelay
-				b, err := bridge.New(cfg, ws, bridgestore.New(st), zaptest.NewLogger(t))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer b.Shutdown(context.Background())
+				b, _ := newBubbleBridge(t, cfg, workspacetest.Agent{Delay: tc.answer})
 
 				// A first message creates the session, so the measured one
 				// waits only for the agent's answer.

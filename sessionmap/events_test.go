@@ -558,16 +558,7 @@ func TestEventCounterRebuilt(t *testing.T) {
 	if err := s.MarkEvents([]string{"c", "d"}, time.Hour, now.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Delete(metaEvents) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = s.Close()
-	s, err = Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s = reopenWithoutCounter(t, s, path, metaEvents)
 	if got := s.Stats().Events; got != 4 {
 		t.Errorf("Stats().Events after rebuild = %d, want 4", got)
 	}

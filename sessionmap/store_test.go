@@ -484,16 +484,7 @@ func TestStatsCounters(t *testing.T) {
 	}
 
 	// A file whose counters are missing gets them rebuilt on open.
-	err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Delete(metaSessions) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = s.Close()
-	s, err = Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s = reopenWithoutCounter(t, s, path, metaSessions)
 	if got := s.Stats().Sessions; got != 2 {
 		t.Errorf("Stats().Sessions after rebuild = %d, want 2", got)
 	}
@@ -634,4 +625,21 @@ func TestPutTurns(t *testing.T) {
 	if st := s.Stats(); st.Sessions != 2 {
 		t.Errorf("Stats().Sessions = %d, want 2", st.Sessions)
 	}
+}
+
+// reopenWithoutCounter deletes a meta counter, closes s and opens the file
+// again (closed at cleanup), so the counter has to be rebuilt.
+func reopenWithoutCounter(t *testing.T, s *Store, path string, counter []byte) *Store {
+	t.Helper()
+	err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Delete(counter) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	s, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
