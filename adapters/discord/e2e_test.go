@@ -562,20 +562,31 @@ func TestGatewayReconnects(t *testing.T) {
 	e := newEnv(t, nil)
 	e.start(t)
 	ctx := testCtx(t)
-	for i, disrupt := range []func() error{
-		func() error { return e.fake.Reconnect(ctx) },
-		func() error { return e.fake.DropConnection(ctx) },
+	for i, tc := range []struct {
+		name    string
+		disrupt func() error
+		resumed bool // else a new session is identified
+	}{
+		{"op 7 reconnect", func() error { return e.fake.Reconnect(ctx) }, true},
+		{"dropped connection", func() error { return e.fake.DropConnection(ctx) }, true},
+		{"op 9 invalid session", func() error { return e.fake.InvalidateSession(ctx, false) }, false},
 	} {
-		conns := len(e.fake.Connections())
-		if err := disrupt(); err != nil {
-			t.Fatal(err)
-		}
-		h, err := e.fake.WaitHandshake(ctx, func(h discordtest.Handshake) bool { return h.Conn > conns })
+		session, err := e.fake.WaitReady(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h.Op != 6 || !h.Resumed {
-			t.Errorf("after disruption %d: handshake op %d resumed %v, want a resume", i, h.Op, h.Resumed)
+		conns := len(e.fake.Connections())
+		if err := tc.disrupt(); err != nil {
+			t.Fatal(err)
+		}
+		// What follows the disruption: a handshake on a new connection, or
+		// (op 9) a new session on the same one.
+		h, err := e.fake.WaitHandshake(ctx, func(h discordtest.Handshake) bool { return h.Conn > conns || h.SessionID != session })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.resumed && (h.Op != 6 || !h.Resumed) || !tc.resumed && (h.Op != 2 || h.Resumed) {
+			t.Errorf("after %s: handshake op %d resumed %v, want resumed %v", tc.name, h.Op, h.Resumed, tc.resumed)
 		}
 		if _, err := e.fake.WaitReady(ctx); err != nil {
 			t.Fatal(err)
