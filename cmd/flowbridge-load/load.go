@@ -640,6 +640,7 @@ func (e *env) measure(ctx context.Context) (*result, error) {
 
 	res := &result{params: p}
 	var e2e, added, svc []time.Duration
+	var minutes minuteBuckets
 	inPhase := 0
 	for _, c := range e.convs {
 		res.Lost += c.lost
@@ -649,8 +650,13 @@ func (e *env) measure(ctx context.Context) (*result, error) {
 			}
 			e2e = append(e2e, s.e2e)
 			svc = append(svc, s.service)
-			added = append(added, max(s.e2e-s.service, 0))
+			a := max(s.e2e-s.service, 0)
+			added = append(added, a)
+			minutes.add(s.at.Sub(t0), a)
 		}
+	}
+	if p.Duration >= 2*time.Minute {
+		res.AddedLatencyByMinute = minutes.quantiles()
 	}
 	res.Messages = len(e2e)
 	res.WarmupLost = int(warmLost.Load())
@@ -683,6 +689,26 @@ func (e *env) measure(ctx context.Context) (*result, error) {
 		res.StoreBytes = fi.Size()
 	}
 	return res, nil
+}
+
+// minuteBuckets groups latencies by the minute, since the phase began, in
+// which their reply came.
+type minuteBuckets [][]time.Duration
+
+func (b *minuteBuckets) add(since, latency time.Duration) {
+	m := max(int(since/time.Minute), 0)
+	for len(*b) <= m {
+		*b = append(*b, nil)
+	}
+	(*b)[m] = append((*b)[m], latency)
+}
+
+func (b minuteBuckets) quantiles() []quantiles {
+	out := make([]quantiles, len(b))
+	for i, d := range b {
+		out[i] = quantilesOf(d)
+	}
+	return out
 }
 
 func rusageCPU(r syscall.Rusage) time.Duration {

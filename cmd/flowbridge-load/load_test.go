@@ -187,3 +187,15 @@ func TestSweepRatios(t *testing.T) {
 		t.Errorf("ratio of a zero base = %v, want 0", got)
 	}
 }
+
+func TestMinuteBuckets(t *testing.T) {
+	var b minuteBuckets
+	b.add(10*time.Second, 1*time.Millisecond)
+	b.add(59*time.Second, 3*time.Millisecond)
+	b.add(2*time.Minute+time.Second, 7*time.Millisecond)
+	b.add(-time.Second, 2*time.Millisecond) // a reply just before the phase counts as its first minute
+	q := b.quantiles()
+	if len(q) != 3 || q[0].N != 3 || q[1].N != 0 || q[2].N != 1 || q[0].Max != 3 || q[2].P50 != 7 {
+		t.Errorf("per-minute quantiles = %+v", q)
+	}
+}

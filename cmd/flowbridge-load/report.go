@@ -34,25 +34,28 @@ func quantilesOf(d []time.Duration) quantiles {
 // result is one run's figures with the parameters that produced them.
 type result struct {
 	params
-	Messages              int       `json:"messages"`
-	Lost                  int       `json:"lost"`
-	WarmupLost            int       `json:"warmup_lost"`
-	ElapsedSec            float64   `json:"elapsed_sec"`
-	MessagesPerSec        float64   `json:"messages_per_sec"`
-	AddedLatencyMS        quantiles `json:"added_latency_ms"`
-	EndToEndMS            quantiles `json:"end_to_end_ms"`
-	APIServiceMS          quantiles `json:"api_service_ms"`
-	AckLatencyMS          quantiles `json:"ack_latency_ms"`
-	Acks                  int       `json:"acks"`
-	AcksMissing           int       `json:"acks_missing"`
-	CPUSec                float64   `json:"cpu_sec"`
-	CPUUSPerMessage       float64   `json:"cpu_us_per_message"`
-	CPUSecPer1000Messages float64   `json:"cpu_sec_per_1000_messages"`
-	DriverCPUSec          float64   `json:"driver_cpu_sec"`
-	IdleRSSMB             float64   `json:"idle_rss_mb"`
-	RSSMB                 float64   `json:"rss_mb"`
-	PeakRSSMB             float64   `json:"peak_rss_mb"`
-	StoreBytes            int64     `json:"store_bytes"`
+	Messages       int       `json:"messages"`
+	Lost           int       `json:"lost"`
+	WarmupLost     int       `json:"warmup_lost"`
+	ElapsedSec     float64   `json:"elapsed_sec"`
+	MessagesPerSec float64   `json:"messages_per_sec"`
+	AddedLatencyMS quantiles `json:"added_latency_ms"`
+	// AddedLatencyByMinute splits AddedLatencyMS by the minute of the
+	// measured phase, for runs of two minutes or more (soaks).
+	AddedLatencyByMinute  []quantiles `json:"added_latency_ms_by_minute,omitempty"`
+	EndToEndMS            quantiles   `json:"end_to_end_ms"`
+	APIServiceMS          quantiles   `json:"api_service_ms"`
+	AckLatencyMS          quantiles   `json:"ack_latency_ms"`
+	Acks                  int         `json:"acks"`
+	AcksMissing           int         `json:"acks_missing"`
+	CPUSec                float64     `json:"cpu_sec"`
+	CPUUSPerMessage       float64     `json:"cpu_us_per_message"`
+	CPUSecPer1000Messages float64     `json:"cpu_sec_per_1000_messages"`
+	DriverCPUSec          float64     `json:"driver_cpu_sec"`
+	IdleRSSMB             float64     `json:"idle_rss_mb"`
+	RSSMB                 float64     `json:"rss_mb"`
+	PeakRSSMB             float64     `json:"peak_rss_mb"`
+	StoreBytes            int64       `json:"store_bytes"`
 }
 
 func printTable(w io.Writer, r *result) {
@@ -73,6 +76,9 @@ func printTable(w io.Writer, r *result) {
 		{fmt.Sprintf("ack latency ms (%d, %d missing)", r.Acks, r.AcksMissing), r.AckLatencyMS},
 	} {
 		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.3f\n", row.name, row.q.P50, row.q.P90, row.q.P99, row.q.Max)
+	}
+	for i, q := range r.AddedLatencyByMinute {
+		fmt.Fprintf(tw, "  minute %d (%d)\t%.3f\t%.3f\t%.3f\t%.3f\n", i+1, q.N, q.P50, q.P90, q.P99, q.Max)
 	}
 	fmt.Fprintf(tw, "bridge CPU\t%.2f s, %.1f µs/message, %.3f s per 1000 messages\n", r.CPUSec, r.CPUUSPerMessage, r.CPUSecPer1000Messages)
 	fmt.Fprintf(tw, "driver CPU\t%.2f s (this process: fakes and users)\n", r.DriverCPUSec)
