@@ -124,27 +124,46 @@ func (s *Store) MarkEvent(id string, ttl time.Duration, now time.Time) (first bo
 // for callers that decide first delivery themselves and persist in batches.
 // An ID already recorded and live at now keeps its entry and expiry.
 func (s *Store) MarkEvents(ids []string, ttl time.Duration, now time.Time) error {
+	return s.markBatch("mark events", ids, ttl, now, true)
+}
+
+// AddEvents records event IDs its caller already knows to be first
+// deliveries, in one transaction. Unlike MarkEvents it looks only in the
+// generation the IDs go to, not in every live one, which under load was most
+// of the batch's cost. An ID live in another generation thus gains a second
+// entry: it stays seen until the later expiry, and Stats counts it twice
+// until the older entry is purged.
+func (s *Store) AddEvents(ids []string, ttl time.Duration, now time.Time) error {
+	return s.markBatch("add events", ids, ttl, now, false)
+}
+
+func (s *Store) markBatch(op string, ids []string, ttl time.Duration, now time.Time, checkLive bool) error {
 	if len(ids) == 0 {
 		return nil
 	}
 	if ttl <= 0 {
-		return fmt.Errorf("mark events: ttl %v is not positive", ttl)
+		return fmt.Errorf("%s: ttl %v is not positive", op, ttl)
 	}
 	gen, err := generationKey(now, ttl)
 	if err != nil {
-		return fmt.Errorf("mark events: %w", err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	keys := make([][eventKeyLen]byte, len(ids))
 	for i, id := range ids {
 		if err := checkKey("event id", id); err != nil {
-			return fmt.Errorf("mark events: %w", err)
+			return fmt.Errorf("%s: %w", op, err)
 		}
 		keys[i] = eventKey(id)
 	}
 	err = s.update(func(tx *bolt.Tx) error {
-		m, err := newMarker(tx, timeKey(now), gen)
-		if err != nil {
-			return err
+		var m *marker
+		if checkLive {
+			var err error
+			if m, err = newMarker(tx, timeKey(now), gen); err != nil {
+				return err
+			}
+		} else {
+			m = newTargetMarker(tx, gen)
 		}
 		for i := range keys {
 			if _, err := m.mark(keys[i][:]); err != nil {
@@ -154,7 +173,7 @@ func (s *Store) MarkEvents(ids []string, ttl time.Duration, now time.Time) error
 		return m.finish()
 	})
 	if err != nil {
-		return fmt.Errorf("mark %d events: %w", len(ids), err)
+		return fmt.Errorf("%s (%d): %w", op, len(ids), err)
 	}
 	return nil
 }
@@ -227,6 +246,16 @@ func newMarker(tx *bolt.Tx, nowKey, genKey [8]byte) (*marker, error) {
 		return false, nil
 	})
 	return m, err
+}
+
+// newTargetMarker prepares to record events into the generation genKey,
+// looking for them there only.
+func newTargetMarker(tx *bolt.Tx, genKey [8]byte) *marker {
+	m := &marker{tx: tx, dd: tx.Bucket(bucketDedupe), genKey: genKey}
+	if gen := m.dd.Bucket(genKey[:]); gen != nil {
+		m.gens = append(m.gens, gen)
+	}
+	return m
 }
 
 // mark records key unless a live generation holds it, and reports whether

@@ -757,3 +757,44 @@ func FuzzEventsModel(f *testing.F) {
 	}
 	f.Fuzz(checkEventsModel)
 }
+
+// TestAddEvents: IDs known to be new are added to their generation only; a
+// repeat within it is not counted twice, and an ID live in an older
+// generation stays seen until the later expiry.
+func TestAddEvents(t *testing.T) {
+	s, _ := openTest(t, Options{})
+	now := time.Unix(1700000000, 0)
+	ttl := time.Minute
+	if err := s.AddEvents([]string{"a", "b", "a"}, ttl, now); err != nil {
+		t.Fatal(err)
+	}
+	if got := checkEventCount(t, s); got != 2 {
+		t.Errorf("entries after one batch = %d, want 2 (a repeat in one generation is one entry)", got)
+	}
+	later := now.Add(ttl) // a later generation
+	if err := s.AddEvents([]string{"a", "c"}, ttl, later); err != nil {
+		t.Fatal(err)
+	}
+	if got := checkEventCount(t, s); got != 4 {
+		t.Errorf("entries after the second batch = %d, want 4 (a again, in its new generation)", got)
+	}
+	for _, tc := range []struct {
+		id   string
+		at   time.Time
+		want bool
+	}{
+		{"a", later.Add(ttl - time.Nanosecond), true}, // the later entry
+		{"b", later.Add(ttl), false},
+		{"c", later, true},
+	} {
+		if got, err := s.EventSeen(tc.id, tc.at); err != nil || got != tc.want {
+			t.Errorf("EventSeen(%q, +%v) = %v, %v; want %v", tc.id, tc.at.Sub(now), got, err, tc.want)
+		}
+	}
+	if err := s.AddEvents([]string{""}, ttl, now); err == nil {
+		t.Error("AddEvents accepted an empty id")
+	}
+	if err := s.AddEvents([]string{"x"}, 0, now); err == nil {
+		t.Error("AddEvents accepted a zero ttl")
+	}
+}

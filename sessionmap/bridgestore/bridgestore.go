@@ -2,6 +2,8 @@
 package bridgestore
 
 import (
+	"time"
+
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/sessionmap"
 )
@@ -40,6 +42,13 @@ func (s Store) SaveTurns(turns []bridge.Turn) error {
 	}
 	_, err := s.Store.PutTurns(out)
 	return err
+}
+
+// MarkEvents records delivered event IDs. The bridge hands over only IDs it
+// found new (in memory and in the store), so they need not be looked up in
+// every live generation again.
+func (s Store) MarkEvents(ids []string, ttl time.Duration, now time.Time) error {
+	return s.Store.AddEvents(ids, ttl, now)
 }
 
 // AppendAudit records an audit entry.
