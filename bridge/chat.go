@@ -89,15 +89,15 @@ func (b *Bridge) indicate(ctx context.Context, r Responder) (stop func()) {
 		return t.Typing(ctx)
 	}
 	var (
-		mu      sync.Mutex
-		ended   bool
-		stopped func()
+		mu         sync.Mutex
+		ended      bool
+		stopTyping func()
 	)
 	timer := time.AfterFunc(b.cfg.IndicatorDelay, func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if !ended {
-			stopped = t.Typing(ctx)
+			stopTyping = t.Typing(ctx)
 		}
 	})
 	return func() {
@@ -105,8 +105,8 @@ func (b *Bridge) indicate(ctx context.Context, r Responder) (stop func()) {
 		mu.Lock()
 		defer mu.Unlock()
 		ended = true
-		if stopped != nil {
-			stopped()
+		if stopTyping != nil {
+			stopTyping()
 		}
 	}
 }

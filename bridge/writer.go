@@ -25,14 +25,13 @@ const flushInterval = 100 * time.Millisecond
 
 // writer persists what does not have to be on disk before the user sees the
 // answer — delivered event IDs and answered turns — in background batches,
-// at most one per interval, so under load many messages share one
+// at most one per flushInterval, so under load many messages share one
 // transaction and one fsync. Session mappings themselves are written at once,
 // when a session is created. After close, writes are synchronous.
 type writer struct {
-	store    Store
-	ttl      time.Duration
-	interval time.Duration
-	log      *zap.Logger
+	store Store
+	ttl   time.Duration
+	log   *zap.Logger
 
 	mu       sync.Mutex
 	events   []string
@@ -47,7 +46,7 @@ type writer struct {
 }
 
 func newWriter(store Store, ttl time.Duration, log *zap.Logger) *writer {
-	return &writer{store: store, ttl: ttl, interval: flushInterval, log: log, turns: make(map[string]Turn),
+	return &writer{store: store, ttl: ttl, log: log, turns: make(map[string]Turn),
 		wake: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
@@ -119,7 +118,7 @@ func (w *writer) run() {
 			w.flush()
 			return
 		}
-		if wait := w.interval - time.Since(last); wait > 0 {
+		if wait := flushInterval - time.Since(last); wait > 0 {
 			t := time.NewTimer(wait)
 			select {
 			case <-t.C:

@@ -169,7 +169,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&p.AckInterval, "ack-interval", 0, "how often a slash command probes acknowledgement latency (0: 100ms with -long-flows, else 1s)")
 	fs.DurationVar(&p.ReplyTimeout, "reply-timeout", 30*time.Second, "a reply later than this counts as lost")
 	fs.StringVar(&p.WorkingIndicator, "working-indicator", "placeholder", "the Slack working indicator configured: placeholder, reaction or none")
-	fs.DurationVar(&p.IndicatorDelay, "working-indicator-delay", 500*time.Millisecond, "the bridge's working_indicator_delay: answers quicker than this show no indicator")
+	fs.DurationVar(&p.IndicatorDelay, "working-indicator-delay", defaultIndicatorDelay, "the bridge's working_indicator_delay: answers quicker than this show no indicator")
 	fs.StringVar(&p.flowbridge, "flowbridge", "", "a prebuilt flowbridge binary (default: go build ./cmd/flowbridge)")
 	fs.StringVar(&p.tempDir, "tmpdir", "", "where the temporary directory (config, store, bridge log) goes; e.g. /dev/shm to take fsync out of the picture")
 	fs.BoolVar(&p.keepTemp, "keep", false, "keep the temporary directory (config, store, bridge log) and print its path")
