@@ -26,6 +26,8 @@ import (
 // create and edit, typing) itself, with what the fake would answer, and
 // finds the reply's marker there in O(1); everything else (auth, Socket Mode
 // and gateway, users, commands, interactions, response URLs) goes to the fake.
+// The fakes run with NoRecord, so the events this process sends are not kept
+// either: a soak measures the bridge, not the generator's growing heap.
 
 // marker names one message: conversation c, sequence n. It travels in the
 // message text as "fbl<c>x<n>y", letters and digits only, so no escaping

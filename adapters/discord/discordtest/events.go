@@ -206,7 +206,9 @@ func (s *Server) SendMessage(ctx context.Context, mc MessageCreate) (Message, er
 			addMention(target.Author)
 		}
 	}
-	s.messages[m.ID] = m
+	if !s.opts.NoRecord {
+		s.messages[m.ID] = m
+	}
 	s.notifyLocked()
 	full := s.wireLocked(m)
 	s.mu.Unlock()

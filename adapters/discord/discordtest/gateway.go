@@ -1,11 +1,13 @@
 package discordtest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -49,6 +51,17 @@ type gwSession struct {
 	log     []Dispatch // replayed on RESUME
 	conn    *conn      // nil while no connection is attached
 	invalid bool
+}
+
+// confirm drops the dispatches a heartbeat's sequence number says the client has: a
+// RESUME never asks for them again, as it carries the client's last sequence number.
+func (sess *gwSession) confirm(d json.RawMessage) {
+	var seq int64
+	if json.Unmarshal(d, &seq) != nil {
+		return // null before the first dispatch
+	}
+	i, _ := slices.BinarySearchFunc(sess.log, seq+1, func(d Dispatch, seq int64) int { return cmp.Compare(d.Seq, seq) })
+	sess.log = slices.Delete(sess.log, 0, i)
 }
 
 // conn is one websocket connection. Fields other than ws and wmu are guarded by Server.mu.
@@ -191,6 +204,9 @@ func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
 		case 1:
 			s.mu.Lock()
 			s.connRecords[c.index-1].Heartbeats++
+			if s.opts.NoRecord && c.session != nil {
+				c.session.confirm(f.D)
+			}
 			ack := !s.noAcks
 			if ack {
 				s.connRecords[c.index-1].Acks++

@@ -50,6 +50,12 @@ type Options struct {
 	// DenyMessageContent makes IDENTIFY with the message content intent close with 4014, as
 	// for an application whose privileged intent is not enabled in the developer portal.
 	DenyMessageContent bool
+	// NoRecord keeps only what the protocol needs, for load runs that send millions of
+	// messages: users' messages are not stored (Messages and the bot's replies cannot refer
+	// to them; a reply whose message_reference must exist fails as for an unknown message),
+	// and a session's replay log drops the dispatches its client has confirmed by
+	// heartbeat, so Dispatches lists only those since the last one.
+	NoRecord bool
 }
 
 // Server is a fake Discord serving the REST API under URL + "/api/v9/" and the gateway at

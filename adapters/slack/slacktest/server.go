@@ -76,6 +76,13 @@ type Options struct {
 	// PingInterval between WebSocket PINGs on every socket; zero means
 	// DefaultPingInterval, negative disables pings (slack-go then times out).
 	PingInterval time.Duration
+
+	// NoRecord keeps only what the protocol needs, for load runs that send
+	// millions of events: an events_api envelope is forgotten once acked and
+	// its ack is not kept (Acks, WaitAck and Redeliver do not see it), and
+	// users' messages are not remembered for threads, reactions and
+	// conversations.replies. Other envelopes' acks are still kept.
+	NoRecord bool
 }
 
 // Channel is a conversation the fake knows.

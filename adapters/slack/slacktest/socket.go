@@ -226,12 +226,18 @@ func (s *Server) readLoop(c *socket) {
 			a.Delay = time.Since(env.sentAt)
 		}
 		a.Seq = s.bumpLocked()
-		s.acks = append(s.acks, a)
+		forget := s.opts.NoRecord && env != nil && env.Type == TypeEventsAPI
+		if !forget {
+			s.acks = append(s.acks, a)
+		}
 		if env != nil && !env.acked {
 			env.acked = true
 			if env.onAck != nil {
 				env.onAck(s, a)
 			}
+		}
+		if forget {
+			delete(s.envelopes, a.EnvelopeID)
 		}
 		s.mu.Unlock()
 	}

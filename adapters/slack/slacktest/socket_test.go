@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -327,5 +328,46 @@ func TestSocketInvalidAppToken(t *testing.T) {
 	}
 	if n := srv.Connections(); n != 0 {
 		t.Errorf("Connections() = %d, want 0", n)
+	}
+}
+
+// TestSocketNoRecord checks that a load run's fake forgets acknowledged
+// events and users' messages, yet still keeps slash-command acks.
+func TestSocketNoRecord(t *testing.T) {
+	srv := newServer(t, slacktest.Options{NoRecord: true})
+	runSocketApp(t, srv, ackAll)
+	ctx := timeout(t)
+
+	var sent []slacktest.Delivery
+	for i := range 3 {
+		d, err := srv.SendMessage(ctx, slacktest.MessageEvent{Channel: "C1", User: "U1", Text: fmt.Sprint("load ", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, d)
+	}
+	cmd, err := srv.SendSlashCommand(ctx, slacktest.SlashCommand{Command: "/flow", Text: "x", UserID: "U1", ChannelID: "C1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The app acks in order on one socket, so the messages' acks are read first.
+	ack, err := srv.WaitAck(ctx, cmd.EnvelopeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.Type != slacktest.TypeSlashCommands || ack.Delay <= 0 {
+		t.Errorf("slash-command ack = %+v", ack)
+	}
+	if got := srv.Acks(); len(got) != 1 || got[0].EnvelopeID != cmd.EnvelopeID {
+		t.Errorf("Acks() = %+v, want only the slash command's", got)
+	}
+	for _, d := range sent {
+		if _, err := srv.Redeliver(ctx, d.EnvelopeID); err == nil {
+			t.Errorf("Redeliver(%s) succeeded, want the acked envelope forgotten", d.EnvelopeID)
+		}
+	}
+	api := newClient(t, srv, srv.BotToken())
+	if _, _, _, err := api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{ChannelID: "C1", Timestamp: sent[0].TS}); err == nil {
+		t.Errorf("conversations.replies found a user message the fake should not have kept")
 	}
 }

@@ -422,7 +422,7 @@ func (s *Server) recordLocked(m *stored, op string) {
 // so reactions, threads and conversations.replies can refer to it.
 func (s *Server) rememberUserMessageLocked(channel, ts, threadTS, user, botID, text string) {
 	k := msgKey{channel, ts}
-	if _, ok := s.msgs[k]; ok || channel == "" || ts == "" {
+	if _, ok := s.msgs[k]; ok || channel == "" || ts == "" || s.opts.NoRecord {
 		return
 	}
 	m := &stored{Message: Message{Channel: channel, TS: ts, ThreadTS: threadTS, BotID: botID, Text: text, At: s.now()}, author: user}
