@@ -670,10 +670,12 @@ func (e *env) measure(ctx context.Context) (*result, error) {
 	res.AckLatencyMS = quantilesOf(ackLat)
 	res.Acks = len(ackLat)
 	res.AcksMissing = ackMissing + longMissing
-	cpu := cpu1 - cpu0
+	used := cpu1.sub(cpu0)
+	cpu := used.total()
 	res.CPUSec = cpu.Seconds()
 	if res.Messages > 0 {
 		res.CPUUSPerMessage = float64(cpu.Microseconds()) / float64(res.Messages)
+		res.CPUSysUSPerMessage = float64(used.Sys.Microseconds()) / float64(res.Messages)
 	}
 	res.CPUSecPer1000Messages = res.CPUUSPerMessage / 1000
 	res.DriverCPUSec = rusageCPU(self1).Seconds() - rusageCPU(self0).Seconds()

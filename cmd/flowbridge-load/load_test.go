@@ -155,8 +155,9 @@ func TestQuantiles(t *testing.T) {
 
 func TestParseProc(t *testing.T) {
 	stat := []byte("4242 (flow bridge) S 1 4242 4242 0 -1 4194560 1234 0 0 0 250 50 0 0 20 0 9 0 100 2000000 3000 18446744073709551615\n")
-	if got, err := parseStat(stat); err != nil || got != 3*time.Second {
-		t.Errorf("parseStat(%q) = %v, %v, want 3s", stat, got, err)
+	want := cpuUse{User: 2500 * time.Millisecond, Sys: 500 * time.Millisecond}
+	if got, err := parseStat(stat); err != nil || got != want {
+		t.Errorf("parseStat(%q) = %+v, %v, want %+v", stat, got, err, want)
 	}
 	if _, err := parseStat([]byte("4242 (x) S 1")); err == nil {
 		t.Errorf("parseStat(short) = nil error, want one")

@@ -107,32 +107,41 @@ func (c *child) logTail() string {
 
 func (c *child) pid() int { return c.cmd.Process.Pid }
 
-// cpuTime is the user plus system CPU time a process has used so far.
-func cpuTime(pid int) (time.Duration, error) {
+// cpuUse is the CPU time a process has used so far.
+type cpuUse struct {
+	User, Sys time.Duration
+}
+
+func (c cpuUse) total() time.Duration { return c.User + c.Sys }
+
+func (c cpuUse) sub(o cpuUse) cpuUse { return cpuUse{User: c.User - o.User, Sys: c.Sys - o.Sys} }
+
+// cpuTime reads a process's user and system CPU time.
+func cpuTime(pid int) (cpuUse, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return cpuUse{}, err
 	}
 	return parseStat(data)
 }
 
 // parseStat reads utime and stime (fields 14 and 15) of /proc/PID/stat; the
 // command name in parentheses may hold spaces, so fields count from the last ')'.
-func parseStat(data []byte) (time.Duration, error) {
+func parseStat(data []byte) (cpuUse, error) {
 	i := bytes.LastIndexByte(data, ')')
 	if i < 0 {
-		return 0, errors.New("/proc stat: no command field")
+		return cpuUse{}, errors.New("/proc stat: no command field")
 	}
 	f := strings.Fields(string(data[i+1:]))
 	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc stat: %d fields after the command, want at least 13", len(f))
+		return cpuUse{}, fmt.Errorf("/proc stat: %d fields after the command, want at least 13", len(f))
 	}
 	utime, err1 := strconv.ParseInt(f[11], 10, 64)
 	stime, err2 := strconv.ParseInt(f[12], 10, 64)
 	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("/proc stat: %w", err)
+		return cpuUse{}, fmt.Errorf("/proc stat: %w", err)
 	}
-	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+	return cpuUse{User: time.Duration(utime) * time.Second / clockTicks, Sys: time.Duration(stime) * time.Second / clockTicks}, nil
 }
 
 // memory is a process's resident set now and at its peak, in bytes.
