@@ -94,14 +94,13 @@ func encodeFrame(op int, d any, seq int64, t string) []byte {
 	return b
 }
 
-func (c *conn) write(ctx context.Context, b []byte) error {
+// write sends one frame within writeTimeout. A caller's context does not bound it: gorilla
+// fails every later write on a connection once one has timed out, so a test's deadline
+// falling mid-write would silently cut the bot off, which Discord never does.
+func (c *conn) write(b []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	deadline := time.Now().Add(writeTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	c.ws.SetWriteDeadline(deadline)
+	c.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
 	return c.ws.WriteMessage(websocket.TextMessage, b)
 }
 
@@ -178,7 +177,7 @@ func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hello := encodeFrame(10, map[string]int64{"heartbeat_interval": s.opts.HeartbeatInterval.Milliseconds()}, 0, "")
-	if c.write(r.Context(), hello) != nil {
+	if c.write(hello) != nil {
 		return
 	}
 	for {
@@ -213,7 +212,7 @@ func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
 			}
 			s.notifyLocked()
 			s.mu.Unlock()
-			if ack && c.write(r.Context(), encodeFrame(11, nil, 0, "")) != nil {
+			if ack && c.write(encodeFrame(11, nil, 0, "")) != nil {
 				return
 			}
 		case 2:
@@ -310,7 +309,7 @@ func (s *Server) identify(ctx context.Context, c *conn, raw json.RawMessage) boo
 	s.notifyLocked()
 	s.mu.Unlock()
 	for _, f := range frames {
-		if c.write(ctx, f) != nil {
+		if c.write(f) != nil {
 			return false
 		}
 	}
@@ -355,7 +354,7 @@ func (s *Server) resume(ctx context.Context, c *conn, raw json.RawMessage) bool 
 		s.handshakes = append(s.handshakes, h)
 		s.notifyLocked()
 		s.mu.Unlock()
-		return c.write(ctx, encodeFrame(9, false, 0, "")) == nil
+		return c.write(encodeFrame(9, false, 0, "")) == nil
 	}
 	if sess.conn != nil && sess.conn != c {
 		sess.conn.session = nil
@@ -377,7 +376,7 @@ func (s *Server) resume(ctx context.Context, c *conn, raw json.RawMessage) bool 
 	s.notifyLocked()
 	s.mu.Unlock()
 	for _, f := range frames {
-		if c.write(ctx, f) != nil {
+		if c.write(f) != nil {
 			return false
 		}
 	}
@@ -399,6 +398,9 @@ func (s *Server) numberLocked(sess *gwSession, name string, data any) []byte {
 // dispatch sends an event to the current session; build makes the payload for the
 // session's intents. The event is logged for replay even when no connection is attached.
 func (s *Server) dispatch(ctx context.Context, name string, need discordgo.Intent, build func(intents discordgo.Intent) any) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("dispatch %s: %w", name, err)
+	}
 	s.dispatchMu.Lock()
 	defer s.dispatchMu.Unlock()
 	s.mu.Lock()
@@ -420,7 +422,7 @@ func (s *Server) dispatch(ctx context.Context, name string, need discordgo.Inten
 	s.mu.Unlock()
 	if c != nil {
 		// A failed write is not an error: the event is replayed when the client resumes.
-		c.write(ctx, f)
+		c.write(f)
 	}
 	return nil
 }
@@ -555,7 +557,7 @@ func (s *Server) Reconnect(ctx context.Context) error {
 	}
 	s.dispatchMu.Lock()
 	defer s.dispatchMu.Unlock()
-	return c.write(ctx, encodeFrame(7, nil, 0, ""))
+	return c.write(encodeFrame(7, nil, 0, ""))
 }
 
 // InvalidateSession sends op 9 INVALID_SESSION on the current connection, once it has
@@ -575,7 +577,7 @@ func (s *Server) InvalidateSession(ctx context.Context, resumable bool) error {
 	}
 	s.notifyLocked()
 	s.mu.Unlock()
-	return c.write(ctx, encodeFrame(9, resumable, 0, ""))
+	return c.write(encodeFrame(9, resumable, 0, ""))
 }
 
 // DropConnection closes the current connection's socket without a close frame, like a

@@ -1,11 +1,13 @@
 package discordtest_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -251,5 +253,24 @@ func TestAuthorization(t *testing.T) {
 	}
 	if _, err := fake.Client().Get("https://example.com/"); err == nil {
 		t.Error("Client().Get(example.com) succeeded, want refused")
+	}
+}
+
+// TestSendAfterDeadlineKeepsConnection checks that a send whose context has
+// ended fails alone: the gateway connection still carries the next event.
+func TestSendAfterDeadlineKeepsConnection(t *testing.T) {
+	t.Parallel()
+	fake, s := connected(t, bridgeIntents)
+	created := events[*discordgo.MessageCreate](s)
+	expired, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
+	defer cancel()
+	if _, err := fake.SendMessage(expired, discordtest.MessageCreate{ChannelID: "3000", GuildID: "1", Author: alice, Content: "too late"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("SendMessage(expired context) = %v, want context.DeadlineExceeded", err)
+	}
+	if _, err := fake.SendMessage(ctx(t), discordtest.MessageCreate{ChannelID: "3000", GuildID: "1", Author: alice, Content: "in time"}); err != nil {
+		t.Fatalf("SendMessage: %v", err)
+	}
+	if got := receive(t, created, "MESSAGE_CREATE after a failed send"); got.Content != "in time" {
+		t.Errorf("MESSAGE_CREATE content %q, want \"in time\"", got.Content)
 	}
 }
