@@ -171,7 +171,11 @@ func (e *env) start(ctx context.Context) error {
 	if err := os.WriteFile(cfgPath, []byte(e.config(slackAPI, discordAPI)), 0o600); err != nil {
 		return err
 	}
-	b, err := startChild(p.flowbridge, cfgPath, filepath.Join(e.dir, "flowbridge.log"))
+	args := []string{"run", "-config", cfgPath}
+	if p.Floor {
+		args[0] = relayCommand
+	}
+	b, err := startChild(p.flowbridge, args, filepath.Join(e.dir, "flowbridge.log"))
 	if err != nil {
 		return err
 	}

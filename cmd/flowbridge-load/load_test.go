@@ -75,6 +75,7 @@ func TestRunFlags(t *testing.T) {
 		{[]string{"-duration", "0s"}, "-duration or -messages"},
 		{[]string{"-working-indicator", "spinner"}, "-working-indicator"},
 		{[]string{"extra"}, "unexpected arguments"},
+		{[]string{"-floor", "-long-flows", "2"}, "-floor measures chat only"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -198,5 +199,37 @@ func TestMinuteBuckets(t *testing.T) {
 	q := b.quantiles()
 	if len(q) != 3 || q[0].N != 3 || q[1].N != 0 || q[2].N != 1 || q[0].Max != 3 || q[2].P50 != 7 {
 		t.Errorf("per-minute quantiles = %+v", q)
+	}
+}
+
+// TestRunFloorSmoke runs -floor briefly: the relay, started as a child process
+// (this test binary, see TestMain), must answer every message and probe.
+func TestRunFloorSmoke(t *testing.T) {
+	var out, errOut bytes.Buffer
+	args := []string{"-floor", "-json", "-conversations", "4", "-duration", "2s", "-api-latency", "5ms", "-think", "20ms", "-ack-interval", "100ms"}
+	if err := run(t.Context(), args, &out, &errOut); err != nil {
+		t.Fatalf("run(%q) = %v\nstderr:\n%s", args, err, errOut.String())
+	}
+	var got struct {
+		Floor        bool            `json:"floor"`
+		Messages     int             `json:"messages"`
+		Lost         int             `json:"lost"`
+		AddedLatency struct{ N int } `json:"added_latency_ms"`
+		Acks         int             `json:"acks"`
+		AcksMissing  int             `json:"acks_missing"`
+		CPUSec       float64         `json:"cpu_sec"`
+		StoreBytes   int64           `json:"store_bytes"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, out.String())
+	}
+	if !got.Floor || got.Messages == 0 || got.Lost != 0 || got.AddedLatency.N != got.Messages {
+		t.Errorf("floor run: floor %v, %d messages, %d lost, %d latencies; want a lossless floor run", got.Floor, got.Messages, got.Lost, got.AddedLatency.N)
+	}
+	if got.Acks == 0 || got.AcksMissing != 0 {
+		t.Errorf("floor run: %d probes acknowledged, %d missing; want all", got.Acks, got.AcksMissing)
+	}
+	if got.CPUSec <= 0 || got.StoreBytes != 0 {
+		t.Errorf("floor run: CPU %.3f s, store %d bytes; want the relay's CPU measured and no store", got.CPUSec, got.StoreBytes)
 	}
 }

@@ -18,6 +18,13 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == relayCommand {
+		if err := runRelay(ctx, os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "flowbridge-load relay:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "flowbridge-load:", err)
 		os.Exit(1)
@@ -58,16 +65,18 @@ type params struct {
 	WorkingIndicator string        `json:"working_indicator"`
 	IndicatorDelay   time.Duration `json:"-"`
 	IndicatorDelayMS float64       `json:"working_indicator_delay_ms"`
-	DurationSec      float64       `json:"duration_sec"`
-	APILatencyMS     float64       `json:"api_latency_ms"`
-	ThinkMS          float64       `json:"think_ms"`
-	LongFlowSec      float64       `json:"long_flow_sec"`
-	AckIntervalMS    float64       `json:"ack_interval_ms"`
-	Cores            int           `json:"cores"`
-	flowbridge       string
-	keepTemp         bool
-	tempDir          string
-	stderr           io.Writer
+	// Floor runs this command's relay in flowbridge's place (see relay.go).
+	Floor         bool    `json:"floor,omitempty"`
+	DurationSec   float64 `json:"duration_sec"`
+	APILatencyMS  float64 `json:"api_latency_ms"`
+	ThinkMS       float64 `json:"think_ms"`
+	LongFlowSec   float64 `json:"long_flow_sec"`
+	AckIntervalMS float64 `json:"ack_interval_ms"`
+	Cores         int     `json:"cores"`
+	flowbridge    string
+	keepTemp      bool
+	tempDir       string
+	stderr        io.Writer
 }
 
 // resolve derives what other flags imply for one run: the think time that
@@ -113,6 +122,9 @@ func (p *params) validate() error {
 	}
 	if p.Users < 0 {
 		errs = append(errs, fmt.Errorf("-users %d: want 0 (one per conversation) or more", p.Users))
+	}
+	if p.Floor && p.LongFlows > 0 {
+		errs = append(errs, errors.New("-floor measures chat only: its relay runs no flows, so -long-flows would measure nothing"))
 	}
 	if p.PerChannel < 1 {
 		errs = append(errs, fmt.Errorf("-per-channel %d: want at least 1", p.PerChannel))
@@ -171,6 +183,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&p.WorkingIndicator, "working-indicator", "placeholder", "the Slack working indicator configured: placeholder, reaction or none")
 	fs.DurationVar(&p.IndicatorDelay, "working-indicator-delay", defaultIndicatorDelay, "the bridge's working_indicator_delay: answers quicker than this show no indicator")
 	fs.StringVar(&p.flowbridge, "flowbridge", "", "a prebuilt flowbridge binary (default: go build ./cmd/flowbridge)")
+	fs.BoolVar(&p.Floor, "floor", false, "measure a bare relay on the same libraries (slack-go, discordgo, net/http) instead of flowbridge: what a message costs before flowbridge's own work")
 	fs.StringVar(&p.tempDir, "tmpdir", "", "where the temporary directory (config, store, bridge log) goes; e.g. /dev/shm to take fsync out of the picture")
 	fs.BoolVar(&p.keepTemp, "keep", false, "keep the temporary directory (config, store, bridge log) and print its path")
 	sweep := fs.Bool("sweep", false, "run with 1, 10, 100, 1000 and 10000 conversations and show how each figure grows (relative to 10); with -rate, at the same total message rate")
@@ -185,7 +198,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	if p.flowbridge == "" {
+	if p.Floor {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		p.flowbridge = self
+	} else if p.flowbridge == "" {
 		dir, err := os.MkdirTemp("", "flowbridge-load-bin-")
 		if err != nil {
 			return err

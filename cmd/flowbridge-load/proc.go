@@ -45,15 +45,16 @@ type child struct {
 	waitErr error
 }
 
-// startChild runs "flowbridge run -config cfg" with its output in logPath.
-// The process dies with this one (Pdeathsig), so no path leaves it behind.
-func startChild(bin, cfg, logPath string) (*child, error) {
+// startChild runs bin with args (flowbridge: "run -config PATH") and its
+// output in logPath. The process dies with this one (Pdeathsig), so no path
+// leaves it behind.
+func startChild(bin string, args []string, logPath string) (*child, error) {
 	log, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	defer log.Close()
-	cmd := exec.Command(bin, "run", "-config", cfg)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Env = append(os.Environ(), "GOTRACEBACK=all")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

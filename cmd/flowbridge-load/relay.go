@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+	"github.com/pelletier/go-toml/v2"
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackevents"
+	"github.com/slack-go/slack/socketmode"
+
+	"github.com/flowbridge/flowbridge/bridge/workspace"
+)
+
+// Why a relay: the CPU a chat message costs is mostly in slack-go, discordgo,
+// net/http and encoding/json, which flowbridge uses as the design prescribes.
+// `flowbridge-load -floor` runs this relay in flowbridge's place, as a child
+// process reading the same configuration: it does only what any bridge on
+// these libraries must do for a message (read the event, acknowledge it, one
+// agent call, one reply) and none of flowbridge's own work (store,
+// de-duplication, access rules, queues, rendering, indicators, metrics, logs).
+// Its CPU per message is the floor under flowbridge's; the difference is what
+// flowbridge adds.
+
+// relayCommand is the child's first argument in floor mode.
+const relayCommand = "relay"
+
+// relayConfig is the part of flowbridge's configuration the relay reads.
+type relayConfig struct {
+	Workspace struct {
+		BaseURL       string `toml:"base_url"`
+		WorkspaceUUID string `toml:"workspace_uuid"`
+		APIToken      string `toml:"api_token"`
+	} `toml:"workspace"`
+	Agents []struct {
+		UUID string `toml:"uuid"`
+	} `toml:"agents"`
+	Slack struct {
+		Enabled  bool   `toml:"enabled"`
+		BotToken string `toml:"bot_token"`
+		AppToken string `toml:"app_token"`
+		APIURL   string `toml:"api_url"`
+	} `toml:"slack"`
+	Discord struct {
+		Enabled       bool     `toml:"enabled"`
+		Token         string   `toml:"token"`
+		ApplicationID string   `toml:"application_id"`
+		GuildIDs      []string `toml:"guild_ids"`
+		APIURL        string   `toml:"api_url"`
+	} `toml:"discord"`
+}
+
+// runRelay is the child process: "relay -config PATH", until ctx ends.
+func runRelay(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet(relayCommand, flag.ContinueOnError)
+	path := fs.String("config", "", "flowbridge's configuration file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	data, err := os.ReadFile(*path)
+	if err != nil {
+		return err
+	}
+	var cfg relayConfig
+	if err := toml.Unmarshal(data, &cfg); err != nil {
+		return fmt.Errorf("%s: %w", *path, err)
+	}
+	if len(cfg.Agents) == 0 {
+		return errors.New("relay: no agent configured")
+	}
+	ws, err := workspace.New(workspace.Config{BaseURL: cfg.Workspace.BaseURL, WorkspaceUUID: cfg.Workspace.WorkspaceUUID, Token: cfg.Workspace.APIToken})
+	if err != nil {
+		return err
+	}
+	r := &relay{ws: ws, agent: cfg.Agents[0].UUID, sessions: make(map[string]string)}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	if cfg.Slack.Enabled {
+		wg.Go(func() {
+			if err := r.runSlack(ctx, cfg); err != nil {
+				cancel(fmt.Errorf("slack: %w", err))
+			}
+		})
+	}
+	if cfg.Discord.Enabled {
+		wg.Go(func() {
+			if err := r.runDiscord(ctx, cfg); err != nil {
+				cancel(fmt.Errorf("discord: %w", err))
+			}
+		})
+	}
+	<-ctx.Done()
+	wg.Wait()
+	r.replies.Wait()
+	if err := context.Cause(ctx); !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// relay answers each message with the agent's reply, one session per
+// conversation, kept in memory.
+type relay struct {
+	ws      *workspace.Client
+	agent   string
+	replies sync.WaitGroup
+
+	mu       sync.Mutex
+	sessions map[string]string
+}
+
+// answer asks the agent in conversation key and returns its reply.
+func (r *relay) answer(ctx context.Context, key, text string) (string, error) {
+	r.mu.Lock()
+	sess, ok := r.sessions[key]
+	r.mu.Unlock()
+	if !ok {
+		var err error
+		if sess, err = r.ws.CreateSession(ctx, r.agent); err != nil {
+			return "", err
+		}
+		r.mu.Lock()
+		r.sessions[key] = sess
+		r.mu.Unlock()
+	}
+	reply, err := r.ws.Chat(ctx, r.agent, sess, text)
+	if err != nil {
+		return "", err
+	}
+	return reply.Output, nil
+}
+
+func (r *relay) runSlack(ctx context.Context, cfg relayConfig) error {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = 64
+	api := slack.New(cfg.Slack.BotToken,
+		slack.OptionHTTPClient(&http.Client{Timeout: 30 * time.Second, Transport: transport}),
+		slack.OptionAPIURL(cfg.Slack.APIURL),
+		slack.OptionAppLevelToken(cfg.Slack.AppToken))
+	sm := socketmode.New(api)
+	done := make(chan error, 1)
+	go func() { done <- sm.RunContext(ctx) }()
+	for {
+		select {
+		case err := <-done:
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		case evt := <-sm.Events:
+			if evt.Request == nil || evt.Request.EnvelopeID == "" {
+				continue
+			}
+			if err := sm.Ack(*evt.Request); err != nil {
+				return err
+			}
+			outer, ok := evt.Data.(slackevents.EventsAPIEvent)
+			if !ok {
+				continue
+			}
+			m, ok := outer.InnerEvent.Data.(*slackevents.AppMentionEvent)
+			if !ok {
+				continue
+			}
+			thread := m.ThreadTimeStamp
+			if thread == "" {
+				thread = m.TimeStamp
+			}
+			r.replies.Go(func() {
+				out, err := r.answer(ctx, m.Channel+"/"+thread, m.Text)
+				if err == nil {
+					_, _, err = api.PostMessageContext(ctx, m.Channel, slack.MsgOptionText(out, false), slack.MsgOptionTS(thread))
+				}
+				if err != nil && ctx.Err() == nil {
+					fmt.Fprintln(os.Stderr, "relay: slack reply:", err)
+				}
+			})
+		}
+	}
+}
+
+func (r *relay) runDiscord(ctx context.Context, cfg relayConfig) error {
+	base, err := url.Parse(cfg.Discord.APIURL)
+	if err != nil {
+		return err
+	}
+	s, err := discordgo.New("Bot " + cfg.Discord.Token)
+	if err != nil {
+		return err
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = 64
+	s.Client = &http.Client{Timeout: 30 * time.Second, Transport: hostRewrite{base: base, next: transport}}
+	s.Identify.Intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages | discordgo.IntentsDirectMessages
+	s.ShouldReconnectOnError = false
+	s.LogLevel = -1
+	s.AddHandler(func(s *discordgo.Session, m *discordgo.MessageCreate) {
+		if m.Author == nil || m.Author.Bot {
+			return
+		}
+		r.replies.Go(func() {
+			out, err := r.answer(ctx, m.ChannelID, m.Content)
+			if err == nil {
+				_, err = s.ChannelMessageSendComplex(m.ChannelID, &discordgo.MessageSend{
+					Content:         out,
+					Reference:       m.Reference(),
+					AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}},
+				}, discordgo.WithContext(ctx))
+			}
+			if err != nil && ctx.Err() == nil {
+				fmt.Fprintln(os.Stderr, "relay: discord reply:", err)
+			}
+		})
+	})
+	s.AddHandler(func(s *discordgo.Session, i *discordgo.InteractionCreate) {
+		err := s.InteractionRespond(i.Interaction, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredChannelMessageWithSource})
+		if err != nil && ctx.Err() == nil {
+			fmt.Fprintln(os.Stderr, "relay: discord interaction:", err)
+		}
+	})
+	if err := s.Open(); err != nil {
+		return err
+	}
+	defer s.Close()
+	cmd := &discordgo.ApplicationCommand{Name: "flow", Description: "Run a flow", Options: []*discordgo.ApplicationCommandOption{
+		{Type: discordgo.ApplicationCommandOptionSubCommand, Name: "long", Description: "A flow that runs long"},
+		{Type: discordgo.ApplicationCommandOptionSubCommand, Name: "quick", Description: "A flow that returns at once"},
+	}}
+	for _, g := range cfg.Discord.GuildIDs {
+		if _, err := s.ApplicationCommandBulkOverwrite(cfg.Discord.ApplicationID, g, []*discordgo.ApplicationCommand{cmd}, discordgo.WithContext(ctx)); err != nil {
+			return err
+		}
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// hostRewrite sends discordgo's requests for discord.com to the fake.
+type hostRewrite struct {
+	base *url.URL
+	next http.RoundTripper
+}
+
+func (t hostRewrite) RoundTrip(req *http.Request) (*http.Response, error) {
+	r2 := req.Clone(req.Context())
+	r2.URL.Scheme, r2.URL.Host, r2.Host = t.base.Scheme, t.base.Host, t.base.Host
+	return t.next.RoundTrip(r2)
+}
