@@ -64,6 +64,9 @@ type result struct {
 func printTable(w io.Writer, r *result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	defer tw.Flush()
+	if r.Floor {
+		fmt.Fprintf(tw, "measured\tthe bare relay (-floor), not flowbridge\n")
+	}
 	fmt.Fprintf(tw, "parameters\t%s, %d conversations, %d users, %.0f s, API %.0f ms, think %.0f ms, %d long flows of %.0f s, indicator after %.0f ms, %d cores\n",
 		r.Platform, r.Conversations, r.Users, r.DurationSec, r.APILatencyMS, r.ThinkMS, r.LongFlows, r.LongFlowSec, r.IndicatorDelayMS, r.Cores)
 	fmt.Fprintf(tw, "messages\t%d (lost %d, warm-up lost %d) in %.1f s\n", r.Messages, r.Lost, r.WarmupLost, r.ElapsedSec)
