@@ -54,7 +54,7 @@ func TestWriterGathersBatches(t *testing.T) {
 		st.mu.Lock()
 		batches := st.batches
 		st.mu.Unlock()
-		// A second of events at 100 ms per batch: about 10, never one per event.
+		// A second of events: about one batch per interval, never one per event.
 		if maxBatches := int(time.Second/flushInterval) + 2; batches > maxBatches {
 			t.Errorf("%d events reached the store in %d batches, want at most %d", n, batches, maxBatches)
 		}
