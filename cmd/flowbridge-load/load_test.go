@@ -10,17 +10,27 @@ import (
 	"time"
 )
 
+// runJSON runs the command with args, decodes its one JSON object into v
+// and returns the output.
+func runJSON(t *testing.T, args []string, v any) string {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	if err := run(t.Context(), args, &out, &errOut); err != nil {
+		t.Fatalf("run(%q) = %v\nstderr:\n%s", args, err, errOut.String())
+	}
+	if err := json.Unmarshal(out.Bytes(), v); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, out.String())
+	}
+	return out.String()
+}
+
 // TestRunSmoke runs the whole command briefly with small numbers: it must
 // work and report sane figures. Nothing here is a timed assertion.
 func TestRunSmoke(t *testing.T) {
-	var out, errOut bytes.Buffer
 	args := []string{
 		"-json", "-platform", "both", "-conversations", "4", "-users", "2",
 		"-duration", "2s", "-api-latency", "5ms", "-think", "20ms",
 		"-long-flows", "2", "-long-flow-duration", "3s", "-ack-interval", "100ms",
-	}
-	if err := run(t.Context(), args, &out, &errOut); err != nil {
-		t.Fatalf("run(%q) = %v\nstderr:\n%s", args, err, errOut.String())
 	}
 	var got struct {
 		Platform       string  `json:"platform"`
@@ -42,9 +52,7 @@ func TestRunSmoke(t *testing.T) {
 		IdleRSSMB       float64 `json:"idle_rss_mb"`
 		StoreBytes      int64   `json:"store_bytes"`
 	}
-	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
-		t.Fatalf("output is not one JSON object: %v\n%s", err, out.String())
-	}
+	out := runJSON(t, args, &got)
 	checks := []struct {
 		name string
 		ok   bool
@@ -60,7 +68,7 @@ func TestRunSmoke(t *testing.T) {
 	}
 	for _, c := range checks {
 		if !c.ok {
-			t.Errorf("%s: not so in %s", c.name, out.String())
+			t.Errorf("%s: not so in %s", c.name, out)
 		}
 	}
 }
@@ -205,11 +213,7 @@ func TestMinuteBuckets(t *testing.T) {
 // TestRunFloorSmoke runs -floor briefly: the relay, started as a child process
 // (this test binary, see TestMain), must answer every message and probe.
 func TestRunFloorSmoke(t *testing.T) {
-	var out, errOut bytes.Buffer
 	args := []string{"-floor", "-json", "-conversations", "4", "-duration", "2s", "-api-latency", "5ms", "-think", "20ms", "-ack-interval", "100ms"}
-	if err := run(t.Context(), args, &out, &errOut); err != nil {
-		t.Fatalf("run(%q) = %v\nstderr:\n%s", args, err, errOut.String())
-	}
 	var got struct {
 		Floor        bool            `json:"floor"`
 		Messages     int             `json:"messages"`
@@ -220,9 +224,7 @@ func TestRunFloorSmoke(t *testing.T) {
 		CPUSec       float64         `json:"cpu_sec"`
 		StoreBytes   int64           `json:"store_bytes"`
 	}
-	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
-		t.Fatalf("output is not one JSON object: %v\n%s", err, out.String())
-	}
+	runJSON(t, args, &got)
 	if !got.Floor || got.Messages == 0 || got.Lost != 0 || got.AddedLatency.N != got.Messages {
 		t.Errorf("floor run: floor %v, %d messages, %d lost, %d latencies; want a lossless floor run", got.Floor, got.Messages, got.Lost, got.AddedLatency.N)
 	}
