@@ -57,8 +57,9 @@ type gwSession struct {
 // RESUME never asks for them again, as it carries the client's last sequence number.
 func (sess *gwSession) confirm(d json.RawMessage) {
 	var seq int64
+	// null, sent before the first dispatch, leaves seq at 0 and confirms nothing.
 	if json.Unmarshal(d, &seq) != nil {
-		return // null before the first dispatch
+		return
 	}
 	i, _ := slices.BinarySearchFunc(sess.log, seq+1, func(d Dispatch, seq int64) int { return cmp.Compare(d.Seq, seq) })
 	sess.log = slices.Delete(sess.log, 0, i)
