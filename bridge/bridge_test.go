@@ -11,12 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"go.uber.org/zap/zaptest"
-
 	"github.com/flowbridge/flowbridge/bridge"
-	"github.com/flowbridge/flowbridge/bridge/workspace"
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
-	"github.com/flowbridge/flowbridge/sessionmap/bridgestore"
 )
 
 func TestChatReusesSessionAndResetStartsNew(t *testing.T) {
@@ -43,20 +39,8 @@ func TestChatReusesSessionAndResetStartsNew(t *testing.T) {
 func TestChatSessionSurvivesRestart(t *testing.T) {
 	h := newHarness(t, defaultConfig(), nil)
 	h.ask("c/1", "one")
-	if err := h.b.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	// A new bridge on the same store continues the same Agent session.
-	ws, err := workspace.New(workspace.Config{BaseURL: h.fake.URL, WorkspaceUUID: "ws-test", Token: "test-token"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b2, err := bridge.New(defaultConfig(), ws, bridgestore.New(h.store), zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b2.Shutdown(context.Background()) })
-	h.b = b2
+	h.restart(defaultConfig())
 	wantContains(t, "after restart", h.ask("c/1", "two").Text, "[turn 2] You said: two")
 	if n := len(h.fake.Sessions(agentUUID)); n != 1 {
 		t.Errorf("sessions after a restart = %d, want 1 (reused)", n)
@@ -603,27 +587,16 @@ func TestDeduplication(t *testing.T) {
 	}
 	// After Shutdown the IDs are in the store: a restarted bridge on the same
 	// store does not answer them again.
-	if err := h.b.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	h.restart(defaultConfig())
 	for _, id := range []string{"slack/ev/1", "slack/ev/burst"} {
 		if seen, err := h.store.EventSeen(id, time.Now()); err != nil || !seen {
 			t.Errorf("EventSeen(%s) after Shutdown = %v, %v; want recorded", id, seen, err)
 		}
 	}
-	ws, err := workspace.New(workspace.Config{BaseURL: h.fake.URL, WorkspaceUUID: "ws-test", Token: "test-token"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b2, err := bridge.New(defaultConfig(), ws, bridgestore.New(h.store), zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b2.Shutdown(context.Background())
-	if b2.FirstDelivery("slack/ev/1") {
+	if h.b.FirstDelivery("slack/ev/1") {
 		t.Error("a restarted bridge took a recorded event as new")
 	}
-	if !b2.FirstDelivery("slack/ev/2") {
+	if !h.b.FirstDelivery("slack/ev/2") {
 		t.Error("a restarted bridge took a new event as a repeat")
 	}
 }

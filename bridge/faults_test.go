@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -39,12 +38,7 @@ func newHarnessWith(t *testing.T, cfg bridge.Config, wcfg workspace.Config, setu
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "store.db")
-	st, err := sessionmap.Open(path, sessionmap.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st, path := openStore(t)
 	b, err := bridge.New(cfg, ws, bridgestore.New(st), zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)

@@ -51,6 +51,38 @@ func newHarness(t *testing.T, cfg bridge.Config, setup func(*workspacetest.Serve
 	return newHarnessWith(t, cfg, workspace.Config{MaxRetries: 1}, setup)
 }
 
+// openStore opens a store in the test's temporary directory and closes it
+// when the test ends.
+func openStore(t *testing.T) (*sessionmap.Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "store.db")
+	st, err := sessionmap.Open(path, sessionmap.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, path
+}
+
+// restart shuts the bridge down and starts a new one with cfg on the same
+// store and API, as a process restart would.
+func (h *harness) restart(cfg bridge.Config) {
+	h.t.Helper()
+	if err := h.b.Shutdown(context.Background()); err != nil {
+		h.t.Fatal(err)
+	}
+	ws, err := workspace.New(workspace.Config{BaseURL: h.fake.URL, WorkspaceUUID: "ws-test", Token: "test-token"})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	b, err := bridge.New(cfg, ws, bridgestore.New(h.store), zaptest.NewLogger(h.t))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { b.Shutdown(context.Background()) })
+	h.b = b
+}
+
 // newBubbleBridge is a bridge on the in-memory fake API, for tests inside a
 // synctest bubble, with agentUUID answering as agent says. The store is real;
 // Shutdown and closing it are cleanups.
@@ -63,11 +95,7 @@ func newBubbleBridge(t *testing.T, cfg bridge.Config, agent workspacetest.Agent)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := sessionmap.Open(filepath.Join(t.TempDir(), "s.db"), sessionmap.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st, _ := openStore(t)
 	b, err := bridge.New(cfg, ws, bridgestore.New(st), zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package bridge_test
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/workspace"
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
-	"github.com/flowbridge/flowbridge/sessionmap"
 	"github.com/flowbridge/flowbridge/sessionmap/bridgestore"
 )
 
@@ -37,11 +35,7 @@ func TestTurnsAreWrittenInTheBackground(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := sessionmap.Open(filepath.Join(t.TempDir(), "s.db"), sessionmap.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, _ := openStore(t)
 	held := heldStore{Store: bridgestore.New(st), saving: make(chan struct{}, 10), release: make(chan struct{})}
 	b, err := bridge.New(defaultConfig(), ws, held, zaptest.NewLogger(t))
 	if err != nil {
