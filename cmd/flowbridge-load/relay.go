@@ -100,7 +100,7 @@ func runRelay(ctx context.Context, args []string) error {
 	}
 	<-ctx.Done()
 	wg.Wait()
-	r.replies.Wait()
+	r.stop()
 	if err := context.Cause(ctx); !errors.Is(err, context.Canceled) {
 		return err
 	}
@@ -110,12 +110,32 @@ func runRelay(ctx context.Context, args []string) error {
 // relay answers each message with the agent's reply, one session per
 // conversation, kept in memory.
 type relay struct {
-	ws      *workspace.Client
-	agent   string
-	replies sync.WaitGroup
+	ws    *workspace.Client
+	agent string
 
 	mu       sync.Mutex
 	sessions map[string]string
+	stopped  bool
+	replies  sync.WaitGroup
+}
+
+// reply runs f in the background unless the relay is stopping: discordgo may
+// still start a handler after Close, and a WaitGroup must not gain work once
+// its Wait has begun.
+func (r *relay) reply(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.stopped {
+		r.replies.Go(f)
+	}
+}
+
+// stop waits for the replies under way and refuses new ones.
+func (r *relay) stop() {
+	r.mu.Lock()
+	r.stopped = true
+	r.mu.Unlock()
+	r.replies.Wait()
 }
 
 // answer asks the agent in conversation key and returns its reply.
@@ -175,7 +195,7 @@ func (r *relay) runSlack(ctx context.Context, cfg relayConfig) error {
 			if thread == "" {
 				thread = m.TimeStamp
 			}
-			r.replies.Go(func() {
+			r.reply(func() {
 				out, err := r.answer(ctx, m.Channel+"/"+thread, m.Text)
 				if err == nil {
 					_, _, err = api.PostMessageContext(ctx, m.Channel, slack.MsgOptionText(out, false), slack.MsgOptionTS(thread))
@@ -207,7 +227,7 @@ func (r *relay) runDiscord(ctx context.Context, cfg relayConfig) error {
 		if m.Author == nil || m.Author.Bot {
 			return
 		}
-		r.replies.Go(func() {
+		r.reply(func() {
 			out, err := r.answer(ctx, m.ChannelID, m.Content)
 			if err == nil {
 				_, err = s.ChannelMessageSendComplex(m.ChannelID, &discordgo.MessageSend{
