@@ -1,0 +1,198 @@
+// Package store declares flowbridge's durable state: the records the core keeps and the interfaces a backend implements, split by concern.
+//
+// The records are defined here once, so the core and every backend (bbolt in
+// sessionmap, PostgreSQL for replicas) share them instead of copying fields
+// across a boundary. The package imports nothing of the project; storetest
+// holds the conformance suite every backend passes.
+package store
+
+import (
+	"errors"
+	"time"
+)
+
+// Session maps a conversation to an Agent session of the AI workspace.
+type Session struct {
+	// Key is the conversation key, e.g. "slack/T0123/C0456/1716212345.000100".
+	Key string
+	// Agent is the name of the agent the session belongs to.
+	Agent string
+	// SessionUUID is the workspace's session UUID.
+	SessionUUID string
+	// Created is when the session was created; LastUsed when the
+	// conversation last used it.
+	Created, LastUsed time.Time
+}
+
+// Turn is one answered message of a conversation: its session with LastUsed
+// moved on, and the reply, which becomes the conversation's latest.
+type Turn struct {
+	Session Session
+	Reply   string
+}
+
+// Sessions keeps which Agent session each conversation uses, the agent it
+// chose and its latest agent reply.
+type Sessions interface {
+	// Session returns the session of the conversation key; ok is false when
+	// the conversation has none.
+	Session(key string) (s Session, ok bool, err error)
+	// PutSession stores s under s.Key, replacing any previous record.
+	PutSession(s Session) error
+	// DeleteSession forgets the conversation's session and reports whether
+	// there was one.
+	DeleteSession(key string) (bool, error)
+	// ListSessions returns the sessions whose key starts with prefix, in key order.
+	ListSessions(prefix string) ([]Session, error)
+	// ConversationAgent returns the agent the conversation chose.
+	ConversationAgent(key string) (agent string, ok bool, err error)
+	// SetConversationAgent records the conversation's agent; "" forgets it.
+	SetConversationAgent(key, agent string) error
+	// LastReply returns the conversation's latest agent reply.
+	LastReply(key string) (text string, ok bool, err error)
+}
+
+// InboxState is where an inbox entry is on its way to an answer.
+type InboxState int
+
+// The states of an inbox entry, in the only order they are taken.
+const (
+	// Received: recorded before the platform was acknowledged; nothing of it
+	// has reached the AI workspace. After a crash it is processed normally.
+	Received InboxState = iota + 1
+	// Sent: its request may have reached the workspace. After a crash it is
+	// never sent again; its user is told instead.
+	Sent
+	// Answered: its user has the answer (or was told why there is none). It
+	// is kept until it expires, so that late retries are recognised.
+	Answered
+)
+
+func (s InboxState) String() string {
+	switch s {
+	case Received:
+		return "received"
+	case Sent:
+		return "sent"
+	case Answered:
+		return "answered"
+	}
+	return "unknown"
+}
+
+// InboxEntry is one platform event held in the inbox.
+type InboxEntry struct {
+	// Key is the event's platform key, unique per platform event, such as
+	// "slack/msg/C0456/1716212345.000100" or "discord/int/1234".
+	Key string
+	// Seq orders entries by arrival; Receive assigns it.
+	Seq uint64
+	// Conversation is the conversation key of the event.
+	Conversation string
+	State        InboxState
+	// Event is the event as the core encoded it; the store does not read it.
+	Event []byte
+	// Reply names the answer (a message reference) once answered.
+	Reply string
+	// Received is when the entry was recorded; Updated when its state last changed.
+	Received, Updated time.Time
+}
+
+// ErrUnknownEntry is returned (wrapped) for a state change of a key the
+// inbox does not hold.
+var ErrUnknownEntry = errors.New("no such inbox entry")
+
+// Inbox holds platform events from before their acknowledgement until they
+// are answered, and answered ones until they expire. Every method writes
+// before it returns (durably, for a persistent backend); concurrent writes
+// may share one commit.
+type Inbox interface {
+	// Receive records e (with State Received and a new Seq) and reports true,
+	// or reports false and writes nothing when an entry with e.Key is already
+	// held, whatever its state.
+	Receive(e InboxEntry) (bool, error)
+	// MarkSent moves the entry to Sent: its request is about to leave for
+	// the workspace.
+	MarkSent(key string, now time.Time) error
+	// Finish moves the entry to Answered with the reply's reference. When
+	// turn is not nil it is applied in the same write, and only while
+	// turn.Session.Key still maps to turn.Session.SessionUUID (a reset or a
+	// newer session since is left alone).
+	Finish(key, reply string, turn *Turn, now time.Time) error
+	// Pending returns the entries not yet answered, in Seq order.
+	Pending() ([]InboxEntry, error)
+	// ExpireInbox deletes the answered entries last updated before before,
+	// and returns how many.
+	ExpireInbox(before time.Time) (int, error)
+}
+
+// AuditEntry records one flow run, refusal or confirmation.
+type AuditEntry struct {
+	// Time is when it happened; AppendAudit uses the current time when it is zero.
+	Time         time.Time
+	Platform     string
+	User         string
+	UserName     string
+	Channel      string
+	Conversation string
+	Flow         string
+	Params       map[string]string
+	// Outcome is one of the Outcome constants.
+	Outcome  string
+	Detail   string
+	Duration time.Duration
+}
+
+// Audit outcomes: every value the core writes, and no other.
+const (
+	// OutcomeStarted is written before a flow run is sent, so a crash during
+	// the run still leaves a trace of it.
+	OutcomeStarted   = "started"
+	OutcomeOK        = "ok"
+	OutcomeFailed    = "failed" // the workspace answered that the flow failed
+	OutcomeError     = "error"
+	OutcomeTimeout   = "timeout"
+	OutcomeRefused   = "refused"
+	OutcomeInvalid   = "invalid"
+	OutcomeConfirm   = "confirm_asked"
+	OutcomeCancelled = "cancelled"
+	OutcomeCutOff    = "cut_off"
+	// OutcomeInterrupted is written at start-up for a run that was under way
+	// when the previous process stopped.
+	OutcomeInterrupted = "interrupted"
+)
+
+// Outcomes lists every audit outcome, for validation and help texts.
+var Outcomes = []string{OutcomeStarted, OutcomeOK, OutcomeFailed, OutcomeError, OutcomeTimeout, OutcomeRefused,
+	OutcomeInvalid, OutcomeConfirm, OutcomeCancelled, OutcomeCutOff, OutcomeInterrupted}
+
+// AuditFilter selects audit entries; its conditions are ANDed and zero
+// values match everything.
+type AuditFilter struct {
+	// Since (inclusive) and Until (exclusive) bound the entries' time.
+	Since, Until time.Time
+	// Flow, User, Outcome and Platform match exactly when set.
+	Flow, User, Outcome, Platform string
+	// Limit caps the entries returned (0: no cap).
+	Limit int
+	// Newest keeps the Limit most recent entries instead of the oldest; the
+	// result is still oldest first.
+	Newest bool
+}
+
+// Audit is the append-only log of flow runs.
+type Audit interface {
+	// AppendAudit appends e.
+	AppendAudit(e AuditEntry) error
+	// Audit returns the entries f selects, oldest first.
+	Audit(f AuditFilter) ([]AuditEntry, error)
+	// PruneAudit deletes the entries older than before and returns how many.
+	PruneAudit(before time.Time) (int, error)
+}
+
+// Store is everything the core keeps durably.
+type Store interface {
+	Sessions
+	Inbox
+	Audit
+}
