@@ -50,6 +50,10 @@ type Sessions interface {
 	SetConversationAgent(key, agent string) error
 	// LastReply returns the conversation's latest agent reply.
 	LastReply(key string) (text string, ok bool, err error)
+	// PutTurns records answered messages that have no inbox entry (the
+	// console's), in one write, each only while its conversation still maps
+	// to the turn's session. It reports how many were applied.
+	PutTurns(turns []Turn) (int, error)
 }
 
 // InboxState is where an inbox entry is on its way to an answer.
