@@ -183,6 +183,25 @@ func (b *Bridge) answerConfirmation(ctx context.Context, log *zap.Logger, ev Eve
 		return
 	}
 	entry := b.auditEntry(ev, p.flow.Name, p.params)
+	if ev.Action.ID == ActionConfirm {
+		// Access is decided now, by the configuration in force: a flow
+		// removed, or a rule narrowed, since the question was asked, wins.
+		f, ok := b.cat.Load().flows[p.flow.Name]
+		if !ok {
+			entry.Outcome, entry.Detail = OutcomeRefused, "flow removed before confirmation"
+			b.audit(log, entry)
+			b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf("The flow *%s* is no longer offered, so it was not run.", p.flow.Name)})
+			return
+		}
+		if rule, allowed := admits(f, ev); !allowed {
+			b.metrics.refused("flow_access")
+			entry.Outcome, entry.Detail = OutcomeRefused, rule
+			b.audit(log, entry)
+			b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: refusalText(f, rule)})
+			return
+		}
+		p.flow = f
+	}
 	if ev.Action.ID == ActionCancel {
 		entry.Outcome = OutcomeCancelled
 		b.audit(log, entry)

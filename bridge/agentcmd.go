@@ -26,7 +26,6 @@ func (b *Bridge) agentCommand(ctx context.Context, log *zap.Logger, ev Event, ar
 	case "status":
 		b.agentStatus(ctx, ev, cat)
 	case "reset":
-		b.writer.dropTurn(ev.Conversation)
 		if _, err := b.store.DeleteSession(ev.Conversation); err != nil {
 			log.Error("reset", zap.Error(err))
 			b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})
@@ -73,7 +72,7 @@ func (b *Bridge) agentStatus(ctx context.Context, ev Event, cat *catalog) {
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})
 		return
 	}
-	sess, ok, err := b.store.LoadSession(ev.Conversation)
+	sess, ok, err := b.store.Session(ev.Conversation)
 	if err != nil {
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})
 		return
@@ -120,11 +119,7 @@ func (b *Bridge) agentUse(ctx context.Context, log *zap.Logger, ev Event, cat *c
 }
 
 func (b *Bridge) agentShare(ctx context.Context, log *zap.Logger, ev Event) {
-	text, ok := b.writer.pendingReply(ev.Conversation)
-	var err error
-	if !ok {
-		text, ok, err = b.store.LastReply(ev.Conversation)
-	}
+	text, ok, err := b.store.LastReply(ev.Conversation)
 	if err != nil {
 		log.Error("last reply", zap.Error(err))
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})

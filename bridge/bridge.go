@@ -105,17 +105,19 @@ type Bridge struct {
 	shares  *shareCache
 	confirm *confirmCache
 	limits  *rateLimits
-	dedupe  *dedupe
-	writer  *writer
 
 	// ctx is the parent of all work; cancel cuts it off when the shutdown grace ends.
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu     sync.Mutex
-	closed bool
-	convs  map[string]*conversation // conversations with work queued or running
-	wg     sync.WaitGroup
+	mu        sync.Mutex
+	closed    bool
+	convs     map[string]*conversation // conversations with work queued or running
+	recovered recovered                // the previous process's unfinished events
+	wg        sync.WaitGroup
+	// late counts the events recorded after Shutdown began, for the next
+	// start to answer; Close waits for them.
+	late sync.WaitGroup
 
 	// handoff passes work to an idle worker goroutine; quit, closed by
 	// Shutdown, sends idle workers home.
@@ -158,8 +160,6 @@ func New(cfg Config, ws Workspace, store Store, log *zap.Logger) (*Bridge, error
 		handoff: make(chan func()),
 		quit:    make(chan struct{}),
 	}
-	b.writer = newWriter(store, cfg.DedupeTTL, log)
-	b.dedupe = newDedupe(store, b.writer, cfg.DedupeTTL, log)
 	b.cat.Store(cat)
 	return b, nil
 }
@@ -190,30 +190,12 @@ func (b *Bridge) Flow(name string) (Flow, bool) {
 // Agents returns the agents, sorted by name.
 func (b *Bridge) Agents() []Agent { return b.cat.Load().agentList() }
 
-// FirstDelivery records a platform event ID and reports whether this is its
-// first delivery. Platforms redeliver events (Slack retries, one mention sent
-// as two events). The answer comes from memory and the store, and the ID is
-// written to the store in the background, so a restart does not answer twice
-// and the event pays no fsync. When the store fails the event is handled: a
-// rare double reply is better than a lost message.
-func (b *Bridge) FirstDelivery(id string) bool {
-	if b.dedupe.first(id, b.cfg.Now()) {
-		return true
-	}
-	b.metrics.deduplicated(platformOf(id))
-	return false
-}
-
-func platformOf(id string) string {
-	p, _, _ := strings.Cut(id, "/")
-	return p
-}
-
 // job is an event with its route decided.
 type job struct {
 	ev   Event
 	kind jobKind
-	args string // command arguments
+	args string   // command arguments
+	rec  *Receipt // settled once the event is recorded: it may run when rec.err is nil
 }
 
 type jobKind int
@@ -232,19 +214,36 @@ func classify(ev Event) job {
 	case KindAction:
 		return job{ev: ev, kind: jobAction}
 	case KindCommand:
+		if ev.Flow != "" {
+			return job{ev: ev, kind: jobFlow}
+		}
 		if ev.Command == CommandAgent {
 			return job{ev: ev, kind: jobAgent, args: ev.Text}
 		}
 		return job{ev: ev, kind: jobFlow, args: ev.Text}
 	}
-	text := strings.TrimSpace(ev.Text)
-	if rest, ok := textCommand(text, "!flow"); ok {
+	switch cmd, rest := TextCommand(ev.Text); cmd {
+	case CommandFlow:
 		return job{ev: ev, kind: jobFlow, args: rest}
-	}
-	if rest, ok := textCommand(text, "!agent"); ok {
+	case CommandAgent:
 		return job{ev: ev, kind: jobAgent, args: rest}
 	}
 	return job{ev: ev, kind: jobChat}
+}
+
+// TextCommand recognises a text command ("!flow …", "!agent …") at the start
+// of a message and returns its command word (CommandFlow or CommandAgent) and
+// arguments, or "" for a chat message. It is the one detector every adapter
+// and the core use.
+func TextCommand(text string) (command, args string) {
+	text = strings.TrimSpace(text)
+	if rest, ok := textCommand(text, "!flow"); ok {
+		return CommandFlow, rest
+	}
+	if rest, ok := textCommand(text, "!agent"); ok {
+		return CommandAgent, rest
+	}
+	return "", ""
 }
 
 func textCommand(text, word string) (string, bool) {
@@ -271,44 +270,100 @@ func (j job) ordered() bool {
 	return false
 }
 
-// Handle takes an event for processing and returns at once. Events of one
-// conversation that touch its session are handled one at a time in arrival
-// order; flows, help and button presses run beside them. When the bridge is
-// closing or a queue is full, Handle tells the user and returns ErrClosed or
-// ErrBusy.
-func (b *Bridge) Handle(ev Event) error {
+// Receive takes an event from an adapter and returns at once, without
+// waiting for the store: an adapter may call it from the loop that reads its
+// platform's events. Events of one conversation that touch its session run
+// one at a time in the order Receive was called; flows, help and button
+// presses run beside them. An event with a Key is first recorded in the inbox
+// (concurrent events share one write); the Receipt says when that is done and
+// the platform may be acknowledged. A full conversation queue answers the
+// user that it is busy; nothing is dropped in silence.
+func (b *Bridge) Receive(ev Event) *Receipt {
+	rec := newReceipt()
 	if ev.Reply == nil {
-		return errors.New("bridge: event has no responder")
+		rec.settle(errors.New("bridge: event has no responder"))
+		return rec
 	}
 	b.metrics.event(ev.Platform, ev.Kind)
+	if ev.Key != "" {
+		ev.entry = &entry{key: ev.Key}
+	}
 	j := classify(ev)
+	j.rec = rec
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
+		if ev.Key != "" {
+			// Recorded and left Received: the next start answers it.
+			b.late.Go(func() { rec.settle(b.record(&j)) })
+			return rec
+		}
 		b.replyLocked(ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgShuttingDown})
-		return ErrClosed
+		rec.settle(ErrClosed)
+		return rec
 	}
 	if !j.ordered() {
-		b.goLocked(func() { b.run(j) })
-		return nil
+		b.goLocked(func() {
+			err := b.record(&j)
+			rec.settle(err)
+			if err == nil {
+				b.run(j)
+			} else if ev.Done != nil {
+				ev.Done()
+			}
+		})
+		return rec
 	}
-	c := b.convs[ev.Conversation]
-	if c == nil {
-		c = &conversation{key: ev.Conversation}
-		b.convs[ev.Conversation] = c
-	}
-	if len(c.queue) >= b.cfg.QueueSize {
+	if c := b.convs[ev.Conversation]; c != nil && len(c.queue) >= b.cfg.QueueSize {
 		b.metrics.refused("queue_full")
-		b.replyLocked(ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgQueueFull, b.cfg.QueueSize)})
-		return ErrBusy
+		b.wg.Go(func() { b.busy(&j) })
+		return rec
 	}
-	c.queue = append(c.queue, &j)
+	b.wg.Go(func() { rec.settle(b.record(&j)) })
+	b.enqueueLocked(&j)
+	return rec
+}
+
+// Handle is Receive for callers that acknowledge nothing (the console): it
+// returns once the event is recorded and queued, or refused with its user
+// told (ErrBusy, ErrClosed, ErrDuplicate, ErrNotSaved).
+func (b *Bridge) Handle(ev Event) error {
+	return b.Receive(ev).Wait(context.Background())
+}
+
+// enqueueLocked appends j to its conversation's queue and starts the
+// conversation's worker when none runs.
+func (b *Bridge) enqueueLocked(j *job) {
+	c := b.convs[j.ev.Conversation]
+	if c == nil {
+		c = &conversation{key: j.ev.Conversation}
+		b.convs[j.ev.Conversation] = c
+	}
+	c.queue = append(c.queue, j)
 	b.metrics.queued(1)
 	if !c.running {
 		c.running = true
 		b.goLocked(func() { b.work(c) })
 	}
-	return nil
+}
+
+// busy answers an event its conversation's full queue cannot take. It is
+// recorded first, so a platform retry of it is not answered a second time.
+func (b *Bridge) busy(j *job) {
+	err := b.record(j)
+	if err != nil {
+		j.rec.settle(err)
+		return
+	}
+	j.rec.settle(ErrBusy)
+	ev := j.ev
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 10*time.Second)
+	defer cancel()
+	ref := b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgQueueFull, b.cfg.QueueSize)})
+	b.answered(b.log, ev, ref, nil)
+	if ev.Done != nil {
+		ev.Done()
+	}
 }
 
 // goLocked runs f on an idle worker, or on a new one when none is idle. b.mu
@@ -362,6 +417,9 @@ type conversation struct {
 }
 
 // work runs a conversation's queue one job at a time until it is empty.
+// Each job waits for its own recording first. Once the shutdown grace has
+// ended, the jobs still queued are left: those in the inbox stay Received for
+// the next start, the others' users are told.
 func (b *Bridge) work(c *conversation) {
 	for {
 		b.mu.Lock()
@@ -376,7 +434,30 @@ func (b *Bridge) work(c *conversation) {
 		c.queue = c.queue[1:]
 		b.mu.Unlock()
 		b.metrics.queued(-1)
-		b.run(*j)
+		<-j.rec.done
+		switch {
+		case j.rec.err != nil:
+			if j.ev.Done != nil {
+				j.ev.Done()
+			}
+		case b.ctx.Err() != nil:
+			b.leave(*j)
+		default:
+			b.run(*j)
+		}
+	}
+}
+
+// leave gives up on a job that was never started because the shutdown grace
+// ended first.
+func (b *Bridge) leave(j job) {
+	if j.ev.Key == "" {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), noticeTimeout)
+		b.send(ctx, j.ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgShuttingDown})
+		cancel()
+	}
+	if j.ev.Done != nil {
+		j.ev.Done()
 	}
 }
 
@@ -390,9 +471,14 @@ func (b *Bridge) run(j job) {
 		// A bug in one event's handling must not take the bridge down with it.
 		if r := recover(); r != nil {
 			log.Error("panic while handling event", zap.Any("panic", r), zap.Stack("stack"))
+			b.answered(log, j.ev, "", nil)
 		}
 	}()
 	ctx := b.ctx
+	if j.ev.Prepare != nil && !j.ev.Prepare(ctx, &j.ev) {
+		b.answered(log, j.ev, "", nil) // not for the bot
+		return
+	}
 	switch j.kind {
 	case jobChat:
 		b.chat(ctx, log, j.ev)
@@ -403,6 +489,8 @@ func (b *Bridge) run(j job) {
 	case jobAction:
 		b.action(ctx, log, j.ev)
 	}
+	// Whatever did not close its entry with a reply of its own is done now.
+	b.answered(log, j.ev, "", nil)
 }
 
 // acquire takes an in-flight API slot, or reports false when all are taken.
@@ -423,8 +511,15 @@ func (b *Bridge) release() {
 }
 
 // send delivers a reply and logs (never returns) a delivery failure: by then the
-// user cannot be told anything else either.
+// user cannot be told anything else either. Work cut off by the end of the
+// shutdown grace still tells its user, on a fresh context bounded by
+// noticeTimeout.
 func (b *Bridge) send(ctx context.Context, ev Event, r Reply) MessageRef {
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), noticeTimeout)
+		defer cancel()
+	}
 	ref, err := ev.Reply.Send(ctx, r)
 	if err != nil {
 		b.log.Warn("reply not delivered", zap.String("platform", ev.Platform), zap.String("conversation", ev.Conversation), zap.Error(err))
@@ -433,20 +528,27 @@ func (b *Bridge) send(ctx context.Context, ev Event, r Reply) MessageRef {
 }
 
 // replace updates a sent message where the platform can, and sends otherwise.
-func (b *Bridge) replace(ctx context.Context, ev Event, ref MessageRef, r Reply) {
+func (b *Bridge) replace(ctx context.Context, ev Event, ref MessageRef, r Reply) MessageRef {
 	if u, ok := ev.Reply.(Updater); ok && ref != "" {
+		if ctx.Err() != nil {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), noticeTimeout)
+			defer cancel()
+		}
 		if err := u.Update(ctx, ref, r); err == nil {
-			return
+			return ref
 		} else {
 			b.log.Debug("update failed; sending instead", zap.Error(err))
 		}
 	}
-	b.send(ctx, ev, r)
+	return b.send(ctx, ev, r)
 }
 
-// Shutdown stops taking events and waits for work in flight. When ctx ends
-// first, the remaining work is cancelled, its users are told, and Shutdown
-// returns ctx's error once that is done.
+// Shutdown stops taking events and waits for work in flight. Events received
+// from then on are recorded for the next start. When ctx ends first, the work
+// still running is cancelled, its users are told (each notice bounded by
+// noticeTimeout), the work not yet started stays in the inbox for the next
+// start, and Shutdown returns ctx's error once that is done.
 func (b *Bridge) Shutdown(ctx context.Context) error {
 	b.mu.Lock()
 	if !b.closed {
@@ -462,12 +564,16 @@ func (b *Bridge) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 		b.cancel()
-		b.writer.close()
 		return nil
 	case <-ctx.Done():
 		b.cancel()
 		<-done
-		b.writer.close()
 		return fmt.Errorf("shutdown: %w", ctx.Err())
 	}
+}
+
+// Close waits for the events recorded after Shutdown began. Call it after
+// the adapters have stopped and before the store closes.
+func (b *Bridge) Close() {
+	b.late.Wait()
 }

@@ -53,6 +53,9 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	}
 	defer b.release()
 
+	if !b.markSent(ctx, log, ev) {
+		return
+	}
 	stop := b.indicate(ctx, ev.Reply)
 	log = log.WithLazy(zap.String("agent", agent.Name))
 	log.Debug("chat message", zap.String("text", text))
@@ -60,7 +63,8 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	stop()
 	if err != nil {
 		log.Warn("chat failed", zap.Error(err))
-		b.send(ctx, ev, Reply{Kind: ReplyError, Text: chatErrorText(ctx, err)})
+		ref := b.send(ctx, ev, Reply{Kind: ReplyError, Text: chatErrorText(ctx, err)})
+		b.answered(log, ev, ref, nil)
 		return
 	}
 	if renewed {
@@ -69,9 +73,9 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	if strings.TrimSpace(out) == "" {
 		out = msgEmptyReply
 	}
-	b.send(ctx, ev, Reply{Kind: ReplyAgent, Text: out})
+	ref := b.send(ctx, ev, Reply{Kind: ReplyAgent, Text: out})
 	sess.LastUsed = b.cfg.Now()
-	b.writer.addTurn(Turn{Key: ev.Conversation, Session: sess, Reply: out})
+	b.answered(log, ev, ref, &Turn{Session: sess, Reply: out})
 }
 
 // indicate starts the responder's working indicator once the answer has
@@ -115,7 +119,7 @@ func (b *Bridge) indicate(ctx context.Context, r Responder) (stop func()) {
 // there is none. A 404 means the workspace forgot the session: the mapping is
 // dropped, a new session made and the message sent once more (renewed = true).
 func (b *Bridge) ask(ctx context.Context, log *zap.Logger, key string, agent *Agent, text string) (out string, sess Session, renewed bool, err error) {
-	sess, ok, err := b.store.LoadSession(key)
+	sess, ok, err := b.store.Session(key)
 	if err != nil {
 		return "", sess, false, fmt.Errorf("load session: %w", err)
 	}
@@ -148,8 +152,9 @@ func (b *Bridge) newSession(ctx context.Context, key string, agent *Agent) (Sess
 		return Session{}, &sessionError{err: err}
 	}
 	now := b.cfg.Now()
-	s := Session{Agent: agent.Name, SessionUUID: id, Created: now, LastUsed: now}
-	if err := b.store.SaveSession(key, s); err != nil {
+	s := Session{Key: key, Agent: agent.Name, SessionUUID: id, Created: now, LastUsed: now}
+	if err := b.store.PutSession(s); err != nil {
+		b.metrics.storeFailed("save_session")
 		return Session{}, fmt.Errorf("save session: %w", err)
 	}
 	b.log.Info("session created", zap.String("conversation", key), zap.String("agent", agent.Name), zap.String("session_id", id))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/flowbridge/flowbridge/bridge/store"
 	"github.com/flowbridge/flowbridge/bridge/workspace"
 )
 
@@ -14,57 +15,32 @@ type Workspace interface {
 	CreateSession(ctx context.Context, agentUUID string) (string, error)
 }
 
-// Session is the Agent session a conversation is mapped to.
-type Session struct {
-	Agent       string // agent name
-	SessionUUID string
-	Created     time.Time
-	LastUsed    time.Time
-}
+// Store is what the bridge keeps durably: sessions, the inbox and the audit
+// log. *sessionmap.Store implements it; the records are defined once, in
+// bridge/store, for every backend.
+type Store = store.Store
 
-// AuditEntry records one flow run, refusal or confirmation.
-type AuditEntry struct {
-	Time         time.Time
-	Platform     string
-	User         string
-	UserName     string
-	Channel      string
-	Conversation string
-	Flow         string
-	Params       map[string]string
-	Outcome      string
-	Detail       string
-	Duration     time.Duration
-}
+// The durable records, under the names the bridge has always used.
+type (
+	// Session is the Agent session a conversation is mapped to.
+	Session = store.Session
+	// Turn is an answered message: the session with LastUsed moved on, and the reply.
+	Turn = store.Turn
+	// AuditEntry records one flow run, refusal or confirmation.
+	AuditEntry = store.AuditEntry
+)
 
 // Audit outcomes.
 const (
-	OutcomeOK        = "ok"
-	OutcomeError     = "error"
-	OutcomeTimeout   = "timeout"
-	OutcomeRefused   = "refused"
-	OutcomeInvalid   = "invalid"
-	OutcomeConfirm   = "confirm_asked"
-	OutcomeCancelled = "cancelled"
-	OutcomeCutOff    = "cut_off"
+	OutcomeStarted     = store.OutcomeStarted
+	OutcomeOK          = store.OutcomeOK
+	OutcomeFailed      = store.OutcomeFailed
+	OutcomeError       = store.OutcomeError
+	OutcomeTimeout     = store.OutcomeTimeout
+	OutcomeRefused     = store.OutcomeRefused
+	OutcomeInvalid     = store.OutcomeInvalid
+	OutcomeConfirm     = store.OutcomeConfirm
+	OutcomeCancelled   = store.OutcomeCancelled
+	OutcomeCutOff      = store.OutcomeCutOff
+	OutcomeInterrupted = store.OutcomeInterrupted
 )
-
-// Store keeps what must survive a restart: which session each conversation
-// uses, its chosen agent, its latest agent reply, seen platform events and the
-// audit log. sessionmap/bridgestore adapts the bbolt store to it.
-type Store interface {
-	LoadSession(key string) (Session, bool, error)
-	SaveSession(key string, s Session) error
-	DeleteSession(key string) (bool, error)
-	ConversationAgent(key string) (string, bool, error)
-	SetConversationAgent(key, agent string) error
-	LastReply(key string) (string, bool, error)
-	// SaveTurns records answered messages in one write, each only while its
-	// conversation still maps to the turn's session.
-	SaveTurns(turns []Turn) error
-	// EventSeen reports whether a platform event ID was recorded and has not expired.
-	EventSeen(id string, now time.Time) (bool, error)
-	// MarkEvents records delivered event IDs, to expire ttl after now.
-	MarkEvents(ids []string, ttl time.Duration, now time.Time) error
-	AppendAudit(e AuditEntry) error
-}

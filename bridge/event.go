@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -68,11 +69,42 @@ type Event struct {
 	// MaxFlowTimeout caps a flow's timeout where the platform cannot deliver a
 	// result after some time (Discord interaction tokens live 15 minutes); 0 means no cap.
 	MaxFlowTimeout time.Duration
+	// Flow and Params are a flow command's name and parameters when the
+	// platform sent them typed (Discord's options): the core then parses no
+	// text. Flow "" means Text holds the command line.
+	Flow   string
+	Params map[string]string
+
+	// Key is the event's platform key, unique per platform event, such as
+	// "slack/msg/C0456/1716212345.000100" or "discord/int/1234". An event
+	// with a key is recorded in the inbox before the platform is
+	// acknowledged, answered once however often the platform delivers it,
+	// and carried across a crash. Events without one (the console) are kept
+	// in memory only.
+	Key string
+	// Route is the adapter's own record of where and how to answer (JSON).
+	// It is kept with the event in the inbox, so that the adapter's Restore
+	// can rebuild the responder after a restart.
+	Route json.RawMessage
+
 	// Reply answers the event. It may also implement Updater, Typist and Dismisser.
 	Reply Responder
+	// Ack, when set, acknowledges the event to the platform (Discord's
+	// deferred response). The core calls it once the event is recorded and
+	// before it runs, so the answer never overtakes the acknowledgement.
+	Ack func(ctx context.Context) error
+	// Prepare, when set, completes the event on the dispatcher, in the
+	// conversation's order, just before it runs: the lookups an
+	// acknowledgement must not wait for (the user's name and groups, whether
+	// the bot takes part in a thread). It returns false when the event turns
+	// out not to be for the bot; it is then dropped without a reply.
+	Prepare func(ctx context.Context, ev *Event) bool
 	// Done, when set, is called once the bridge has finished with the event:
 	// replied, failed or refused. The console uses it to take one line at a time.
 	Done func()
+
+	// entry follows the event's inbox entry through its states.
+	entry *entry
 }
 
 // User is the person behind an event.

@@ -18,13 +18,26 @@ import (
 
 // flow handles "/flow ARGS" and "!flow ARGS".
 func (b *Bridge) flow(ctx context.Context, log *zap.Logger, ev Event, args string) {
-	args = sanitize(args)
-	if len(args) > b.cfg.Limits.MaxMessageBytes {
-		b.metrics.refused("message_too_long")
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgTooLong, len(args), b.cfg.Limits.MaxMessageBytes)})
-		return
+	var (
+		name   string
+		params map[string]string
+		err    error
+	)
+	if ev.Flow != "" {
+		// Typed by the platform: nothing to parse.
+		name, params = strings.ToLower(sanitize(ev.Flow)), make(map[string]string, len(ev.Params))
+		for k, v := range ev.Params {
+			params[sanitize(k)] = sanitize(v)
+		}
+	} else {
+		args = sanitize(args)
+		if len(args) > b.cfg.Limits.MaxMessageBytes {
+			b.metrics.refused("message_too_long")
+			b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgTooLong, len(args), b.cfg.Limits.MaxMessageBytes)})
+			return
+		}
+		name, params, err = ParseFlowArgs(args)
 	}
-	name, params, err := ParseFlowArgs(args)
 	cat := b.cat.Load()
 	if err != nil && name == "" {
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: err.Error() + " Type `/flow help` for the flows and their parameters."})
@@ -91,19 +104,28 @@ func (b *Bridge) runFlow(ctx context.Context, log *zap.Logger, ev Event, f *Flow
 	if ev.MaxFlowTimeout > 0 && timeout > ev.MaxFlowTimeout {
 		timeout = ev.MaxFlowTimeout
 	}
+	if !b.markSent(ctx, log, ev) {
+		return
+	}
+	// Audited before it is sent, so a run cut short by a crash leaves a trace.
+	started := entry
+	started.Outcome = OutcomeStarted
+	b.audit(log, started)
 	ref := b.send(ctx, ev, Reply{Kind: ReplyProgress, Ephemeral: !f.Public, Text: fmt.Sprintf("Running *%s*…", f.Name)})
 
 	start := b.cfg.Now()
 	run, err := b.ws.RunFlowSync(ctx, f.UUID, params, timeout)
 	elapsed := b.cfg.Now().Sub(start)
+	entry.Time = b.cfg.Now()
 	entry.Duration = elapsed
 	footer := fmt.Sprintf("%s · run by %s · %s", f.Name, displayName(ev.User), humanElapsed(elapsed))
 	if err != nil {
-		entry.Outcome, entry.Detail = outcomeOf(ctx, err), err.Error()
+		entry.Outcome, entry.Detail = outcomeOf(ctx, err), truncate(err.Error(), 1000)
 		b.audit(log, entry)
 		b.metrics.flowRun(f.Name, entry.Outcome)
 		log.Warn("flow failed", zap.Error(err), zap.Duration("duration", elapsed))
-		b.replace(ctx, ev, ref, Reply{Kind: ReplyError, Ephemeral: !f.Public, Text: flowErrorText(ctx, err, f.Name, timeout), Footer: footer})
+		ref = b.replace(ctx, ev, ref, Reply{Kind: ReplyError, Ephemeral: !f.Public, Text: flowErrorText(ctx, err, f.Name, timeout), Footer: footer})
+		b.answered(log, ev, ref, nil)
 		return
 	}
 	entry.Outcome = OutcomeOK
@@ -115,7 +137,8 @@ func (b *Bridge) runFlow(ctx context.Context, log *zap.Logger, ev Event, f *Flow
 		id := b.shares.put(share{text: r.Text, footer: footer, owner: ev.User.ID}, b.cfg.Now())
 		r.Buttons = []Button{{Action: Action{ID: ActionShare, Value: id}, Label: "Share with channel", Style: "primary"}}
 	}
-	b.replace(ctx, ev, ref, r)
+	ref = b.replace(ctx, ev, ref, r)
+	b.answered(log, ev, ref, nil)
 }
 
 func outcomeOf(ctx context.Context, err error) string {
@@ -326,4 +349,30 @@ func humanElapsed(d time.Duration) string {
 		return fmt.Sprintf("%d ms", d.Milliseconds())
 	}
 	return fmt.Sprintf("%.1f s", d.Seconds())
+}
+
+// Ephemeral reports whether the core answers a command to its user only, so
+// that an adapter can acknowledge it the same way (a Discord deferred
+// response fixes the visibility of the answer that replaces it). The core
+// decides; adapters ask. Flows follow their public setting; /agent share,
+// reset and use are posted for the conversation; the rest is private.
+func (b *Bridge) Ephemeral(ev Event) bool {
+	j := classify(ev)
+	switch j.kind {
+	case jobFlow:
+		name := ev.Flow
+		if name == "" {
+			name, _, _ = ParseFlowArgs(sanitize(j.args))
+		}
+		if f, ok := b.cat.Load().flows[strings.ToLower(name)]; ok {
+			return !f.Public
+		}
+	case jobAgent:
+		sub, _, _ := strings.Cut(strings.TrimSpace(j.args), " ")
+		switch strings.ToLower(sub) {
+		case "share", "reset", "use":
+			return false
+		}
+	}
+	return true
 }

@@ -24,6 +24,9 @@ const (
 	msgSessionRenewed = "_The previous conversation had expired, so a new one was started._"
 	msgEmptyReply     = "_The agent sent an empty reply._"
 	msgCutOff         = "flowbridge is shutting down and your request was cut off before it finished. Please send it again in a minute."
+	msgNotSaved       = "flowbridge cannot save anything right now, so it did not take this. Please try again in a few minutes; if it keeps happening, tell an admin."
+	msgRestartedChat  = "flowbridge restarted while it was answering your message, so there is no answer to it. Please send it again."
+	msgRestartedFlow  = "flowbridge restarted while %s was running. It may or may not have run: check before running it again."
 )
 
 // chatErrorText is the user's sentence for a failed chat message.

@@ -18,6 +18,8 @@ type Metrics struct {
 	inFlight   prometheus.Gauge
 	dedup      *prometheus.CounterVec
 	refusals   *prometheus.CounterVec
+	storeErrs  *prometheus.CounterVec
+	recovered  *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them on reg (never the global registry).
@@ -48,8 +50,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flowbridge_refusals_total", Help: "Requests refused, by reason.",
 		}, []string{"reason"}),
+		storeErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flowbridge_store_errors_total", Help: "Store writes that failed, by operation (receive, mark_sent, finish, put_turns, save_session).",
+		}, []string{"operation"}),
+		recovered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flowbridge_recovered_events_total", Help: "Unfinished events of a previous process found at start, by platform and what was done: resumed (never sent, processed now) or told (may have been sent; the user was told).",
+		}, []string{"platform", "action"}),
 	}
-	for _, c := range []prometheus.Collector{m.events, m.apiCalls, m.apiLatency, m.flowRuns, m.queueDepth, m.inFlight, m.dedup, m.refusals} {
+	for _, c := range []prometheus.Collector{m.events, m.apiCalls, m.apiLatency, m.flowRuns, m.queueDepth, m.inFlight, m.dedup, m.refusals, m.storeErrs, m.recovered} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -99,5 +107,17 @@ func (m *Metrics) deduplicated(platform string) {
 func (m *Metrics) refused(reason string) {
 	if m != nil {
 		m.refusals.WithLabelValues(reason).Inc()
+	}
+}
+
+func (m *Metrics) storeFailed(op string) {
+	if m != nil {
+		m.storeErrs.WithLabelValues(op).Inc()
+	}
+}
+
+func (m *Metrics) recoveredEvent(platform, action string) {
+	if m != nil {
+		m.recovered.WithLabelValues(platform, action).Inc()
 	}
 }

@@ -1,0 +1,333 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/flowbridge/flowbridge/bridge/store"
+)
+
+// Errors a Receipt reports. The platform is acknowledged in every case: the
+// event is recorded, known, or its user has been told why not.
+var (
+	// ErrDuplicate means the inbox holds the event already: a platform retry
+	// or redelivery, dropped.
+	ErrDuplicate = errors.New("event delivered before")
+	// ErrNotSaved means the inbox could not record the event; its user was
+	// told flowbridge cannot take messages right now.
+	ErrNotSaved = errors.New("event not recorded")
+)
+
+// noticeTimeout bounds a notice sent after its work was cut off (shutdown) or
+// cut short by a restart: the process is on its way out and must not hang on
+// a slow platform.
+const noticeTimeout = 1500 * time.Millisecond
+
+// ackTimeout bounds an adapter's acknowledgement (Discord answers an
+// interaction within 3 s or never).
+const ackTimeout = 3 * time.Second
+
+// Receipt tells an adapter when it may acknowledge an event to its platform.
+type Receipt struct {
+	done chan struct{}
+	err  error
+}
+
+func newReceipt() *Receipt { return &Receipt{done: make(chan struct{})} }
+
+func (r *Receipt) settle(err error) {
+	r.err = err
+	close(r.done)
+}
+
+// Wait blocks until the event is recorded in the inbox (one write shared
+// with the events recorded at the same moment), found to be a duplicate, or
+// refused with its user told, and returns which: nil (it will be answered),
+// ErrDuplicate, ErrBusy, ErrClosed or ErrNotSaved. The platform should be
+// acknowledged after Wait whatever it returns. When ctx ends first, Wait
+// returns ctx's error.
+func (r *Receipt) Wait(ctx context.Context) error {
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// entry follows one event's inbox entry. Only the goroutine running the
+// event touches it.
+type entry struct {
+	key  string
+	sent bool
+	done bool
+}
+
+// storedEvent is an Event as the inbox keeps it: what it takes to run the
+// event again after a restart, without the adapter's live callbacks.
+type storedEvent struct {
+	Kind           Kind              `json:"kind"`
+	Platform       string            `json:"platform"`
+	Conversation   string            `json:"conversation"`
+	Team           string            `json:"team,omitempty"`
+	Channel        string            `json:"channel,omitempty"`
+	User           User              `json:"user"`
+	Text           string            `json:"text,omitempty"`
+	Command        string            `json:"command,omitempty"`
+	Action         Action            `json:"action,omitzero"`
+	Flow           string            `json:"flow,omitempty"`
+	Params         map[string]string `json:"params,omitempty"`
+	MaxFlowTimeout time.Duration     `json:"max_flow_timeout,omitempty"`
+	Route          json.RawMessage   `json:"route,omitempty"`
+}
+
+func encodeEvent(ev Event) ([]byte, error) {
+	return json.Marshal(storedEvent{
+		Kind: ev.Kind, Platform: ev.Platform, Conversation: ev.Conversation, Team: ev.Team, Channel: ev.Channel,
+		User: ev.User, Text: ev.Text, Command: ev.Command, Action: ev.Action, Flow: ev.Flow, Params: ev.Params,
+		MaxFlowTimeout: ev.MaxFlowTimeout, Route: ev.Route,
+	})
+}
+
+func decodeEvent(key string, data []byte) (Event, error) {
+	var s storedEvent
+	if err := json.Unmarshal(data, &s); err != nil {
+		return Event{}, fmt.Errorf("inbox entry %q: %w", key, err)
+	}
+	return Event{
+		Kind: s.Kind, Platform: s.Platform, Conversation: s.Conversation, Team: s.Team, Channel: s.Channel,
+		User: s.User, Text: s.Text, Command: s.Command, Action: s.Action, Flow: s.Flow, Params: s.Params,
+		MaxFlowTimeout: s.MaxFlowTimeout, Route: s.Route, Key: key,
+	}, nil
+}
+
+// record writes the job's event to the inbox and, when it is new,
+// acknowledges it through ev.Ack. It returns nil when the event may run.
+func (b *Bridge) record(j *job) error {
+	ev := j.ev
+	if ev.Key == "" {
+		return b.ack(ev)
+	}
+	data, err := encodeEvent(ev)
+	if err == nil {
+		var fresh bool
+		fresh, err = b.store.Receive(store.InboxEntry{Key: ev.Key, Conversation: ev.Conversation, Event: data, Received: b.cfg.Now()})
+		if err == nil && !fresh {
+			b.metrics.deduplicated(ev.Platform)
+			return ErrDuplicate
+		}
+	}
+	if err != nil {
+		b.log.Error("event not recorded", zap.String("platform", ev.Platform), zap.String("conversation", ev.Conversation), zap.String("event_key", ev.Key), zap.Error(err))
+		b.metrics.storeFailed("receive")
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 10*time.Second)
+		defer cancel()
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotSaved})
+		return ErrNotSaved
+	}
+	return b.ack(ev)
+}
+
+// ack runs the adapter's acknowledgement, if any. A failed one is logged: the
+// event is recorded and runs all the same, and its reply tells the user more
+// than a missing acknowledgement would.
+func (b *Bridge) ack(ev Event) error {
+	if ev.Ack == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), ackTimeout)
+	defer cancel()
+	if err := ev.Ack(ctx); err != nil {
+		b.log.Warn("event not acknowledged", zap.String("platform", ev.Platform), zap.String("event_key", ev.Key), zap.Error(err))
+	}
+	return nil
+}
+
+// markSent records that ev's request is about to leave for the workspace, so
+// that a crash from here on never sends it twice. It reports false when that
+// could not be recorded: the request must then not be sent, and the user has
+// been told.
+func (b *Bridge) markSent(ctx context.Context, log *zap.Logger, ev Event) bool {
+	e := ev.entry
+	if e == nil || e.sent || e.done {
+		return true
+	}
+	if err := b.store.MarkSent(e.key, b.cfg.Now()); err != nil {
+		log.Error("inbox state not recorded; request not sent", zap.Error(err))
+		b.metrics.storeFailed("mark_sent")
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotSaved})
+		return false
+	}
+	e.sent = true
+	return true
+}
+
+// answered closes ev's inbox entry with its reply and applies turn (a chat
+// answer's session and text) in the same write. Events without an entry save
+// only the turn.
+func (b *Bridge) answered(log *zap.Logger, ev Event, ref MessageRef, turn *Turn) {
+	e := ev.entry
+	if e == nil {
+		if turn != nil {
+			if _, err := b.store.PutTurns([]Turn{*turn}); err != nil {
+				log.Warn("turn not recorded", zap.Error(err))
+				b.metrics.storeFailed("put_turns")
+			}
+		}
+		return
+	}
+	if e.done {
+		return
+	}
+	e.done = true
+	if err := b.store.Finish(e.key, string(ref), turn, b.cfg.Now()); err != nil {
+		// The user has the answer; what is lost is the turn and, after a
+		// crash, a needless "restarted while answering" notice.
+		log.Warn("inbox entry not closed", zap.Error(err))
+		b.metrics.storeFailed("finish")
+	}
+}
+
+// Restorer is implemented by adapters. Restore completes an event read back
+// from the inbox after a restart: its Reply, and its Prepare and Ack where the
+// adapter uses them, rebuilt from the event's Route.
+type Restorer interface {
+	Restore(ev *Event) error
+}
+
+// recovered holds the inbox's unfinished entries of the previous process,
+// by platform, until each platform's adapter attaches.
+type recovered struct {
+	loaded  bool
+	byPlat  map[string][]store.InboxEntry
+	loadErr error
+}
+
+// Attach hands a platform's unfinished events from before a restart to the
+// dispatcher. An adapter calls it once it can answer (before it takes new
+// events, so these queue ahead of them). Events still Received run as if just
+// delivered; events already Sent are never sent again: their users are told
+// flowbridge restarted while answering. Later calls for the same platform
+// find nothing more.
+func (b *Bridge) Attach(platform string, r Restorer) (resumed, told int, err error) {
+	entries, err := b.takeRecovered(platform)
+	if err != nil {
+		return 0, 0, err
+	}
+	log := b.log.With(zap.String("platform", platform))
+	for _, e := range entries {
+		ev, err := decodeEvent(e.Key, e.Event)
+		if err == nil {
+			err = r.Restore(&ev)
+		}
+		if err == nil && ev.Reply == nil {
+			err = errors.New("restored without a responder")
+		}
+		if err != nil {
+			// Nothing can answer it; keeping it would only replay the failure.
+			log.Error("unfinished event cannot be resumed; dropped", zap.String("event_key", e.Key), zap.Error(err))
+			if ferr := b.store.Finish(e.Key, "", nil, b.cfg.Now()); ferr != nil {
+				log.Warn("inbox entry not closed", zap.Error(ferr))
+			}
+			continue
+		}
+		ev.entry = &entry{key: e.Key}
+		switch e.State {
+		case store.Sent:
+			ev.entry.sent = true
+			told++
+			b.metrics.recoveredEvent(platform, "told")
+			b.tellRestarted(log, ev)
+		default:
+			resumed++
+			b.metrics.recoveredEvent(platform, "resumed")
+			b.resume(ev)
+		}
+	}
+	if resumed+told > 0 {
+		log.Info("unfinished events from before the restart", zap.Int("resumed", resumed), zap.Int("told", told))
+	}
+	return resumed, told, nil
+}
+
+func (b *Bridge) takeRecovered(platform string) ([]store.InboxEntry, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rc := &b.recovered
+	if !rc.loaded {
+		rc.loaded = true
+		pending, err := b.store.Pending()
+		if err != nil {
+			rc.loadErr = fmt.Errorf("read unfinished events: %w", err)
+		}
+		rc.byPlat = make(map[string][]store.InboxEntry)
+		for _, e := range pending {
+			var head struct {
+				Platform string `json:"platform"`
+			}
+			_ = json.Unmarshal(e.Event, &head) // an undecodable entry is reported by Attach
+			rc.byPlat[head.Platform] = append(rc.byPlat[head.Platform], e)
+		}
+	}
+	if rc.loadErr != nil {
+		err := rc.loadErr
+		rc.loaded, rc.loadErr = false, nil // let a later Attach try again
+		return nil, err
+	}
+	entries := rc.byPlat[platform]
+	delete(rc.byPlat, platform)
+	return entries, nil
+}
+
+// resume queues a recovered, still unsent event behind its conversation's
+// work, in the order the inbox received it.
+func (b *Bridge) resume(ev Event) {
+	j := classify(ev)
+	j.rec = newReceipt()
+	j.rec.settle(b.ack(ev))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.enqueueLocked(&j)
+}
+
+// tellRestarted answers an event whose request may have reached the
+// workspace when the previous process stopped: it is not sent again.
+func (b *Bridge) tellRestarted(log *zap.Logger, ev Event) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 10*time.Second)
+		defer cancel()
+		j := classify(ev)
+		text := msgRestartedChat
+		if j.kind == jobFlow || (j.kind == jobAction && ev.Action.ID == ActionConfirm) {
+			name := ev.Flow
+			if name == "" && j.kind == jobFlow {
+				name, _, _ = ParseFlowArgs(j.args)
+			}
+			if name == "" {
+				name = "your flow"
+			} else {
+				name = "*" + name + "*"
+			}
+			text = fmt.Sprintf(msgRestartedFlow, name)
+			entry := b.auditEntry(ev, ev.Flow, ev.Params)
+			entry.Flow, entry.Outcome = stripStars(name), OutcomeInterrupted
+			b.audit(log, entry)
+		}
+		ref := b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: text})
+		b.answered(log, ev, ref, nil)
+	})
+}
+
+func stripStars(s string) string {
+	if len(s) > 2 && s[0] == '*' && s[len(s)-1] == '*' {
+		return s[1 : len(s)-1]
+	}
+	return ""
+}
