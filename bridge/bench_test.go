@@ -12,7 +12,6 @@ import (
 	"github.com/flowbridge/flowbridge/bridge/workspace"
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
 	"github.com/flowbridge/flowbridge/sessionmap"
-	"github.com/flowbridge/flowbridge/sessionmap/bridgestore"
 )
 
 // chanResponder signals each reply on a channel, with no locking or copying,
@@ -39,7 +38,7 @@ func BenchmarkChatRoundTrip(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	br, err := bridge.New(defaultConfig(), ws, bridgestore.New(st), zap.NewNop())
+	br, err := bridge.New(defaultConfig(), ws, st, zap.NewNop())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -354,8 +354,8 @@ func TestFlowOutcomes(t *testing.T) {
 		}
 		wantContains(t, "reply", r.Text, "did not finish within 1 s")
 		entries, err := h.store.Audit(auditAll())
-		if err != nil || len(entries) != 1 || entries[0].Outcome != bridge.OutcomeTimeout {
-			t.Errorf("audit = %+v, %v; want one timeout entry", entries, err)
+		if err != nil || len(entries) != 2 || entries[0].Outcome != bridge.OutcomeStarted || entries[1].Outcome != bridge.OutcomeTimeout {
+			t.Errorf("audit = %+v, %v; want started, then timeout", entries, err)
 		}
 	})
 	t.Run("public", func(t *testing.T) {
@@ -558,47 +558,6 @@ func TestInvalidInputIsCleaned(t *testing.T) {
 	h := newHarness(t, defaultConfig(), nil)
 	r := h.ask("c/1", "bad \xff utf8 \x00\x07 here")
 	wantContains(t, "reply", r.Text, "bad \uFFFD utf8  here")
-}
-
-func TestDeduplication(t *testing.T) {
-	h := newHarness(t, defaultConfig(), nil)
-	if !h.b.FirstDelivery("slack/ev/1") {
-		t.Error("first delivery reported as repeat")
-	}
-	if h.b.FirstDelivery("slack/ev/1") {
-		t.Error("repeat reported as first delivery")
-	}
-	// Of many concurrent deliveries of one ID, exactly one is first.
-	var firsts sync.WaitGroup
-	var mu sync.Mutex
-	n := 0
-	for range 16 {
-		firsts.Go(func() {
-			if h.b.FirstDelivery("slack/ev/burst") {
-				mu.Lock()
-				n++
-				mu.Unlock()
-			}
-		})
-	}
-	firsts.Wait()
-	if n != 1 {
-		t.Errorf("first deliveries of one ID = %d, want 1", n)
-	}
-	// After Shutdown the IDs are in the store: a restarted bridge on the same
-	// store does not answer them again.
-	h.restart(defaultConfig())
-	for _, id := range []string{"slack/ev/1", "slack/ev/burst"} {
-		if seen, err := h.store.EventSeen(id, time.Now()); err != nil || !seen {
-			t.Errorf("EventSeen(%s) after Shutdown = %v, %v; want recorded", id, seen, err)
-		}
-	}
-	if h.b.FirstDelivery("slack/ev/1") {
-		t.Error("a restarted bridge took a recorded event as new")
-	}
-	if !h.b.FirstDelivery("slack/ev/2") {
-		t.Error("a restarted bridge took a new event as a repeat")
-	}
 }
 
 func TestShutdownFinishesWorkAndRefusesNew(t *testing.T) {

@@ -18,7 +18,6 @@ import (
 	"github.com/flowbridge/flowbridge/bridge/workspace"
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
 	"github.com/flowbridge/flowbridge/sessionmap"
-	"github.com/flowbridge/flowbridge/sessionmap/bridgestore"
 )
 
 // newHarnessWith is newHarness with the workspace client's config in the
@@ -39,7 +38,7 @@ func newHarnessWith(t *testing.T, cfg bridge.Config, wcfg workspace.Config, setu
 		t.Fatal(err)
 	}
 	st, path := openStore(t)
-	b, err := bridge.New(cfg, ws, bridgestore.New(st), zaptest.NewLogger(t))
+	b, err := bridge.New(cfg, ws, st, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/flowbridge/flowbridge/bridge/workspace"
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
 	"github.com/flowbridge/flowbridge/sessionmap"
-	"github.com/flowbridge/flowbridge/sessionmap/bridgestore"
 )
 
 const (
@@ -75,7 +74,7 @@ func (h *harness) restart(cfg bridge.Config) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	b, err := bridge.New(cfg, ws, bridgestore.New(h.store), zaptest.NewLogger(h.t))
+	b, err := bridge.New(cfg, ws, h.store, zaptest.NewLogger(h.t))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -96,7 +95,7 @@ func newBubbleBridge(t *testing.T, cfg bridge.Config, agent workspacetest.Agent)
 		t.Fatal(err)
 	}
 	st, _ := openStore(t)
-	b, err := bridge.New(cfg, ws, bridgestore.New(st), zaptest.NewLogger(t))
+	b, err := bridge.New(cfg, ws, st, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
+
+	"github.com/google/uuid"
 )
 
 // ChatReply is the API's answer to a chat message.
@@ -24,6 +27,11 @@ type ChatReply struct {
 
 // Chat sends message to an agent session and returns the agent's reply.
 // A session the API no longer knows gives an error matching ErrNotFound.
+// The message is sent again only where the API said it did not take it: a
+// 429 with a Retry-After of at most 30 s that ends within ChatTimeout, or
+// a dial that failed; never after a 503, a timeout or a broken connection.
+// An answer whose meta.status is present and not SUBMITTED is a
+// *ChatFailedError (ErrChatFailed).
 func (c *Client) Chat(ctx context.Context, agentUUID, sessionUUID, message string) (*ChatReply, error) {
 	reply, err := c.chat(ctx, agentUUID, sessionUUID, message)
 	if err != nil {
@@ -40,16 +48,20 @@ func (c *Client) chat(ctx context.Context, agentUUID, sessionUUID, message strin
 		return nil, fmt.Errorf("encode message: %w", err)
 	}
 	data, err := c.do(ctx, request{
-		op:      OpChat,
-		path:    c.workspacePath + "/agents/" + url.PathEscape(agentUUID) + "/sessions/" + url.PathEscape(sessionUUID) + "/chat",
-		body:    body,
-		timeout: c.chatTimeout,
+		op:          OpChat,
+		path:        c.workspacePath + "/agents/" + url.PathEscape(agentUUID) + "/sessions/" + url.PathEscape(sessionUUID) + "/chat",
+		body:        body,
+		timeout:     c.chatTimeout,
+		resendOn429: true,
 	})
 	if err != nil {
 		return nil, err
 	}
 	return decodeChatReply(data)
 }
+
+// chatSubmitted is meta.status of a chat message the API took.
+const chatSubmitted = "SUBMITTED"
 
 func decodeChatReply(data []byte) (*ChatReply, error) {
 	var resp struct {
@@ -65,6 +77,9 @@ func decodeChatReply(data []byte) (*ChatReply, error) {
 	}
 	if err := json.Unmarshal(data, &resp); err != nil {
 		return nil, badResponse(err.Error(), data)
+	}
+	if status := resp.Meta.Status; failed(status, chatSubmitted) {
+		return nil, &ChatFailedError{Status: truncate([]byte(status), maxStatus), Message: failureMessage(data)}
 	}
 	if resp.Result.Output == nil {
 		return nil, badResponse("no string result.output", data)
@@ -84,7 +99,10 @@ func decodeChatReply(data []byte) (*ChatReply, error) {
 // CreateSession starts a conversation with an agent and returns its session
 // UUID. The API document does not specify this call, so it POSTs {} to
 // Config.CreateSessionPath and takes the first non-empty string among
-// result.session_uuid, result.uuid, session_uuid and uuid.
+// result.session_uuid, result.uuid, session_uuid and uuid. That string must
+// be a UUID in canonical form (see ValidSessionID), and is returned in lower
+// case; anything else is an error matching ErrBadResponse. The request is
+// sent again on the same terms as a chat message.
 func (c *Client) CreateSession(ctx context.Context, agentUUID string) (string, error) {
 	id, err := c.createSession(ctx, agentUUID)
 	if err != nil {
@@ -99,10 +117,11 @@ func (c *Client) createSession(ctx context.Context, agentUUID string) (string, e
 		"{agent_uuid}", url.PathEscape(agentUUID),
 	).Replace(c.createSessionPath)
 	data, err := c.do(ctx, request{
-		op:      OpCreateSession,
-		path:    path,
-		body:    []byte("{}"),
-		timeout: c.chatTimeout,
+		op:          OpCreateSession,
+		path:        path,
+		body:        []byte("{}"),
+		timeout:     c.chatTimeout,
+		resendOn429: true,
 	})
 	if err != nil {
 		return "", err
@@ -120,9 +139,30 @@ func decodeSessionUUID(data []byte) (string, error) {
 	_ = json.Unmarshal(top["result"], &result)
 	for _, raw := range []json.RawMessage{result["session_uuid"], result["uuid"], top["session_uuid"], top["uuid"]} {
 		var s string
-		if json.Unmarshal(raw, &s) == nil && s != "" {
-			return s, nil
+		if json.Unmarshal(raw, &s) != nil || s == "" {
+			continue
 		}
+		id, ok := ValidSessionID(s)
+		if !ok {
+			// Quote only the start: the value may be huge.
+			return "", fmt.Errorf("%w: session ID is not a UUID: %s (%d bytes)", ErrBadResponse, strconv.Quote(truncate([]byte(s), 40)), len(s))
+		}
+		return id, nil
 	}
 	return "", badResponse("no session UUID in result.session_uuid, result.uuid, session_uuid or uuid", data)
+}
+
+// ValidSessionID reports whether s is a session ID the client accepts: a
+// UUID in the canonical 8-4-4-4-12 hexadecimal form, in any case. canonical
+// is s in lower case.
+func ValidSessionID(s string) (canonical string, ok bool) {
+	// uuid.Parse also takes braces, a urn:uuid: prefix and no hyphens.
+	if len(s) != 36 {
+		return "", false
+	}
+	id, err := uuid.Parse(s)
+	if err != nil {
+		return "", false
+	}
+	return id.String(), true
 }

@@ -1,4 +1,16 @@
 // Package workspace is the HTTP client of the AI workspace API described in workspace-api.md.
+//
+// A request is sent again only where the API provably did not act on it. A
+// flow run (RunFlowSync) is sent at most once, unless the request never left
+// this process (a failed dial or name lookup); a 429 or 503 answer to it comes
+// back at once as an *APIError matching ErrRateLimited or ErrUnavailable, with
+// its RetryAfter. A chat message (Chat) and a Create Session request may
+// in addition be sent again after a 429 whose Retry-After is at most 30 s,
+// once that pause has passed; never after a 503, a timeout, or a connection
+// that broke once the request may have been written. Every call, its
+// attempts, pauses and the reading of the response body included, ends by a
+// deadline: ChatTimeout for Chat and CreateSession, the flow's timeout in
+// whole seconds plus FlowMargin (at most MaxFlowMargin) for RunFlowSync.
 package workspace
 
 import (
@@ -13,6 +25,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -27,8 +40,11 @@ const (
 	DefaultCreateSessionPath = "/api/v1/workspaces/{workspace_uuid}/agents/{agent_uuid}/sessions"
 	DefaultUserAgent         = "flowbridge/dev"
 	DefaultChatTimeout       = 120 * time.Second
-	DefaultFlowMargin        = 10 * time.Second
+	DefaultFlowMargin        = MaxFlowMargin
 	DefaultMaxRetries        = 2
+	// MaxFlowMargin bounds Config.FlowMargin, so that a flow run, however
+	// the API answers, ends within its timeout plus at most 5 s.
+	MaxFlowMargin = 5 * time.Second
 	// DefaultFlowTimeout is the API's own wait when no timeout is sent.
 	DefaultFlowTimeout = 60 * time.Second
 	// MaxResponseSize bounds every response body the client reads.
@@ -68,14 +84,17 @@ type Config struct {
 	// HTTPClient is optional; only its Transport is used, so tests can
 	// inject an in-memory RoundTripper. It is never modified.
 	HTTPClient *http.Client
-	// ChatTimeout is the per-attempt deadline of Chat and CreateSession,
-	// default DefaultChatTimeout.
+	// ChatTimeout is the deadline of a whole Chat or CreateSession call,
+	// every attempt, pause and body read included; default DefaultChatTimeout.
 	ChatTimeout time.Duration
-	// FlowMargin is added to a flow's timeout for the client's own
-	// deadline, so the API's 408 arrives first; default DefaultFlowMargin.
+	// FlowMargin is added to a flow's timeout, rounded up to whole seconds,
+	// for the deadline of a whole RunFlowSync call, so the API's 408 arrives
+	// first; default DefaultFlowMargin, at most MaxFlowMargin.
 	FlowMargin time.Duration
-	// MaxRetries bounds retries of provably unsent requests and of 429/503
-	// with Retry-After; 0 means DefaultMaxRetries, negative means none.
+	// MaxRetries bounds how many times a call is sent again: after a dial
+	// that failed (any call), or after a 429 with a Retry-After of at most
+	// 30 s (Chat and CreateSession only); 0 means DefaultMaxRetries,
+	// negative means none.
 	MaxRetries int
 	// Observe, when set, is called after every HTTP attempt, e.g. for
 	// metrics; op is one of the Op constants, status is 0 for transport errors.
@@ -116,6 +135,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.ChatTimeout < 0 || cfg.FlowMargin < 0 {
 		problems = append(problems, errors.New("chat timeout and flow margin must not be negative"))
+	}
+	if cfg.FlowMargin > MaxFlowMargin {
+		problems = append(problems, fmt.Errorf("flow margin %s is longer than %s", cfg.FlowMargin, MaxFlowMargin))
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("workspace client: %w", errors.Join(problems...))
@@ -185,50 +207,61 @@ func parseBaseURL(raw string) (string, error) {
 	return base, nil
 }
 
-// request is one API call; attempts of it share everything but the deadline.
+// request is one API call; its attempts share everything, the deadline included.
 type request struct {
-	op      string
-	path    string // already escaped
-	query   string // already encoded, without "?"
-	body    []byte
-	timeout time.Duration // per attempt
+	op    string
+	path  string // already escaped
+	query string // already encoded, without "?"
+	body  []byte
+	// timeout bounds the whole call: every attempt, pause and body read.
+	timeout time.Duration
+	// resendOn429 allows sending the request again after a 429 with a
+	// short Retry-After: the API said it did not take it. Never for a
+	// flow run, whose effects may not be repeatable.
+	resendOn429 bool
 }
 
-// do sends r, retrying only when the API provably did not process it, and
-// returns the body of a 2xx response.
+// do sends r and returns the body of a 2xx response. It sends r again only
+// when the API provably did not act on it: the dial failed, or (with
+// r.resendOn429) the API answered 429 with a Retry-After within
+// maxRetryAfter that ends before the call's deadline.
 func (c *Client) do(ctx context.Context, r request) ([]byte, error) {
+	dctx, cancel := context.WithTimeoutCause(ctx, r.timeout, errClientDeadline)
+	defer cancel()
 	for attempt := 0; ; attempt++ {
-		body, wait, err := c.attempt(ctx, r, attempt)
+		body, wait, err := c.attempt(ctx, dctx, r, attempt)
 		if err == nil {
 			return body, nil
 		}
 		if wait < 0 || attempt >= c.maxRetries {
 			return nil, err
 		}
-		if wait == 0 {
-			continue
+		if deadline, ok := dctx.Deadline(); ok && time.Until(deadline) <= wait {
+			// The pause would outlast the call: answer now, not at the deadline.
+			return nil, err
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
-		case <-ctx.Done():
+		case <-dctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("%w while waiting to retry after: %v", callerError(ctx), err)
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("%w while waiting to retry after: %v", callerError(ctx), err)
+			}
+			return nil, err
 		}
 	}
 }
 
-// attempt sends r once. wait >= 0 means the request may be retried after
-// that pause because it provably was not processed.
-func (c *Client) attempt(ctx context.Context, r request, n int) (body []byte, wait time.Duration, err error) {
-	actx, cancel := context.WithTimeoutCause(ctx, r.timeout, errClientDeadline)
-	defer cancel()
-
+// attempt sends r once under dctx, the call's deadline derived from the
+// caller's ctx. wait >= 0 means the request may be sent again after that
+// pause because it provably was not acted on.
+func (c *Client) attempt(ctx, dctx context.Context, r request, n int) (body []byte, wait time.Duration, err error) {
 	target := c.baseURL + r.path
 	if r.query != "" {
 		target += "?" + r.query
 	}
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, target, bytes.NewReader(r.body))
+	req, err := http.NewRequestWithContext(dctx, http.MethodPost, target, bytes.NewReader(r.body))
 	if err != nil {
 		return nil, -1, fmt.Errorf("build request: %w", err)
 	}
@@ -243,22 +276,33 @@ func (c *Client) attempt(ctx context.Context, r request, n int) (body []byte, wa
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		c.report(r.op, 0, start)
-		err = transportError(ctx, actx, r.timeout, err)
-		if ctx.Err() == nil && actx.Err() == nil && neverSent(err) {
+		err = transportError(ctx, dctx, r.timeout, err)
+		if ctx.Err() == nil && dctx.Err() == nil && neverSent(err) {
 			return nil, dialBackoff << n, err
 		}
 		return nil, -1, err
 	}
-	defer resp.Body.Close()
+	// The deadline bounds the body read too: closing the body when it
+	// passes ends a read in progress whatever the transport, even one
+	// whose body does not watch the request's context.
+	var once sync.Once
+	closeBody := func() { once.Do(func() { resp.Body.Close() }) }
+	stop := context.AfterFunc(dctx, closeBody)
+	defer func() {
+		stop()
+		closeBody()
+	}()
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		c.report(r.op, resp.StatusCode, start)
 		apiErr := &APIError{Op: r.op, Status: resp.StatusCode, Body: truncate(data, maxAPIErrorBody)}
-		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-			if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok && d <= maxRetryAfter {
-				return nil, d, apiErr
-			}
+		retryAfter, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+		if ok {
+			apiErr.RetryAfter = retryAfter
+		}
+		if r.resendOn429 && resp.StatusCode == http.StatusTooManyRequests && ok && retryAfter <= maxRetryAfter {
+			return nil, retryAfter, apiErr
 		}
 		return nil, -1, apiErr
 	}
@@ -266,7 +310,7 @@ func (c *Client) attempt(ctx context.Context, r request, n int) (body []byte, wa
 	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseSize+1))
 	c.report(r.op, resp.StatusCode, start)
 	if err != nil {
-		return nil, -1, transportError(ctx, actx, r.timeout, err)
+		return nil, -1, transportError(ctx, dctx, r.timeout, err)
 	}
 	if len(data) > MaxResponseSize {
 		return nil, -1, fmt.Errorf("%w: status %d with a body larger than %d MiB", ErrBadResponse, resp.StatusCode, MaxResponseSize>>20)
@@ -280,21 +324,21 @@ func (c *Client) report(op string, status int, start time.Time) {
 	}
 }
 
-// errClientDeadline is the cause of an attempt context that ran out.
+// errClientDeadline is the cause of a call's context that ran out.
 var errClientDeadline = errors.New("client deadline")
 
 // transportError classifies err from sending a request or reading its
 // response: the caller's own cancellation stays recognisable, anything
 // else is ErrUnreachable while keeping the underlying error.
-func transportError(ctx, actx context.Context, limit time.Duration, err error) error {
+func transportError(ctx, dctx context.Context, limit time.Duration, err error) error {
 	if ctx.Err() != nil {
 		return callerError(ctx)
 	}
 	if uerr, ok := errors.AsType[*url.Error](err); ok {
 		err = uerr.Err
 	}
-	if errors.Is(context.Cause(actx), errClientDeadline) {
-		return fmt.Errorf("%w: no response within %s: %w", ErrUnreachable, limit, context.DeadlineExceeded)
+	if errors.Is(context.Cause(dctx), errClientDeadline) {
+		return fmt.Errorf("%w: no complete response within %s: %w", ErrUnreachable, limit, context.DeadlineExceeded)
 	}
 	return fmt.Errorf("%w: %w", ErrUnreachable, err)
 }

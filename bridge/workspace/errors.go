@@ -6,16 +6,22 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
-// Sentinels for the statuses the API document lists, matched by an
-// *APIError through errors.Is.
+// Sentinels for the statuses the API document lists, and for 429 and 503,
+// matched by an *APIError through errors.Is.
 var (
 	ErrBadRequest   = errors.New("workspace API rejected the request as invalid")
 	ErrUnauthorized = errors.New("workspace API rejected the API token")
 	ErrNotFound     = errors.New("workspace API does not know the flow, agent or session")
 	ErrTimeout      = errors.New("workspace API timed out running the flow")
+	// ErrRateLimited is a 429: the API did not take the request.
+	ErrRateLimited = errors.New("workspace API is rate limiting requests")
+	// ErrUnavailable is a 503. Unlike a 429 it does not prove the request
+	// was not acted on, so the client never sends it again.
+	ErrUnavailable = errors.New("workspace API is unavailable")
 )
 
 // ErrUnreachable marks transport failures: a refused dial, a failed name
@@ -24,11 +30,24 @@ var (
 var ErrUnreachable = errors.New("workspace API unreachable")
 
 // ErrBadResponse marks a 2xx response the client cannot use: not JSON, not
-// the expected shape, or larger than MaxResponseSize.
+// the expected shape, larger than MaxResponseSize, or (Create Session) a
+// session ID that is not a UUID.
 var ErrBadResponse = errors.New("unexpected response from the workspace API")
 
-// maxAPIErrorBody is how much of an error body APIError keeps for logs.
-const maxAPIErrorBody = 512
+// ErrFlowFailed is matched by a *FlowFailedError, ErrChatFailed by a
+// *ChatFailedError.
+var (
+	ErrFlowFailed = errors.New("workspace API reported that the flow failed")
+	ErrChatFailed = errors.New("workspace API reported that it did not take the chat message")
+)
+
+const (
+	// maxAPIErrorBody is how much of an error body APIError keeps for logs.
+	maxAPIErrorBody = 512
+	// maxFailureMessage is how much of a failure text FlowFailedError and
+	// ChatFailedError keep.
+	maxFailureMessage = 500
+)
 
 // APIError is a non-2xx answer of the API.
 type APIError struct {
@@ -37,19 +56,26 @@ type APIError struct {
 	Status int
 	// Body is the start of the response body, for logs; it may be cut.
 	Body string
+	// RetryAfter is the response's Retry-After, in seconds or as an HTTP
+	// date, as a delay from its receipt; zero when absent or unreadable.
+	RetryAfter time.Duration
 }
 
 // Error leaves out Op because callers wrap the error with the operation
 // and the resource it was about.
 func (e *APIError) Error() string {
 	msg := fmt.Sprintf("workspace API answered %d %s", e.Status, http.StatusText(e.Status))
+	if e.RetryAfter > 0 {
+		msg += fmt.Sprintf(" (retry after %s)", e.RetryAfter)
+	}
 	if e.Body != "" {
 		msg += ": " + e.Body
 	}
 	return msg
 }
 
-// Is maps Status to ErrBadRequest, ErrUnauthorized, ErrNotFound or ErrTimeout.
+// Is maps Status to ErrBadRequest, ErrUnauthorized, ErrNotFound, ErrTimeout,
+// ErrRateLimited or ErrUnavailable.
 func (e *APIError) Is(target error) bool {
 	switch e.Status {
 	case http.StatusBadRequest:
@@ -60,8 +86,53 @@ func (e *APIError) Is(target error) bool {
 		return target == ErrNotFound
 	case http.StatusRequestTimeout:
 		return target == ErrTimeout
+	case http.StatusTooManyRequests:
+		return target == ErrRateLimited
+	case http.StatusServiceUnavailable:
+		return target == ErrUnavailable
 	}
 	return false
+}
+
+// FlowFailedError is a flow run answered with HTTP 200 whose meta.status
+// is present and not SUCCESS: the flow ran and did not succeed.
+type FlowFailedError struct {
+	// Status is meta.status as sent, e.g. "FAILED".
+	Status string
+	// Message is the first text among meta.message, result.error, error
+	// and message, cut to about 500 bytes; empty when there is none.
+	Message string
+}
+
+func (e *FlowFailedError) Error() string {
+	return failureText("flow ended with status", e.Status, e.Message)
+}
+
+// Is matches ErrFlowFailed.
+func (e *FlowFailedError) Is(target error) bool { return target == ErrFlowFailed }
+
+// ChatFailedError is a chat message answered with HTTP 200 whose
+// meta.status is present and not SUBMITTED.
+type ChatFailedError struct {
+	// Status is meta.status as sent.
+	Status string
+	// Message is found and cut as FlowFailedError.Message is.
+	Message string
+}
+
+func (e *ChatFailedError) Error() string {
+	return failureText("chat message answered with status", e.Status, e.Message)
+}
+
+// Is matches ErrChatFailed.
+func (e *ChatFailedError) Is(target error) bool { return target == ErrChatFailed }
+
+func failureText(what, status, message string) string {
+	msg := "workspace API: " + what + " " + strconv.Quote(status)
+	if message != "" {
+		msg += ": " + message
+	}
+	return msg
 }
 
 // truncate returns b as valid UTF-8 of at most about n bytes, marking a cut.

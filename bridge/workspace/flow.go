@@ -1,17 +1,20 @@
 package workspace
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
-// FlowRun is the result of a synchronous flow run.
+// FlowRun is the result of a synchronous flow run that succeeded.
 type FlowRun struct {
-	// Status is meta.status, "SUCCESS" when the flow completed.
+	// Status is meta.status: "SUCCESS" in any case, or "" when the API
+	// sent none.
 	Status string
 	// Output is result.output exactly as received; its shape depends on the flow.
 	Output json.RawMessage
@@ -32,8 +35,16 @@ func (r *FlowRun) Response() (string, bool) {
 // RunFlowSync runs a flow and waits for its result. params fill the flow's
 // placeholders. timeout is sent as the timeout query parameter in whole
 // seconds, rounded up; zero or negative sends none, so the API waits its
-// default 60 s. The client's own deadline is the timeout plus FlowMargin,
-// so a slow flow ends with the API's 408 (ErrTimeout), not a client cut.
+// default 60 s. The whole call, reading the response included, ends by that
+// timeout (or 60 s) plus FlowMargin, so a slow flow ends with the API's 408
+// (ErrTimeout), and a response that hangs or drips with ErrUnreachable and
+// context.DeadlineExceeded.
+//
+// The run is sent once: only a dial that failed is tried again. A 429 or
+// 503 comes back at once as an *APIError (ErrRateLimited, ErrUnavailable)
+// carrying RetryAfter, for the caller to decide. An answer whose
+// meta.status is present and not SUCCESS is a *FlowFailedError
+// (ErrFlowFailed); an absent meta.status counts as success.
 func (c *Client) RunFlowSync(ctx context.Context, flowUUID string, params map[string]string, timeout time.Duration) (*FlowRun, error) {
 	run, err := c.runFlowSync(ctx, flowUUID, params, timeout)
 	if err != nil {
@@ -55,6 +66,7 @@ func (c *Client) runFlowSync(ctx context.Context, flowUUID string, params map[st
 		path:    c.workspacePath + "/prompts/" + url.PathEscape(flowUUID) + "/run/sync",
 		body:    body,
 		timeout: DefaultFlowTimeout + c.flowMargin,
+		// resendOn429 stays false: a flow run is never sent twice.
 	}
 	if timeout > 0 {
 		secs := max(int64((timeout+time.Second-1)/time.Second), 1)
@@ -68,19 +80,68 @@ func (c *Client) runFlowSync(ctx context.Context, flowUUID string, params map[st
 	return decodeFlowRun(data)
 }
 
+// flowSucceeded is meta.status of a flow that completed.
+const flowSucceeded = "SUCCESS"
+
 func decodeFlowRun(data []byte) (*FlowRun, error) {
 	var resp struct {
 		Meta struct {
 			Status string `json:"status"`
 		} `json:"meta"`
-		Result map[string]json.RawMessage `json:"result"`
+		// Decoded after the status, so that a failed run whose result has
+		// another shape still reads as a failure.
+		Result json.RawMessage `json:"result"`
 	}
 	if err := json.Unmarshal(data, &resp); err != nil {
 		return nil, badResponse(err.Error(), data)
 	}
-	out, ok := resp.Result["output"]
+	if status := resp.Meta.Status; failed(status, flowSucceeded) {
+		return nil, &FlowFailedError{Status: truncate([]byte(status), maxStatus), Message: failureMessage(data)}
+	}
+	var result map[string]json.RawMessage
+	if len(resp.Result) > 0 {
+		if err := json.Unmarshal(resp.Result, &result); err != nil {
+			return nil, badResponse("result: "+err.Error(), data)
+		}
+	}
+	out, ok := result["output"]
 	if !ok {
 		return nil, badResponse("no result.output", data)
 	}
 	return &FlowRun{Status: resp.Meta.Status, Output: out}, nil
+}
+
+// maxStatus bounds the meta.status kept in an error.
+const maxStatus = 100
+
+// failed reports whether a meta.status says the call did not do what was
+// asked: present, and not want (in any case). An absent or empty status is
+// not a failure, since the API document shows only the success values.
+func failed(status, want string) bool {
+	return status != "" && !strings.EqualFold(status, want)
+}
+
+// failureMessage returns the first human text in a response reporting a
+// failure, among meta.message, result.error, error and message; a value
+// that is not a string is given as its JSON. It is cut to maxFailureMessage.
+func failureMessage(data []byte) string {
+	// Loose decoding: a field of an unexpected type must not hide the others.
+	var top, meta, result map[string]json.RawMessage
+	_ = json.Unmarshal(data, &top)
+	_ = json.Unmarshal(top["meta"], &meta)
+	_ = json.Unmarshal(top["result"], &result)
+	for _, raw := range []json.RawMessage{meta["message"], result["error"], top["error"], top["message"]} {
+		var text string
+		if json.Unmarshal(raw, &text) != nil {
+			var compact bytes.Buffer
+			if json.Compact(&compact, raw) != nil || compact.String() == "null" {
+				continue
+			}
+			text = compact.String()
+		}
+		if text = truncate([]byte(text), maxFailureMessage); text != "" {
+			return text
+		}
+	}
+	return ""
 }

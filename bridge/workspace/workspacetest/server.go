@@ -67,6 +67,9 @@ type Flow struct {
 	Header http.Header
 	// StatusCount limits Status to the first StatusCount runs; 0 means all.
 	StatusCount int
+	// Drip, when positive, sends the response body one byte per Drip after
+	// the headers, as a server that trickles its answer does.
+	Drip time.Duration
 }
 
 // Agent is an agent the fake chats as.
@@ -84,6 +87,12 @@ type Agent struct {
 	// SessionStatus, when non-zero, is the status Create Session answers
 	// with, sending Body and Header too.
 	SessionStatus int
+	// SessionStatusCount limits SessionStatus to the first
+	// SessionStatusCount requests; 0 means all.
+	SessionStatusCount int
+	// Drip, when positive, sends the body of chat answers one byte per
+	// Drip after the headers.
+	Drip time.Duration
 	// Reply makes the reply text; default "[turn N] You said: MESSAGE".
 	Reply func(turn int, message string) string
 }
@@ -124,8 +133,9 @@ type flowState struct {
 
 type agentState struct {
 	Agent
-	forced   int
-	sessions []string
+	forced        int
+	sessionForced int
+	sessions      []string
 }
 
 type session struct {
@@ -349,6 +359,7 @@ func (s *Server) runFlow(w http.ResponseWriter, r *http.Request) {
 	if !wait(r.Context(), min(f.Delay, timeout)) {
 		return
 	}
+	w = drip(w, r, f.Drip)
 	if f.Delay > timeout {
 		writeError(w, http.StatusRequestTimeout, fmt.Sprintf("flow did not finish within %d seconds", timeout/time.Second))
 		return
@@ -407,6 +418,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if !wait(r.Context(), a.Delay) {
 		return
 	}
+	w = drip(w, r, a.Drip)
 	s.mu.Lock()
 	forced := a.Status != 0 && (a.StatusCount == 0 || as.forced < a.StatusCount)
 	if forced {
@@ -474,7 +486,8 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	a, ok := s.agents[agentUUID]
 	var forced Agent
-	if ok && a.SessionStatus != 0 {
+	if ok && a.SessionStatus != 0 && (a.SessionStatusCount == 0 || a.sessionForced < a.SessionStatusCount) {
+		a.sessionForced++
 		forced = a.Agent
 	} else if ok {
 		a.sessions = append(a.sessions, id)
@@ -588,36 +601,178 @@ func writeRaw(w http.ResponseWriter, status int, header http.Header, body string
 	io.WriteString(w, body)
 }
 
+// dripWriter sends its headers at once and its body one byte per every.
+type dripWriter struct {
+	http.ResponseWriter
+	rc    *http.ResponseController
+	ctx   context.Context
+	every time.Duration
+}
+
+// drip returns w itself when every is not positive.
+func drip(w http.ResponseWriter, r *http.Request, every time.Duration) http.ResponseWriter {
+	if every <= 0 {
+		return w
+	}
+	return &dripWriter{ResponseWriter: w, rc: http.NewResponseController(w), ctx: r.Context(), every: every}
+}
+
+func (d *dripWriter) WriteHeader(status int) {
+	d.ResponseWriter.WriteHeader(status)
+	d.rc.Flush()
+}
+
+func (d *dripWriter) Write(p []byte) (int, error) {
+	for i := range p {
+		if !wait(d.ctx, d.every) {
+			return i, d.ctx.Err()
+		}
+		if _, err := d.ResponseWriter.Write(p[i : i+1]); err != nil {
+			return i, err
+		}
+		if err := d.rc.Flush(); err != nil {
+			return i + 1, err
+		}
+	}
+	return len(p), nil
+}
+
+func (d *dripWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
+
 // memTransport serves requests through the fake's handler without sockets.
 type memTransport struct{ s *Server }
 
+// RoundTrip runs the handler in a goroutine and waits for it, or, once the
+// handler flushes, returns a response whose body streams what it writes
+// next; closing that body ends the handler's context and waits for it.
 func (t memTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	body := req.Body
 	if body == nil {
 		body = http.NoBody
 	}
-	defer body.Close()
 	t.s.mu.Lock()
 	closed := t.s.closed
 	t.s.mu.Unlock()
 	if closed {
+		body.Close()
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 	}
 	if err := ctx.Err(); err != nil {
+		body.Close()
 		return nil, err
 	}
-	sr := req.Clone(ctx)
+	hctx, cancel := context.WithCancel(ctx)
+	sr := req.Clone(hctx)
 	sr.Body = body
 	sr.RequestURI = req.URL.RequestURI()
 	sr.RemoteAddr = "192.0.2.1:1234"
 	sr.Host = req.URL.Host
-	rec := httptest.NewRecorder()
-	t.s.handler.ServeHTTP(rec, sr)
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	w := &memWriter{rec: httptest.NewRecorder(), streaming: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t.s.handler.ServeHTTP(w, sr)
+		w.finish(hctx)
+	}()
+	select {
+	case <-done:
+	case <-w.streaming:
 	}
-	resp := rec.Result()
+	if w.head == nil {
+		// The handler returned without flushing: a complete response.
+		cancel()
+		body.Close()
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		resp := w.rec.Result()
+		resp.Request = req
+		return resp, nil
+	}
+	resp := w.head
+	resp.Body = &memBody{
+		r:       io.MultiReader(resp.Body, w.pr),
+		pr:      w.pr,
+		ctx:     ctx,
+		cancel:  cancel,
+		done:    done,
+		reqBody: body,
+	}
 	resp.Request = req
 	return resp, nil
+}
+
+// memWriter records a response until the handler flushes, then passes
+// what it writes through a pipe.
+type memWriter struct {
+	rec       *httptest.ResponseRecorder
+	head      *http.Response // the response as of the first Flush
+	pr        *io.PipeReader
+	pw        *io.PipeWriter
+	streaming chan struct{} // closed by the first Flush
+}
+
+func (w *memWriter) Header() http.Header { return w.rec.Header() }
+
+func (w *memWriter) WriteHeader(status int) {
+	if w.pw == nil {
+		w.rec.WriteHeader(status)
+	}
+}
+
+func (w *memWriter) Write(p []byte) (int, error) {
+	if w.pw != nil {
+		return w.pw.Write(p)
+	}
+	return w.rec.Write(p)
+}
+
+func (w *memWriter) Flush() {
+	if w.pw != nil {
+		return
+	}
+	w.rec.Flush()
+	w.head = w.rec.Result()
+	w.pr, w.pw = io.Pipe()
+	close(w.streaming)
+}
+
+// finish ends a streamed body: at EOF, or with the request's error when
+// the handler stopped because the request ended.
+func (w *memWriter) finish(ctx context.Context) {
+	if w.pw != nil {
+		w.pw.CloseWithError(ctx.Err())
+	}
+}
+
+// memBody is a streamed response body.
+type memBody struct {
+	r       io.Reader
+	pr      *io.PipeReader
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    <-chan struct{}
+	reqBody io.Closer
+	once    sync.Once
+}
+
+func (b *memBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF && b.ctx.Err() != nil {
+		err = b.ctx.Err()
+	}
+	return n, err
+}
+
+// Close ends the exchange as closing a connection would: the handler's
+// context ends and its writes fail. It returns once the handler has.
+func (b *memBody) Close() error {
+	b.once.Do(func() {
+		b.pr.Close()
+		b.cancel()
+		<-b.done
+		b.reqBody.Close()
+	})
+	return nil
 }

@@ -1,0 +1,459 @@
+package bridge_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/bridge/store"
+	"github.com/flowbridge/flowbridge/bridge/workspace"
+	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/sessionmap"
+)
+
+// keyed is a chat event with a platform key, as the Slack and Discord
+// adapters send them.
+func keyed(conv, key, text string, rec bridge.Responder) bridge.Event {
+	return bridge.Event{Kind: bridge.KindMessage, Platform: "test", Conversation: conv, Channel: "C1",
+		User: bridge.User{ID: "U1", Name: "ann"}, Text: text, Key: key, Reply: rec,
+		Route: []byte(fmt.Sprintf(`{"to":%q}`, key))}
+}
+
+// receive hands ev to the bridge, waits for its receipt and then until the
+// bridge is done with it (when it runs at all).
+func (h *harness) receive(ev bridge.Event) error {
+	h.t.Helper()
+	done := make(chan struct{})
+	ev.Done = sync.OnceFunc(func() { close(done) })
+	err := h.b.Receive(ev).Wait(h.t.Context())
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		h.t.Fatalf("event %q not finished", ev.Text)
+	}
+	return err
+}
+
+func TestRedeliveryAnsweredOnce(t *testing.T) {
+	h := newHarness(t, defaultConfig(), nil)
+	rec := newRecorder()
+	if err := h.receive(keyed("c/1", "test/msg/1", "hello", rec)); err != nil {
+		t.Fatalf("first delivery: %v", err)
+	}
+	if err := h.receive(keyed("c/1", "test/msg/1", "hello", rec)); !errors.Is(err, bridge.ErrDuplicate) {
+		t.Fatalf("redelivery = %v, want ErrDuplicate", err)
+	}
+	// Of many concurrent deliveries of one key, exactly one is answered.
+	burst := newRecorder()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	accepted := 0
+	for range 16 {
+		wg.Go(func() {
+			if err := h.receive(keyed("c/2", "test/msg/burst", "burst", burst)); err == nil {
+				mu.Lock()
+				accepted++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if accepted != 1 || len(burst.all()) != 1 {
+		t.Errorf("concurrent deliveries: accepted %d, replies %d; want 1 and 1", accepted, len(burst.all()))
+	}
+	// A restarted bridge on the same store knows them too.
+	h.restart(defaultConfig())
+	again := newRecorder()
+	for _, key := range []string{"test/msg/1", "test/msg/burst"} {
+		if err := h.receive(keyed("c/1", key, "again", again)); !errors.Is(err, bridge.ErrDuplicate) {
+			t.Errorf("redelivery of %s after restart = %v, want ErrDuplicate", key, err)
+		}
+	}
+	if n := len(again.all()); n != 0 {
+		t.Errorf("replies to redeliveries after restart = %d, want 0", n)
+	}
+	if msgs := h.chatMessages(); len(msgs) != 2 {
+		t.Errorf("messages the agent got = %q, want 2 (hello, burst)", msgs)
+	}
+}
+
+// chatMessages returns every chat message the fake agent accepted.
+func (h *harness) chatMessages() []string {
+	var all []string
+	for _, agent := range []string{agentUUID, agent2UUID} {
+		for _, s := range h.fake.Sessions(agent) {
+			all = append(all, h.fake.Messages(s)...)
+		}
+	}
+	return all
+}
+
+func TestConversationOrderWithInbox(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.QueueSize = 64
+	h := newHarness(t, cfg, func(s *workspacetest.Server) {
+		// Replies that take a moment, so later messages queue behind earlier ones.
+		s.AddAgent(workspacetest.Agent{UUID: agentUUID, Delay: time.Millisecond})
+	})
+	const n = 40
+	rec := newRecorder()
+	var receipts []*bridge.Receipt
+	for i := range n {
+		receipts = append(receipts, h.b.Receive(keyed("c/order", fmt.Sprintf("test/msg/%d", i), fmt.Sprintf("m%02d", i), rec)))
+	}
+	for i, r := range receipts {
+		if err := r.Wait(t.Context()); err != nil {
+			t.Fatalf("receipt %d: %v", i, err)
+		}
+	}
+	for range n {
+		<-rec.notify
+	}
+	got := h.chatMessages()
+	for i := range n {
+		if i >= len(got) || got[i] != fmt.Sprintf("m%02d", i) {
+			t.Fatalf("agent got %q, want m00 … m%02d in order", got, n-1)
+		}
+	}
+}
+
+// restorer rebuilds responders after a restart from the test's Route.
+type restorer struct {
+	mu   sync.Mutex
+	recs map[string]*recorder // by key
+	err  error
+}
+
+func (r *restorer) Restore(ev *bridge.Event) error {
+	if r.err != nil {
+		return r.err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !strings.Contains(string(ev.Route), ev.Key) {
+		return fmt.Errorf("route %s lost", ev.Route)
+	}
+	rec := newRecorder()
+	r.recs[ev.Key] = rec
+	ev.Reply = rec
+	return nil
+}
+
+func (r *restorer) rec(key string) *recorder {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.recs[key]
+}
+
+// crashedStore leaves, in a store file, what a process killed at a given
+// moment leaves: entries recorded and never run, and entries whose request
+// was sent.
+func crashedStore(t *testing.T, st *sessionmap.Store, received, sent []bridge.Event) {
+	t.Helper()
+	for _, evs := range [][]bridge.Event{received, sent} {
+		for _, ev := range evs {
+			data := []byte(fmt.Sprintf(`{"kind":%d,"platform":%q,"conversation":%q,"channel":"C1","user":{"ID":"U1","Name":"ann"},"text":%q,"route":%s}`,
+				ev.Kind, ev.Platform, ev.Conversation, ev.Text, ev.Route))
+			fresh, err := st.Receive(store.InboxEntry{Key: ev.Key, Conversation: ev.Conversation, Event: data, Received: time.Now()})
+			if err != nil || !fresh {
+				t.Fatalf("Receive(%s) = %v, %v", ev.Key, fresh, err)
+			}
+		}
+	}
+	for _, ev := range sent {
+		if err := st.MarkSent(ev.Key, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestRecoveryAfterCrash(t *testing.T) {
+	h := newHarness(t, defaultConfig(), nil)
+	received := []bridge.Event{keyed("c/r", "test/msg/r1", "first", nil), keyed("c/r", "test/msg/r2", "second", nil)}
+	sent := []bridge.Event{keyed("c/s", "test/msg/s1", "in flight", nil)}
+	flow := command("c/f", bridge.CommandFlow, "healthcheck host=web1", nil)
+	flow.Key, flow.Route = "test/cmd/f1", []byte(`{"to":"test/cmd/f1"}`)
+	sent = append(sent, flow)
+	crashedStore(t, h.store, received, sent)
+
+	h.restart(defaultConfig())
+	r := &restorer{recs: map[string]*recorder{}}
+	// Another platform's entries are not this adapter's to resume.
+	if resumed, told, err := h.b.Attach("other", r); err != nil || resumed+told != 0 {
+		t.Fatalf("Attach(other) = %d, %d, %v; want nothing", resumed, told, err)
+	}
+	resumed, told, err := h.b.Attach("test", r)
+	if err != nil || resumed != 2 || told != 2 {
+		t.Fatalf("Attach = %d resumed, %d told, %v; want 2, 2, nil", resumed, told, err)
+	}
+	for _, key := range []string{"test/msg/r1", "test/msg/r2", "test/msg/s1", "test/cmd/f1"} {
+		<-r.rec(key).notify
+	}
+	wantContains(t, "resumed reply", r.rec("test/msg/r2").last(t).Text, "You said: second")
+	wantContains(t, "chat notice", r.rec("test/msg/s1").last(t).Text, "restarted while it was answering")
+	wantContains(t, "flow notice", r.rec("test/cmd/f1").last(t).Text, "restarted while *healthcheck* was running", "may or may not have run")
+	if got := h.chatMessages(); strings.Join(got, ",") != "first,second" {
+		t.Errorf("agent got %q; want first,second: a sent message is never sent again", got)
+	}
+	for _, req := range h.fake.Requests() {
+		if strings.Contains(req.Path, "/run/sync") {
+			t.Errorf("the interrupted flow was run again: %s", req.Path)
+		}
+	}
+	// Shutdown waits for the notices' work, entries closed included.
+	if err := h.b.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := h.store.Pending(); err != nil || len(p) != 0 {
+		t.Errorf("Pending = %d entries, %v; want all closed", len(p), err)
+	}
+	entries, err := h.store.Audit(store.AuditFilter{Flow: "healthcheck"})
+	if err != nil || len(entries) != 1 || entries[0].Outcome != bridge.OutcomeInterrupted {
+		t.Errorf("audit = %+v, %v; want one interrupted entry", entries, err)
+	}
+	// A second Attach finds nothing more; a redelivery is a duplicate.
+	h.restart(defaultConfig())
+	if resumed, told, _ := h.b.Attach("test", r); resumed+told != 0 {
+		t.Errorf("Attach after a clean restart = %d, %d; want 0, 0", resumed, told)
+	}
+	if err := h.receive(keyed("c/s", "test/msg/s1", "in flight", newRecorder())); !errors.Is(err, bridge.ErrDuplicate) {
+		t.Errorf("redelivery of a told event = %v, want ErrDuplicate", err)
+	}
+}
+
+func TestUnrestorableEntryIsDropped(t *testing.T) {
+	h := newHarness(t, defaultConfig(), nil)
+	crashedStore(t, h.store, []bridge.Event{keyed("c/x", "test/msg/x", "lost", nil)}, nil)
+	h.restart(defaultConfig())
+	if resumed, told, err := h.b.Attach("test", &restorer{err: errors.New("channel gone")}); err != nil || resumed+told != 0 {
+		t.Fatalf("Attach = %d, %d, %v", resumed, told, err)
+	}
+	if p, err := h.store.Pending(); err != nil || len(p) != 0 {
+		t.Errorf("Pending = %d, %v; want the unrestorable entry closed", len(p), err)
+	}
+}
+
+func TestQueueOverflowAnswersBusy(t *testing.T) {
+	release := make(chan struct{})
+	reg := prometheus.NewRegistry()
+	metrics, err := bridge.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := defaultConfig()
+	cfg.QueueSize = 2
+	cfg.Metrics = metrics
+	asked := make(chan struct{}, 4)
+	h := newHarness(t, cfg, func(s *workspacetest.Server) {
+		s.AddAgent(workspacetest.Agent{UUID: agentUUID, Reply: func(_ int, msg string) string {
+			asked <- struct{}{}
+			<-release
+			return "ok " + msg
+		}})
+	})
+	rec := newRecorder()
+	// One running and two waiting fill the conversation; the fourth is busy.
+	var receipts []*bridge.Receipt
+	for i := range 4 {
+		receipts = append(receipts, h.b.Receive(keyed("c/full", fmt.Sprintf("test/msg/f%d", i), fmt.Sprint("m", i), rec)))
+		if i == 0 {
+			<-asked // the first is with the agent, out of the queue
+		}
+	}
+	if err := receipts[3].Wait(t.Context()); !errors.Is(err, bridge.ErrBusy) {
+		t.Fatalf("overflowing event = %v, want ErrBusy", err)
+	}
+	<-rec.notify
+	wantContains(t, "busy reply", rec.last(t).Text, "still working on your earlier messages")
+	if got := counterValue(t, reg, "flowbridge_refusals_total", "reason", "queue_full"); got != 1 {
+		t.Errorf("refusals{queue_full} = %v, want 1", got)
+	}
+	close(release)
+	for range 3 {
+		<-rec.notify
+	}
+	// The busy event was recorded: Slack's retry of it is not answered.
+	if err := h.receive(keyed("c/full", "test/msg/f3", "m3", rec)); !errors.Is(err, bridge.ErrDuplicate) {
+		t.Errorf("retry of the refused event = %v, want ErrDuplicate", err)
+	}
+}
+
+// counterValue reads one labelled counter from reg.
+func counterValue(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{%s=%q}", name, label, value)
+	return 0
+}
+
+// failingStore refuses inbox writes, as a full disk does.
+type failingStore struct {
+	*sessionmap.Store
+}
+
+func (failingStore) Receive(store.InboxEntry) (bool, error) {
+	return false, errors.New("write: no space left on device")
+}
+
+func TestStoreFullTellsUserAndSendsNothing(t *testing.T) {
+	fake := workspacetest.New(workspacetest.Options{})
+	fake.AddAgent(workspacetest.Agent{UUID: agentUUID})
+	fake.Start()
+	t.Cleanup(fake.Close)
+	ws, err := workspace.New(workspace.Config{BaseURL: fake.URL, WorkspaceUUID: "ws-test", Token: "test-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := openStore(t)
+	b, err := bridge.New(defaultConfig(), ws, failingStore{st}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Shutdown(context.Background()) })
+	rec := newRecorder()
+	if err := b.Receive(keyed("c/1", "test/msg/1", "hello", rec)).Wait(t.Context()); !errors.Is(err, bridge.ErrNotSaved) {
+		t.Fatalf("Receive on a full store = %v, want ErrNotSaved", err)
+	}
+	wantContains(t, "reply", rec.last(t).Text, "cannot save anything right now")
+	if n := len(fake.Sessions(agentUUID)); n != 0 {
+		t.Errorf("sessions created = %d, want 0: nothing is created for a message that cannot be kept", n)
+	}
+}
+
+func TestPrepareDropsEventsNotForTheBot(t *testing.T) {
+	h := newHarness(t, defaultConfig(), nil)
+	rec := newRecorder()
+	ev := keyed("c/1", "test/msg/p", "not for me", rec)
+	ev.Prepare = func(context.Context, *bridge.Event) bool { return false }
+	if err := h.receive(ev); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rec.all()); n != 0 {
+		t.Errorf("replies = %d, want 0", n)
+	}
+	if p, _ := h.store.Pending(); len(p) != 0 {
+		t.Errorf("pending = %d, want the dropped event closed", len(p))
+	}
+	// Prepare completes the event before it runs, in order.
+	ev = keyed("c/1", "test/msg/q", "for me", rec)
+	ev.Prepare = func(_ context.Context, e *bridge.Event) bool { e.User.Name = "looked up"; e.Text += "!"; return true }
+	if err := h.receive(ev); err != nil {
+		t.Fatal(err)
+	}
+	wantContains(t, "reply", rec.last(t).Text, "You said: for me!")
+}
+
+// ctxRecorder fails sends whose context has ended, as a platform call does.
+type ctxRecorder struct{ *recorder }
+
+func (r ctxRecorder) Send(ctx context.Context, rep bridge.Reply) (bridge.MessageRef, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	return r.recorder.Send(ctx, rep)
+}
+
+func TestShutdownTellsCutOffUsers(t *testing.T) {
+	asked, hold := make(chan struct{}, 1), make(chan struct{})
+	h := newHarness(t, defaultConfig(), func(s *workspacetest.Server) {
+		s.AddFlow(workspacetest.Flow{UUID: flowUUID, Delay: time.Hour})
+		s.AddAgent(workspacetest.Agent{UUID: agentUUID, Reply: func(int, string) string {
+			asked <- struct{}{}
+			<-hold
+			return "too late"
+		}})
+	})
+	t.Cleanup(func() { close(hold) }) // runs before the fake closes
+	chatRec, flowRec, queuedRec := ctxRecorder{newRecorder()}, ctxRecorder{newRecorder()}, ctxRecorder{newRecorder()}
+	if err := h.b.Receive(keyed("c/chat", "test/msg/slow", "slow question", chatRec)).Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.b.Receive(keyed("c/chat", "test/msg/queued", "after it", queuedRec)).Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	flow := command("c/flow", bridge.CommandFlow, "healthcheck host=a", nil)
+	flow.Reply, flow.Key = flowRec, "test/cmd/slow"
+	if err := h.b.Receive(flow).Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	<-flowRec.notify // "Running healthcheck…": the flow is on its way to the API
+	<-asked          // the chat message is with the agent
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if err := h.b.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown = %v, want the grace to run out", err)
+	}
+	wantContains(t, "chat notice", chatRec.last(t).Text, "cut off")
+	wantContains(t, "flow notice", flowRec.last(t).Text, "cut off")
+	if n := len(queuedRec.all()); n != 0 {
+		t.Errorf("the queued message got %d replies; want none now: it stays for the next start", n)
+	}
+	pending, err := h.store.Pending()
+	if err != nil || len(pending) != 1 || pending[0].Key != "test/msg/queued" || pending[0].State != store.Received {
+		t.Errorf("Pending after shutdown = %+v, %v; want only the queued message, still received", pending, err)
+	}
+}
+
+func TestConfirmationRechecksAccess(t *testing.T) {
+	cfg := defaultConfig()
+	f := healthcheck()
+	f.Confirm = true
+	cfg.Flows = []bridge.Flow{f}
+	h := newHarness(t, cfg, nil)
+	rec, r := h.command("c/1", bridge.CommandFlow, "healthcheck host=web1")
+	if len(r.Buttons) == 0 {
+		t.Fatalf("no confirmation asked: %+v", r)
+	}
+	run := r.Buttons[0].Action
+	for _, tc := range []struct {
+		name  string
+		flows []bridge.Flow
+		want  string
+	}{
+		{"allow emptied", func() []bridge.Flow { g := f; g.Allow = []string{"user:U-other"}; return []bridge.Flow{g} }(), "You may not run"},
+		{"flow deleted", nil, "no longer offered"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec, r = h.command("c/1", bridge.CommandFlow, "healthcheck host=web1")
+			run = r.Buttons[0].Action
+			if err := h.b.SetCatalog(tc.flows, cfg.Agents, cfg.Admins); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { h.b.SetCatalog(cfg.Flows, cfg.Agents, cfg.Admins) })
+			press := event("c/1", bridge.KindAction, "", rec)
+			press.Action = run
+			if err := h.do(press); err != nil {
+				t.Fatal(err)
+			}
+			wantContains(t, "reply to Run", rec.last(t).Text, tc.want)
+			for _, req := range h.fake.Requests() {
+				if strings.Contains(req.Path, "/run/sync") {
+					t.Fatalf("the flow ran after its access was revoked")
+				}
+			}
+		})
+	}
+}
