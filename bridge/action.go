@@ -152,15 +152,15 @@ func (b *Bridge) askConfirmation(ctx context.Context, log *zap.Logger, ev Event,
 	entry.Outcome = OutcomeConfirm
 	b.audit(log, entry)
 	var s strings.Builder
-	fmt.Fprintf(&s, "Run *%s*", f.Name)
-	if len(params) > 0 {
-		s.WriteString(" with")
+	if len(params) == 0 {
+		fmt.Fprintf(&s, "Run *%s*?", f.Name)
+	} else {
+		fmt.Fprintf(&s, "Run *%s* with these parameters?", f.Name)
 		for _, k := range slices.Sorted(maps.Keys(params)) {
 			fmt.Fprintf(&s, "\n• `%s` = `%s`", k, params[k])
 		}
-		s.WriteString("\n")
 	}
-	fmt.Fprintf(&s, "?\nThis request expires in %s.", humanDuration(c.ttl))
+	fmt.Fprintf(&s, "\n\nThis request expires in %s.", humanDuration(c.ttl))
 	b.send(ctx, ev, Reply{Kind: ReplyConfirm, Ephemeral: true, Text: s.String(), Buttons: []Button{
 		{Action: Action{ID: ActionConfirm, Value: id}, Label: "Run", Style: "primary"},
 		{Action: Action{ID: ActionCancel, Value: id}, Label: "Cancel"},

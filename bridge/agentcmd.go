@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"go.uber.org/zap"
@@ -107,6 +108,15 @@ func (b *Bridge) agentUse(ctx context.Context, log *zap.Logger, ev Event, cat *c
 	a, ok := cat.agents[name]
 	if !ok {
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf("There is no agent *%s*. Agents: %s.", name, joinQuoted(cat.agentNames))})
+		return
+	}
+	if len(a.Channels) > 0 && !slices.Contains(a.Channels, ev.Channel) {
+		b.metrics.refused("agent_channel")
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf("The agent *%s* is not available in this channel, so this conversation cannot switch to it.", a.Name)})
+		return
+	}
+	if cur, err := b.conversationAgent(cat, ev.Conversation); err == nil && cur != nil && cur.Name == a.Name {
+		b.send(ctx, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: fmt.Sprintf("This conversation already talks to *%s*; nothing changed.", a.Name)})
 		return
 	}
 	if err := b.store.SetConversationAgent(ev.Conversation, a.Name); err != nil {

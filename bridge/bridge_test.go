@@ -352,7 +352,7 @@ func TestFlowOutcomes(t *testing.T) {
 		if r.Kind != bridge.ReplyError {
 			t.Errorf("kind = %v, want error", r.Kind)
 		}
-		wantContains(t, "reply", r.Text, "did not finish within 1 s")
+		wantContains(t, "reply", r.Text, "did not finish within 1 second")
 		entries, err := h.store.Audit(auditAll())
 		if err != nil || len(entries) != 2 || entries[0].Outcome != bridge.OutcomeStarted || entries[1].Outcome != bridge.OutcomeTimeout {
 			t.Errorf("audit = %+v, %v; want started, then timeout", entries, err)

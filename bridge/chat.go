@@ -42,9 +42,9 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgAgentChannel, agent.Name)})
 		return
 	}
-	if !b.limits.allowChat(ev.Platform, ev.User.ID) {
+	if ok, wait := b.limits.allowChat(ev.Platform, ev.User.ID); !ok {
 		b.metrics.refused("chat_rate")
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgChatRate})
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgChatRate, humanWait(wait))})
 		return
 	}
 	if !b.acquire() {

@@ -61,11 +61,11 @@ func (b *Bridge) flow(ctx context.Context, log *zap.Logger, ev Event, args strin
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: refusalText(f, rule)})
 		return
 	}
-	if !b.limits.allowFlow(ev.Platform, ev.User.ID) {
+	if ok, wait := b.limits.allowFlow(ev.Platform, ev.User.ID); !ok {
 		b.metrics.refused("flow_rate")
 		entry.Outcome, entry.Detail = OutcomeRefused, "rate limit"
 		b.audit(log, entry)
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgFlowRate})
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgFlowRate, humanWait(wait))})
 		return
 	}
 	if err != nil {

@@ -457,3 +457,45 @@ func TestConfirmationRechecksAccess(t *testing.T) {
 		})
 	}
 }
+
+func TestRepliesReadAsSentences(t *testing.T) {
+	t.Run("rate limit says when", func(t *testing.T) {
+		cfg := defaultConfig()
+		cfg.Limits = bridge.Limits{ChatPerMinute: 1, Burst: 1}
+		h := newHarness(t, cfg, nil)
+		h.ask("c/1", "one")
+		r := h.ask("c/1", "two")
+		wantContains(t, "rate reply", r.Text, "Please try again in 1 minute")
+	})
+	t.Run("confirmation prompt", func(t *testing.T) {
+		cfg := defaultConfig()
+		cfg.Flows[0].Confirm = true
+		h := newHarness(t, cfg, nil)
+		_, r := h.command("c/1", bridge.CommandFlow, "healthcheck host=prod1")
+		want := "Run *healthcheck* with these parameters?\n• `host` = `prod1`\n\nThis request expires in 5 minutes."
+		if r.Text != want {
+			t.Errorf("prompt = %q, want %q", r.Text, want)
+		}
+	})
+	t.Run("agent use", func(t *testing.T) {
+		cfg := defaultConfig()
+		cfg.Agents[1].Channels = []string{"C-elsewhere"}
+		h := newHarness(t, cfg, nil)
+		h.ask("c/1", "hello")
+		admin := func(args string) bridge.Reply {
+			rec := newRecorder()
+			ev := command("c/1", bridge.CommandAgent, args, rec)
+			ev.User.ID = "U-admin"
+			if err := h.do(ev); err != nil {
+				t.Fatal(err)
+			}
+			return rec.last(t)
+		}
+		wantContains(t, "use of a channel's forbidden agent", admin("use other").Text, "not available in this channel")
+		wantContains(t, "use of the same agent", admin("use helper").Text, "already talks to *helper*")
+		if n := len(h.fake.Sessions(agentUUID)); n != 1 {
+			t.Fatalf("sessions = %d", n)
+		}
+		wantContains(t, "next answer keeps the session", h.ask("c/1", "again").Text, "[turn 2]")
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/flowbridge/flowbridge/bridge/workspace"
@@ -19,8 +20,8 @@ const (
 	msgStoreFailed    = "flowbridge could not read its session store. Please tell an admin."
 	msgNoAgent        = "No agent is configured. Please tell an admin."
 	msgAgentChannel   = "The agent *%s* is not available in this channel."
-	msgChatRate       = "You're sending messages faster than I can take them. Please wait a moment."
-	msgFlowRate       = "You're running flows faster than allowed. Please wait a moment."
+	msgChatRate       = "You're sending messages faster than I can take them. Please try again in %s."
+	msgFlowRate       = "You're running flows faster than allowed. Please try again in %s."
 	msgSessionRenewed = "_The previous conversation had expired, so a new one was started._"
 	msgEmptyReply     = "_The agent sent an empty reply._"
 	msgCutOff         = "flowbridge is shutting down and your request was cut off before it finished. Please send it again in a minute."
@@ -81,10 +82,35 @@ func commonErrorText(err error, what string) string {
 	return fmt.Sprintf("Something went wrong with %s. Please try again; if it keeps happening, tell an admin.", what)
 }
 
-// humanDuration prints 60s as "60 s" and 2m30s as "2m30s": what people expect to read.
+// humanDuration writes a duration as people say it: "45 seconds",
+// "5 minutes", "2 minutes 30 seconds", "1 hour".
 func humanDuration(d time.Duration) string {
-	if d < time.Minute {
-		return fmt.Sprintf("%d s", int((d+time.Second-1)/time.Second))
+	d = d.Round(time.Second)
+	if d < time.Second {
+		d = time.Second
 	}
-	return d.Round(time.Second).String()
+	unit := func(n int64, one string) string {
+		if n == 1 {
+			return "1 " + one
+		}
+		return fmt.Sprintf("%d %ss", n, one)
+	}
+	h, m, s := int64(d/time.Hour), int64(d%time.Hour/time.Minute), int64(d%time.Minute/time.Second)
+	var parts []string
+	if h > 0 {
+		parts = append(parts, unit(h, "hour"))
+	}
+	if m > 0 {
+		parts = append(parts, unit(m, "minute"))
+	}
+	if s > 0 && h == 0 {
+		parts = append(parts, unit(s, "second"))
+	}
+	return strings.Join(parts, " ")
+}
+
+// humanWait is humanDuration for a wait, rounded up: "1 second" rather than
+// "0 seconds" for 300 ms.
+func humanWait(d time.Duration) string {
+	return humanDuration((d + time.Second - 1).Truncate(time.Second))
 }

@@ -31,17 +31,19 @@ func newRateLimits(l Limits) *rateLimits {
 	return &rateLimits{chat: perMin(l.ChatPerMinute), flow: perMin(l.FlowsPerMinute), burst: l.Burst, m: make(map[string]*userLimit)}
 }
 
-func (r *rateLimits) allowChat(platform, user string) bool {
+// allowChat and allowFlow take one request from the user's bucket, or report
+// how long until the next one would be allowed.
+func (r *rateLimits) allowChat(platform, user string) (bool, time.Duration) {
 	return r.allow("c/"+platform+"/"+user, r.chat)
 }
 
-func (r *rateLimits) allowFlow(platform, user string) bool {
+func (r *rateLimits) allowFlow(platform, user string) (bool, time.Duration) {
 	return r.allow("f/"+platform+"/"+user, r.flow)
 }
 
-func (r *rateLimits) allow(key string, lim rate.Limit) bool {
+func (r *rateLimits) allow(key string, lim rate.Limit) (bool, time.Duration) {
 	if lim == rate.Inf {
-		return true
+		return true, 0
 	}
 	now := time.Now()
 	r.mu.Lock()
@@ -59,5 +61,12 @@ func (r *rateLimits) allow(key string, lim rate.Limit) bool {
 		r.m[key] = u
 	}
 	u.seen = now
-	return u.l.AllowN(now, 1)
+	if u.l.AllowN(now, 1) {
+		return true, 0
+	}
+	// A reservation tells the wait; cancelled at once, it takes nothing.
+	res := u.l.ReserveN(now, 1)
+	wait := res.DelayFrom(now)
+	res.CancelAt(now)
+	return false, wait
 }

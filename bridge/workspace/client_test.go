@@ -357,12 +357,19 @@ func TestCreateSessionShapes(t *testing.T) {
 		})
 	}
 
+	const (
+		a = "0a0a0a0a-0000-4000-8000-00000000000a"
+		b = "0b0b0b0b-0000-4000-8000-00000000000b"
+		c = "0c0c0c0c-0000-4000-8000-00000000000c"
+		d = "0d0d0d0d-0000-4000-8000-00000000000d"
+		e = "0e0e0e0e-0000-4000-8000-00000000000e"
+	)
 	bodies := map[string]string{
-		`{"result":{"session_uuid":"a"},"uuid":"b"}`:            "a",
-		`{"result":{"session_uuid":"","uuid":"b"}}`:             "b",
-		`{"result":"text","session_uuid":"c"}`:                  "c",
-		`{"result":{"session_uuid":7},"uuid":"d"}`:              "d",
-		`{"result":{"uuid":"e"},"session_uuid":"f","uuid":"g"}`: "e",
+		`{"result":{"session_uuid":"` + a + `"},"uuid":"` + b + `"}`:                    a,
+		`{"result":{"session_uuid":"","uuid":"` + b + `"}}`:                             b,
+		`{"result":"text","session_uuid":"` + c + `"}`:                                  c,
+		`{"result":{"session_uuid":7},"uuid":"` + d + `"}`:                              d,
+		`{"result":{"uuid":"` + e + `"},"session_uuid":"` + a + `","uuid":"` + b + `"}`: e,
 	}
 	for body, want := range bodies {
 		t.Run(body, func(t *testing.T) {
@@ -395,7 +402,7 @@ func TestCreateSessionPath(t *testing.T) {
 		CreateSessionPath: "/api/v2/{workspace_uuid}/sessions?agent={agent_uuid}",
 		HTTPClient: &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			got = r.URL.String()
-			return jsonResponse(200, `{"uuid":"s"}`), nil
+			return jsonResponse(200, `{"uuid":"0a0a0a0a-0000-4000-8000-00000000000a"}`), nil
 		})},
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package workspace
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -12,6 +13,8 @@ func FuzzDecode(f *testing.F) {
 		`{"meta":{"status":"SUCCESS"},"result":{"output":{"response":"ok"}}}`,
 		`{"meta":{"agent_uuid":"a","message":"Message sent","start_at":1716212345123456789,"status":"SUBMITTED"},"result":{"output":"hi"}}`,
 		`{"result":{"session_uuid":"s"}}`,
+		`{"result":{"session_uuid":"6BA7B810-9DAD-11D1-80B4-00C04FD430C8"}}`,
+		`{"meta":{"status":"FAILED","message":"disk full"},"result":{"error":{"code":5}}}`,
 		`{"result":{"output":null}}`,
 		`{"meta":{"start_at":1e400}}`,
 		`<html>`,
@@ -25,17 +28,30 @@ func FuzzDecode(f *testing.F) {
 			if !json.Valid(run.Output) {
 				t.Errorf("decodeFlowRun(%q).Output = %q, not JSON", data, run.Output)
 			}
+			if run.Status != "" && !strings.EqualFold(run.Status, "SUCCESS") {
+				t.Errorf("decodeFlowRun(%q) succeeded with status %q", data, run.Status)
+			}
 			run.Response()
+		} else if fe, ok := errors.AsType[*FlowFailedError](err); ok {
+			if len(fe.Message) > maxFailureMessage+len("…") || fe.Status == "" {
+				t.Errorf("decodeFlowRun(%q) = %#v, want a status and a short message", data, fe)
+			}
 		} else if !errors.Is(err, ErrBadResponse) {
-			t.Errorf("decodeFlowRun(%q) = %v, want ErrBadResponse", data, err)
+			t.Errorf("decodeFlowRun(%q) = %v, want ErrBadResponse or a FlowFailedError", data, err)
 		}
-		if _, err := decodeChatReply(data); err != nil && !errors.Is(err, ErrBadResponse) {
-			t.Errorf("decodeChatReply(%q) = %v, want ErrBadResponse", data, err)
+		if reply, err := decodeChatReply(data); err == nil {
+			if reply.Status != "" && !strings.EqualFold(reply.Status, "SUBMITTED") {
+				t.Errorf("decodeChatReply(%q) succeeded with status %q", data, reply.Status)
+			}
+		} else if !errors.Is(err, ErrBadResponse) && !errors.Is(err, ErrChatFailed) {
+			t.Errorf("decodeChatReply(%q) = %v, want ErrBadResponse or ErrChatFailed", data, err)
 		}
-		if id, err := decodeSessionUUID(data); err == nil && id == "" {
-			t.Errorf("decodeSessionUUID(%q) = empty UUID without error", data)
-		} else if err != nil && !errors.Is(err, ErrBadResponse) {
-			t.Errorf("decodeSessionUUID(%q) = %v, want ErrBadResponse", data, err)
+		if id, err := decodeSessionUUID(data); err == nil {
+			if canonical, ok := ValidSessionID(id); !ok || canonical != id {
+				t.Errorf("decodeSessionUUID(%q) = %q, not a canonical lower-case UUID", data, id)
+			}
+		} else if !errors.Is(err, ErrBadResponse) || len(err.Error()) > 300 {
+			t.Errorf("decodeSessionUUID(%q) = %.400v, want a short ErrBadResponse", data, err)
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -17,68 +18,164 @@ import (
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
 )
 
-func TestRetryAfter(t *testing.T) {
+// countRequests returns how many requests the fake received on paths
+// ending in suffix.
+func countRequests(fake *workspacetest.Server, suffix string) int {
+	n := 0
+	for _, r := range fake.Requests() {
+		if strings.HasSuffix(r.Path, suffix) {
+			n++
+		}
+	}
+	return n
+}
+
+// retryAfterHeader returns a Retry-After header; "date+5s" is an HTTP date
+// 5 s ahead, "" none.
+func retryAfterHeader(v string) http.Header {
+	header := http.Header{}
+	switch v {
+	case "":
+	case "date+5s":
+		header.Set("Retry-After", time.Now().Add(5*time.Second).UTC().Format(http.TimeFormat))
+	default:
+		header.Set("Retry-After", v)
+	}
+	return header
+}
+
+// TestFlowRunNeverResent is finding 1 for flows: a flow run answered 429 or
+// 503 is not sent again, whatever its Retry-After and MaxRetries; the caller
+// gets at once an APIError matching ErrRateLimited or ErrUnavailable, with
+// the Retry-After as a delay.
+func TestFlowRunNeverResent(t *testing.T) {
 	tests := []struct {
-		name       string
-		status     int
-		retryAfter string // "date+5s" is an HTTP date 5 s ahead
-		times      int    // forced answers before success; 0 = always
-		maxRetries int
-		wantCalls  int
-		wantWait   time.Duration
-		wantErr    bool
+		name           string
+		status         int
+		retryAfter     string
+		maxRetries     int
+		want, notWant  error
+		wantRetryAfter time.Duration
 	}{
-		{name: "503 seconds", status: 503, retryAfter: "2", times: 1, wantCalls: 2, wantWait: 2 * time.Second},
-		{name: "429 seconds", status: 429, retryAfter: "1", times: 2, wantCalls: 3, wantWait: 2 * time.Second},
-		{name: "429 date", status: 429, retryAfter: "date+5s", times: 1, wantCalls: 2, wantWait: 5 * time.Second},
-		{name: "503 zero", status: 503, retryAfter: "0", times: 1, wantCalls: 2},
-		{name: "bounded by default", status: 503, retryAfter: "1", wantCalls: 3, wantWait: 2 * time.Second, wantErr: true},
-		{name: "bounded by config", status: 503, retryAfter: "1", maxRetries: 4, wantCalls: 5, wantWait: 4 * time.Second, wantErr: true},
-		{name: "retries off", status: 503, retryAfter: "1", times: 1, maxRetries: -1, wantCalls: 1, wantErr: true},
-		{name: "503 without Retry-After", status: 503, times: 1, wantCalls: 1, wantErr: true},
-		{name: "503 beyond the cap", status: 503, retryAfter: "31", times: 1, wantCalls: 1, wantErr: true},
-		{name: "503 garbage Retry-After", status: 503, retryAfter: "soon", times: 1, wantCalls: 1, wantErr: true},
-		{name: "500 with Retry-After", status: 500, retryAfter: "1", times: 1, wantCalls: 1, wantErr: true},
-		{name: "502", status: 502, times: 1, wantCalls: 1, wantErr: true},
+		{name: "503 seconds", status: 503, retryAfter: "2", want: workspace.ErrUnavailable, notWant: workspace.ErrRateLimited, wantRetryAfter: 2 * time.Second},
+		{name: "503 zero", status: 503, retryAfter: "0", want: workspace.ErrUnavailable, notWant: workspace.ErrRateLimited},
+		{name: "503 without Retry-After", status: 503, want: workspace.ErrUnavailable, notWant: workspace.ErrRateLimited},
+		{name: "503 with more retries configured", status: 503, retryAfter: "1", maxRetries: 5, want: workspace.ErrUnavailable, notWant: workspace.ErrRateLimited, wantRetryAfter: time.Second},
+		{name: "429 seconds", status: 429, retryAfter: "1", want: workspace.ErrRateLimited, notWant: workspace.ErrUnavailable, wantRetryAfter: time.Second},
+		{name: "429 date", status: 429, retryAfter: "date+5s", want: workspace.ErrRateLimited, notWant: workspace.ErrUnavailable, wantRetryAfter: 5 * time.Second},
+		{name: "429 beyond the cap", status: 429, retryAfter: "120", want: workspace.ErrRateLimited, notWant: workspace.ErrUnavailable, wantRetryAfter: 2 * time.Minute},
+		{name: "429 garbage Retry-After", status: 429, retryAfter: "soon", want: workspace.ErrRateLimited, notWant: workspace.ErrUnavailable},
+		{name: "429 with more retries configured", status: 429, retryAfter: "1", maxRetries: 5, want: workspace.ErrRateLimited, notWant: workspace.ErrUnavailable, wantRetryAfter: time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				fake := newFake(t, workspacetest.Options{})
-				fake.AddSession(agentUUID, "s")
+				// Only the first run is refused: a second one would succeed.
+				fake.AddFlow(workspacetest.Flow{UUID: flowUUID, Template: "done", Status: tt.status, Header: retryAfterHeader(tt.retryAfter), Body: "busy", StatusCount: 1})
 				c := newClient(t, fake, func(cfg *workspace.Config) { cfg.MaxRetries = tt.maxRetries })
+				start := time.Now()
+				run, err := c.RunFlowSync(t.Context(), flowUUID, nil, time.Minute)
+				if n := countRequests(fake, "/run/sync"); n != 1 {
+					t.Errorf("fake received %d flow runs, want exactly 1", n)
+				}
+				if got := time.Since(start); got != 0 {
+					t.Errorf("RunFlowSync returned after %v, want at once", got)
+				}
+				if !errors.Is(err, tt.want) || errors.Is(err, tt.notWant) {
+					t.Fatalf("RunFlowSync = %v, %v, want an error matching %v only", run, err, tt.want)
+				}
+				apiErr, ok := errors.AsType[*workspace.APIError](err)
+				if !ok || apiErr.Status != tt.status || apiErr.RetryAfter != tt.wantRetryAfter || apiErr.Op != workspace.OpRunFlow {
+					t.Errorf("RunFlowSync = %#v, want an APIError %d with RetryAfter %v", apiErr, tt.status, tt.wantRetryAfter)
+				}
+			})
+		})
+	}
+}
 
-				for _, op := range []string{workspace.OpRunFlow, workspace.OpChat} {
-					header := http.Header{}
-					switch tt.retryAfter {
-					case "":
-					case "date+5s":
-						header.Set("Retry-After", time.Now().Add(5*time.Second).UTC().Format(http.TimeFormat))
-					default:
-						header.Set("Retry-After", tt.retryAfter)
+// TestChatResentOnlyAfter429 is finding 1 for chat messages and Create
+// Session: they are sent again only after a 429 whose Retry-After is within
+// the cap and the call's deadline, after waiting it; never after a 503 or
+// another status.
+func TestChatResentOnlyAfter429(t *testing.T) {
+	tests := []struct {
+		name        string
+		create      bool // CreateSession, else Chat
+		status      int
+		retryAfter  string
+		times       int // forced answers before success; 0 = always
+		maxRetries  int
+		chatTimeout time.Duration
+		wantSends   int
+		wantWait    time.Duration
+		ok          bool  // success after re-sending
+		want        error // else an APIError with status, matching want when set
+	}{
+		{name: "429 then 200", status: 429, retryAfter: "1", times: 1, wantSends: 2, wantWait: time.Second, ok: true},
+		{name: "429 date then 200", status: 429, retryAfter: "date+5s", times: 1, wantSends: 2, wantWait: 5 * time.Second, ok: true},
+		{name: "429 zero then 200", status: 429, retryAfter: "0", times: 1, wantSends: 2, ok: true},
+		{name: "429 twice then 200", status: 429, retryAfter: "1", times: 2, wantSends: 3, wantWait: 2 * time.Second, ok: true},
+		{name: "429 bounded by default", status: 429, retryAfter: "1", wantSends: 3, wantWait: 2 * time.Second, want: workspace.ErrRateLimited},
+		{name: "429 bounded by config", status: 429, retryAfter: "1", maxRetries: 4, wantSends: 5, wantWait: 4 * time.Second, want: workspace.ErrRateLimited},
+		{name: "429 retries off", status: 429, retryAfter: "1", times: 1, maxRetries: -1, wantSends: 1, want: workspace.ErrRateLimited},
+		{name: "429 without Retry-After", status: 429, times: 1, wantSends: 1, want: workspace.ErrRateLimited},
+		{name: "429 beyond the cap", status: 429, retryAfter: "31", times: 1, wantSends: 1, want: workspace.ErrRateLimited},
+		{name: "429 garbage Retry-After", status: 429, retryAfter: "soon", times: 1, wantSends: 1, want: workspace.ErrRateLimited},
+		{name: "429 beyond the chat timeout", status: 429, retryAfter: "20", times: 1, chatTimeout: 10 * time.Second, wantSends: 1, want: workspace.ErrRateLimited},
+		{name: "503", status: 503, retryAfter: "1", times: 1, wantSends: 1, want: workspace.ErrUnavailable},
+		{name: "503 without Retry-After", status: 503, times: 1, wantSends: 1, want: workspace.ErrUnavailable},
+		{name: "500 with Retry-After", status: 500, retryAfter: "1", times: 1, wantSends: 1},
+		{name: "create session 429 then 200", create: true, status: 429, retryAfter: "1", times: 1, wantSends: 2, wantWait: time.Second, ok: true},
+		{name: "create session 503", create: true, status: 503, retryAfter: "1", times: 1, wantSends: 1, want: workspace.ErrUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fake := newFake(t, workspacetest.Options{})
+				if tt.create {
+					fake.AddAgent(workspacetest.Agent{UUID: agentUUID, SessionStatus: tt.status, Header: retryAfterHeader(tt.retryAfter), SessionStatusCount: tt.times})
+				} else {
+					fake.AddAgent(workspacetest.Agent{UUID: agentUUID, Status: tt.status, Header: retryAfterHeader(tt.retryAfter), StatusCount: tt.times})
+				}
+				fake.AddSession(agentUUID, "s")
+				c := newClient(t, fake, func(cfg *workspace.Config) {
+					cfg.MaxRetries = tt.maxRetries
+					cfg.ChatTimeout = tt.chatTimeout
+				})
+				start := time.Now()
+				var err error
+				suffix := "/chat"
+				if tt.create {
+					suffix = "/sessions"
+					_, err = c.CreateSession(t.Context(), agentUUID)
+				} else {
+					_, err = c.Chat(t.Context(), agentUUID, "s", "hi")
+				}
+				if n := countRequests(fake, suffix); n != tt.wantSends {
+					t.Errorf("fake received %d requests, want %d", n, tt.wantSends)
+				}
+				if got := time.Since(start); got != tt.wantWait {
+					t.Errorf("took %v, want %v", got, tt.wantWait)
+				}
+				apiErr, isAPI := errors.AsType[*workspace.APIError](err)
+				switch {
+				case tt.ok:
+					if err != nil {
+						t.Errorf("error = %v, want success after re-sending", err)
 					}
-					fake.AddFlow(workspacetest.Flow{UUID: flowUUID, Template: "done", Status: tt.status, Header: header, StatusCount: tt.times})
-					fake.AddAgent(workspacetest.Agent{UUID: agentUUID, Status: tt.status, Header: header, StatusCount: tt.times})
-					before := len(fake.Requests())
-					start := time.Now()
-					var err error
-					if op == workspace.OpRunFlow {
-						_, err = c.RunFlowSync(t.Context(), flowUUID, nil, time.Minute)
-					} else {
-						_, err = c.Chat(t.Context(), agentUUID, "s", "hi")
+				case !isAPI || apiErr.Status != tt.status:
+					t.Errorf("error = %v, want the APIError %d", err, tt.status)
+				case tt.want != nil && !errors.Is(err, tt.want):
+					t.Errorf("error = %v, want errors.Is %v", err, tt.want)
+				}
+				if !tt.create {
+					wantMessages := 0
+					if err == nil {
+						wantMessages = 1
 					}
-					if got := len(fake.Requests()) - before; got != tt.wantCalls {
-						t.Errorf("%s: fake received %d requests, want %d", op, got, tt.wantCalls)
-					}
-					if got := time.Since(start); got != tt.wantWait {
-						t.Errorf("%s: took %v, want %v", op, got, tt.wantWait)
-					}
-					apiErr, isAPI := errors.AsType[*workspace.APIError](err)
-					switch {
-					case tt.wantErr && (!isAPI || apiErr.Status != tt.status):
-						t.Errorf("%s: error = %v, want the APIError %d", op, err, tt.status)
-					case !tt.wantErr && err != nil:
-						t.Errorf("%s: error = %v, want success after retrying", op, err)
+					if got := fake.Messages("s"); len(got) != wantMessages {
+						t.Errorf("session accepted %q, want %d message", got, wantMessages)
 					}
 				}
 			})
@@ -89,14 +186,15 @@ func TestRetryAfter(t *testing.T) {
 func TestRetryWaitEndsWithContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := newFake(t, workspacetest.Options{})
-		fake.AddFlow(workspacetest.Flow{UUID: flowUUID, Status: 503, Header: http.Header{"Retry-After": {"20"}}})
+		fake.AddAgent(workspacetest.Agent{UUID: agentUUID, Status: 429, Header: http.Header{"Retry-After": {"20"}}})
+		fake.AddSession(agentUUID, "s")
 		c := newClient(t, fake, nil)
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(3*time.Second, cancel)
 		start := time.Now()
-		_, err := c.RunFlowSync(ctx, flowUUID, nil, time.Minute)
+		_, err := c.Chat(ctx, agentUUID, "s", "hi")
 		if !errors.Is(err, context.Canceled) || errors.Is(err, workspace.ErrUnreachable) {
-			t.Errorf("RunFlowSync cancelled while waiting = %v, want context.Canceled", err)
+			t.Errorf("Chat cancelled while waiting = %v, want context.Canceled", err)
 		}
 		if got := time.Since(start); got != 3*time.Second {
 			t.Errorf("cancelled after %v, want 3s", got)
@@ -211,29 +309,49 @@ func TestDialClosedPort(t *testing.T) {
 	}
 }
 
+// TestResetAfterReceiptNotRetried: a connection that breaks once the
+// request was received ends the call, for every operation: the request may
+// have been acted on.
 func TestResetAfterReceiptNotRetried(t *testing.T) {
-	var received atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		received.Add(1)
-		io.Copy(io.Discard, r.Body)
-		conn, _, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			t.Errorf("hijack: %v", err)
-			return
-		}
-		conn.Close()
-	}))
-	t.Cleanup(srv.Close)
-	c, err := workspace.New(workspace.Config{BaseURL: srv.URL, WorkspaceUUID: "ws-test", HTTPClient: srv.Client()})
-	if err != nil {
-		t.Fatalf("New: %v", err)
+	calls := map[string]func(context.Context, *workspace.Client) error{
+		"flow": func(ctx context.Context, c *workspace.Client) error {
+			_, err := c.RunFlowSync(ctx, flowUUID, map[string]string{"host": "web1"}, time.Minute)
+			return err
+		},
+		"chat": func(ctx context.Context, c *workspace.Client) error {
+			_, err := c.Chat(ctx, agentUUID, "s", "hi")
+			return err
+		},
+		"create session": func(ctx context.Context, c *workspace.Client) error {
+			_, err := c.CreateSession(ctx, agentUUID)
+			return err
+		},
 	}
-	_, err = c.RunFlowSync(t.Context(), flowUUID, map[string]string{"host": "web1"}, time.Minute)
-	if !errors.Is(err, workspace.ErrUnreachable) {
-		t.Errorf("RunFlowSync with the connection dropped = %v, want ErrUnreachable", err)
-	}
-	if got := received.Load(); got != 1 {
-		t.Errorf("server received %d requests, want 1: a flow that may have run is never retried", got)
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			var received atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				received.Add(1)
+				io.Copy(io.Discard, r.Body)
+				conn, _, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					t.Errorf("hijack: %v", err)
+					return
+				}
+				conn.Close()
+			}))
+			t.Cleanup(srv.Close)
+			c, err := workspace.New(workspace.Config{BaseURL: srv.URL, WorkspaceUUID: "ws-test", HTTPClient: srv.Client()})
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			if err := call(t.Context(), c); !errors.Is(err, workspace.ErrUnreachable) {
+				t.Errorf("%s with the connection dropped = %v, want ErrUnreachable", name, err)
+			}
+			if got := received.Load(); got != 1 {
+				t.Errorf("server received %d requests, want 1: a request that may have been acted on is never sent again", got)
+			}
+		})
 	}
 }
 
@@ -250,7 +368,7 @@ func TestClientDeadline(t *testing.T) {
 				_, err := c.RunFlowSync(ctx, flowUUID, nil, 30*time.Second)
 				return err
 			},
-			want: 40 * time.Second,
+			want: 35 * time.Second,
 		},
 		{
 			name: "flow rounded timeout plus margin",
@@ -267,7 +385,7 @@ func TestClientDeadline(t *testing.T) {
 				_, err := c.RunFlowSync(ctx, flowUUID, nil, 0)
 				return err
 			},
-			want: 70 * time.Second,
+			want: 65 * time.Second,
 		},
 		{
 			name: "chat default",

@@ -175,7 +175,7 @@ func TestRunAgainstWorkspace(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, errOut)
 	}
-	for _, want := range []string{"new one was started", "[turn 1] You said: four", "did not finish within 1 s", "```json", `"ok": true`} {
+	for _, want := range []string{"new one was started", "[turn 1] You said: four", "did not finish within 1 second", "```json", `"ok": true`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

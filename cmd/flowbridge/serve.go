@@ -20,7 +20,6 @@ import (
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/workspace"
 	"github.com/flowbridge/flowbridge/sessionmap"
-	"github.com/flowbridge/flowbridge/sessionmap/bridgestore"
 )
 
 // serveInfo tells tests where the running bridge listens.
@@ -86,7 +85,7 @@ func serve(ctx context.Context, env *environment, cfg *Config, log *zap.Logger, 
 	}
 	bcfg := cfg.bridgeConfig()
 	bcfg.Metrics = metrics
-	b, err := bridge.New(bcfg, ws, bridgestore.New(st), log.Named("bridge"))
+	b, err := bridge.New(bcfg, ws, st, log.Named("bridge"))
 	if err != nil {
 		return err
 	}
@@ -157,6 +156,7 @@ wait:
 	}
 	cancelAdapters()
 	wg.Wait()
+	b.Close() // events recorded after Shutdown began, for the next start
 	mwg.Wait()
 	admin.shutdown()
 	log.Info("flowbridge stopped")
