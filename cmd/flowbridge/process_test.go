@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
 )
 
@@ -125,6 +126,56 @@ func TestProcess(t *testing.T) {
 		}
 		if strings.Contains(p.errOut.String(), "cut off") {
 			t.Errorf("work was cut off:\n%s", p.errOut)
+		}
+	})
+
+	t.Run("SIGTERM past the grace tells the cut-off users, then exits 0", func(t *testing.T) {
+		s := newStack(t, stackOptions{slack: true, grace: "1s"})
+		hold := make(chan struct{})
+		t.Cleanup(func() { close(hold) }) // before the fakes close
+		asked, running := make(chan struct{}, 1), make(chan struct{}, 1)
+		s.ws.AddAgent(workspacetest.Agent{UUID: stackAgentUUID, Reply: func(int, string) string {
+			asked <- struct{}{}
+			<-hold
+			return "too late"
+		}})
+		s.ws.AddFlow(workspacetest.Flow{UUID: stackFlowUUID, Reply: func(map[string]string) string {
+			running <- struct{}{}
+			<-hold
+			return "too late"
+		}})
+		p := startProcess(t, bin, s.env, "run", "-config", s.path)
+		p.errOut.waitFor(t, "flowbridge running", p.done)
+		ctx := waitCtx(t)
+		if err := s.slack.WaitConnections(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.slack.SendMessage(ctx, slacktest.MessageEvent{Channel: "D0ALICE", ChannelType: "im", User: slackUser, Text: "a slow question"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.slack.SendSlashCommand(ctx, slacktest.SlashCommand{Command: "/flow", Text: "healthcheck host=slow", UserID: "U0BOB", ChannelID: slackChannel}); err != nil {
+			t.Fatal(err)
+		}
+		<-asked
+		<-running
+		start := time.Now()
+		p.signal(t, syscall.SIGTERM)
+		if err := p.wait(t, 30*time.Second); err != nil {
+			t.Fatalf("exit: %v, want status 0\nstderr:\n%s", err, p.errOut)
+		}
+		// Grace 1 s, plus at most 2 s to tell the users and close.
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("exited %s after SIGTERM; want within the 1 s grace plus 2 s", d)
+		}
+		if _, err := s.slack.WaitMessage(ctx, func(m slacktest.Message) bool {
+			return m.Channel == "D0ALICE" && slackHas(m, "cut off")
+		}); err != nil {
+			t.Errorf("the chat user was not told: %v\nstderr:\n%s", err, p.errOut)
+		}
+		if _, err := s.slack.WaitMessage(ctx, func(m slacktest.Message) bool {
+			return m.Channel == slackChannel && slackHas(m, "cut off")
+		}); err != nil {
+			t.Errorf("the flow's user was not told: %v\nstderr:\n%s", err, p.errOut)
 		}
 	})
 

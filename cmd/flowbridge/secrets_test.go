@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -66,6 +67,8 @@ type stackOptions struct {
 	adminToken     bool
 	// flows is extra [[flows]] TOML.
 	flows string
+	// grace is [bridge] shutdown_grace (default 30s).
+	grace string
 }
 
 func newStack(t *testing.T, o stackOptions) *stack {
@@ -105,10 +108,10 @@ max_retries = -1
 [store]
 path = %q
 [bridge]
-shutdown_grace = "30s"
+shutdown_grace = %q
 [admin]
 listen = %q
-`, s.ws.URL, filepath.Join(s.dir, "store.db"), s.admin)
+`, s.ws.URL, filepath.Join(s.dir, "store.db"), cmp.Or(o.grace, "30s"), s.admin)
 	if o.adminToken {
 		b.WriteString("token = \"${FB_ADMIN}\"\n")
 	}
