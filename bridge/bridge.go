@@ -105,6 +105,7 @@ type Bridge struct {
 	shares  *shareCache
 	confirm *confirmCache
 	limits  *rateLimits
+	fault   atomic.Pointer[storeFault] // the latest failed store write, until one succeeds
 
 	// ctx is the parent of all work; cancel cuts it off when the shutdown grace ends.
 	ctx    context.Context

@@ -153,7 +153,9 @@ func (b *Bridge) newSession(ctx context.Context, key string, agent *Agent) (Sess
 	}
 	now := b.cfg.Now()
 	s := Session{Key: key, Agent: agent.Name, SessionUUID: id, Created: now, LastUsed: now}
-	if err := b.store.PutSession(s); err != nil {
+	err = b.store.PutSession(s)
+	b.noteStore(err)
+	if err != nil {
 		b.metrics.storeFailed("save_session")
 		return Session{}, fmt.Errorf("save session: %w", err)
 	}

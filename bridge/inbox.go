@@ -117,6 +117,7 @@ func (b *Bridge) record(j *job) error {
 	if err == nil {
 		var fresh bool
 		fresh, err = b.store.Receive(store.InboxEntry{Key: ev.Key, Conversation: ev.Conversation, Event: data, Received: b.cfg.Now()})
+		b.noteStore(err)
 		if err == nil && !fresh {
 			b.metrics.deduplicated(ev.Platform)
 			return ErrDuplicate
@@ -157,7 +158,9 @@ func (b *Bridge) markSent(ctx context.Context, log *zap.Logger, ev Event) bool {
 	if e == nil || e.sent || e.done {
 		return true
 	}
-	if err := b.store.MarkSent(e.key, b.cfg.Now()); err != nil {
+	err := b.store.MarkSent(e.key, b.cfg.Now())
+	b.noteStore(err)
+	if err != nil {
 		log.Error("inbox state not recorded; request not sent", zap.Error(err))
 		b.metrics.storeFailed("mark_sent")
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotSaved})
@@ -185,7 +188,9 @@ func (b *Bridge) answered(log *zap.Logger, ev Event, ref MessageRef, turn *Turn)
 		return
 	}
 	e.done = true
-	if err := b.store.Finish(e.key, string(ref), turn, b.cfg.Now()); err != nil {
+	err := b.store.Finish(e.key, string(ref), turn, b.cfg.Now())
+	b.noteStore(err)
+	if err != nil {
 		// The user has the answer; what is lost is the turn and, after a
 		// crash, a needless "restarted while answering" notice.
 		log.Warn("inbox entry not closed", zap.Error(err))
@@ -330,4 +335,34 @@ func stripStars(s string) string {
 		return s[1 : len(s)-1]
 	}
 	return ""
+}
+
+// storeFault is the latest failed store write, for readiness.
+type storeFault struct {
+	err   error
+	since time.Time
+}
+
+// noteStore keeps the outcome of a store write: a failure makes StoreReady
+// fail until a later write succeeds.
+func (b *Bridge) noteStore(err error) {
+	if err != nil {
+		if b.fault.Load() == nil {
+			b.fault.Store(&storeFault{err: err, since: b.cfg.Now()})
+		}
+		return
+	}
+	if b.fault.Load() != nil {
+		b.fault.Store(nil)
+	}
+}
+
+// StoreReady reports whether the store takes writes: an error from the
+// latest write, until one succeeds again. A bridge that cannot record events
+// takes none (their users are told), so it must not be sent traffic.
+func (b *Bridge) StoreReady() error {
+	if f := b.fault.Load(); f != nil {
+		return fmt.Errorf("store writes failing since %s: %w", f.since.UTC().Format(time.RFC3339), f.err)
+	}
+	return nil
 }

@@ -338,6 +338,9 @@ func TestStoreFullTellsUserAndSendsNothing(t *testing.T) {
 		t.Fatalf("Receive on a full store = %v, want ErrNotSaved", err)
 	}
 	wantContains(t, "reply", rec.last(t).Text, "cannot save anything right now")
+	if err := b.StoreReady(); err == nil || !strings.Contains(err.Error(), "no space left") {
+		t.Errorf("StoreReady = %v, want the write error", err)
+	}
 	if n := len(fake.Sessions(agentUUID)); n != 0 {
 		t.Errorf("sessions created = %d, want 0: nothing is created for a message that cannot be kept", n)
 	}

@@ -617,3 +617,160 @@ func jsonResponse(status int, body string) *http.Response {
 		Body:       io.NopCloser(strings.NewReader(body)),
 	}
 }
+
+// TestFailureShownAsSuccess is finding 2: an HTTP 200 whose meta.status is
+// present and not SUCCESS (flows) or SUBMITTED (chat) is an error carrying
+// the status and the body's own words; an absent status is success.
+func TestFailureShownAsSuccess(t *testing.T) {
+	long := strings.Repeat("é", 1000)
+	tests := []struct {
+		name        string
+		chat        bool
+		body        string
+		wantStatus  string // "" means success
+		wantMessage string
+	}{
+		{name: "flow FAILED with meta.message", body: `{"meta":{"status":"FAILED","message":"disk full"},"result":{"output":{"response":"all good"}}}`, wantStatus: "FAILED", wantMessage: "disk full"},
+		{name: "flow ERROR with result.error", body: `{"meta":{"status":"ERROR"},"result":{"error":"step 2 crashed","output":null}}`, wantStatus: "ERROR", wantMessage: "step 2 crashed"},
+		{name: "flow CANCELLED with error", body: `{"meta":{"status":"CANCELLED"},"error":"cancelled by admin","message":"later"}`, wantStatus: "CANCELLED", wantMessage: "cancelled by admin"},
+		{name: "flow with message", body: `{"meta":{"status":"FAILED","message":""},"message":"top-level text"}`, wantStatus: "FAILED", wantMessage: "top-level text"},
+		{name: "flow error object", body: `{"meta":{"status":"FAILED"},"error":{"code": 5, "text":"quota"}}`, wantStatus: "FAILED", wantMessage: `{"code":5,"text":"quota"}`},
+		{name: "flow no text", body: `{"meta":{"status":"TIMEOUT"},"result":{"output":{"response":"ok"}}}`, wantStatus: "TIMEOUT"},
+		{name: "flow result of another shape", body: `{"meta":{"status":"ERROR"},"result":"boom"}`, wantStatus: "ERROR"},
+		{name: "flow long message cut", body: `{"meta":{"status":"FAILED","message":"` + long + `"}}`, wantStatus: "FAILED", wantMessage: strings.Repeat("é", 250) + "…"},
+		{name: "flow huge status cut", body: `{"meta":{"status":"` + strings.Repeat("F", 100_000) + `"}}`, wantStatus: strings.Repeat("F", 100) + "…"},
+		{name: "flow SUBMITTED is not success", body: `{"meta":{"status":"SUBMITTED"},"result":{"output":{"response":"ok"}}}`, wantStatus: "SUBMITTED"},
+		{name: "flow SUCCESS", body: `{"meta":{"status":"SUCCESS"},"result":{"output":{"response":"ok"}}}`},
+		{name: "flow success in lower case", body: `{"meta":{"status":"success"},"result":{"output":{"response":"ok"}}}`},
+		{name: "flow status absent", body: `{"result":{"output":{"response":"ok"}}}`},
+		{name: "flow status null", body: `{"meta":{"status":null},"result":{"output":{"response":"ok"}}}`},
+		{name: "flow status blank", body: `{"meta":{"status":" "},"result":{"output":{"response":"ok"}}}`},
+		{name: "chat FAILED", chat: true, body: `{"meta":{"status":"FAILED","message":"agent offline"},"result":{"output":"partial"}}`, wantStatus: "FAILED", wantMessage: "agent offline"},
+		{name: "chat REJECTED without output", chat: true, body: `{"meta":{"status":"REJECTED"},"error":"too long"}`, wantStatus: "REJECTED", wantMessage: "too long"},
+		{name: "chat SUCCESS is not SUBMITTED", chat: true, body: `{"meta":{"status":"SUCCESS"},"result":{"output":"x"}}`, wantStatus: "SUCCESS"},
+		{name: "chat SUBMITTED", chat: true, body: `{"meta":{"status":"SUBMITTED"},"result":{"output":"x"}}`},
+		{name: "chat status absent", chat: true, body: `{"meta":{},"result":{"output":"x"}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := newFake(t, workspacetest.Options{})
+			fake.AddFlow(workspacetest.Flow{UUID: flowUUID, Status: 200, Body: tt.body})
+			fake.AddAgent(workspacetest.Agent{UUID: agentUUID, Status: 200, Body: tt.body})
+			fake.AddSession(agentUUID, "s")
+			c := newClient(t, fake, nil)
+			var (
+				err             error
+				status, message string
+				failed          bool
+			)
+			if tt.chat {
+				_, err = c.Chat(t.Context(), agentUUID, "s", "hi")
+				if fe, ok := errors.AsType[*workspace.ChatFailedError](err); ok {
+					status, message, failed = fe.Status, fe.Message, true
+				}
+				if failed != errors.Is(err, workspace.ErrChatFailed) || errors.Is(err, workspace.ErrFlowFailed) {
+					t.Errorf("Chat = %v: want ErrChatFailed exactly with a ChatFailedError", err)
+				}
+			} else {
+				_, err = c.RunFlowSync(t.Context(), flowUUID, nil, time.Minute)
+				if fe, ok := errors.AsType[*workspace.FlowFailedError](err); ok {
+					status, message, failed = fe.Status, fe.Message, true
+				}
+				if failed != errors.Is(err, workspace.ErrFlowFailed) || errors.Is(err, workspace.ErrChatFailed) {
+					t.Errorf("RunFlowSync = %v: want ErrFlowFailed exactly with a FlowFailedError", err)
+				}
+			}
+			if tt.wantStatus == "" {
+				if err != nil {
+					t.Errorf("error = %v, want success", err)
+				}
+				return
+			}
+			if !failed || status != tt.wantStatus || message != tt.wantMessage {
+				t.Errorf("error = %.300v, want status %.120q and message %.120q", err, tt.wantStatus, tt.wantMessage)
+			}
+			if errors.Is(err, workspace.ErrBadResponse) {
+				t.Errorf("error = %.300v: a reported failure is not a bad response", err)
+			}
+			if len(err.Error()) > 800 {
+				t.Errorf("error message is %d bytes long, want it bounded", len(err.Error()))
+			}
+		})
+	}
+}
+
+// TestHostileSessionID is finding 4: Create Session accepts only a UUID in
+// canonical form, returns it in lower case, and reports anything else as
+// ErrBadResponse without quoting all of it.
+func TestHostileSessionID(t *testing.T) {
+	const valid = "6ba7b810-9dad-11d1-80b4-00c04fd430c8"
+	huge := strings.Repeat("a", 100<<10)
+	tests := []struct {
+		name string
+		id   string
+		want string // "" means rejected
+	}{
+		{name: "lower case", id: valid, want: valid},
+		{name: "upper case", id: strings.ToUpper(valid), want: valid},
+		{name: "mixed case", id: "6BA7b810-9DAD-11d1-80B4-00c04FD430C8", want: valid},
+		{name: "100 KB", id: huge},
+		{name: "100 KB starting with a UUID", id: valid + huge},
+		{name: "word", id: "session-1"},
+		{name: "braces", id: "{" + valid + "}"},
+		{name: "urn", id: "urn:uuid:" + valid},
+		{name: "no hyphens", id: strings.ReplaceAll(valid, "-", "")},
+		{name: "space", id: valid + " "},
+		{name: "not hex", id: "6ba7b810-9dad-11d1-80b4-00c04fd430cg"},
+		{name: "hyphens misplaced", id: "6ba7b8109-dad-11d1-80b4-00c04fd430c8"},
+		{name: "path", id: "../../../admin/00000000-0000-0000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body, _ := json.Marshal(map[string]any{"result": map[string]string{"session_uuid": tt.id}})
+			fake := newFake(t, workspacetest.Options{})
+			fake.AddAgent(workspacetest.Agent{UUID: agentUUID, SessionStatus: 200, Body: string(body)})
+			c := newClient(t, fake, nil)
+			got, err := c.CreateSession(t.Context(), agentUUID)
+			if n := len(fake.Requests()); n != 1 {
+				t.Errorf("fake received %d requests, want 1", n)
+			}
+			if tt.want != "" {
+				if err != nil || got != tt.want {
+					t.Errorf("CreateSession = %q, %v, want %q", got, err, tt.want)
+				}
+				return
+			}
+			if got != "" || !errors.Is(err, workspace.ErrBadResponse) || !strings.Contains(err.Error(), "session ID is not a UUID") {
+				t.Fatalf("CreateSession = %.80q, %.300v, want ErrBadResponse saying the session ID is not a UUID", got, err)
+			}
+			if len(err.Error()) > 300 {
+				t.Errorf("error message is %d bytes long, want the session ID quoted short", len(err.Error()))
+			}
+		})
+	}
+}
+
+func TestValidSessionID(t *testing.T) {
+	tests := []struct {
+		in, want string
+		ok       bool
+	}{
+		{"6ba7b810-9dad-11d1-80b4-00c04fd430c8", "6ba7b810-9dad-11d1-80b4-00c04fd430c8", true},
+		{"6BA7B810-9DAD-11D1-80B4-00C04FD430C8", "6ba7b810-9dad-11d1-80b4-00c04fd430c8", true},
+		{"00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000", true},
+		{"", "", false},
+		{"s", "", false},
+		{"6ba7b8109dad11d180b400c04fd430c8", "", false},
+		{"{6ba7b810-9dad-11d1-80b4-00c04fd430c8}", "", false},
+		{"urn:uuid:6ba7b810-9dad-11d1-80b4-00c04fd430c8", "", false},
+		{" 6ba7b810-9dad-11d1-80b4-00c04fd430c8", "", false},
+		{"6ba7b810-9dad-11d1-80b4-00c04fd430c", "", false},
+		{"6ba7b810_9dad_11d1_80b4_00c04fd430c8", "", false},
+		{"6ba7b810-9dad-11d1-80b4-00c04fd430c８", "", false},
+	}
+	for _, tt := range tests {
+		if got, ok := workspace.ValidSessionID(tt.in); got != tt.want || ok != tt.ok {
+			t.Errorf("ValidSessionID(%q) = %q, %v, want %q, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}

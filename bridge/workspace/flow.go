@@ -115,9 +115,11 @@ func decodeFlowRun(data []byte) (*FlowRun, error) {
 const maxStatus = 100
 
 // failed reports whether a meta.status says the call did not do what was
-// asked: present, and not want (in any case). An absent or empty status is
-// not a failure, since the API document shows only the success values.
+// asked: present, and not want (in any case, around spaces). An absent or
+// blank status is not a failure: the API document shows only the success
+// values, so absence proves nothing, while another value is a claim.
 func failed(status, want string) bool {
+	status = strings.TrimSpace(status)
 	return status != "" && !strings.EqualFold(status, want)
 }
 

@@ -23,6 +23,7 @@ import (
 
 type adminDeps struct {
 	store    *sessionmap.Store
+	core     interface{ StoreReady() error }
 	registry *prometheus.Registry
 	adapters []namedAdapter
 	log      *zap.Logger
@@ -85,6 +86,8 @@ func adminHandler(cfg AdminConfig, d adminDeps) http.Handler {
 		ready := true
 		if !d.store.Stats().Open {
 			status["store"], ready = "closed", false
+		} else if err := storeReady(d.core); err != nil {
+			status["store"], ready = err.Error(), false
 		} else {
 			status["store"] = "ok"
 		}
@@ -226,4 +229,11 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 		}
 	}
 	return time.Time{}, fmt.Errorf("%q is not a time (use 2026-01-02, RFC 3339 or a duration like 24h)", s)
+}
+
+func storeReady(core interface{ StoreReady() error }) error {
+	if core == nil {
+		return nil
+	}
+	return core.StoreReady()
 }

@@ -98,7 +98,7 @@ func serve(ctx context.Context, env *environment, cfg *Config, log *zap.Logger, 
 		return errors.New("no adapter is enabled: enable [console], [slack] or [discord] in the config")
 	}
 
-	admin, err := startAdmin(cfg.Admin, adminDeps{store: st, registry: reg, adapters: adapters, log: log.Named("admin")})
+	admin, err := startAdmin(cfg.Admin, adminDeps{store: st, core: b, registry: reg, adapters: adapters, log: log.Named("admin")})
 	if err != nil {
 		return err
 	}

@@ -289,12 +289,74 @@ func TestForcedStatus(t *testing.T) {
 		t.Errorf("second chat = %d %s, want turn 1", got, body)
 	}
 
-	s.AddAgent(workspacetest.Agent{UUID: "agent-1", SessionStatus: 429, Body: "slow down"})
-	if got, body := post(t, t.Context(), s, sessionPath, auth, "{}"); got != 429 || body != "slow down" {
-		t.Errorf("create session = %d %q, want 429 slow down", got, body)
+	s.AddAgent(workspacetest.Agent{UUID: "agent-1", SessionStatus: 429, Body: "slow down", SessionStatusCount: 2})
+	for i := range 2 {
+		if got, body := post(t, t.Context(), s, sessionPath, auth, "{}"); got != 429 || body != "slow down" {
+			t.Errorf("create session %d = %d %q, want 429 slow down", i+1, got, body)
+		}
 	}
 	if got := s.Sessions("agent-1"); len(got) != 1 {
 		t.Errorf("Sessions after a failed create = %q, want only s1", got)
+	}
+	if got, body := post(t, t.Context(), s, sessionPath, auth, "{}"); got != 200 {
+		t.Errorf("third create session = %d %q, want 200 once SessionStatusCount is spent", got, body)
+	}
+	if got := s.Sessions("agent-1"); len(got) != 2 {
+		t.Errorf("Sessions after a successful create = %q, want two", got)
+	}
+}
+
+// TestDrip: with Drip the headers come at once and the body one byte per
+// Drip, in memory as over loopback; a client that gives up ends the handler.
+func TestDrip(t *testing.T) {
+	const body = `{"error":"busy"}`
+	synctest.Test(t, func(t *testing.T) {
+		s := newFake(t, workspacetest.Options{})
+		s.AddFlow(workspacetest.Flow{UUID: "healthcheck", Status: 503, Body: body, Drip: time.Second})
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, s.URL+flowPath, strings.NewReader("{}"))
+		req.Header.Set("Authorization", "Bearer "+token)
+		start := time.Now()
+		resp, err := s.Client().Do(req)
+		if err != nil {
+			t.Fatalf("Do: %v", err)
+		}
+		if got := time.Since(start); got != 0 || resp.StatusCode != 503 {
+			t.Errorf("headers = %d after %v, want 503 at once", resp.StatusCode, got)
+		}
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(data) != body {
+			t.Errorf("body = %q, %v, want %q", data, err, body)
+		}
+		if got, want := time.Since(start), time.Duration(len(body))*time.Second; got != want {
+			t.Errorf("body complete after %v, want %v", got, want)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		s := newFake(t, workspacetest.Options{})
+		s.AddAgent(workspacetest.Agent{UUID: "agent-1", Drip: time.Second})
+		s.AddSession("agent-1", "s1")
+		ctx, cancel := context.WithTimeout(t.Context(), 3500*time.Millisecond)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+sessionPath+"/s1/chat", strings.NewReader(`{"message":"hi"}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := s.Client().Do(req)
+		if err != nil {
+			t.Fatalf("Do: %v", err)
+		}
+		data, err := io.ReadAll(resp.Body)
+		if !errors.Is(err, context.DeadlineExceeded) || len(data) != 3 {
+			t.Errorf("read = %q, %v, want 3 bytes and DeadlineExceeded", data, err)
+		}
+		resp.Body.Close() // returns once the handler has
+	})
+
+	s := workspacetest.NewServer(workspacetest.Options{})
+	t.Cleanup(s.Close)
+	s.AddFlow(workspacetest.Flow{UUID: "healthcheck", Template: "up", Drip: 10 * time.Millisecond})
+	status, got := post(t, t.Context(), s, flowPath, "Bearer "+token, "{}")
+	if status != 200 || !strings.Contains(got, `"response":"up"`) {
+		t.Errorf("dripped flow over loopback = %d %s, want 200 up", status, got)
 	}
 }
 
