@@ -8,42 +8,16 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/flowbridge/flowbridge/bridge/store"
 )
 
 // AuditEntry records one flow run, refusal or confirmation.
-type AuditEntry struct {
-	// Time is when it happened; AppendAudit uses the current time when it is
-	// zero.
-	Time         time.Time
-	Platform     string
-	User         string
-	UserName     string
-	Channel      string
-	Conversation string
-	Flow         string
-	Params       map[string]string
-	// Outcome is one of "ok", "error", "timeout", "refused", "confirmed",
-	// "cancelled", or another word the bridge chooses.
-	Outcome  string
-	Detail   string
-	Duration time.Duration
-}
+type AuditEntry = store.AuditEntry
 
 // AuditFilter selects audit entries; its conditions are ANDed and zero
 // values match everything.
-type AuditFilter struct {
-	// Since (inclusive) and Until (exclusive) bound the entries' time.
-	Since, Until time.Time
-	// Flow, User and Outcome match exactly when set.
-	Flow, User, Outcome string
-	// Platform matches exactly when set.
-	Platform string
-	// Limit caps the entries returned (0: no cap).
-	Limit int
-	// Newest keeps the Limit most recent entries instead of the oldest; the
-	// result is still oldest first.
-	Newest bool
-}
+type AuditFilter = store.AuditFilter
 
 // Audit keys are timeKey(Time) followed by the bucket's big-endian sequence
 // number, so entries sort by time and never collide, even within one
@@ -114,7 +88,7 @@ func (s *Store) Audit(f AuditFilter) ([]AuditEntry, error) {
 		if err != nil {
 			return false, err
 		}
-		if f.match(e) {
+		if auditMatch(f, e) {
 			out = append(out, e)
 		}
 		return f.Limit <= 0 || len(out) < f.Limit, nil
@@ -134,7 +108,9 @@ func (s *Store) Audit(f AuditFilter) ([]AuditEntry, error) {
 	return out, nil
 }
 
-func (f AuditFilter) match(e AuditEntry) bool {
+// auditMatch reports whether e meets f's exact-match conditions; the time
+// bounds are the scan's.
+func auditMatch(f AuditFilter, e AuditEntry) bool {
 	return (f.Flow == "" || e.Flow == f.Flow) &&
 		(f.User == "" || e.User == f.User) &&
 		(f.Outcome == "" || e.Outcome == f.Outcome) &&

@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/flowbridge/flowbridge/bridge/store"
 )
 
 // fixtureKey is the i-th of a realistic key population: Slack threads
@@ -185,29 +187,6 @@ func BenchmarkPutSession(b *testing.B) {
 	}
 }
 
-func BenchmarkMarkEvent(b *testing.B) {
-	for _, noSync := range []bool{false, true} {
-		b.Run(fmt.Sprintf("NoSync=%v", noSync), func(b *testing.B) {
-			s, _ := openTest(b, Options{NoSync: noSync})
-			now := time.Now()
-			var lat []time.Duration
-			i := 0
-			b.ReportAllocs()
-			for b.Loop() {
-				i++
-				id := fmt.Sprintf("Ev%010d", i)
-				start := time.Now()
-				first, err := s.MarkEvent(id, 10*time.Minute, now)
-				lat = append(lat, time.Since(start))
-				if err != nil || !first {
-					b.Fatalf("MarkEvent(%q) = %v, %v", id, first, err)
-				}
-			}
-			reportPercentiles(b, lat)
-		})
-	}
-}
-
 func BenchmarkAppendAudit(b *testing.B) {
 	s, _ := openTest(b, Options{NoSync: true})
 	e := AuditEntry{Platform: "slack", User: "U0123", UserName: "ann", Channel: "C0456", Conversation: "slack/T0123/C0456", Flow: "healthcheck", Params: map[string]string{"host": "web1", "service": "nginx"}, Outcome: "ok", Duration: time.Second}
@@ -244,130 +223,95 @@ func BenchmarkPutSessionParallel(b *testing.B) {
 	})
 }
 
-// eventID is the i-th of a realistic event ID population in arrival order:
-// four in five are Slack event IDs, in no particular order, and the rest
-// Discord snowflakes, which grow with time.
-func eventID(i int) string {
+// inboxKey is the i-th of a realistic inbox key population: Slack messages
+// over 2,000 channels in arrival order, with every fifth a Discord
+// interaction, whose IDs grow with time.
+func inboxKey(i int) string {
 	if i%5 == 4 {
-		return "discord/" + strconv.FormatUint(1187000000000000000+uint64(i)*4096, 10)
+		return "discord/int/" + strconv.FormatUint(1187000000000000000+uint64(i)*4096, 10)
 	}
-	// splitmix64's finaliser: a bijection, so the IDs are distinct.
-	x := uint64(i) + 0x9e3779b97f4a7c15
-	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
-	x = (x ^ x>>27) * 0x94d049bb133111eb
-	x ^= x >> 31
-	return "slack/Ev" + strings.ToUpper(strconv.FormatUint(x, 36))
+	return fmt.Sprintf("slack/msg/C%09d/%d.%06d", i%2000, 1716212345+i/1000, i%1000000)
 }
 
-// eventLoad is the service's de-duplication traffic: rate events a second,
-// marked in batches (as the bridge's background writer does), with
-// PurgeEvents every minute.
-type eventLoad struct {
-	rate, batch int
-	ttl         time.Duration
-}
+// benchEvent is an encoded event of a typical size.
+var benchEvent = []byte(`{"platform":"slack","team":"T0123","channel":"C0456","user":"U0789","thread":"1716212345.000100","text":"/flow healthcheck host=web1 service=nginx"}`)
 
-var soakLoad = eventLoad{rate: 1000, batch: 100, ttl: 10 * time.Minute}
-
-// run marks dur worth of events from start on and returns the end time and
-// how many of the events are still live then.
-func (l eventLoad) run(b testing.TB, s *Store, start time.Time, dur time.Duration) (end time.Time, live int) {
-	b.Helper()
-	step := time.Second * time.Duration(l.batch) / time.Duration(l.rate)
-	ids := make([]string, l.batch)
-	next, i := start.Add(time.Minute), 0
-	end = start.Add(dur)
-	for now := start; now.Before(end); now = now.Add(step) {
-		for j := range ids {
-			ids[j] = eventID(i)
-			i++
+// BenchmarkReceive measures what recording a platform event costs: one
+// Receive of a new key, each committed (and, with sync, fsynced) before it
+// returns, by 1 and 64 goroutines at once. With many, group commit shares
+// transactions and fsyncs between them, which ns/op shows.
+func BenchmarkReceive(b *testing.B) {
+	for _, noSync := range []bool{false, true} {
+		for _, workers := range []int{1, 64} {
+			b.Run(fmt.Sprintf("sync=%v/goroutines=%d", !noSync, workers), func(b *testing.B) {
+				s, _ := openTest(b, Options{NoSync: noSync})
+				runInbox(b, workers, func(i int) error {
+					ok, err := s.Receive(store.InboxEntry{Key: inboxKey(i), Conversation: "slack/T0123/C0456", Event: benchEvent, Received: time.Now()})
+					if err == nil && !ok {
+						err = fmt.Errorf("Receive(%q) = false, want new", inboxKey(i))
+					}
+					return err
+				})
+			})
 		}
-		if err := s.MarkEvents(ids, l.ttl, now); err != nil {
+	}
+}
+
+// BenchmarkInboxLifecycle is the inbox's whole cost per event: Receive,
+// MarkSent and Finish with a turn, three writes, by 64 goroutines.
+func BenchmarkInboxLifecycle(b *testing.B) {
+	const conversations = 1000
+	s, _ := openTest(b, Options{})
+	created := time.Now()
+	for c := range conversations {
+		if err := s.PutSession(Session{Key: fixtureKey(c), Agent: "helper", SessionUUID: testUUID(c), Created: created, LastUsed: created}); err != nil {
 			b.Fatal(err)
 		}
-		if now.Add(l.ttl).After(end) {
-			live += l.batch
-		}
-		if !now.Before(next) {
-			if _, err := s.PurgeEvents(now); err != nil {
-				b.Fatal(err)
-			}
-			next = next.Add(time.Minute)
-		}
 	}
-	if _, err := s.PurgeEvents(end); err != nil {
-		b.Fatal(err)
-	}
-	return end, live
+	runInbox(b, 64, func(i int) error {
+		key, conv := inboxKey(i), fixtureKey(i%conversations)
+		if _, err := s.Receive(store.InboxEntry{Key: key, Conversation: conv, Event: benchEvent, Received: time.Now()}); err != nil {
+			return err
+		}
+		if err := s.MarkSent(key, time.Now()); err != nil {
+			return err
+		}
+		turn := Turn{Session: Session{Key: conv, Agent: "helper", SessionUUID: testUUID(i % conversations), Created: created, LastUsed: time.Now()}, Reply: "the answer"}
+		return s.Finish(key, "msg-ref", &turn, time.Now())
+	})
 }
 
-// BenchmarkEventFileSize measures the file a de-duplication load leaves:
-// 1,000 events a second in batches of 100 with a 10-minute ttl, purged every
-// minute (NoSync). "10m" fills the window once (600,000 live events); "20m"
-// runs as long again, so as many events have expired and been purged as
-// are live. It reports the file size and the data in it (bbolt grows the
-// file ahead of the data) per live event.
-func BenchmarkEventFileSize(b *testing.B) {
-	for _, dur := range []time.Duration{10 * time.Minute, 20 * time.Minute} {
-		b.Run(dur.String(), func(b *testing.B) {
-			var fileSize, dataSize int64
-			var live int
-			for b.Loop() {
-				path := filepath.Join(b.TempDir(), "flowbridge.db")
-				s, err := Open(path, Options{NoSync: true})
-				if err != nil {
-					b.Fatal(err)
-				}
-				_, live = soakLoad.run(b, s, time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC), dur)
-				dataSize = s.Stats().FileSize
-				if err := s.Close(); err != nil {
-					b.Fatal(err)
-				}
-				info, err := os.Stat(path)
-				if err != nil {
-					b.Fatal(err)
-				}
-				fileSize = info.Size()
-			}
-			b.ReportMetric(float64(fileSize)/float64(live), "file-B/event")
-			b.ReportMetric(float64(dataSize)/float64(live), "data-B/event")
-			b.ReportMetric(float64(fileSize)/(1<<20), "file-MB")
-		})
-	}
-}
-
-// BenchmarkEventSeen looks up event IDs in a store holding 10 minutes of
-// the load above (600,000 live events in 8 generations, each of which a
-// lookup visits): a miss, the common case, and a repeat of a recent event.
-func BenchmarkEventSeen(b *testing.B) {
-	s, _ := openTest(b, Options{NoSync: true})
-	end, live := soakLoad.run(b, s, time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC), 10*time.Minute)
-	gens := 0
-	for exp := range generations(b, s) {
-		if exp.After(end) {
-			gens++
-		}
-	}
-	b.Run("Miss", func(b *testing.B) {
-		b.ReportAllocs()
+// runInbox calls op(i) for i = 0, 1, ... once per benchmark iteration,
+// spread over workers goroutines. The loop hands out work; the last few ops
+// still running when it ends are not timed, a bias of workers ops in b.N.
+func runInbox(b *testing.B, workers int, op func(i int) error) {
+	b.ReportAllocs()
+	if workers == 1 {
 		i := 0
 		for b.Loop() {
+			if err := op(i); err != nil {
+				b.Fatal(err)
+			}
 			i++
-			id := "slack/Ev-missing-" + strconv.Itoa(i)
-			if seen, err := s.EventSeen(id, end); err != nil || seen {
-				b.Fatalf("EventSeen(%q) = %v, %v, want false, nil", id, seen, err)
-			}
 		}
-		b.ReportMetric(float64(gens), "generations")
-	})
-	b.Run("Hit", func(b *testing.B) {
-		rng := rand.New(rand.NewPCG(5, 6))
-		b.ReportAllocs()
-		for b.Loop() {
-			id := eventID(live - 1 - rng.IntN(live/10)) // the last minute's
-			if seen, err := s.EventSeen(id, end); err != nil || !seen {
-				b.Fatalf("EventSeen(%q) = %v, %v, want true, nil", id, seen, err)
+		return
+	}
+	work := make(chan int, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range work {
+				if err := op(i); err != nil {
+					b.Error(err)
+				}
 			}
-		}
-	})
+		})
+	}
+	i := 0
+	for b.Loop() {
+		work <- i
+		i++
+	}
+	close(work)
+	wg.Wait()
 }

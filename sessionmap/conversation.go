@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/flowbridge/flowbridge/bridge/store"
 )
 
 // Agent choices and last replies are stored as a version byte followed by
@@ -84,58 +86,35 @@ func (s *Store) putText(bucket []byte, key, text string) error {
 
 // Turn is one answered message of a conversation: its session with LastUsed
 // moved on, and the reply, which becomes the conversation's latest.
-type Turn struct {
-	Session Session
-	Reply   string
-}
+type Turn = store.Turn
 
-// PutTurns records answered messages in one transaction. A turn is applied
-// only while its conversation still maps to the turn's session: a batch
-// written after /agent reset (or after a new session replaced the old one)
-// must not bring the old mapping back. It reports how many were applied.
+// PutTurns records answered messages in one transaction, each by the rule of
+// Finish: a turn is applied only while its conversation still maps to the
+// turn's session, so a turn written after /agent reset (or after a new
+// session replaced the old one) does not bring the old mapping back. It
+// reports how many were applied.
 func (s *Store) PutTurns(turns []Turn) (int, error) {
-	type enc struct {
-		key, rec, text []byte
-		uuid           string
+	if len(turns) == 0 {
+		return 0, nil
 	}
-	encs := make([]enc, 0, len(turns))
-	for _, t := range turns {
-		if err := checkKey("conversation key", t.Session.Key); err != nil {
+	encs := make([]encodedTurn, len(turns))
+	for i, t := range turns {
+		var err error
+		if encs[i], err = encodeTurn(t); err != nil {
 			return 0, fmt.Errorf("put turns: %w", err)
 		}
-		v, err := appendSession(nil, t.Session)
-		if err != nil {
-			return 0, fmt.Errorf("put turn %q: %w", t.Session.Key, err)
-		}
-		if len(t.Reply) >= bolt.MaxValueSize {
-			return 0, fmt.Errorf("put turn %q: reply of %d bytes is too large", t.Session.Key, len(t.Reply))
-		}
-		encs = append(encs, enc{key: []byte(t.Session.Key), rec: v, text: append([]byte{textV1}, t.Reply...), uuid: t.Session.SessionUUID})
 	}
 	var applied int
 	err := s.update(func(tx *bolt.Tx) error {
 		applied = 0
-		sessions, replies := tx.Bucket(bucketSessions), tx.Bucket(bucketReplies)
-		sessions.FillPercent = sessionFill
 		for _, e := range encs {
-			cur := sessions.Get(e.key)
-			if cur == nil {
-				continue // reset since the turn: leave it forgotten
-			}
-			stored, err := decodeSession(cur)
+			ok, err := e.apply(tx)
 			if err != nil {
-				return fmt.Errorf("session %q: %w", e.key, err)
-			}
-			if stored.SessionUUID != e.uuid {
-				continue // a newer session took over
-			}
-			if err := sessions.Put(e.key, e.rec); err != nil {
 				return err
 			}
-			if err := replies.Put(e.key, e.text); err != nil {
-				return err
+			if ok {
+				applied++
 			}
-			applied++
 		}
 		return nil
 	})
@@ -143,4 +122,49 @@ func (s *Store) PutTurns(turns []Turn) (int, error) {
 		return 0, fmt.Errorf("put %d turns: %w", len(turns), err)
 	}
 	return applied, nil
+}
+
+// encodedTurn is a turn encoded outside the transaction that applies it.
+type encodedTurn struct {
+	key, rec, text []byte
+	uuid           string
+}
+
+func encodeTurn(t Turn) (encodedTurn, error) {
+	if err := checkKey("conversation key", t.Session.Key); err != nil {
+		return encodedTurn{}, fmt.Errorf("turn: %w", err)
+	}
+	v, err := appendSession(nil, t.Session)
+	if err != nil {
+		return encodedTurn{}, fmt.Errorf("turn %q: %w", t.Session.Key, err)
+	}
+	if len(t.Reply) >= bolt.MaxValueSize {
+		return encodedTurn{}, fmt.Errorf("turn %q: reply of %d bytes is too large", t.Session.Key, len(t.Reply))
+	}
+	return encodedTurn{key: []byte(t.Session.Key), rec: v, text: append([]byte{textV1}, t.Reply...), uuid: t.Session.SessionUUID}, nil
+}
+
+// apply writes the turn's session and reply in tx if the conversation still
+// maps to the turn's session, and reports whether it did.
+func (e encodedTurn) apply(tx *bolt.Tx) (bool, error) {
+	sessions := tx.Bucket(bucketSessions)
+	sessions.FillPercent = sessionFill
+	cur := sessions.Get(e.key)
+	if cur == nil {
+		return false, nil // reset since the turn: leave it forgotten
+	}
+	stored, err := decodeSession(cur)
+	if err != nil {
+		return false, fmt.Errorf("session %q: %w", e.key, err)
+	}
+	if stored.SessionUUID != e.uuid {
+		return false, nil // a newer session took over
+	}
+	if err := sessions.Put(e.key, e.rec); err != nil {
+		return false, err
+	}
+	if err := tx.Bucket(bucketReplies).Put(e.key, e.text); err != nil {
+		return false, err
+	}
+	return true, nil
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/flowbridge/flowbridge/bridge/store"
 	"github.com/flowbridge/flowbridge/sessionmap"
 )
 
@@ -37,11 +38,22 @@ func Example() {
 	}
 	fmt.Println(ok, rec.Agent, rec.SessionUUID)
 
-	// A platform retry of the same event is recognised.
-	first, _ := s.MarkEvent("Ev0123", 10*time.Minute, now)
-	again, _ := s.MarkEvent("Ev0123", 10*time.Minute, now.Add(time.Second))
+	// Each platform event enters the inbox before the platform is
+	// acknowledged; a platform retry of it is recognised.
+	ev := store.InboxEntry{Key: "slack/msg/C0456/1716212345.000200", Conversation: key, Event: []byte(`{"text":"hi"}`), Received: now}
+	first, _ := s.Receive(ev)
+	again, _ := s.Receive(ev)
 	fmt.Println(first, again)
+
+	// Its request leaves, and its answer comes back with the turn.
+	_ = s.MarkSent(ev.Key, now)
+	rec.LastUsed = now.Add(time.Second)
+	_ = s.Finish(ev.Key, "msg-ref", &sessionmap.Turn{Session: rec, Reply: "all good"}, now.Add(time.Second))
+	pending, _ := s.Pending()
+	reply, _, _ := s.LastReply(key)
+	fmt.Println(len(pending), reply)
 	// Output:
 	// true helper 0190f5a2-7c1e-7abc-8def-0123456789ab
 	// true false
+	// 0 all good
 }

@@ -10,22 +10,14 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/flowbridge/flowbridge/bridge/store"
 	"github.com/google/uuid"
 )
 
-// Session maps a conversation to an Agent session of the AI workspace.
-type Session struct {
-	// Key is the conversation key, e.g. "slack/T0123/C0456/1716212345.000100".
-	Key string
-	// Agent is the name of the agent the session belongs to.
-	Agent string
-	// SessionUUID is the workspace's session UUID.
-	SessionUUID string
-	// Created is when the session was created; LastUsed when the
-	// conversation last used it. Times survive a round trip to the
-	// nanosecond; the zero time stays zero.
-	Created, LastUsed time.Time
-}
+// Session maps a conversation to an Agent session of the AI workspace. Its
+// times survive a round trip through the Store to the nanosecond, and the
+// zero time stays zero.
+type Session = store.Session
 
 // Session returns the session of the conversation key; ok is false when the
 // conversation has none.

@@ -1,4 +1,4 @@
-// Package sessionmap is flowbridge's durable state in a bbolt file: conversation sessions, agent choices, last replies, event de-duplication and the audit log.
+// Package sessionmap is flowbridge's durable state in a bbolt file: conversation sessions, agent choices, last replies, the inbox of platform events and the audit log.
 package sessionmap
 
 import (
@@ -14,7 +14,12 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/flowbridge/flowbridge/bridge/store"
 )
+
+// The Store is the whole of what the core keeps durably.
+var _ store.Store = (*Store)(nil)
 
 // Sentinel errors; every error the Store returns that matches one of them
 // wraps it, so callers test with errors.Is.
@@ -35,13 +40,14 @@ const DefaultTimeout = time.Second
 
 // formatVersion is the layout of buckets and records this package writes.
 // A file carrying a newer number was written by a newer flowbridge and is
-// refused rather than misread; a file of format 1 is upgraded on open (see
-// upgradeV1).
+// refused rather than misread; a file of format 1 or 2 is upgraded on open
+// (see upgradeDedupe).
 //
-// Format 2 (this one) keeps de-duplication entries in generations of hashed
-// keys under bucketDedupe (see events.go); format 1 kept them by raw ID in
-// two buckets, events and events_by_expiry.
-const formatVersion = 2
+// Format 3 (this one) keeps platform events in the inbox (see inbox.go).
+// Formats 1 and 2 had no inbox but de-duplication entries instead: format 2
+// in generations of hashed keys under the bucket dedupe, format 1 by raw ID
+// in two buckets, events and events_by_expiry.
+const formatVersion = 3
 
 // defaultChunk bounds how many keys one transaction visits in scans and
 // deletions, so a long listing or prune never holds a transaction (and, for
@@ -51,17 +57,21 @@ const defaultChunk = 1024
 // Bucket names. Short, since they are stored once and read on every
 // transaction.
 var (
-	bucketMeta     = []byte("meta")
-	bucketSessions = []byte("sessions")
-	bucketAgents   = []byte("agents")
-	bucketReplies  = []byte("replies")
-	bucketDedupe   = []byte("dedupe") // de-duplication generations, see events.go
-	bucketAudit    = []byte("audit")
+	bucketMeta      = []byte("meta")
+	bucketSessions  = []byte("sessions")
+	bucketAgents    = []byte("agents")
+	bucketReplies   = []byte("replies")
+	bucketInbox     = []byte("inbox")      // platform key -> entry, see inbox.go
+	bucketInboxSeq  = []byte("inbox_seq")  // seq -> key, of entries not yet answered
+	bucketInboxDone = []byte("inbox_done") // updated time, seq -> key, of answered entries
+	bucketAudit     = []byte("audit")
 
-	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketAgents, bucketReplies, bucketDedupe, bucketAudit}
+	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketAgents, bucketReplies, bucketInbox, bucketInboxSeq, bucketInboxDone, bucketAudit}
 
-	// The de-duplication buckets of format 1, dropped on upgrade.
-	v1EventBuckets = [][]byte{[]byte("events"), []byte("events_by_expiry")}
+	// The de-duplication buckets of formats 1 (events, events_by_expiry)
+	// and 2 (dedupe, whose generations are nested buckets), dropped on
+	// upgrade.
+	oldDedupeBuckets = [][]byte{[]byte("events"), []byte("events_by_expiry"), []byte("dedupe")}
 )
 
 // Keys inside bucketMeta. The counters make Stats cheap: counting a million
@@ -69,8 +79,11 @@ var (
 var (
 	metaFormat   = []byte("format")
 	metaSessions = []byte("n_sessions")
-	metaEvents   = []byte("n_events")
+	metaInbox    = []byte("n_inbox")
 	metaAudit    = []byte("n_audit")
+
+	// The de-duplication counter of formats 1 and 2, dropped on upgrade.
+	metaOldEvents = []byte("n_events")
 )
 
 // Options tune Open.
@@ -105,9 +118,9 @@ type Stats struct {
 	Open bool
 	// Sessions is the number of conversation-to-session mappings.
 	Sessions int64
-	// Events is the number of de-duplication entries, including expired
-	// ones not yet purged.
-	Events int64
+	// Inbox is the number of inbox entries, answered ones not yet expired
+	// included.
+	Inbox int64
 	// AuditEntries is the number of audit entries.
 	AuditEntries int64
 	// FileSize is the size of the data in bytes (the file may be larger).
@@ -215,7 +228,7 @@ func tightenMode(path string) error {
 }
 
 // initBuckets creates missing buckets, checks the format version, upgrades
-// a format 1 file, and rebuilds any missing counter.
+// a format 1 or 2 file, and rebuilds any missing counter.
 func initBuckets(db *bolt.DB) error {
 	return db.Update(func(tx *bolt.Tx) error {
 		// bbolt follows page ids without bounds checks; a bucket rooted
@@ -236,14 +249,6 @@ func initBuckets(db *bolt.DB) error {
 				return err
 			}
 		}
-		// The generations are few (about ten per ttl in use).
-		dd := tx.Bucket(bucketDedupe)
-		err := dd.ForEachBucket(func(k []byte) error {
-			return checkRoot(dd.Bucket(k), fmt.Sprintf("%s/%x", bucketDedupe, k))
-		})
-		if err != nil {
-			return err
-		}
 
 		meta := tx.Bucket(bucketMeta)
 		v := meta.Get(metaFormat)
@@ -252,9 +257,9 @@ func initBuckets(db *bolt.DB) error {
 		case err != nil:
 			return fmt.Errorf("%w: format version: %w", ErrCorrupt, err)
 		case version == formatVersion:
-		case version == 1:
-			if err := upgradeV1(tx, checkRoot); err != nil {
-				return fmt.Errorf("upgrade from format 1: %w", err)
+		case version == 1 || version == 2:
+			if err := upgradeDedupe(tx, checkRoot); err != nil {
+				return fmt.Errorf("upgrade from format %d: %w", version, err)
 			}
 		default:
 			return fmt.Errorf("%w: store format %d, this flowbridge reads formats 1 to %d", ErrCorrupt, version, formatVersion)
@@ -270,7 +275,7 @@ func initBuckets(db *bolt.DB) error {
 			count func() int64
 		}{
 			{metaSessions, func() int64 { return int64(tx.Bucket(bucketSessions).Stats().KeyN) }},
-			{metaEvents, func() int64 { return countEvents(dd) }},
+			{metaInbox, func() int64 { return int64(tx.Bucket(bucketInbox).Stats().KeyN) }},
 			{metaAudit, func() int64 { return int64(tx.Bucket(bucketAudit).Stats().KeyN) }},
 		} {
 			if meta.Get(c.key) != nil {
@@ -284,27 +289,36 @@ func initBuckets(db *bolt.DB) error {
 	})
 }
 
-// upgradeV1 turns a format 1 file into format 2 in tx. Only the
-// de-duplication entries changed layout, and they are dropped rather than
-// converted: they live minutes (ttl), so at worst a platform retry of an
-// event delivered just before the upgrade is handled a second time, while
-// converting would rewrite every entry on open. The event counter then
-// counts the generations' entries, none yet. The freed pages are reused;
-// the file does not shrink.
-func upgradeV1(tx *bolt.Tx, checkRoot func(b *bolt.Bucket, name string) error) error {
-	for _, name := range v1EventBuckets {
+// upgradeDedupe turns a format 1 or 2 file into format 3 in tx: the
+// de-duplication entries are dropped, and the inbox (created empty by
+// initBuckets) takes their place. They are not converted: an entry held
+// only a hashed or raw event ID, not the conversation or the event an inbox
+// entry needs, and it lived minutes, so at worst a platform retry of an
+// event delivered just before the upgrade is handled a second time.
+// Sessions, agents, replies and the audit log keep their layout. The freed
+// pages are reused; the file does not shrink.
+func upgradeDedupe(tx *bolt.Tx, checkRoot func(b *bolt.Bucket, name string) error) error {
+	for _, name := range oldDedupeBuckets {
 		b := tx.Bucket(name)
 		if b == nil {
 			continue
 		}
+		// Deleting a bucket walks its pages, nested buckets included, and
+		// bbolt follows page ids without bounds checks.
 		if err := checkRoot(b, string(name)); err != nil {
+			return err
+		}
+		err := b.ForEachBucket(func(k []byte) error {
+			return checkRoot(b.Bucket(k), fmt.Sprintf("%s/%x", name, k))
+		})
+		if err != nil {
 			return err
 		}
 		if err := tx.DeleteBucket(name); err != nil {
 			return fmt.Errorf("delete bucket %s: %w", name, err)
 		}
 	}
-	return tx.Bucket(bucketMeta).Put(metaEvents, encodeCounter(countEvents(tx.Bucket(bucketDedupe))))
+	return tx.Bucket(bucketMeta).Delete(metaOldEvents)
 }
 
 // Close closes the store, waiting for running transactions. Later calls
@@ -329,7 +343,7 @@ func (s *Store) Stats() Stats {
 		st = Stats{
 			Open:         true,
 			Sessions:     counter(meta, metaSessions),
-			Events:       counter(meta, metaEvents),
+			Inbox:        counter(meta, metaInbox),
 			AuditEntries: counter(meta, metaAudit),
 			FileSize:     tx.Size(),
 		}
@@ -500,6 +514,22 @@ func decodeCounter(v []byte) (int64, error) {
 	return int64(binary.BigEndian.Uint64(v)), nil
 }
 
+// timeKey encodes t's Unix nanoseconds so that byte order is time order,
+// negative times included (the sign bit is flipped). t must lie between
+// minNanoTime and maxNanoTime.
+func timeKey(t time.Time) [8]byte {
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], uint64(t.UnixNano())^(1<<63))
+	return k
+}
+
+func keyTime(k []byte) (time.Time, error) {
+	if len(k) < 8 {
+		return time.Time{}, errors.New("time key too short")
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(k)^(1<<63))), nil
+}
+
 // counter reads a counter, treating a damaged one as zero: it only feeds
 // Stats, and Open rebuilds missing ones.
 func counter(meta *bolt.Bucket, key []byte) int64 {
@@ -535,6 +565,12 @@ func checkKey(what, key string) error {
 // returns false to stop. Entries written between chunks may or may not be
 // seen; each chunk alone is consistent.
 func (s *Store) scan(bucket, start []byte, keep func(k []byte) bool, fn func(k, v []byte) (bool, error)) error {
+	return s.scanTx(bucket, start, keep, func(_ *bolt.Tx, k, v []byte) (bool, error) { return fn(k, v) })
+}
+
+// scanTx is scan for visits that read other buckets too: fn also receives
+// the read transaction of the chunk.
+func (s *Store) scanTx(bucket, start []byte, keep func(k []byte) bool, fn func(tx *bolt.Tx, k, v []byte) (bool, error)) error {
 	next := bytes.Clone(start)
 	for {
 		done := true
@@ -552,7 +588,7 @@ func (s *Store) scan(bucket, start []byte, keep func(k []byte) bool, fn func(k, 
 					done = false
 					return nil
 				}
-				more, err := fn(k, v)
+				more, err := fn(tx, k, v)
 				if err != nil || !more {
 					return err
 				}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/flowbridge/flowbridge/bridge/store"
 )
 
 func sameSession(a, b Session) bool {
@@ -206,8 +208,8 @@ func TestDurableAcrossReopen(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if first, err := s.MarkEvent("Ev1", time.Hour, at); err != nil || !first {
-		t.Fatalf("MarkEvent = %v, %v, want true, nil", first, err)
+	if first, err := s.Receive(store.InboxEntry{Key: "slack/ev/Ev1", Conversation: rec.Key, Event: []byte("e"), Received: at}); err != nil || !first {
+		t.Fatalf("Receive = %v, %v, want true, nil", first, err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close() = %v", err)
@@ -227,15 +229,15 @@ func TestDurableAcrossReopen(t *testing.T) {
 	if got, _, err := s.LastReply(rec.Key); err != nil || got != "the answer" {
 		t.Errorf("LastReply after reopen = %q, %v, want %q", got, err, "the answer")
 	}
-	if first, err := s.MarkEvent("Ev1", time.Hour, at.Add(time.Minute)); err != nil || first {
-		t.Errorf("MarkEvent(dup) after reopen = %v, %v, want false, nil", first, err)
+	if first, err := s.Receive(store.InboxEntry{Key: "slack/ev/Ev1", Received: at.Add(time.Minute)}); err != nil || first {
+		t.Errorf("Receive(dup) after reopen = %v, %v, want false, nil", first, err)
 	}
 	got, err := s.Audit(AuditFilter{})
 	if err != nil || len(got) != 1 || !sameAudit(got[0], entry) {
 		t.Errorf("Audit after reopen = %+v, %v, want [%+v]", got, err, entry)
 	}
-	want := Stats{Open: true, Sessions: 1, Events: 1, AuditEntries: 1}
-	if st := s.Stats(); st.Open != want.Open || st.Sessions != want.Sessions || st.Events != want.Events || st.AuditEntries != want.AuditEntries || st.FileSize <= 0 {
+	want := Stats{Open: true, Sessions: 1, Inbox: 1, AuditEntries: 1}
+	if st := s.Stats(); st.Open != want.Open || st.Sessions != want.Sessions || st.Inbox != want.Inbox || st.AuditEntries != want.AuditEntries || st.FileSize <= 0 {
 		t.Errorf("Stats() = %+v, want %+v with a positive FileSize", st, want)
 	}
 }
@@ -336,8 +338,12 @@ func TestOperationsAfterClose(t *testing.T) {
 		"SetConversationAgent":  func() error { return s.SetConversationAgent("k", "a") },
 		"LastReply":             func() error { _, _, err := s.LastReply("k"); return err },
 		"SetLastReply":          func() error { return s.SetLastReply("k", "t") },
-		"MarkEvent":             func() error { _, err := s.MarkEvent("e", time.Minute, time.Now()); return err },
-		"PurgeEvents":           func() error { _, err := s.PurgeEvents(time.Now()); return err },
+		"PutTurns":              func() error { _, err := s.PutTurns([]Turn{{Session: Session{Key: "k"}}}); return err },
+		"Receive":               func() error { _, err := s.Receive(store.InboxEntry{Key: "e"}); return err },
+		"MarkSent":              func() error { return s.MarkSent("e", time.Now()) },
+		"Finish":                func() error { return s.Finish("e", "r", nil, time.Now()) },
+		"Pending":               func() error { _, err := s.Pending(); return err },
+		"ExpireInbox":           func() error { _, err := s.ExpireInbox(time.Now()); return err },
 		"AppendAudit":           func() error { return s.AppendAudit(AuditEntry{Flow: "f"}) },
 		"Audit":                 func() error { _, err := s.Audit(AuditFilter{}); return err },
 		"AuditNewest":           func() error { _, err := s.Audit(AuditFilter{Newest: true, Limit: 1}); return err },
@@ -508,15 +514,17 @@ func TestBadRecordIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	putRawEvent(t, s, "bad", time.Now().Add(time.Hour), []byte{1, 2})
+	putRawInbox(t, s, "bad", 1, []byte{inboxV1, byte(store.Sent), 0, 0, 0, 0, 0, 0, 0, 1})
+	now := time.Now()
 	ops := map[string]func() error{
 		"Session":           func() error { _, _, err := s.Session("bad"); return err },
 		"ListSessions":      func() error { _, err := s.ListSessions(""); return err },
 		"ConversationAgent": func() error { _, _, err := s.ConversationAgent("bad"); return err },
 		"LastReply":         func() error { _, _, err := s.LastReply("bad"); return err },
-		"MarkEvent":         func() error { _, err := s.MarkEvent("bad", time.Minute, time.Now()); return err },
-		"MarkEvents":        func() error { return s.MarkEvents([]string{"good", "bad"}, time.Minute, time.Now()) },
-		"EventSeen":         func() error { _, err := s.EventSeen("bad", time.Now()); return err },
+		"PutTurns":          func() error { _, err := s.PutTurns([]Turn{{Session: Session{Key: "bad"}}}); return err },
+		"MarkSent":          func() error { return s.MarkSent("bad", now) },
+		"Finish":            func() error { return s.Finish("bad", "r", nil, now) },
+		"Pending":           func() error { _, err := s.Pending(); return err },
 		"Audit":             func() error { _, err := s.Audit(AuditFilter{}); return err },
 	}
 	for name, op := range ops {
@@ -548,30 +556,54 @@ func TestOpenRefusesNewerFormat(t *testing.T) {
 	}
 }
 
+// TestGroupCommitIsolatesFailures runs writes that fail beside writes that
+// succeed, all at once, so that they share batches: a Receive of a key
+// bbolt cannot store, a MarkSent of a damaged entry (which fails inside the
+// shared transaction) and a Finish of an unknown key each fail alone, and
+// every other write lands.
 func TestGroupCommitIsolatesFailures(t *testing.T) {
 	s, path := openTest(t, Options{})
-	// An event entry that cannot be decoded: MarkEvent on it fails.
-	putRawEvent(t, s, "bad", time.Now().Add(time.Hour), []byte{0})
-	const writers = 32
+	putRawInbox(t, s, "bad", 1, []byte{inboxV1, 99})
+	const writers = 64
+	huge := strings.Repeat("k", bolt.MaxKeySize+1)
 	var wg sync.WaitGroup
 	errs := make([]error, writers)
+	wantOK := func(w int) bool { return w%4 >= 2 }
 	for w := range writers {
 		wg.Go(func() {
-			if w%4 == 0 {
-				_, errs[w] = s.MarkEvent("bad", time.Minute, time.Now())
-				return
+			switch w % 8 {
+			case 0:
+				_, errs[w] = s.Receive(store.InboxEntry{Key: huge, Event: []byte("x")})
+			case 1:
+				errs[w] = s.MarkSent("bad", time.Now())
+			case 4:
+				errs[w] = s.Finish("never", "r", nil, time.Now())
+			case 5:
+				errs[w] = s.MarkSent("bad", time.Now())
+			case 2, 6:
+				errs[w] = s.PutSession(Session{Key: fmt.Sprintf("k%02d", w), Agent: "a"})
+			default:
+				var ok bool
+				ok, errs[w] = s.Receive(store.InboxEntry{Key: fmt.Sprintf("ev%02d", w), Event: []byte("x")})
+				if errs[w] == nil && !ok {
+					errs[w] = errors.New("not new")
+				}
 			}
-			errs[w] = s.PutSession(Session{Key: fmt.Sprintf("k%02d", w), Agent: "a"})
 		})
 	}
 	wg.Wait()
 	for w, err := range errs {
-		if w%4 == 0 {
-			if !errors.Is(err, ErrCorrupt) {
-				t.Errorf("writer %d: MarkEvent(bad) = %v, want ErrCorrupt", w, err)
-			}
-		} else if err != nil {
-			t.Errorf("writer %d: PutSession = %v, want nil", w, err)
+		switch {
+		case wantOK(w) && err != nil:
+			t.Errorf("writer %d = %v, want nil", w, err)
+		case !wantOK(w) && err == nil:
+			t.Errorf("writer %d = nil, want its own error", w)
+		case w%8 == 0 && !strings.Contains(err.Error(), "exceeds"):
+			t.Errorf("writer %d: Receive(huge key) = %v, want the size named", w, err)
+		case w%8 == 1 && !errors.Is(err, ErrCorrupt):
+			t.Errorf("writer %d: MarkSent(bad) = %v, want ErrCorrupt", w, err)
+		case w%8 == 4 && !errors.Is(err, store.ErrUnknownEntry):
+			t.Errorf("writer %d: Finish(never) = %v, want ErrUnknownEntry", w, err)
 		}
 	}
 	_ = s.Close()
@@ -580,9 +612,15 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	got, err := s.ListSessions("")
-	if err != nil || len(got) != writers-writers/4 {
-		t.Errorf("ListSessions after mixed writes = %d records, %v, want %d", len(got), err, writers-writers/4)
+	if got, err := s.ListSessions(""); err != nil || len(got) != writers/4 {
+		t.Errorf("ListSessions after mixed writes = %d records, %v, want %d", len(got), err, writers/4)
+	}
+	got, err := s.Pending()
+	if err == nil || !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Pending() beside the damaged entry = %d entries, %v, want ErrCorrupt", len(got), err)
+	}
+	if st := s.Stats(); st.Inbox != writers/4 {
+		t.Errorf("Stats().Inbox after mixed writes = %d, want %d", st.Inbox, writers/4)
 	}
 }
 
@@ -599,9 +637,9 @@ func TestPutTurns(t *testing.T) {
 	put("c/live", "s-1")
 	put("c/replaced", "s-new")
 	turns := []Turn{
-		{Session{Key: "c/live", Agent: "helper", SessionUUID: "s-1", Created: now, LastUsed: later}, "answer"},
-		{Session{Key: "c/replaced", Agent: "helper", SessionUUID: "s-old", Created: now, LastUsed: later}, "stale"},
-		{Session{Key: "c/reset", Agent: "helper", SessionUUID: "s-2", Created: now, LastUsed: later}, "gone"},
+		{Session: Session{Key: "c/live", Agent: "helper", SessionUUID: "s-1", Created: now, LastUsed: later}, Reply: "answer"},
+		{Session: Session{Key: "c/replaced", Agent: "helper", SessionUUID: "s-old", Created: now, LastUsed: later}, Reply: "stale"},
+		{Session: Session{Key: "c/reset", Agent: "helper", SessionUUID: "s-2", Created: now, LastUsed: later}, Reply: "gone"},
 	}
 	n, err := s.PutTurns(turns)
 	if err != nil || n != 1 {

@@ -123,7 +123,7 @@ func serve(ctx context.Context, env *environment, cfg *Config, log *zap.Logger, 
 		})
 	}
 	var mwg sync.WaitGroup
-	mwg.Go(func() { maintain(adCtx, st, cfg.Store.AuditRetention.D(), log) })
+	mwg.Go(func() { maintain(adCtx, st, cfg.Bridge.DedupeTTL.D(), cfg.Store.AuditRetention.D(), log) })
 
 	hup := make(chan os.Signal, 1)
 	if opts.configPath != "" {
@@ -201,10 +201,11 @@ func reload(path string, env *environment, b *bridge.Bridge, adapters []namedAda
 	log.Info("config reloaded", zap.Int("flows", len(flows)), zap.Int("agents", len(agents)))
 }
 
-// maintain expires de-duplication entries and old audit entries, so the store
-// does not grow without bound. Every minute: purging is chunked and cheap, and
-// freed pages are reused before the file grows.
-func maintain(ctx context.Context, st *sessionmap.Store, retention time.Duration, log *zap.Logger) {
+// maintain expires answered inbox entries older than dedupeTTL (until then a
+// platform retry is recognised) and old audit entries, so the store does not
+// grow without bound. Every minute: expiry is chunked and cheap, and freed
+// pages are reused before the file grows.
+func maintain(ctx context.Context, st *sessionmap.Store, dedupeTTL, retention time.Duration, log *zap.Logger) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
@@ -212,8 +213,8 @@ func maintain(ctx context.Context, st *sessionmap.Store, retention time.Duration
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			if _, err := st.PurgeEvents(now); err != nil {
-				log.Warn("purging events", zap.Error(err))
+			if _, err := st.ExpireInbox(now.Add(-dedupeTTL)); err != nil {
+				log.Warn("expiring inbox", zap.Error(err))
 			}
 			if retention > 0 {
 				if _, err := st.PruneAudit(now.Add(-retention)); err != nil {

@@ -266,6 +266,62 @@ func testSessions(t *testing.T, o Opener) {
 			t.Errorf("LastReply(nope) = %q, %v, %v, want \"\", false, nil", got, ok, err)
 		}
 	})
+
+	t.Run("PutTurns", func(t *testing.T) {
+		// Each turn is applied only while its conversation still maps to
+		// the turn's session, by the same rule as Finish's turn.
+		s := o.Open(t)
+		old := func(key, uuid string) store.Session {
+			return store.Session{Key: key, Agent: "helper", SessionUUID: uuid, Created: at(0), LastUsed: at(0)}
+		}
+		for _, sess := range []store.Session{old("c/live", "s-1"), old("c/replaced", "s-new"), old("c/twice", "s-3")} {
+			if err := s.PutSession(sess); err != nil {
+				t.Fatal(err)
+			}
+		}
+		turn := func(key, uuid, reply string, used int) store.Turn {
+			sess := old(key, uuid)
+			sess.LastUsed = at(used)
+			return store.Turn{Session: sess, Reply: reply}
+		}
+		turns := []store.Turn{
+			turn("c/live", "s-1", "answer ✓", 10),
+			turn("c/replaced", "s-old", "stale", 10),
+			turn("c/reset", "s-2", "gone", 10),
+			turn("c/twice", "s-3", "first", 10),
+			turn("c/twice", "s-3", "second", 20), // the later of one batch wins
+		}
+		if n, err := s.PutTurns(turns); err != nil || n != 3 {
+			t.Fatalf("PutTurns = %d, %v, want 3 applied", n, err)
+		}
+		tests := []struct {
+			key       string
+			want      *store.Session
+			wantReply string
+		}{
+			{"c/live", &turns[0].Session, "answer ✓"},
+			{"c/replaced", &store.Session{Key: "c/replaced", Agent: "helper", SessionUUID: "s-new", Created: at(0), LastUsed: at(0)}, ""},
+			{"c/reset", nil, ""},
+			{"c/twice", &turns[4].Session, "second"},
+		}
+		for _, tt := range tests {
+			got, ok, err := s.Session(tt.key)
+			switch {
+			case err != nil:
+				t.Errorf("Session(%q) = %v", tt.key, err)
+			case tt.want == nil && ok:
+				t.Errorf("Session(%q) after PutTurns = %+v, want none: a turn brought it back", tt.key, got)
+			case tt.want != nil && (!ok || !sameSession(got, *tt.want)):
+				t.Errorf("Session(%q) after PutTurns = %+v, %v, want %+v", tt.key, got, ok, *tt.want)
+			}
+			if reply, ok, err := s.LastReply(tt.key); err != nil || ok != (tt.wantReply != "") || reply != tt.wantReply {
+				t.Errorf("LastReply(%q) after PutTurns = %q, %v, %v, want %q", tt.key, reply, ok, err, tt.wantReply)
+			}
+		}
+		if n, err := s.PutTurns(nil); err != nil || n != 0 {
+			t.Errorf("PutTurns(nil) = %d, %v, want 0, nil", n, err)
+		}
+	})
 }
 
 // ---- Inbox ----

@@ -1,0 +1,377 @@
+package sessionmap
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/flowbridge/flowbridge/bridge/store"
+)
+
+// The inbox is three buckets:
+//
+//	inbox       platform key -> entry record (below)
+//	inbox_seq   seq (8 bytes big-endian) -> platform key, for entries not yet answered
+//	inbox_done  timeKey(Updated) + seq -> platform key, for answered entries
+//
+// inbox answers Receive's "held already?" with one lookup. inbox_seq holds
+// only the few entries in flight, so Pending is an ordered scan of them and
+// not of every answered entry kept for de-duplication. inbox_done is in
+// expiry order, so ExpireInbox reads a prefix of it. Seq is the inbox
+// bucket's sequence, which only grows: no entry ever reuses one, expired or
+// not. An entry is in exactly one of the two indexes, and every write that
+// moves it does so in the same transaction as the entry.
+//
+// Entry record, version 1:
+//
+//	version       byte (1)
+//	state         byte (store.InboxState)
+//	seq           8 bytes big-endian
+//	received      varint Unix nanoseconds
+//	updated       varint Unix nanoseconds
+//	conversation  uvarint length, bytes
+//	reply         uvarint length, bytes
+//	event         the remaining bytes
+//
+// Seq sits at a fixed offset so that Receive encodes the record before its
+// transaction and only writes the seq in. An answered entry drops its event:
+// only Pending returns events, and it never returns answered entries, which
+// are kept only so that a late retry is recognised.
+const (
+	inboxV1    = 1
+	inboxSeqAt = 2 // offset of seq in the record
+)
+
+// indexFill is the fill percent of inbox_seq and inbox_done: their keys
+// arrive in order (seq, then time), so full pages waste no space.
+const indexFill = 0.9
+
+// Receive records e, with State Received, a new Seq and Updated equal to
+// Received, and reports true; or reports false and writes nothing when the
+// inbox holds e.Key already, whatever its state. A zero e.Received is the
+// current time. The check and the write are one transaction, so of two
+// concurrent deliveries of one key exactly one is new. An empty key or one
+// bbolt cannot store (over bolt.MaxKeySize bytes) is an error of this call
+// alone.
+func (s *Store) Receive(e store.InboxEntry) (bool, error) {
+	if err := checkKey("inbox key", e.Key); err != nil {
+		return false, fmt.Errorf("receive: %w", err)
+	}
+	if e.Received.IsZero() {
+		e.Received = time.Now()
+	}
+	e.State, e.Seq, e.Updated = store.Received, 0, e.Received
+	v, err := appendInbox(nil, e)
+	if err != nil {
+		return false, fmt.Errorf("receive %q: %w", e.Key, err)
+	}
+	k := []byte(e.Key)
+	var isNew bool
+	err = s.update(func(tx *bolt.Tx) error {
+		isNew = false
+		inbox := tx.Bucket(bucketInbox)
+		if inbox.Get(k) != nil {
+			return nil
+		}
+		seq, err := inbox.NextSequence()
+		if err != nil {
+			return err
+		}
+		// v is this call's alone, and a rolled-back attempt of the batch
+		// let go of it, so writing the seq in place is safe.
+		binary.BigEndian.PutUint64(v[inboxSeqAt:], seq)
+		if err := inbox.Put(k, v); err != nil {
+			return err
+		}
+		pending := tx.Bucket(bucketInboxSeq)
+		pending.FillPercent = indexFill
+		if err := pending.Put(seqKey(seq), k); err != nil {
+			return err
+		}
+		isNew = true
+		return addCounter(tx, metaInbox, 1)
+	})
+	if err != nil {
+		return false, fmt.Errorf("receive %q: %w", e.Key, err)
+	}
+	return isNew, nil
+}
+
+// MarkSent moves the entry to Sent: its request is about to leave for the
+// workspace. An entry already Sent stays as it is; an Answered one is an
+// error, since an entry never goes back. A key the inbox does not hold gives
+// an error wrapping store.ErrUnknownEntry. A zero now is the current time.
+func (s *Store) MarkSent(key string, now time.Time) error {
+	now, err := stamp(now)
+	if err != nil {
+		return fmt.Errorf("mark sent %q: %w", key, err)
+	}
+	k := []byte(key)
+	err = s.update(func(tx *bolt.Tx) error {
+		inbox := tx.Bucket(bucketInbox)
+		e, err := getInbox(inbox, k)
+		if err != nil {
+			return err
+		}
+		switch e.State {
+		case store.Sent:
+			return nil
+		case store.Answered:
+			return errAnswered
+		}
+		e.State, e.Updated = store.Sent, now
+		v, err := appendInbox(nil, e)
+		if err != nil {
+			return err
+		}
+		return inbox.Put(k, v)
+	})
+	if err != nil {
+		return fmt.Errorf("mark sent %q: %w", key, err)
+	}
+	return nil
+}
+
+// Finish moves the entry (Received or Sent) to Answered with the reply's
+// reference. When turn is not nil it is applied in the same transaction, by
+// PutTurns' rule: only while turn.Session.Key still maps to
+// turn.Session.SessionUUID. A key the inbox does not hold gives an error
+// wrapping store.ErrUnknownEntry, and an entry answered already an error;
+// either way nothing is written, the turn included. A zero now is the
+// current time.
+func (s *Store) Finish(key, reply string, turn *store.Turn, now time.Time) error {
+	now, err := stamp(now)
+	if err != nil {
+		return fmt.Errorf("finish %q: %w", key, err)
+	}
+	var t *encodedTurn
+	if turn != nil {
+		et, err := encodeTurn(*turn)
+		if err != nil {
+			return fmt.Errorf("finish %q: %w", key, err)
+		}
+		t = &et
+	}
+	k := []byte(key)
+	nowKey := timeKey(now)
+	err = s.update(func(tx *bolt.Tx) error {
+		inbox := tx.Bucket(bucketInbox)
+		e, err := getInbox(inbox, k)
+		if err != nil {
+			return err
+		}
+		if e.State == store.Answered {
+			return errAnswered
+		}
+		e.State, e.Reply, e.Updated, e.Event = store.Answered, reply, now, nil
+		v, err := appendInbox(nil, e)
+		if err != nil {
+			return err
+		}
+		if err := inbox.Put(k, v); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketInboxSeq).Delete(seqKey(e.Seq)); err != nil {
+			return err
+		}
+		done := tx.Bucket(bucketInboxDone)
+		done.FillPercent = indexFill
+		if err := done.Put(binary.BigEndian.AppendUint64(nowKey[:], e.Seq), k); err != nil {
+			return err
+		}
+		if t != nil {
+			_, err = t.apply(tx)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("finish %q: %w", key, err)
+	}
+	return nil
+}
+
+// errAnswered is a state change asked of an entry that is answered.
+var errAnswered = errors.New("inbox entry is answered already")
+
+// Pending returns the entries not yet answered (Received or Sent), in Seq
+// order, with their events. It reads in chunks of short transactions, so an
+// entry answered meanwhile may or may not be in the result.
+func (s *Store) Pending() ([]store.InboxEntry, error) {
+	var out []store.InboxEntry
+	err := s.scanTx(bucketInboxSeq, nil, func([]byte) bool { return true },
+		func(tx *bolt.Tx, k, key []byte) (bool, error) {
+			seq, err := decodeSeqKey(k)
+			if err != nil {
+				return false, err
+			}
+			inbox := tx.Bucket(bucketInbox)
+			if inbox.Get(key) == nil {
+				return false, fmt.Errorf("%w: pending seq %d names inbox entry %q, which is missing", ErrCorrupt, seq, key)
+			}
+			e, err := getInbox(inbox, key)
+			if err != nil {
+				return false, err
+			}
+			if e.Seq != seq || e.State == store.Answered {
+				return false, fmt.Errorf("%w: pending seq %d names inbox entry %q of seq %d, %v", ErrCorrupt, seq, key, e.Seq, e.State)
+			}
+			out = append(out, e)
+			return true, nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("pending inbox: %w", err)
+	}
+	return out, nil
+}
+
+// ExpireInbox deletes the answered entries last updated before before, and
+// returns how many, in transactions of at most s.chunk entries: a backlog
+// never holds the writer lock for long. Entries not yet answered stay,
+// however old.
+func (s *Store) ExpireInbox(before time.Time) (int, error) {
+	hi := timeKey(clampTime(before))
+	total := 0
+	for {
+		visited, n := 0, 0
+		err := s.update(func(tx *bolt.Tx) error {
+			visited, n = 0, 0
+			done, inbox := tx.Bucket(bucketInboxDone), tx.Bucket(bucketInbox)
+			var old [][2][]byte // index key, platform key
+			c := done.Cursor()
+			// A 16-byte index key sorts below the 8-byte bound exactly when
+			// its time is before it.
+			for k, v := c.First(); k != nil && bytes.Compare(k, hi[:]) < 0 && len(old) < s.chunk; k, v = c.Next() {
+				old = append(old, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
+			}
+			visited = len(old)
+			// Deleting after the walk: bbolt cursors can skip a key when the
+			// bucket changes under them.
+			for _, o := range old {
+				if err := done.Delete(o[0]); err != nil {
+					return err
+				}
+				// The index entry and its entry go together. Damage (a
+				// malformed index key, or one naming another entry) loses
+				// only the index entry, so it never stalls expiry.
+				if len(o[0]) != 16 {
+					continue
+				}
+				seq := binary.BigEndian.Uint64(o[0][8:])
+				if state, eseq, ok := peekInbox(inbox.Get(o[1])); !ok || state != store.Answered || eseq != seq {
+					continue
+				}
+				if err := inbox.Delete(o[1]); err != nil {
+					return err
+				}
+				n++
+			}
+			return addCounter(tx, metaInbox, -int64(n))
+		})
+		if err != nil {
+			return total, fmt.Errorf("expire inbox: %w", err)
+		}
+		total += n
+		if visited < s.chunk {
+			return total, nil
+		}
+	}
+}
+
+// stamp returns now, or the current time for a zero now, and checks that a
+// record can hold it.
+func stamp(now time.Time) (time.Time, error) {
+	if now.IsZero() {
+		return time.Now(), nil
+	}
+	if now.Before(minNanoTime) || now.After(maxNanoTime) {
+		return time.Time{}, fmt.Errorf("time %v out of range", now)
+	}
+	return now, nil
+}
+
+func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
+
+func decodeSeqKey(k []byte) (uint64, error) {
+	if len(k) != 8 {
+		return 0, fmt.Errorf("%w: inbox seq key of %d bytes", errRecord, len(k))
+	}
+	return binary.BigEndian.Uint64(k), nil
+}
+
+// getInbox reads and decodes the entry of key, copying it out of bbolt's
+// memory; an absent key gives store.ErrUnknownEntry.
+func getInbox(inbox *bolt.Bucket, key []byte) (store.InboxEntry, error) {
+	v := inbox.Get(key)
+	if v == nil {
+		return store.InboxEntry{}, store.ErrUnknownEntry
+	}
+	e, err := decodeInbox(v)
+	if err != nil {
+		return store.InboxEntry{}, fmt.Errorf("inbox entry %q: %w", key, err)
+	}
+	e.Key = string(key)
+	return e, nil
+}
+
+func appendInbox(dst []byte, e store.InboxEntry) ([]byte, error) {
+	for _, t := range []struct {
+		name string
+		t    time.Time
+	}{{"received", e.Received}, {"updated", e.Updated}} {
+		if t.t.Before(minNanoTime) || t.t.After(maxNanoTime) {
+			return nil, fmt.Errorf("%s time %v out of range", t.name, t.t)
+		}
+	}
+	dst = append(dst, inboxV1, byte(e.State))
+	dst = binary.BigEndian.AppendUint64(dst, e.Seq)
+	dst = binary.AppendVarint(dst, e.Received.UnixNano())
+	dst = binary.AppendVarint(dst, e.Updated.UnixNano())
+	dst = binary.AppendUvarint(dst, uint64(len(e.Conversation)))
+	dst = append(dst, e.Conversation...)
+	dst = binary.AppendUvarint(dst, uint64(len(e.Reply)))
+	dst = append(dst, e.Reply...)
+	if len(dst)+len(e.Event) > bolt.MaxValueSize {
+		return nil, fmt.Errorf("entry of %d bytes is too large", len(dst)+len(e.Event))
+	}
+	return append(dst, e.Event...), nil
+}
+
+// decodeInbox decodes a record, copying every byte out of v (which may be
+// bbolt's memory). Key is left empty.
+func decodeInbox(v []byte) (store.InboxEntry, error) {
+	d := decoder{b: v}
+	var e store.InboxEntry
+	if ver := d.byte(); d.err == nil && ver != inboxV1 {
+		return store.InboxEntry{}, fmt.Errorf("%w: inbox record version %d", errRecord, ver)
+	}
+	e.State = store.InboxState(d.byte())
+	if d.err == nil && (e.State < store.Received || e.State > store.Answered) {
+		return store.InboxEntry{}, fmt.Errorf("%w: inbox record state %d", errRecord, e.State)
+	}
+	if b := d.bytes(8); b != nil {
+		e.Seq = binary.BigEndian.Uint64(b)
+	}
+	e.Received = time.Unix(0, d.varint())
+	e.Updated = time.Unix(0, d.varint())
+	e.Conversation = d.string()
+	e.Reply = d.string()
+	if d.err != nil {
+		return store.InboxEntry{}, fmt.Errorf("%w: inbox record: %w", errRecord, d.err)
+	}
+	if len(d.b) > 0 {
+		e.Event = bytes.Clone(d.b)
+	}
+	return e, nil
+}
+
+// peekInbox reads the state and seq of a record without decoding the rest.
+func peekInbox(v []byte) (store.InboxState, uint64, bool) {
+	if len(v) < inboxSeqAt+8 || v[0] != inboxV1 {
+		return 0, 0, false
+	}
+	return store.InboxState(v[1]), binary.BigEndian.Uint64(v[inboxSeqAt:]), true
+}
