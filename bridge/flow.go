@@ -147,6 +147,8 @@ func outcomeOf(ctx context.Context, err error) string {
 		return OutcomeCutOff
 	case errors.Is(err, workspace.ErrTimeout):
 		return OutcomeTimeout
+	case errors.Is(err, workspace.ErrFlowFailed):
+		return OutcomeFailed
 	}
 	return OutcomeError
 }

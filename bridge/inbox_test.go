@@ -502,3 +502,52 @@ func TestRepliesReadAsSentences(t *testing.T) {
 		wantContains(t, "next answer keeps the session", h.ask("c/1", "again").Text, "[turn 2]")
 	})
 }
+
+func TestFlowFailureShownAsFailure(t *testing.T) {
+	h := newHarness(t, defaultConfig(), func(s *workspacetest.Server) {
+		s.AddFlow(workspacetest.Flow{UUID: flowUUID, Status: 200, Body: `{"meta":{"status":"FAILED","message":"disk full on web1"},"result":{"output":{"response":"all good"}}}`})
+	})
+	_, r := h.command("c/1", bridge.CommandFlow, "healthcheck host=web1")
+	if r.Kind != bridge.ReplyError || strings.Contains(r.Text, "all good") {
+		t.Errorf("reply = %+v; want an error, not the output", r)
+	}
+	wantContains(t, "reply", r.Text, "failed", "disk full on web1")
+	entries, _ := h.store.Audit(store.AuditFilter{Outcome: bridge.OutcomeFailed})
+	if len(entries) != 1 {
+		t.Errorf("audit entries with outcome failed = %d, want 1", len(entries))
+	}
+}
+
+func TestFlowNeverSentIsReportedNotRun(t *testing.T) {
+	ws, err := workspace.New(workspace.Config{BaseURL: "http://127.0.0.1:1", WorkspaceUUID: "ws-test", Token: "t", MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := openStore(t)
+	b, err := bridge.New(defaultConfig(), ws, st, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Shutdown(context.Background()) })
+	rec := newRecorder()
+	done := make(chan struct{})
+	ev := command("c/1", bridge.CommandFlow, "healthcheck host=web1", rec)
+	ev.Done = func() { close(done) }
+	if err := b.Handle(ev); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	r := rec.last(t)
+	wantContains(t, "reply", r.Text, "was not run")
+	if strings.Contains(r.Text, "may or may not") {
+		t.Errorf("reply = %q; a refused connection proves the flow did not run", r.Text)
+	}
+}
+
+func TestFlowRateLimitedSaysWhen(t *testing.T) {
+	h := newHarness(t, defaultConfig(), func(s *workspacetest.Server) {
+		s.AddFlow(workspacetest.Flow{UUID: flowUUID, Status: 429, Header: map[string][]string{"Retry-After": {"90"}}})
+	})
+	_, r := h.command("c/1", bridge.CommandFlow, "healthcheck host=web1")
+	wantContains(t, "reply", r.Text, "was not run", "try again in 1 minute 30 seconds")
+}

@@ -44,7 +44,39 @@ func chatErrorText(ctx context.Context, err error) string {
 	case errors.Is(err, context.DeadlineExceeded):
 		return "The agent did not answer in time. Your message may still have reached it; ask again in a moment."
 	}
+	if errors.Is(err, workspace.ErrRateLimited) || errors.Is(err, workspace.ErrUnavailable) {
+		return "The AI workspace is busy and did not answer." + retryNote(err)
+	}
+	if errors.Is(err, workspace.ErrChatFailed) {
+		return "The AI workspace did not take your message. Please try again."
+	}
 	return commonErrorText(err, "the agent")
+}
+
+// retryNote says when to try again, when the API said.
+func retryNote(err error) string {
+	var apiErr *workspace.APIError
+	if errors.As(err, &apiErr) && apiErr.RetryAfter > 0 {
+		return fmt.Sprintf(" Please try again in %s.", humanWait(apiErr.RetryAfter))
+	}
+	return " Please try again in a moment."
+}
+
+// notRunNote qualifies a flow the API refused: a 429 says it did not take
+// the request; a 503 proves nothing.
+func notRunNote(err error) string {
+	if errors.Is(err, workspace.ErrRateLimited) {
+		return ", so it was not run"
+	}
+	return " (it most likely did not run; check before running it again)"
+}
+
+func statusOf(err error) string {
+	var ff *workspace.FlowFailedError
+	if errors.As(err, &ff) {
+		return ff.Status
+	}
+	return "unknown"
 }
 
 // flowErrorText is the user's sentence for a failed flow run.
@@ -57,8 +89,18 @@ func flowErrorText(ctx context.Context, err error, flow string, timeout time.Dur
 		return fmt.Sprintf("The flow *%s* did not finish within %s. It may still be running in the AI workspace; check there before running it again.", flow, humanDuration(timeout))
 	case errors.Is(err, workspace.ErrNotFound):
 		return fmt.Sprintf("The flow *%s* was not found in the AI workspace (its UUID may be wrong). Please tell an admin.", flow)
+	case errors.Is(err, workspace.ErrNotSent):
+		return fmt.Sprintf("The AI workspace could not be reached, so *%s* was not run. Please try again in a moment.", flow)
 	case errors.Is(err, workspace.ErrUnreachable):
 		return fmt.Sprintf("The AI workspace could not be reached, or stopped answering, while running *%s*. It may or may not have run; check before running it again.", flow)
+	case errors.Is(err, workspace.ErrFlowFailed):
+		var ff *workspace.FlowFailedError
+		if errors.As(err, &ff) && ff.Message != "" {
+			return fmt.Sprintf("The flow *%s* failed (%s): %s", flow, ff.Status, ff.Message)
+		}
+		return fmt.Sprintf("The flow *%s* failed in the AI workspace (status %s).", flow, statusOf(err))
+	case errors.Is(err, workspace.ErrRateLimited), errors.Is(err, workspace.ErrUnavailable):
+		return fmt.Sprintf("The AI workspace is busy and did not take *%s*%s.%s", flow, notRunNote(err), retryNote(err))
 	}
 	return commonErrorText(err, "the flow "+flow)
 }

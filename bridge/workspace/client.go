@@ -340,7 +340,20 @@ func transportError(ctx, dctx context.Context, limit time.Duration, err error) e
 	if errors.Is(context.Cause(dctx), errClientDeadline) {
 		return fmt.Errorf("%w: no complete response within %s: %w", ErrUnreachable, limit, context.DeadlineExceeded)
 	}
+	if notSent(err) {
+		return fmt.Errorf("%w: %w: %w", ErrUnreachable, ErrNotSent, err)
+	}
 	return fmt.Errorf("%w: %w", ErrUnreachable, err)
+}
+
+// notSent reports whether err proves the request never left: a failed dial
+// or name lookup of any kind.
+func notSent(err error) bool {
+	if _, ok := errors.AsType[*net.DNSError](err); ok {
+		return true
+	}
+	opErr, ok := errors.AsType[*net.OpError](err)
+	return ok && opErr.Op == "dial"
 }
 
 // callerError is the error for a ctx the caller ended, satisfying

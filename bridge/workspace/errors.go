@@ -29,6 +29,11 @@ var (
 // deadline. The underlying error stays wrapped beside it.
 var ErrUnreachable = errors.New("workspace API unreachable")
 
+// ErrNotSent marks, beside ErrUnreachable, a request that provably never left
+// this process (a refused dial, a failed name lookup): the API cannot have
+// acted on it, so a flow can be reported as not run.
+var ErrNotSent = errors.New("request not sent")
+
 // ErrBadResponse marks a 2xx response the client cannot use: not JSON, not
 // the expected shape, larger than MaxResponseSize, or (Create Session) a
 // session ID that is not a UUID.
