@@ -68,7 +68,7 @@ func agentHelp(cat *catalog) string {
 }
 
 func (b *Bridge) agentStatus(ctx context.Context, ev Event, cat *catalog) {
-	agent, err := b.conversationAgent(cat, ev.Conversation)
+	agent, err := b.conversationAgent(cat, ev)
 	if err != nil {
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})
 		return
@@ -115,7 +115,7 @@ func (b *Bridge) agentUse(ctx context.Context, log *zap.Logger, ev Event, cat *c
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf("The agent *%s* is not available in this channel, so this conversation cannot switch to it.", a.Name)})
 		return
 	}
-	if cur, err := b.conversationAgent(cat, ev.Conversation); err == nil && cur != nil && cur.Name == a.Name {
+	if cur, err := b.conversationAgent(cat, ev); err == nil && cur != nil && cur.Name == a.Name {
 		b.send(ctx, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: fmt.Sprintf("This conversation already talks to *%s*; nothing changed.", a.Name)})
 		return
 	}
@@ -125,11 +125,21 @@ func (b *Bridge) agentUse(ctx context.Context, log *zap.Logger, ev Event, cat *c
 		return
 	}
 	log.Info("conversation agent switched", zap.String("agent", a.Name))
-	b.send(ctx, ev, Reply{Kind: ReplyInfo, Text: fmt.Sprintf("This conversation now talks to *%s*; the next message starts a new session.", a.Name)})
+	text := fmt.Sprintf("This conversation now talks to *%s*; the next message starts a new session.", a.Name)
+	if ev.Kind == KindCommand && ev.Parent == "" {
+		// A slash command in a channel: the channel's new threads follow it.
+		text = fmt.Sprintf("*%s* now answers here: new threads in this channel talk to it, and so does the next message here (a new session).", a.Name)
+	}
+	b.send(ctx, ev, Reply{Kind: ReplyInfo, Text: text})
 }
 
 func (b *Bridge) agentShare(ctx context.Context, log *zap.Logger, ev Event) {
-	text, ok, err := b.store.LastReply(ev.Conversation)
+	// In a channel, the user's own latest answer in its threads; else (a
+	// thread, a DM, channel scope) the conversation's latest.
+	text, ok, err := b.store.LastReply(shareKey(ev.Conversation, ev.User.ID))
+	if err == nil && !ok {
+		text, ok, err = b.store.LastReply(ev.Conversation)
+	}
 	if err != nil {
 		log.Error("last reply", zap.Error(err))
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})

@@ -27,7 +27,7 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 		return
 	}
 	cat := b.cat.Load()
-	agent, err := b.conversationAgent(cat, ev.Conversation)
+	agent, err := b.conversationAgent(cat, ev)
 	if err != nil {
 		log.Error("agent lookup", zap.Error(err))
 		b.send(ctx, ev, Reply{Kind: ReplyError, Text: msgStoreFailed})
@@ -75,7 +75,11 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	}
 	ref := b.send(ctx, ev, Reply{Kind: ReplyAgent, Text: out})
 	sess.LastUsed = b.cfg.Now()
-	b.answered(log, ev, ref, &Turn{Session: sess, Reply: out})
+	turn := &Turn{Session: sess, Reply: out}
+	if ev.Parent != "" {
+		turn.Also = []string{shareKey(ev.Parent, ev.User.ID)}
+	}
+	b.answered(log, ev, ref, turn)
 }
 
 // indicate starts the responder's working indicator once the answer has
@@ -170,19 +174,37 @@ type sessionError struct{ err error }
 func (e *sessionError) Error() string { return "create session: " + e.err.Error() }
 func (e *sessionError) Unwrap() error { return e.err }
 
-// conversationAgent returns the agent a conversation uses: its stored choice
-// while that agent still exists, else the default.
-func (b *Bridge) conversationAgent(cat *catalog, key string) (*Agent, error) {
-	name, ok, err := b.store.ConversationAgent(key)
-	if err != nil {
-		return nil, err
+// conversationAgent returns the agent an event's conversation uses: its
+// stored choice while that agent still exists, else its channel's (for a
+// thread), else the configured channel default, else the default agent.
+func (b *Bridge) conversationAgent(cat *catalog, ev Event) (*Agent, error) {
+	for _, key := range []string{ev.Conversation, ev.Parent} {
+		if key == "" {
+			continue
+		}
+		name, ok, err := b.store.ConversationAgent(key)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			if a, found := cat.agents[name]; found {
+				return a, nil
+			}
+		}
 	}
-	if ok {
+	if name, ok := b.cfg.ChannelAgents[ev.Channel]; ok {
 		if a, found := cat.agents[name]; found {
 			return a, nil
 		}
 	}
 	return cat.defaultAgent, nil
+}
+
+// shareKey is where a user's latest agent reply in a channel is kept, for
+// "/agent share" typed in the channel rather than in one of its threads.
+// Conversation keys never contain "#".
+func shareKey(channelKey, userID string) string {
+	return channelKey + "#" + userID
 }
 
 // sanitize makes text safe to forward: invalid UTF-8 replaced and control

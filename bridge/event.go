@@ -54,6 +54,11 @@ type Event struct {
 	// "slack/T0123/C0456/1716212345.000100" or "discord/<guild>/<thread>". Messages
 	// with one key share an Agent session and are handled one at a time.
 	Conversation string
+	// Parent is the conversation key of the channel a thread conversation
+	// belongs to ("" for a channel, a DM, or a thread in channel scope). A
+	// thread without an agent choice of its own uses its channel's, and a
+	// user's answers there are what "/agent share" in the channel shares.
+	Parent string
 	// Team is the Slack team or Discord guild ID ("" in DMs where unknown).
 	Team string
 	// Channel is the platform channel ID, used by channel access rules.

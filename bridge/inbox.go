@@ -74,6 +74,7 @@ type storedEvent struct {
 	Kind           Kind              `json:"kind"`
 	Platform       string            `json:"platform"`
 	Conversation   string            `json:"conversation"`
+	Parent         string            `json:"parent,omitempty"`
 	Team           string            `json:"team,omitempty"`
 	Channel        string            `json:"channel,omitempty"`
 	User           User              `json:"user"`
@@ -88,7 +89,7 @@ type storedEvent struct {
 
 func encodeEvent(ev Event) ([]byte, error) {
 	return json.Marshal(storedEvent{
-		Kind: ev.Kind, Platform: ev.Platform, Conversation: ev.Conversation, Team: ev.Team, Channel: ev.Channel,
+		Kind: ev.Kind, Platform: ev.Platform, Conversation: ev.Conversation, Parent: ev.Parent, Team: ev.Team, Channel: ev.Channel,
 		User: ev.User, Text: ev.Text, Command: ev.Command, Action: ev.Action, Flow: ev.Flow, Params: ev.Params,
 		MaxFlowTimeout: ev.MaxFlowTimeout, Route: ev.Route,
 	})
@@ -100,7 +101,7 @@ func decodeEvent(key string, data []byte) (Event, error) {
 		return Event{}, fmt.Errorf("inbox entry %q: %w", key, err)
 	}
 	return Event{
-		Kind: s.Kind, Platform: s.Platform, Conversation: s.Conversation, Team: s.Team, Channel: s.Channel,
+		Kind: s.Kind, Platform: s.Platform, Conversation: s.Conversation, Parent: s.Parent, Team: s.Team, Channel: s.Channel,
 		User: s.User, Text: s.Text, Command: s.Command, Action: s.Action, Flow: s.Flow, Params: s.Params,
 		MaxFlowTimeout: s.MaxFlowTimeout, Route: s.Route, Key: key,
 	}, nil

@@ -551,3 +551,53 @@ func TestFlowRateLimitedSaysWhen(t *testing.T) {
 	_, r := h.command("c/1", bridge.CommandFlow, "healthcheck host=web1")
 	wantContains(t, "reply", r.Text, "was not run", "try again in 1 minute 30 seconds")
 }
+
+// TestAgentCommandsInThreadScope: slash commands arrive for the channel
+// (Slack sends no thread with them), while conversations are threads.
+func TestAgentCommandsInThreadScope(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.ChannelAgents = map[string]string{"C-other": "other"}
+	h := newHarness(t, cfg, nil)
+	const channel = "slack/T1/C1"
+	inThread := func(ts, user, text string) bridge.Reply {
+		rec := newRecorder()
+		ev := event(channel+"/"+ts, bridge.KindMessage, text, rec)
+		ev.Parent, ev.User.ID = channel, user
+		if err := h.do(ev); err != nil {
+			t.Fatal(err)
+		}
+		return rec.last(t)
+	}
+	slash := func(user, args string) bridge.Reply {
+		rec := newRecorder()
+		ev := command(channel, bridge.CommandAgent, args, rec)
+		ev.User.ID = user
+		if err := h.do(ev); err != nil {
+			t.Fatal(err)
+		}
+		return rec.last(t)
+	}
+	inThread("100.1", "U1", "first thread")
+	inThread("100.2", "U2", "bob's thread")
+	// /agent share in the channel shares the caller's own latest answer from its threads.
+	wantContains(t, "share", slash("U1", "share").Text, "You said: first thread")
+	wantContains(t, "share", slash("U2", "share").Text, "You said: bob's thread")
+
+	// /agent use in the channel sets the agent of the channel's new threads.
+	wantContains(t, "use", slash("U-admin", "use other").Text, "new threads in this channel")
+	wantContains(t, "status", slash("U1", "status").Text, "Agent: *other*")
+	inThread("200.1", "U1", "a new thread")
+	if n := len(h.fake.Sessions(agent2UUID)); n != 1 {
+		t.Errorf("sessions of the channel's agent = %d, want 1: the new thread uses it", n)
+	}
+	// A configured channel default applies where nothing was chosen.
+	rec := newRecorder()
+	ev := event("slack/T1/C-other/1.1", bridge.KindMessage, "hi", rec)
+	ev.Channel, ev.Parent = "C-other", "slack/T1/C-other"
+	if err := h.do(ev); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.fake.Sessions(agent2UUID)); n != 2 {
+		t.Errorf("sessions of other = %d, want 2: C-other defaults to it", n)
+	}
+}

@@ -128,6 +128,7 @@ func (s *Store) PutTurns(turns []Turn) (int, error) {
 type encodedTurn struct {
 	key, rec, text []byte
 	uuid           string
+	also           [][]byte
 }
 
 func encodeTurn(t Turn) (encodedTurn, error) {
@@ -141,7 +142,14 @@ func encodeTurn(t Turn) (encodedTurn, error) {
 	if len(t.Reply) >= bolt.MaxValueSize {
 		return encodedTurn{}, fmt.Errorf("turn %q: reply of %d bytes is too large", t.Session.Key, len(t.Reply))
 	}
-	return encodedTurn{key: []byte(t.Session.Key), rec: v, text: append([]byte{textV1}, t.Reply...), uuid: t.Session.SessionUUID}, nil
+	e := encodedTurn{key: []byte(t.Session.Key), rec: v, text: append([]byte{textV1}, t.Reply...), uuid: t.Session.SessionUUID}
+	for _, k := range t.Also {
+		if err := checkKey("reply key", k); err != nil {
+			return encodedTurn{}, fmt.Errorf("turn %q: %w", t.Session.Key, err)
+		}
+		e.also = append(e.also, []byte(k))
+	}
+	return e, nil
 }
 
 // apply writes the turn's session and reply in tx if the conversation still
@@ -163,8 +171,14 @@ func (e encodedTurn) apply(tx *bolt.Tx) (bool, error) {
 	if err := sessions.Put(e.key, e.rec); err != nil {
 		return false, err
 	}
-	if err := tx.Bucket(bucketReplies).Put(e.key, e.text); err != nil {
+	replies := tx.Bucket(bucketReplies)
+	if err := replies.Put(e.key, e.text); err != nil {
 		return false, err
+	}
+	for _, k := range e.also {
+		if err := replies.Put(k, e.text); err != nil {
+			return false, err
+		}
 	}
 	return true, nil
 }

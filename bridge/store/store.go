@@ -29,6 +29,10 @@ type Session struct {
 type Turn struct {
 	Session Session
 	Reply   string
+	// Also names more keys whose latest reply becomes Reply when the turn
+	// is applied: the core keeps a user's latest reply in a channel there,
+	// for "/agent share" typed in the channel rather than in the thread.
+	Also []string
 }
 
 // Sessions keeps which Agent session each conversation uses, the agent it
