@@ -614,6 +614,16 @@ func testInbox(t *testing.T, o Opener) {
 		if got, _, err := s.LastReply(conv); err != nil || got != "second" {
 			t.Errorf("LastReply(%q) after a second turn = %q, %v, want second", conv, got, err)
 		}
+		// Also keys get the reply as their latest too.
+		e3 := entry(3)
+		e3.Conversation = conv
+		receive(t, s, e3)
+		next.LastUsed = at(40)
+		also := "slack/T0123/C0456#U0ALICE"
+		finish(t, s, e3.Key, "msg-3", &store.Turn{Session: next, Reply: "third", Also: []string{also}}, at(40))
+		if got, ok, err := s.LastReply(also); err != nil || !ok || got != "third" {
+			t.Errorf("LastReply(%q) after a turn naming it in Also = %q, %v, %v, want third", also, got, ok, err)
+		}
 	})
 
 	t.Run("FinishStaleTurn", func(t *testing.T) {
