@@ -73,7 +73,7 @@ const (
 	devFlowJSON  = "3a4b5c6d-7e8f-4a0b-9c1d-2e3f4a5b6c7d"
 )
 
-func cmdDev(ctx context.Context, env *environment, args []string) error {
+func cmdDev(ctx context.Context, env *environment, args []string) (err error) {
 	fs := newFlagSet(env, "dev", "dev [-v] [-store FILE]")
 	verbose := fs.Bool("v", false, "log at debug level (logs go to stderr)")
 	storePath := fs.String("store", "", "keep sessions in this file (default: a temporary file removed at exit)")
@@ -95,6 +95,23 @@ func cmdDev(ctx context.Context, env *environment, args []string) error {
 		"hosts": []map[string]any{{"name": "web1", "load": 0.42}, {"name": "web2", "load": 1.7}}, "healthy": true,
 	}})
 
+	if *storePath != "" {
+		// The fake workspace's sessions live beside the store, so a second
+		// run continues the conversations the store maps.
+		statePath := *storePath + ".workspace.json"
+		if f, err := os.Open(statePath); err == nil {
+			err = fake.LoadSessions(f)
+			f.Close()
+			if err != nil {
+				return fmt.Errorf("dev: %s: %w", statePath, err)
+			}
+		}
+		defer func() {
+			if werr := writeFileAtomic(statePath, fake.SaveSessions); werr != nil && err == nil {
+				err = fmt.Errorf("dev: keep the fake workspace's sessions: %w", werr)
+			}
+		}()
+	}
 	if *storePath == "" {
 		dir, err := os.MkdirTemp("", "flowbridge-dev-")
 		if err != nil {
@@ -107,9 +124,9 @@ func cmdDev(ctx context.Context, env *environment, args []string) error {
 	if *verbose {
 		cfg.Log.Level = "debug"
 	}
-	log, err := newLogger(cfg.Log, env.stderr)
-	if err != nil {
-		return err
+	log, lerr := newLogger(cfg.Log, env.stderr)
+	if lerr != nil {
+		return lerr
 	}
 	defer func() { _ = log.Sync() }()
 	interactive := isTerminal(env.stdin)
@@ -473,4 +490,26 @@ func writeJSONLines[T any](w io.Writer, list []T) error {
 		}
 	}
 	return nil
+}
+
+// writeFileAtomic writes path through write, to a temporary file renamed into
+// place only on success, so a failure never leaves a half-written file.
+func writeFileAtomic(path string, write func(io.Writer) error) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // after a successful rename there is nothing left to remove
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }

@@ -89,17 +89,34 @@ func TestDevTranscript(t *testing.T) {
 		t.Errorf("turns = %v, want 1,2,1\n%s", got, out)
 	}
 	for _, want := range []string{
-		"Session: `",          // the session UUID
-		"**web1**", "`nginx`", // the flow result
-		"needs `host`",                      // missing parameter
-		"no flow *nosuch*", "`healthcheck`", // unknown flow, with the valid ones
+		"Session: ",                 // the session UUID
+		"of web1:", "service nginx", // the flow result, its Markdown rendered as plain text
+		"needs host",                                     // missing parameter
+		"no flow nosuch", "Available flows: healthcheck", // unknown flow, with the valid ones
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if !regexp.MustCompile(`Session: .[0-9a-f]{8}-[0-9a-f]{4}-`).MatchString(out) {
+	if !regexp.MustCompile(`Session: [0-9a-f]{8}-[0-9a-f]{4}-`).MatchString(out) {
 		t.Errorf("no session UUID in status:\n%s", out)
+	}
+}
+
+// TestDevStoreContinues: dev -store keeps the fake workspace's sessions
+// beside the store, so a second run continues the conversation.
+func TestDevStoreContinues(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dev.db")
+	out, errOut, err := runCmd(t, nil, "hello\n", "dev", "-store", path)
+	if err != nil || !strings.Contains(out, "[turn 1]") {
+		t.Fatalf("first run: %v\n%s\n%s", err, out, errOut)
+	}
+	out, errOut, err = runCmd(t, nil, "again\n", "dev", "-store", path)
+	if err != nil {
+		t.Fatalf("second run: %v\n%s", err, errOut)
+	}
+	if !strings.Contains(out, "[turn 2]") || strings.Contains(out, "expired") {
+		t.Errorf("second run = %q; want the conversation continued at turn 2", out)
 	}
 }
 
