@@ -38,7 +38,9 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Core is what the console needs of the bridge.
+// Core is what the console needs of the bridge. Handle returns an error
+// only for an event it refused after telling the user why (bridge.ErrBusy,
+// ErrClosed, ErrNotSaved) or one it answered before (ErrDuplicate).
 type Core interface {
 	Handle(bridge.Event) error
 }
@@ -55,6 +57,7 @@ type Adapter struct {
 	in     io.Reader
 	out    io.Writer
 	prompt bool
+	ansi   bool
 	log    *zap.Logger
 
 	mu       sync.Mutex // guards out and the last buttons shown
@@ -62,42 +65,62 @@ type Adapter struct {
 	lastSent int
 }
 
-// Options are the console's I/O.
+// Options are the console's I/O and how it shows replies.
 type Options struct {
 	In  io.Reader
 	Out io.Writer
 	// Prompt prints "> " before each line (for an interactive terminal).
 	Prompt bool
+	// Style is how replies' Markdown is shown; the zero value, StyleAuto,
+	// styles it with ANSI sequences when Out is a terminal and prints plain
+	// text otherwise.
+	Style Style
 }
 
 // New returns a console adapter; it starts nothing.
 func New(cfg Config, core Core, opts Options, log *zap.Logger) *Adapter {
-	return &Adapter{cfg: cfg.withDefaults(), core: core, in: opts.In, out: opts.Out, prompt: opts.Prompt, log: log.Named("console")}
+	return &Adapter{
+		cfg:    cfg.withDefaults(),
+		core:   core,
+		in:     opts.In,
+		out:    opts.Out,
+		prompt: opts.Prompt,
+		ansi:   opts.Style.ansi(opts.Out),
+		log:    log.Named("console"),
+	}
 }
 
 // Ready reports the console as always ready.
 func (a *Adapter) Ready() error { return nil }
 
 // Run reads lines until the input ends or ctx is done, waiting for each line's
-// replies before reading the next. It returns nil at the end of input.
+// replies before reading the next. It returns nil at the end of input or when
+// ctx is done, and an error only when reading fails: whatever happens to one
+// line (too long, refused by the core) is told to the user and the next line
+// is read.
 func (a *Adapter) Run(ctx context.Context) error {
-	lines := make(chan string)
+	lines := make(chan inputLine)
 	readErr := make(chan error, 1)
 	// The reader goroutine may stay blocked in Read after ctx ends (a terminal
 	// cannot be interrupted); it holds nothing and ends with the process.
 	go func() {
-		sc := bufio.NewScanner(a.in)
-		sc.Buffer(make([]byte, 64*1024), 1024*1024)
-		for sc.Scan() {
+		r := bufio.NewReaderSize(a.in, 64<<10)
+		for {
+			line, err := readLine(r, maxLineBytes)
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				readErr <- err
+				return
+			}
 			select {
-			case lines <- sc.Text():
+			case lines <- line:
 			case <-ctx.Done():
 				return
 			}
 		}
-		readErr <- sc.Err()
 	}()
-	a.write("")
 	for {
 		a.showPrompt()
 		select {
@@ -109,63 +132,114 @@ func (a *Adapter) Run(ctx context.Context) error {
 			}
 			return nil
 		case line := <-lines:
-			ev, ok := a.event(line)
-			if !ok {
-				continue
-			}
-			done := make(chan struct{})
-			ev.Done = sync.OnceFunc(func() { close(done) })
-			if err := a.core.Handle(ev); err != nil && !errors.Is(err, bridge.ErrBusy) && !errors.Is(err, bridge.ErrClosed) {
-				return fmt.Errorf("console: %w", err)
-			}
-			select {
-			case <-done:
-			case <-ctx.Done():
-				return nil
-			}
+			a.take(ctx, line)
 		}
 	}
 }
 
-// event turns a typed line into a bridge event: "/flow …" and "/agent …" are
-// slash commands, "y"/"n" answer a pending confirmation, "/share" presses the
-// last Share button, anything else is chat.
-func (a *Adapter) event(line string) (bridge.Event, bool) {
+// take handles one line and returns once it has been answered or ctx is done.
+func (a *Adapter) take(ctx context.Context, line inputLine) {
+	if line.tooLong {
+		a.log.Info("input line refused as too long", zap.Int("bytes", line.size))
+		a.print(bridge.Reply{Kind: bridge.ReplyError, Text: fmt.Sprintf(msgLineTooLong, line.size, maxLineBytes)})
+		return
+	}
+	ev, local, ok := a.route(line.text)
+	switch {
+	case !ok:
+		return
+	case local != nil:
+		a.print(*local)
+		return
+	}
+	done := make(chan struct{})
+	ev.Done = sync.OnceFunc(func() { close(done) })
+	switch err := a.core.Handle(ev); {
+	case err == nil, errors.Is(err, bridge.ErrBusy), errors.Is(err, bridge.ErrClosed):
+		// Answered, or refused with a notice the core sends; either way the
+		// core calls Done once it is written.
+	case errors.Is(err, bridge.ErrDuplicate), errors.Is(err, bridge.ErrNotSaved):
+		// Answered before, or the user told already. The core does not
+		// promise Done for these, so the console does not wait for it.
+		a.log.Debug("line refused by the core", zap.Error(err))
+		return
+	default:
+		a.log.Error("line not taken", zap.Error(err))
+		a.print(bridge.Reply{Kind: bridge.ReplyError, Text: msgNotTaken})
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// route turns a typed line into a bridge event, or into a reply the console
+// gives itself. "/flow …" and "/agent …" are slash commands, "y"/"n" answer a
+// pending confirmation, "/share" presses the last Share button, "/help" and
+// any other "/word" are answered here, "//…" is chat with one slash removed,
+// and anything else is chat. ok is false for a blank line.
+func (a *Adapter) route(line string) (ev bridge.Event, local *bridge.Reply, ok bool) {
 	text := strings.TrimSpace(line)
 	if text == "" {
-		return bridge.Event{}, false
+		return bridge.Event{}, nil, false
 	}
-	ev := bridge.Event{
+	ev = bridge.Event{
 		Platform:     "console",
 		Conversation: Conversation,
 		Channel:      "console",
 		User:         bridge.User{ID: a.cfg.User, Name: a.cfg.Name},
 		Reply:        &responder{a: a},
 	}
-	lower := strings.ToLower(text)
-	if act, ok := a.pressed(lower); ok {
-		ev.Kind, ev.Action = bridge.KindAction, act
-		return ev, true
+	pressed := func(id string) bool {
+		act, ok := a.press(id)
+		if ok {
+			ev.Kind, ev.Action = bridge.KindAction, act
+		}
+		return ok
 	}
-	for _, cmd := range []string{bridge.CommandFlow, bridge.CommandAgent} {
-		if lower == "/"+cmd || strings.HasPrefix(lower, "/"+cmd+" ") {
-			ev.Kind, ev.Command, ev.Text = bridge.KindCommand, cmd, strings.TrimSpace(text[len(cmd)+1:])
-			return ev, true
+	switch strings.ToLower(text) {
+	case "y", "yes":
+		if pressed(bridge.ActionConfirm) {
+			return ev, nil, true
+		}
+	case "n", "no":
+		if pressed(bridge.ActionCancel) {
+			return ev, nil, true
 		}
 	}
+	if rest, ok := strings.CutPrefix(text, "/"); ok && !strings.HasPrefix(rest, "/") {
+		word, args := splitCommand(rest)
+		switch cmd := strings.ToLower(word); cmd {
+		case bridge.CommandFlow, bridge.CommandAgent:
+			ev.Kind, ev.Command, ev.Text = bridge.KindCommand, cmd, args
+			return ev, nil, true
+		case commandShare:
+			if pressed(bridge.ActionShare) {
+				return ev, nil, true
+			}
+			return ev, &bridge.Reply{Kind: bridge.ReplyError, Text: msgNothingToShare}, true
+		case commandHelp:
+			return ev, &bridge.Reply{Kind: bridge.ReplyInfo, Text: msgHelp}, true
+		default:
+			r := unknownCommand(word)
+			return ev, &r, true
+		}
+	}
+	if strings.HasPrefix(text, "//") {
+		text = text[1:]
+	}
 	ev.Kind, ev.Text = bridge.KindMessage, text
-	return ev, true
+	return ev, nil, true
 }
 
-// pressed maps a typed answer to a button of the last reply that had buttons.
-func (a *Adapter) pressed(lower string) (bridge.Action, bool) {
+// press takes the button with the action id from the last reply that had
+// buttons, if it is there.
+func (a *Adapter) press(id string) (bridge.Action, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, b := range a.buttons {
-		switch {
-		case b.Action.ID == bridge.ActionShare && lower == "/share",
-			b.Action.ID == bridge.ActionConfirm && (lower == "y" || lower == "yes"),
-			b.Action.ID == bridge.ActionCancel && (lower == "n" || lower == "no"):
+		if b.Action.ID == id {
 			a.buttons = nil
 			return b.Action, true
 		}
@@ -181,11 +255,12 @@ func (a *Adapter) showPrompt() {
 	}
 }
 
-func (a *Adapter) write(s string) {
+// print writes a reply the console gives itself.
+func (a *Adapter) print(r bridge.Reply) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if s != "" {
-		fmt.Fprint(a.out, s)
+	if _, err := io.WriteString(a.out, render(r, a.ansi)); err != nil {
+		a.log.Warn("reply not written", zap.Error(err))
 	}
 }
 
@@ -200,58 +275,11 @@ func (r *responder) Send(_ context.Context, rep bridge.Reply) (bridge.MessageRef
 		r.a.buttons = rep.Buttons
 	}
 	r.a.lastSent++
-	_, err := io.WriteString(r.a.out, render(rep))
+	_, err := io.WriteString(r.a.out, render(rep, r.a.ansi))
 	return bridge.MessageRef(fmt.Sprint(r.a.lastSent)), err
 }
 
 func (r *responder) Update(ctx context.Context, _ bridge.MessageRef, rep bridge.Reply) error {
 	_, err := r.Send(ctx, rep)
 	return err
-}
-
-var labels = map[bridge.ReplyKind]string{
-	bridge.ReplyAgent:    "agent",
-	bridge.ReplyFlow:     "flow",
-	bridge.ReplyInfo:     "info",
-	bridge.ReplyError:    "error",
-	bridge.ReplyProgress: "…",
-	bridge.ReplyConfirm:  "confirm",
-}
-
-// render formats a reply as plain terminal text: a label, the Markdown as is
-// (it reads well in a terminal), the footer and how to press any buttons.
-func render(r bridge.Reply) string {
-	var b strings.Builder
-	label := labels[r.Kind]
-	if label == "" {
-		label = "bot"
-	}
-	text := strings.TrimRight(r.Text, "\n")
-	if strings.Contains(text, "\n") {
-		fmt.Fprintf(&b, "%s:\n%s\n", label, indent(text))
-	} else {
-		fmt.Fprintf(&b, "%s: %s\n", label, text)
-	}
-	if r.Footer != "" {
-		fmt.Fprintf(&b, "  — %s\n", r.Footer)
-	}
-	var hints []string
-	for _, btn := range r.Buttons {
-		switch btn.Action.ID {
-		case bridge.ActionShare:
-			hints = append(hints, "type /share to "+strings.ToLower(btn.Label))
-		case bridge.ActionConfirm:
-			hints = append(hints, "type y to "+strings.ToLower(btn.Label))
-		case bridge.ActionCancel:
-			hints = append(hints, "n to "+strings.ToLower(btn.Label))
-		}
-	}
-	if len(hints) > 0 {
-		fmt.Fprintf(&b, "  [%s]\n", strings.Join(hints, ", "))
-	}
-	return b.String()
-}
-
-func indent(s string) string {
-	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
 }
