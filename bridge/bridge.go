@@ -359,13 +359,15 @@ func (b *Bridge) enqueueLocked(j *job) {
 // busy answers an event its conversation's full queue cannot take. It is
 // recorded first, so a platform retry of it is not answered a second time.
 func (b *Bridge) busy(j *job) {
-	err := b.record(j)
-	if err != nil {
+	ev := j.ev
+	if err := b.record(j); err != nil {
 		j.rec.settle(err)
+		if ev.Done != nil {
+			ev.Done()
+		}
 		return
 	}
 	j.rec.settle(ErrBusy)
-	ev := j.ev
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 10*time.Second)
 	defer cancel()
 	ref := b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgQueueFull, b.cfg.QueueSize)})
