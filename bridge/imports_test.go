@@ -53,6 +53,8 @@ func TestImportRules(t *testing.T) {
 				broken = "the API client and the store's records import nothing of the project"
 			case pkg == mod+"/sessionmap" && under(imp, mod) && imp != mod+"/bridge/store":
 				broken = "the store imports nothing of the project but the records it keeps (bridge/store)"
+			case pkg == mod+"/postgres" && under(imp, mod) && imp != mod+"/bridge/store":
+				broken = "the PostgreSQL store imports nothing of the project but the records it keeps (bridge/store)"
 			// flowbridge-load is exempt from the SDK rules: it drives the fake
 			// Discord, whose API speaks discordgo's types, and its -floor relay
 			// uses both SDKs bare to measure what they cost without flowbridge.

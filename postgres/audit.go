@@ -1,0 +1,140 @@
+package postgres
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flowbridge/flowbridge/bridge/store"
+)
+
+// AppendAudit appends e to the audit log; a zero e.Time is the current
+// time. Text PostgreSQL cannot hold (invalid UTF-8, NUL bytes) is stored
+// with U+FFFD in its place: an entry is never lost to its text.
+func (s *Store) AppendAudit(e store.AuditEntry) error {
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	var params []byte
+	if len(e.Params) > 0 {
+		clean := make(map[string]string, len(e.Params))
+		for k, v := range e.Params {
+			clean[cleanText(k)] = cleanText(v)
+		}
+		var err error
+		if params, err = json.Marshal(clean); err != nil {
+			return fmt.Errorf("append audit: %w", err)
+		}
+	}
+	ctx, cancel, err := s.op()
+	if err != nil {
+		return fmt.Errorf("append audit: %w", err)
+	}
+	defer cancel()
+	_, err = s.pool.Exec(ctx, `
+		INSERT INTO audit (at, platform, user_id, user_name, channel, conversation, flow, params, outcome, detail, duration_ns)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		e.Time, cleanText(e.Platform), cleanText(e.User), cleanText(e.UserName), cleanText(e.Channel),
+		cleanText(e.Conversation), cleanText(e.Flow), jsonParam(params), cleanText(e.Outcome), cleanText(e.Detail),
+		int64(e.Duration))
+	if err != nil {
+		return fmt.Errorf("append audit: %w", err)
+	}
+	return nil
+}
+
+// jsonParam is b as a json parameter, with none as NULL.
+func jsonParam(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return string(b)
+}
+
+// Audit returns the entries f selects, oldest first (equal times in the
+// order appended).
+func (s *Store) Audit(f store.AuditFilter) ([]store.AuditEntry, error) {
+	var where []string
+	var args []any
+	cond := func(col, op string, v any) {
+		args = append(args, v)
+		where = append(where, col+" "+op+" $"+strconv.Itoa(len(args)))
+	}
+	if !f.Since.IsZero() {
+		cond("at", ">=", f.Since)
+	}
+	if !f.Until.IsZero() {
+		cond("at", "<", f.Until)
+	}
+	for _, c := range []struct{ col, v string }{
+		{"flow", f.Flow}, {"user_id", f.User}, {"outcome", f.Outcome}, {"platform", f.Platform},
+	} {
+		if c.v != "" {
+			cond(c.col, "=", cleanText(c.v))
+		}
+	}
+	q := `SELECT at, platform, user_id, user_name, channel, conversation, flow, params, outcome, detail, duration_ns FROM audit`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	if f.Newest {
+		q += " ORDER BY at DESC, id DESC"
+	} else {
+		q += " ORDER BY at, id"
+	}
+	if f.Limit > 0 {
+		args = append(args, f.Limit)
+		q += " LIMIT $" + strconv.Itoa(len(args))
+	}
+
+	ctx, cancel, err := s.op()
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	defer cancel()
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.AuditEntry, error) {
+		var e store.AuditEntry
+		var params []byte
+		var ns int64
+		err := row.Scan(&e.Time, &e.Platform, &e.User, &e.UserName, &e.Channel, &e.Conversation, &e.Flow,
+			&params, &e.Outcome, &e.Detail, &ns)
+		if err != nil {
+			return e, err
+		}
+		e.Duration = time.Duration(ns)
+		if params != nil {
+			if err := json.Unmarshal(params, &e.Params); err != nil {
+				return e, fmt.Errorf("params of the entry of %v: %w", e.Time, err)
+			}
+		}
+		return e, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	if f.Newest {
+		slices.Reverse(out)
+	}
+	return out, nil
+}
+
+// PruneAudit deletes the entries older than before and returns how many,
+// in statements of at most s.batch rows.
+func (s *Store) PruneAudit(before time.Time) (int, error) {
+	n, err := s.deleteBatches(`
+		DELETE FROM audit WHERE id IN (
+			SELECT id FROM audit WHERE at < $1 ORDER BY at, id LIMIT $2 FOR UPDATE SKIP LOCKED)`, before)
+	if err != nil {
+		return n, fmt.Errorf("prune audit: %w", err)
+	}
+	return n, nil
+}
