@@ -107,7 +107,8 @@ type Bridge struct {
 	slots   chan struct{} // in-flight API calls
 	shares  *shareCache
 	confirm *confirmCache
-	limits  *rateLimits
+	limits  atomic.Pointer[rateLimits]
+	lim     atomic.Pointer[Limits] // the limits in force; SetLimits replaces them
 	fault   atomic.Pointer[storeFault] // the latest failed store write, until one succeeds
 
 	// ctx is the parent of all work; cancel cuts it off when the shutdown grace ends.
@@ -162,7 +163,6 @@ func New(cfg Config, ws Workspace, store Store, log *zap.Logger) (*Bridge, error
 		slots:   make(chan struct{}, cfg.MaxInFlight),
 		shares:  newShareCache(cfg.ShareTTL, 10000),
 		confirm: newConfirmCache(5 * time.Minute),
-		limits:  newRateLimits(cfg.Limits),
 		ctx:     ctx,
 		cancel:  cancel,
 		convs:   make(map[string]*conversation),
@@ -170,8 +170,20 @@ func New(cfg Config, ws Workspace, store Store, log *zap.Logger) (*Bridge, error
 		quit:    make(chan struct{}),
 	}
 	b.cat.Store(cat)
+	b.SetLimits(cfg.Limits)
 	return b, nil
 }
+
+// SetLimits replaces the limits on user input (on reload). Zero fields take
+// their defaults. Per-user rate buckets start afresh.
+func (b *Bridge) SetLimits(l Limits) {
+	c := Config{Limits: l}
+	c.setDefaults()
+	b.lim.Store(&c.Limits)
+	b.limits.Store(newRateLimits(c.Limits))
+}
+
+func (b *Bridge) limitsNow() Limits { return *b.lim.Load() }
 
 // SetCatalog replaces the flows, agents and admins (on reload). Work already
 // running keeps the definitions it started with.

@@ -21,9 +21,9 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	if strings.TrimSpace(text) == "" {
 		return // a bare mention: nothing to ask
 	}
-	if len(text) > b.cfg.Limits.MaxMessageBytes {
+	if len(text) > b.limitsNow().MaxMessageBytes {
 		b.metrics.refused("message_too_long")
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgTooLong, len(text), b.cfg.Limits.MaxMessageBytes)})
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgTooLong, len(text), b.limitsNow().MaxMessageBytes)})
 		return
 	}
 	cat := b.cat.Load()
@@ -42,7 +42,7 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgAgentChannel, agent.Name)})
 		return
 	}
-	if ok, wait := b.limits.allowChat(ev.Platform, ev.User.ID); !ok {
+	if ok, wait := b.limits.Load().allowChat(ev.Platform, ev.User.ID); !ok {
 		b.metrics.refused("chat_rate")
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgChatRate, humanWait(wait))})
 		return

@@ -31,9 +31,9 @@ func (b *Bridge) flow(ctx context.Context, log *zap.Logger, ev Event, args strin
 		}
 	} else {
 		args = sanitize(args)
-		if len(args) > b.cfg.Limits.MaxMessageBytes {
+		if len(args) > b.limitsNow().MaxMessageBytes {
 			b.metrics.refused("message_too_long")
-			b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgTooLong, len(args), b.cfg.Limits.MaxMessageBytes)})
+			b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgTooLong, len(args), b.limitsNow().MaxMessageBytes)})
 			return
 		}
 		name, params, err = ParseFlowArgs(args)
@@ -61,7 +61,7 @@ func (b *Bridge) flow(ctx context.Context, log *zap.Logger, ev Event, args strin
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: refusalText(f, rule)})
 		return
 	}
-	if ok, wait := b.limits.allowFlow(ev.Platform, ev.User.ID); !ok {
+	if ok, wait := b.limits.Load().allowFlow(ev.Platform, ev.User.ID); !ok {
 		b.metrics.refused("flow_rate")
 		entry.Outcome, entry.Detail = OutcomeRefused, "rate limit"
 		b.audit(log, entry)
@@ -171,7 +171,7 @@ func renderFlowOutput(run *workspace.FlowRun) string {
 // checkParams validates parameters against the flow's placeholders and returns
 // a sentence naming what is wrong, or "".
 func (b *Bridge) checkParams(f *Flow, params map[string]string) string {
-	lim := b.cfg.Limits
+	lim := b.limitsNow()
 	if len(params) > lim.MaxParams {
 		return fmt.Sprintf("Too many parameters (%d; at most %d).", len(params), lim.MaxParams)
 	}
@@ -305,7 +305,7 @@ func (b *Bridge) auditEntry(ev Event, flow string, params map[string]string) Aud
 // auditParams bounds what a request writes to the audit log: refused requests
 // are user input too, and must not grow the store without limit.
 func (b *Bridge) auditParams(params map[string]string) map[string]string {
-	lim := b.cfg.Limits
+	lim := b.limitsNow()
 	if len(params) > lim.MaxParams {
 		return map[string]string{"…": fmt.Sprintf("%d parameters, not recorded", len(params))}
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -145,7 +146,7 @@ wait:
 			log.Error("adapter stopped", zap.Error(runErr))
 			break wait
 		case <-hup:
-			reload(opts.configPath, env, b, adapters, log)
+			reload(opts.configPath, env, cfg, b, adapters, log)
 		}
 	}
 
@@ -176,9 +177,12 @@ func buildAdapters(env *environment, cfg *Config, b *bridge.Bridge, log *zap.Log
 	return append(out, more...), nil
 }
 
-// reload re-reads the config file and swaps in its flows, agents and admins.
-// An invalid file is rejected and the running config kept.
-func reload(path string, env *environment, b *bridge.Bridge, adapters []namedAdapter, log *zap.Logger) {
+// reload re-reads the config file and applies what can change while running:
+// flows, agents, admins, the limits on user input and Slack's signing
+// secret. Keys that need a restart are named in the log. An invalid file is
+// rejected and the running config kept. Changes are measured against the
+// config the process started with, which is what a restart would replace.
+func reload(path string, env *environment, started *Config, b *bridge.Bridge, adapters []namedAdapter, log *zap.Logger) {
 	cfg, err := loadConfig(path, env.getenv)
 	if err != nil {
 		log.Error("reload rejected; the running config stays", zap.Error(err))
@@ -189,7 +193,12 @@ func reload(path string, env *environment, b *bridge.Bridge, adapters []namedAda
 		log.Error("reload rejected; the running config stays", zap.Error(err))
 		return
 	}
+	b.SetLimits(cfg.bridgeConfig().Limits)
+	live, restart := splitReload(changedKeys(*started, *cfg))
 	for _, a := range adapters {
+		if s, ok := a.adapter.(signingSecretSetter); ok && slices.Contains(live, "slack.signing_secret") {
+			s.SetSigningSecret(cfg.Slack.SigningSecret.Value())
+		}
 		if s, ok := a.adapter.(commandSyncer); ok {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			if err := s.SyncCommands(ctx); err != nil {
@@ -198,7 +207,16 @@ func reload(path string, env *environment, b *bridge.Bridge, adapters []namedAda
 			cancel()
 		}
 	}
-	log.Info("config reloaded", zap.Int("flows", len(flows)), zap.Int("agents", len(agents)))
+	log.Info("config reloaded", zap.Int("flows", len(flows)), zap.Int("agents", len(agents)), zap.Strings("applied", live))
+	if len(restart) > 0 {
+		log.Warn("these keys changed but take effect only after a restart", zap.Strings("keys", restart))
+	}
+}
+
+// signingSecretSetter is implemented by adapters that verify signed requests
+// and can take a new secret while running.
+type signingSecretSetter interface {
+	SetSigningSecret(secret string)
 }
 
 // maintain expires answered inbox entries older than dedupeTTL (until then a
