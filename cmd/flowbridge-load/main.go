@@ -1,4 +1,4 @@
-// Command flowbridge-load runs flowbridge as a separate process against in-process fakes of the workspace API, Slack and Discord, drives simulated conversations through it and reports the bridge's added latency, acknowledgement latency, CPU, memory and store size.
+// Command flowbridge-load runs flowbridge as a separate process against in-process fakes of the workspace API, Slack and Discord, drives simulated conversations through it and reports the bridge's added latency, acknowledgement latency, CPU, memory and store size, or, with -kill-every, whether its delivery promises hold across SIGKILLs and Slack's redeliveries.
 package main
 
 import (
@@ -36,6 +36,13 @@ Slack (Socket Mode) and Discord in this process, runs flowbridge as a separate
 process against them, drives simulated conversations and reports the bridge's
 added latency, slash-command acknowledgement latency, CPU, memory and store size.
 
+With -kill-every D it tests delivery instead: flowbridge in Slack's HTTP mode
+under -rate messages a second is killed with SIGKILL about every D (-kills
+times), restarted on the same store, and sent Slack's redeliveries; it then
+counts, from the fakes' records, messages sent to the agent twice, replies
+posted twice and acknowledged messages neither answered nor told, and exits
+non-zero unless all three are 0.
+
 Usage:
   flowbridge-load [flags]
 
@@ -66,7 +73,15 @@ type params struct {
 	IndicatorDelay   time.Duration `json:"-"`
 	IndicatorDelayMS float64       `json:"working_indicator_delay_ms"`
 	// Floor runs this command's relay in flowbridge's place (see relay.go).
-	Floor         bool    `json:"floor,omitempty"`
+	Floor bool `json:"floor,omitempty"`
+	// KillEvery, when positive, runs the crash test instead (kill.go):
+	// Kills SIGKILLs about KillEvery apart under load over Slack's HTTP
+	// mode, Slack's redeliveries after each restart, and the promises counted.
+	KillEvery       time.Duration `json:"-"`
+	Kills           int           `json:"-"`
+	RedeliverWindow time.Duration `json:"-"`
+	FlowShare       float64       `json:"-"`
+
 	DurationSec   float64 `json:"duration_sec"`
 	APILatencyMS  float64 `json:"api_latency_ms"`
 	ThinkMS       float64 `json:"think_ms"`
@@ -147,6 +162,26 @@ func (p *params) validate() error {
 	if p.IndicatorDelay < 0 {
 		errs = append(errs, errors.New("-working-indicator-delay must not be negative"))
 	}
+	if p.KillEvery < 0 {
+		errs = append(errs, errors.New("-kill-every must not be negative"))
+	}
+	if p.KillEvery > 0 {
+		if p.Platform != "slack" {
+			errs = append(errs, fmt.Errorf("-kill-every runs Slack in HTTP mode: -platform %q does not apply", p.Platform))
+		}
+		if p.Floor || p.LongFlows > 0 {
+			errs = append(errs, errors.New("-kill-every tests delivery: -floor and -long-flows do not apply"))
+		}
+		if p.Kills < 1 {
+			errs = append(errs, fmt.Errorf("-kills %d: want at least 1", p.Kills))
+		}
+		if p.FlowShare < 0 || p.FlowShare > 1 {
+			errs = append(errs, fmt.Errorf("-flow-share %g: want 0 to 1", p.FlowShare))
+		}
+		if p.RedeliverWindow < 0 {
+			errs = append(errs, errors.New("-redeliver-window must not be negative"))
+		}
+	}
 	if p.ReplyTimeout <= 0 {
 		errs = append(errs, errors.New("-reply-timeout must be positive"))
 	}
@@ -169,7 +204,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	p := params{stderr: stderr}
 	fs.StringVar(&p.Platform, "platform", "both", "slack, discord or both (conversations alternate)")
 	fs.IntVar(&p.Users, "users", 0, "simulated users, spread over the conversations (0: one per conversation)")
-	fs.IntVar(&p.Conversations, "conversations", 100, "concurrent conversations (each sends, waits for the reply, thinks, sends again)")
+	fs.IntVar(&p.Conversations, "conversations", 100, "concurrent conversations (each sends, waits for the reply, thinks, sends again); with -kill-every default 300")
 	fs.IntVar(&p.PerChannel, "per-channel", 10, "Slack conversations (threads) per channel")
 	fs.DurationVar(&p.Duration, "duration", 10*time.Second, "measured phase (after every conversation has its session)")
 	fs.IntVar(&p.Messages, "messages", 0, "stop the measured phase after this many messages (0: -duration only)")
@@ -177,9 +212,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&p.Think, "think", time.Second, "mean pause of a user between a reply and the next message (uniform 0..2x; 0: closed loop)")
 	fs.IntVar(&p.LongFlows, "long-flows", 0, "flows kept running in the API during the measured phase")
 	fs.DurationVar(&p.LongFlowDuration, "long-flow-duration", 30*time.Second, "how long each long flow runs")
-	fs.Float64Var(&p.Rate, "rate", 0, "offer this many messages a second in total, whatever the number of conversations: sets each run's think time (conversations/rate - API latency, at least 0) and overrides -think")
+	fs.Float64Var(&p.Rate, "rate", 0, "offer this many messages a second in total, whatever the number of conversations: sets each run's think time (conversations/rate - API latency, at least 0) and overrides -think; with -kill-every default 100")
 	fs.DurationVar(&p.AckInterval, "ack-interval", 0, "how often a slash command probes acknowledgement latency (0: 100ms with -long-flows, else 1s)")
-	fs.DurationVar(&p.ReplyTimeout, "reply-timeout", 30*time.Second, "a reply later than this counts as lost")
+	fs.DurationVar(&p.ReplyTimeout, "reply-timeout", 30*time.Second, "a reply later than this counts as lost; with -kill-every, the longest wait for the last answers")
+	fs.DurationVar(&p.KillEvery, "kill-every", 0, "test delivery: SIGKILL flowbridge at random moments about this far apart (exponential, at most 3x) under load over Slack's HTTP mode, restart it, redeliver as Slack does, and count duplicates and silent drops")
+	fs.IntVar(&p.Kills, "kills", 20, "with -kill-every: how many times to kill flowbridge")
+	fs.DurationVar(&p.RedeliverWindow, "redeliver-window", 10*time.Second, "with -kill-every: after a restart, Slack redelivers every event not acknowledged and a random half of those acknowledged within this window")
+	fs.Float64Var(&p.FlowShare, "flow-share", 0.1, "with -kill-every: the share of conversations that run /flow slow (1.5 s) instead of chatting")
 	fs.StringVar(&p.WorkingIndicator, "working-indicator", "placeholder", "the Slack working indicator configured: placeholder, reaction or none")
 	fs.DurationVar(&p.IndicatorDelay, "working-indicator-delay", defaultIndicatorDelay, "the bridge's working_indicator_delay: answers quicker than this show no indicator")
 	fs.StringVar(&p.flowbridge, "flowbridge", "", "a prebuilt flowbridge binary (default: go build ./cmd/flowbridge)")
@@ -193,6 +232,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if p.KillEvery > 0 && *sweep {
+		return errors.New("-kill-every and -sweep do not combine")
+	}
+	if p.KillEvery > 0 {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["conversations"] {
+			p.Conversations = defaultKillConversations
+		}
+		if !set["platform"] {
+			p.Platform = "slack"
+		}
+		if p.Rate == 0 {
+			p.Rate = defaultKillRate
+		}
 	}
 	if err := p.validate(); err != nil {
 		return err
@@ -215,6 +270,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		p.flowbridge = bin
+	}
+
+	if p.KillEvery > 0 {
+		p.fillReported()
+		res, err := runKill(ctx, p)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			if err := writeJSON(stdout, res); err != nil {
+				return err
+			}
+		} else {
+			printKillTable(stdout, res)
+		}
+		return res.broken()
 	}
 
 	if !*sweep {

@@ -43,6 +43,7 @@ type child struct {
 	logPath string
 	done    chan struct{} // closed when the process has exited
 	waitErr error
+	killed  bool // by kill: its exit status says so
 }
 
 // startChild runs bin with args (flowbridge: "run -config PATH") and its
@@ -87,6 +88,13 @@ func (c *child) stop(grace time.Duration) error {
 		<-c.done
 		return fmt.Errorf("flowbridge did not stop within %s; killed", grace)
 	}
+}
+
+// kill ends the process at once with SIGKILL, as a crash would, and waits for it.
+func (c *child) kill() {
+	c.killed = true
+	_ = c.cmd.Process.Kill()
+	<-c.done
 }
 
 // exited reports the process's end as an error with the tail of its log.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -153,4 +154,57 @@ func printSweep(w io.Writer, s *sweep) {
 		}
 		fmt.Fprintln(tw)
 	}
+}
+
+// printKillTable prints a -kill-every run's figures.
+func printKillTable(w io.Writer, r *killResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "parameters\tSlack HTTP mode, %d conversations (%d run /flow slow), %.0f messages/s offered, API %.0f ms, a kill about every %.0f ms, redelivery window %.0f s, %d cores\n",
+		r.Conversations, r.FlowConvs, r.Rate, r.APILatencyMS, r.KillEveryMS, r.RedeliverSec, r.Cores)
+	fmt.Fprintf(tw, "kills\t%d (%d before the process listened), in %.1f s\n", r.Kills, r.KilledBeforeReady, r.ElapsedSec)
+	fmt.Fprintf(tw, "offered\t%d messages, %d /flow commands (%.1f messages/s while the users talked)\n", r.MessagesOffered, r.CommandsOffered, r.OfferedPerSec)
+	fmt.Fprintf(tw, "acknowledged (200, at least once)\t%d messages, %d commands; %d never (%d of them answered or told all the same)\n", r.MessagesAcked, r.CommandsAcked, r.NotAcked, r.NotAckedAnswered)
+	fmt.Fprintf(tw, "deliveries\t%d first, %d redeliveries with X-Slack-Retry-Num (%d acknowledged), %d failed\n", r.Deliveries, r.Redeliveries, r.RedeliveriesAcked, r.FailedDeliveries)
+	fmt.Fprintf(tw, "workspace calls\t%d chat, %d flow runs\n", r.AgentCalls, r.FlowRuns)
+	fmt.Fprintf(tw, "sent to the agent more than once (must be 0)\t%d\n", r.DuplicateAgentCalls)
+	fmt.Fprintf(tw, "flow runs sent more than once (must be 0)\t%d\n", r.DuplicateFlowRuns)
+	fmt.Fprintf(tw, "answered in more than one message (must be 0)\t%d\n", r.DuplicateReplies)
+	fmt.Fprintf(tw, "acknowledged, neither answered nor told (must be 0)\t%d\n", r.AckedSilent)
+	fmt.Fprintf(tw, "answered exactly once\t%d\n", r.AnsweredOnce)
+	fmt.Fprintf(tw, "told \"restarted while…\"\t%d messages, %d flows\n", r.ToldRestartedChat, r.ToldRestartedFlow)
+	fmt.Fprintf(tw, "told something else\t%d\n", r.ToldOther)
+	fmt.Fprintf(tw, "answered and told\t%d (told twice: %d)\n", r.AnsweredAndTold, r.ToldTwice)
+	fmt.Fprintf(tw, "stray answers, unattributed notices\t%d, %d (%d notices matched by conversation, not by place)\n", r.StrayAnswers, r.UnattributedNotices, r.NoticesByConversation)
+	tw.Flush()
+	for _, v := range r.Violations {
+		fmt.Fprintf(w, "BROKEN: %s\n", v)
+	}
+	if len(r.Violations) > 0 {
+		fmt.Fprintf(w, "kills at (s): %.3f\n", r.KilledAtSec)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}
+
+func (v violation) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s (%s in %s", v.What, v.Marker, v.Key, v.Channel)
+	if v.Place != "" {
+		fmt.Fprintf(&b, " at %s", v.Place)
+	}
+	fmt.Fprintf(&b, "), offered at %.3f s, %d deliveries", v.OfferedSec, v.Deliveries)
+	if v.Acked {
+		fmt.Fprintf(&b, ", acknowledged at %.3f s by process %d", v.AckedSec, v.AckedBy)
+	} else {
+		b.WriteString(", never acknowledged")
+	}
+	fmt.Fprintf(&b, ", %d workspace calls", v.Calls)
+	if len(v.Answers) > 0 {
+		fmt.Fprintf(&b, ", answered at %.3f s in %q", v.AnsweredSec, v.Answers)
+	}
+	for i, t := range v.Told {
+		fmt.Fprintf(&b, ", told at %.3f s %q", v.ToldSec[i], t)
+	}
+	return b.String()
 }

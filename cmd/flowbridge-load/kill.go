@@ -1,0 +1,823 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
+	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+)
+
+// -kill-every: flowbridge in Slack's HTTP mode under load, killed with
+// SIGKILL at random moments and restarted on the same store, while this
+// process plays Slack: it posts signed events and slash commands to
+// /slack/events, and after each restart redelivers recent events with
+// X-Slack-Retry-Num, as Slack does when a delivery failed or seemed to. What
+// became of each message is then read from the fakes' records (ledger.go).
+
+const (
+	// slackSecret is the signing secret of the fake Slack app.
+	slackSecret = "flowbridge-load-signing-secret"
+	// slackAckTimeout is how long Slack waits for an HTTP-mode delivery to
+	// be answered; a slower answer counts as a failed delivery.
+	slackAckTimeout = 3 * time.Second
+	// maxSlackRetries is how often Slack retries an Events API delivery
+	// before it gives up; slash commands it never retries.
+	maxSlackRetries = 3
+	// killFlowUUID is the -kill-every flow, "slow": it takes killFlowDelay
+	// and answers "slow flow done TAG".
+	killFlowUUID  = "44444444-4444-4444-4444-444444444444"
+	killFlowDelay = 1500 * time.Millisecond
+	// quietFor is how long the bridge must have sent nothing, at the end,
+	// before the records are read: late duplicates come within it.
+	quietFor = time.Second
+	// redeliveryFanOut bounds the concurrent redeliveries after a restart.
+	redeliveryFanOut = 16
+	// dmThreadBase is the time of the made-up messages that DM threads hang from.
+	dmThreadBase = 1_600_000_000
+	// defaultKillConversations and defaultKillRate apply to -kill-every when
+	// -conversations and -rate are not given.
+	defaultKillConversations = 300
+	defaultKillRate          = 100
+)
+
+// killConv is one simulated conversation of a -kill-every run, alone in its
+// channel: a DM, where each message starts a thread of its own; a thread
+// started by a mention, where each message comes from a user of its own; or
+// a channel where one user runs /flow slow. So an ephemeral notice, which
+// goes to the message's user and thread, names its message (ledger.go).
+type killConv struct {
+	id      int
+	kind    string // "dm", "thread" or "flow"
+	user    string // the DM's or flow's user
+	channel string
+	root    string // a thread's first message, once sent
+}
+
+// offer is one message or command offered to the bridge, with its delivery
+// history. Its fields from t on, and t's, are guarded by killEnv.mu.
+type offer struct {
+	conv        *killConv
+	contentType string
+	body        []byte
+	responseURL string // a command's, as the bridge gets it
+
+	t        *tally // in the live ledger
+	ackProc  int    // which process acknowledged it first (0: the first)
+	attempts int
+	retries  int
+	inFlight int
+	ackBody  []byte
+	ackAt    time.Time
+	gaveUp   bool // Slack's retries ran out before any was acknowledged
+}
+
+// killEnv is one -kill-every run.
+type killEnv struct {
+	p         params
+	dir       string
+	cfgPath   string
+	ws        *workspacetest.Server
+	wsSrv     *httptest.Server
+	slack     *slacktest.Server
+	front     *httptest.Server
+	frontTr   *http.Transport
+	postTr    *http.Transport
+	post      *http.Client // Slack's side: deliveries
+	eventsURL string
+	convs     []*killConv
+	bridge    *child
+	think     time.Duration
+	t0        time.Time // the run's start; times reported are since it
+
+	mu       sync.Mutex
+	live     *ledger
+	offers   []*offer
+	touched  time.Time // the bridge's latest call to a fake
+	replyIDs int
+	threads  int // DM threads started
+	proc     int // the process now running (0: the first)
+	killedAt []float64
+	stats    killStats
+}
+
+// killStats are the run's delivery figures.
+type killStats struct {
+	Kills             int `json:"kills"`
+	KilledBeforeReady int `json:"killed_before_ready"`
+	Deliveries        int `json:"deliveries"`
+	Redeliveries      int `json:"redeliveries"`
+	RedeliveriesAcked int `json:"redeliveries_acked"`
+	FailedDeliveries  int `json:"failed_deliveries"`
+}
+
+// runKill runs -kill-every and tears everything down, whatever happens.
+func runKill(ctx context.Context, p params) (res *killResult, err error) {
+	dir, err := os.MkdirTemp(p.tempDir, "flowbridge-load-")
+	if err != nil {
+		return nil, err
+	}
+	e := &killEnv{p: p, dir: dir, live: newLedger()}
+	defer func() {
+		if cerr := e.close(); cerr != nil && err == nil {
+			err = cerr
+		}
+		if p.keepTemp {
+			fmt.Fprintln(p.stderr, "kept", dir)
+		} else {
+			os.RemoveAll(dir)
+		}
+	}()
+	if err := e.start(); err != nil {
+		return nil, err
+	}
+	return e.run(ctx)
+}
+
+// start builds the conversations, the fakes and the bridge's configuration.
+func (e *killEnv) start() error {
+	p := e.p
+	flows := int(math.Round(float64(p.Conversations) * p.FlowShare))
+	chats := p.Conversations - flows
+	for i := range p.Conversations {
+		c := &killConv{id: i, user: fmt.Sprintf("U%08d", i)}
+		switch {
+		case i >= chats:
+			c.kind, c.channel = "flow", fmt.Sprintf("CF%07d", i)
+		case i%2 == 0:
+			c.kind, c.channel = "dm", fmt.Sprintf("D%08d", i)
+		default:
+			c.kind, c.channel = "thread", fmt.Sprintf("C%08d", i)
+		}
+		e.convs = append(e.convs, c)
+	}
+	// Each chat conversation sends one message per think time plus the
+	// agent's; together they offer -rate messages a second.
+	if chats > 0 {
+		e.think = max(time.Duration(float64(chats)/p.Rate*float64(time.Second))-p.APILatency, 0)
+	} else {
+		e.think = time.Second
+	}
+
+	e.ws = workspacetest.New(workspacetest.Options{})
+	e.ws.AddAgent(workspacetest.Agent{UUID: agentUUID, Delay: p.APILatency})
+	e.ws.AddFlow(workspacetest.Flow{UUID: killFlowUUID, Template: "slow flow done {tag}", Delay: killFlowDelay})
+	wsHandler := e.ws.Handler()
+	e.wsSrv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, "read body", http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		m, found := findMarker(body)
+		e.mu.Lock()
+		e.touched = time.Now()
+		if found {
+			e.live.call(m)
+		}
+		e.mu.Unlock()
+		wsHandler.ServeHTTP(w, r)
+	}))
+
+	e.slack = slacktest.NewServer(slacktest.Options{})
+	if err := e.startFront(); err != nil {
+		return err
+	}
+	e.postTr = http.DefaultTransport.(*http.Transport).Clone()
+	e.postTr.MaxIdleConnsPerHost = 64
+	e.post = &http.Client{Transport: e.postTr, Timeout: slackAckTimeout}
+
+	listen, err := freePort()
+	if err != nil {
+		return err
+	}
+	e.eventsURL = "http://" + listen + "/slack/events"
+	e.cfgPath = filepath.Join(e.dir, "flowbridge.toml")
+	return os.WriteFile(e.cfgPath, []byte(e.config(listen)), 0o600)
+}
+
+// startFront puts a proxy before the fake Slack that reads, on their way,
+// the bridge's messages and response_url posts, to pace the simulated users:
+// a user sends again once the last message is answered or told. The counts
+// come from the fake's own records at the end.
+func (e *killEnv) startFront() error {
+	u, err := url.Parse(e.slack.URL())
+	if err != nil {
+		return err
+	}
+	e.frontTr = http.DefaultTransport.(*http.Transport).Clone()
+	e.frontTr.MaxIdleConnsPerHost = 64
+	proxy := &httputil.ReverseProxy{
+		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(u) },
+		Transport: e.frontTr,
+		// A killed bridge leaves its requests cut off: expected, not news.
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) },
+	}
+	read := func(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+		if err != nil {
+			http.Error(w, "read body", http.StatusBadRequest)
+			return nil, false
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		return body, true
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/{method}", func(w http.ResponseWriter, r *http.Request) {
+		switch method := r.PathValue("method"); method {
+		case "chat.postMessage", "chat.update", "chat.postEphemeral":
+			body, ok := read(w, r)
+			if !ok {
+				return
+			}
+			f, _ := url.ParseQuery(string(body))
+			e.mu.Lock()
+			e.replyIDs++
+			id := fmt.Sprintf("%s#%d", method, e.replyIDs)
+			if method == "chat.update" {
+				id = f.Get("channel") + ":" + f.Get("ts")
+			}
+			w := where{channel: f.Get("channel"), thread: f.Get("thread_ts"), user: f.Get("user")}
+			e.live.reply(w, id, f.Get("text")+"\n"+f.Get("blocks"), time.Now())
+			e.touched = time.Now()
+			e.mu.Unlock()
+		default:
+			e.mu.Lock()
+			e.touched = time.Now()
+			e.mu.Unlock()
+		}
+		proxy.ServeHTTP(w, r)
+	})
+	mux.HandleFunc("POST /response/{id}", func(w http.ResponseWriter, r *http.Request) {
+		body, ok := read(w, r)
+		if !ok {
+			return
+		}
+		var in struct {
+			Text           string          `json:"text"`
+			Blocks         json.RawMessage `json:"blocks"`
+			DeleteOriginal bool            `json:"delete_original"`
+		}
+		_ = json.Unmarshal(body, &in)
+		e.mu.Lock()
+		if !in.DeleteOriginal {
+			e.live.reply(where{responseURL: r.URL.Path}, r.URL.Path, in.Text+"\n"+string(in.Blocks), time.Now())
+		}
+		e.touched = time.Now()
+		e.mu.Unlock()
+		proxy.ServeHTTP(w, r)
+	})
+	mux.Handle("/", proxy)
+	e.front = httptest.NewServer(mux)
+	return nil
+}
+
+// freePort returns a loopback address no one listens on now; each of the
+// bridge's processes listens there in turn.
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := ln.Addr().String()
+	return addr, ln.Close()
+}
+
+// config is the bridge's configuration: Slack in HTTP mode on listen, the
+// fakes' addresses, the store in the temporary directory, and the slow flow.
+func (e *killEnv) config(listen string) string {
+	return fmt.Sprintf(`[workspace]
+base_url = %q
+workspace_uuid = "ws-test"
+api_token = "test-token"
+chat_timeout = "2m"
+
+[store]
+path = %q
+
+[bridge]
+max_in_flight = %d
+shutdown_grace = %q
+
+[admin]
+listen = "127.0.0.1:0"
+
+[log]
+level = "info"
+format = "json"
+
+[[agents]]
+name = "helper"
+uuid = %q
+default = true
+
+[[flows]]
+name = "slow"
+uuid = %q
+description = "A flow that takes a second and a half"
+timeout = "60s"
+allow = ["everyone"]
+  [[flows.params]]
+  name = "tag"
+  description = "Echoed in the result"
+  required = false
+
+[slack]
+enabled = true
+mode = "http"
+bot_token = %q
+signing_secret = %q
+listen = %q
+api_url = %q
+`, e.wsSrv.URL, filepath.Join(e.dir, "flowbridge.db"), e.p.Conversations+256, shutdownGrace.String(),
+		agentUUID, killFlowUUID, e.slack.BotToken(), slackSecret, listen, e.front.URL+"/api/")
+}
+
+// run starts the bridge, kills and restarts it -kills times while the users
+// talk, lets the last process answer everything, and counts.
+func (e *killEnv) run(ctx context.Context) (*killResult, error) {
+	p := e.p
+	drive, stopDriving := context.WithCancelCause(ctx)
+	defer stopDriving(nil)
+	var users sync.WaitGroup
+	defer users.Wait()
+	fail := func(err error) { stopDriving(err) }
+
+	t0 := time.Now()
+	e.t0 = t0
+	for k := 0; ; k++ {
+		if err := context.Cause(drive); err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+			return nil, err
+		}
+		b, err := startChild(p.flowbridge, []string{"run", "-config", e.cfgPath}, filepath.Join(e.dir, fmt.Sprintf("flowbridge-%02d.log", k)))
+		if err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		e.bridge, e.proc = b, k
+		e.mu.Unlock()
+		last := k == p.Kills
+		// The first process is timed from when it listens, so the users
+		// have a bridge before the first kill; later ones from their start,
+		// so that some die while they start and resume.
+		killAt := time.Now().Add(e.killDelay())
+		if k == 0 || last {
+			killAt = time.Time{}
+		}
+		ready, err := e.waitReady(ctx, killAt)
+		if err != nil {
+			return nil, err
+		}
+		if k == 0 {
+			killAt = time.Now().Add(e.killDelay())
+			for _, c := range e.convs {
+				users.Go(func() {
+					if err := e.converse(drive, ctx, c); err != nil {
+						fail(err)
+					}
+				})
+			}
+		}
+		var round sync.WaitGroup
+		if ready && k > 0 {
+			round.Go(func() { e.redeliver(ctx) })
+		}
+		if last {
+			round.Wait()
+			break
+		}
+		err = e.until(ctx, killAt)
+		e.bridge.kill()
+		e.postTr.CloseIdleConnections()
+		round.Wait()
+		if err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		e.killedAt = append(e.killedAt, time.Since(t0).Seconds())
+		e.stats.Kills++
+		if !ready {
+			e.stats.KilledBeforeReady++
+		}
+		e.mu.Unlock()
+	}
+	// The users stop; the last process answers what is left.
+	driven := time.Since(t0)
+	stopDriving(nil)
+	users.Wait()
+	if err := context.Cause(drive); err != nil && !errors.Is(err, context.Canceled) {
+		return nil, err
+	}
+	if err := e.settle(ctx); err != nil {
+		return nil, err
+	}
+	// Connections Slack's side dialled and never used would hold the
+	// bridge's HTTP shutdown for seconds (net/http waits 5 s for a new
+	// connection's first request); Slack has nothing more to send.
+	e.postTr.CloseIdleConnections()
+	if err := e.bridge.stop(stopTimeout); err != nil {
+		return nil, fmt.Errorf("stopping flowbridge: %w\n%s", err, e.bridge.logTail())
+	}
+	res := e.count()
+	res.ElapsedSec = time.Since(t0).Seconds()
+	res.OfferedPerSec = float64(res.MessagesOffered) / driven.Seconds()
+	return res, nil
+}
+
+// killDelay draws the time to the next kill: exponential around -kill-every
+// (memoryless, so kills land at any phase of the work), at most three times it.
+func (e *killEnv) killDelay() time.Duration {
+	d := time.Duration(rand.ExpFloat64() * float64(e.p.KillEvery))
+	return min(d, 3*e.p.KillEvery)
+}
+
+// until waits for t, failing when the bridge exits on its own.
+func (e *killEnv) until(ctx context.Context, t time.Time) error {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-e.bridge.done:
+		return e.bridge.exited()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// waitReady waits until the bridge answers Slack's URL verification, and
+// reports false when killAt (unless zero) comes first.
+func (e *killEnv) waitReady(ctx context.Context, killAt time.Time) (bool, error) {
+	deadline := time.Now().Add(startTimeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if e.verified(ctx) {
+			return true, nil
+		}
+		select {
+		case <-e.bridge.done:
+			return false, e.bridge.exited()
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-tick.C:
+		}
+		now := time.Now()
+		if !killAt.IsZero() && now.After(killAt) {
+			return false, nil
+		}
+		if now.After(deadline) {
+			return false, fmt.Errorf("flowbridge did not answer on %s within %s\n%s", e.eventsURL, startTimeout, e.bridge.logTail())
+		}
+	}
+}
+
+func (e *killEnv) verified(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	const challenge = "flowbridge-load-ready"
+	status, body, err := e.postSlack(ctx, slacktest.ContentTypeJSON, slacktest.URLVerificationBody(challenge), 0)
+	return err == nil && status == http.StatusOK && string(body) == challenge
+}
+
+// converse is one user: send, wait for the answer or a notice (at most
+// -reply-timeout), think, send again, until drive ends. Deliveries use ctx,
+// so one under way when drive ends completes.
+func (e *killEnv) converse(drive, ctx context.Context, c *killConv) error {
+	cycle := e.think + e.p.APILatency
+	first := true
+	for seq := 0; ; seq++ {
+		wait := time.Duration(0)
+		switch {
+		case first && cycle > 0:
+			wait = rand.N(cycle)
+		case !first && e.think > 0:
+			wait = rand.N(2 * e.think)
+		}
+		first = false
+		if !pause(drive, wait) {
+			return nil
+		}
+		o, err := e.offer(c, seq)
+		if err != nil {
+			return fmt.Errorf("conversation %d: %w", c.id, err)
+		}
+		e.deliver(ctx, o, 0)
+		e.mu.Lock()
+		if c.kind == "flow" && !o.t.acked {
+			// Slack never retries a slash command: the user saw an error.
+			o.gaveUp = true
+			o.t.finish()
+		}
+		done := o.t.done
+		e.mu.Unlock()
+		t := time.NewTimer(e.p.ReplyTimeout)
+		select {
+		case <-done:
+		case <-t.C:
+		case <-drive.Done():
+		}
+		t.Stop()
+	}
+}
+
+// offer makes message seq of conversation c: its Slack payload, with a
+// unique text carrying its marker, registered before its first delivery.
+func (e *killEnv) offer(c *killConv, seq int) (*offer, error) {
+	m := marker{conv: c.id, seq: seq}
+	t := &tally{m: m, flow: c.kind == "flow", where: where{channel: c.channel}, done: make(chan struct{})}
+	o := &offer{conv: c, t: t, contentType: slacktest.ContentTypeJSON}
+	text := "hello " + m.String() + " how are you"
+	switch c.kind {
+	case "flow":
+		// The response_url leads through the front, so the pacing sees its posts.
+		o.responseURL = e.front.URL + urlKey(e.slack.NewResponseURL(c.channel, c.user))
+		t.where.responseURL = o.responseURL
+		body, d := e.slack.SlashCommandBody(slacktest.SlashCommand{Command: "/flow", Text: "slow tag=" + m.String(), UserID: c.user, ChannelID: c.channel, ResponseURL: o.responseURL})
+		o.body, o.contentType, t.id = body, slacktest.ContentTypeForm, d.TriggerID
+	case "dm":
+		e.mu.Lock()
+		e.threads++
+		t.where.thread = fmt.Sprintf("%d.%06d", dmThreadBase+e.threads/1_000_000, e.threads%1_000_000)
+		e.mu.Unlock()
+		body, d, err := e.slack.MessageEventBody(slacktest.MessageEvent{Channel: c.channel, ChannelType: "im", User: c.user, Text: text, ThreadTS: t.where.thread})
+		if err != nil {
+			return nil, err
+		}
+		o.body, t.id = body, d.EventID
+	default:
+		t.where.user = fmt.Sprintf("U%05dX%06d", c.id, seq)
+		body, d, err := e.slack.AppMentionBody(slacktest.MessageEvent{Channel: c.channel, User: t.where.user, Text: text, ThreadTS: c.root})
+		if err != nil {
+			return nil, err
+		}
+		if c.root == "" {
+			c.root = d.TS
+		}
+		o.body, t.id = body, d.EventID
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t.offered = time.Now()
+	e.live.add(t)
+	e.offers = append(e.offers, o)
+	return o, nil
+}
+
+// deliver posts o once, as a retry when retry > 0, and records the outcome.
+func (e *killEnv) deliver(ctx context.Context, o *offer, retry int) {
+	e.mu.Lock()
+	o.inFlight++
+	e.mu.Unlock()
+	status, body, err := e.postSlack(ctx, o.contentType, o.body, retry)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	o.inFlight--
+	o.attempts++
+	if retry == 0 {
+		e.stats.Deliveries++
+	} else {
+		e.stats.Redeliveries++
+	}
+	if err != nil || status != http.StatusOK {
+		e.stats.FailedDeliveries++
+		return
+	}
+	if retry > 0 {
+		e.stats.RedeliveriesAcked++
+	}
+	if !o.t.acked {
+		o.t.acked = true
+		o.ackAt = time.Now()
+		o.ackBody = body
+		o.ackProc = e.proc
+	}
+}
+
+// postSlack signs and posts body to the bridge's /slack/events as Slack
+// does, with the retry headers when retry > 0.
+func (e *killEnv) postSlack(ctx context.Context, contentType string, body []byte, retry int) (int, []byte, error) {
+	req, err := slacktest.NewSignedRequest(ctx, e.eventsURL, contentType, body, slackSecret, time.Now())
+	if err != nil {
+		return 0, nil, err
+	}
+	if retry > 0 {
+		slacktest.SetRetry(req, retry, "http_timeout")
+	}
+	resp, err := e.post.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode, b, err
+}
+
+// redeliver is what Slack does after a failed delivery, compressed to the
+// moment the bridge is back: every event not yet acknowledged, and a random
+// half of those acknowledged within -redeliver-window (as if their answer
+// had been too slow), each at most maxSlackRetries times in all.
+func (e *killEnv) redeliver(ctx context.Context) {
+	now := time.Now()
+	type retry struct {
+		o   *offer
+		num int
+	}
+	var batch []retry
+	e.mu.Lock()
+	for _, o := range e.offers {
+		if o.conv.kind == "flow" || o.inFlight > 0 || o.gaveUp || o.retries >= maxSlackRetries {
+			continue
+		}
+		if o.t.acked && (now.Sub(o.t.offered) > e.p.RedeliverWindow || rand.N(2) == 0) {
+			continue
+		}
+		o.retries++
+		batch = append(batch, retry{o, o.retries})
+	}
+	e.mu.Unlock()
+
+	work := make(chan retry)
+	var wg sync.WaitGroup
+	for range min(redeliveryFanOut, len(batch)) {
+		wg.Go(func() {
+			for r := range work {
+				e.deliver(ctx, r.o, r.num)
+			}
+		})
+	}
+	for _, r := range batch {
+		work <- r
+	}
+	close(work)
+	wg.Wait()
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, r := range batch {
+		if !r.o.t.acked && r.o.retries >= maxSlackRetries {
+			r.o.gaveUp = true
+			r.o.t.finish()
+		}
+	}
+}
+
+// settle waits, at most -reply-timeout, until every acknowledged message is
+// answered or told and the bridge has called no fake for quietFor.
+func (e *killEnv) settle(ctx context.Context) error {
+	deadline := time.Now().Add(e.p.ReplyTimeout)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		e.mu.Lock()
+		waiting := 0
+		for _, o := range e.offers {
+			if o.t.acked && !o.t.resolved() {
+				waiting++
+			}
+		}
+		idle := time.Since(e.touched)
+		e.mu.Unlock()
+		if waiting == 0 && idle >= quietFor || time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-e.bridge.done:
+			return e.bridge.exited()
+		case <-tick.C:
+		}
+	}
+}
+
+// close stops the bridge (if a process still runs), then the fakes.
+func (e *killEnv) close() error {
+	var err error
+	if e.bridge != nil {
+		if serr := e.bridge.stop(stopTimeout); serr != nil && !e.bridge.killed {
+			err = fmt.Errorf("stopping flowbridge: %w\n%s", serr, e.bridge.logTail())
+		}
+	}
+	if e.postTr != nil {
+		e.postTr.CloseIdleConnections()
+	}
+	if e.front != nil {
+		e.front.CloseClientConnections()
+		e.front.Close()
+		e.frontTr.CloseIdleConnections()
+	}
+	if e.slack != nil {
+		e.slack.Close()
+	}
+	if e.wsSrv != nil {
+		e.wsSrv.CloseClientConnections()
+		e.wsSrv.Close()
+	}
+	if e.ws != nil {
+		e.ws.Close()
+	}
+	return err
+}
+
+// count reads the fakes' records into a fresh ledger: the workspace's
+// requests, the fake Slack's message versions and response_url posts, and
+// the acknowledgements' bodies, in the order they happened.
+func (e *killEnv) count() *killResult {
+	l := newLedger()
+	type record struct {
+		at    time.Time
+		apply func()
+	}
+	var recs []record
+	e.mu.Lock()
+	for _, o := range e.offers {
+		t := &tally{m: o.t.m, flow: o.t.flow, offered: o.t.offered, acked: o.t.acked, id: o.t.id, where: o.t.where}
+		l.add(t)
+		if len(bytes.TrimSpace(o.ackBody)) > 0 {
+			text, key := string(o.ackBody), "ack:"+o.t.id
+			recs = append(recs, record{o.ackAt, func() { l.reply(o.t.where, key, text, o.ackAt) }})
+		}
+	}
+	stats, killedAt := e.stats, slices.Clone(e.killedAt)
+	byMarker := make(map[string]*offer, len(e.offers))
+	for _, o := range e.offers {
+		byMarker[o.t.m.String()] = o
+	}
+	e.mu.Unlock()
+
+	agentCalls, flowRuns := 0, 0
+	for _, r := range e.ws.Requests() {
+		if r.Method != http.MethodPost {
+			continue
+		}
+		m, ok := findMarker(r.Body)
+		switch {
+		case !ok:
+			continue
+		case strings.HasSuffix(r.Path, "/chat"):
+			agentCalls++
+		case strings.HasSuffix(r.Path, "/run/sync"):
+			flowRuns++
+		default:
+			continue
+		}
+		recs = append(recs, record{r.At, func() { l.call(m) }})
+	}
+	for _, v := range e.slack.MessageLog() {
+		switch v.Op {
+		case "chat.postMessage", "chat.update", "chat.postEphemeral":
+		default:
+			continue
+		}
+		id, text := v.Channel+":"+v.TS, v.Text+"\n"+string(v.Blocks)
+		w := where{channel: v.Channel, thread: v.ThreadTS, user: v.User}
+		recs = append(recs, record{v.At, func() { l.reply(w, id, text, v.At) }})
+	}
+	for _, p := range e.slack.ResponseURLPosts() {
+		if p.Error != "" || p.DeleteOriginal {
+			continue
+		}
+		id, text := "url:"+p.MessageTS, p.Text+"\n"+string(p.Blocks)
+		recs = append(recs, record{p.At, func() { l.reply(where{responseURL: p.URL}, id, text, p.At) }})
+	}
+	// Calls sort before replies made at the same instant: an answer follows its call.
+	slices.SortStableFunc(recs, func(a, b record) int { return a.at.Compare(b.at) })
+	for _, r := range recs {
+		r.apply()
+	}
+	res := newKillResult(e.p, l, e.t0)
+	res.killStats = stats
+	res.KilledAtSec = killedAt
+	for _, vs := range [][]violation{res.Violations, res.ToldTwiceDetail} {
+		for i := range vs {
+			v := &vs[i]
+			o := byMarker[v.Marker]
+			v.Deliveries = o.attempts
+			if o.t.acked {
+				v.AckedSec = o.ackAt.Sub(e.t0).Seconds()
+				v.AckedBy = o.ackProc
+			}
+		}
+	}
+	res.AgentCalls, res.FlowRuns = agentCalls, flowRuns
+	return res
+}

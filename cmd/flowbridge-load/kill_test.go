@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRunKillSmoke runs -kill-every briefly against the real binary: three
+// SIGKILLs at a low rate, Slack's redeliveries after each restart. The
+// promises must hold (the three zeros), the kills and redeliveries must have
+// happened, and the run must leave no process and no file behind.
+func TestRunKillSmoke(t *testing.T) {
+	tmp := t.TempDir()
+	args := []string{"-json", "-kill-every", "300ms", "-kills", "3", "-rate", "30", "-conversations", "30", "-reply-timeout", "5s", "-tmpdir", tmp}
+	var out, errOut bytes.Buffer
+	runErr := run(t.Context(), args, &out, &errOut)
+	var got killResult
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("run(%q) = %v; output is not one JSON object: %v\nstdout:\n%s\nstderr:\n%s", args, runErr, err, out.String(), errOut.String())
+	}
+	for _, v := range got.Violations {
+		t.Errorf("broken: %s", v)
+	}
+	if runErr != nil {
+		t.Errorf("run(%q) = %v", args, runErr)
+	}
+	checks := []struct {
+		name string
+		ok   bool
+	}{
+		{"3 kills", got.Kills == 3 && len(got.KilledAtSec) == 3},
+		{"messages and commands offered", got.MessagesOffered > 0 && got.CommandsOffered > 0},
+		{"messages acknowledged", got.MessagesAcked > 0},
+		{"redeliveries sent", got.Redeliveries > 0},
+		{"answered", got.AnsweredOnce > 0 && got.AgentCalls > 0},
+		{"no message sent to the agent twice", got.DuplicateAgentCalls == 0},
+		{"no flow run twice", got.DuplicateFlowRuns == 0},
+		{"no message answered twice", got.DuplicateReplies == 0},
+		{"no acknowledged message left without answer or notice", got.AckedSilent == 0},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("%s: not so in %s", c.name, out.String())
+		}
+	}
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		t.Errorf("left in -tmpdir: %v", left)
+	}
+	if kids := children(t); len(kids) > 0 {
+		t.Errorf("processes left behind: %v", kids)
+	}
+}
+
+// children lists this process's child processes, zombies included.
+func children(t *testing.T) []string {
+	t.Helper()
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := strconv.Itoa(os.Getpid())
+	var kids []string
+	for _, p := range stats {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid …; comm may hold spaces.
+		i := bytes.LastIndexByte(data, ')')
+		if i < 0 {
+			continue
+		}
+		if f := strings.Fields(string(data[i+1:])); len(f) > 1 && f[1] == self {
+			kids = append(kids, string(data[:i+1]))
+		}
+	}
+	return kids
+}
+
+func TestKillFlags(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-kill-every", "1s", "-platform", "discord"}, "-kill-every runs Slack in HTTP mode"},
+		{[]string{"-kill-every", "1s", "-kills", "0"}, "-kills 0"},
+		{[]string{"-kill-every", "1s", "-flow-share", "2"}, "-flow-share 2"},
+		{[]string{"-kill-every", "1s", "-sweep"}, "do not combine"},
+		{[]string{"-kill-every", "1s", "-floor"}, "-floor and -long-flows do not apply"},
+		{[]string{"-kill-every", "-1s"}, "-kill-every must not be negative"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			err := run(t.Context(), append(tt.args, "-flowbridge", "/nonexistent"), &out, &errOut)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("run(%q) = %v, want an error containing %q", tt.args, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestLedger feeds the ledger what the fakes would record and checks what it
+// makes of each message.
+func TestLedger(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	const restarted = "flowbridge restarted while it was answering your message, so there is no answer to it. Please send it again."
+	// Conversation 1 is a DM (a thread per message), 2 a channel thread (a
+	// user per message), 3 runs flows (a response_url per command).
+	dm := func(seq int) *tally {
+		return &tally{m: marker{1, seq}, offered: at(seq * 100), acked: true, where: where{channel: "D1", thread: fmt.Sprintf("1600000000.%06d", seq)}}
+	}
+	th := func(seq int) *tally {
+		return &tally{m: marker{2, seq}, offered: at(seq * 100), acked: true, where: where{channel: "C2", user: fmt.Sprintf("U2X%d", seq)}}
+	}
+	fl := func(seq int) *tally {
+		return &tally{m: marker{3, seq}, flow: true, offered: at(seq * 100), acked: true, where: where{channel: "CF3", responseURL: fmt.Sprintf("http://front/response/commands-%d", seq)}}
+	}
+	answer := func(m marker) string { return "[turn 1] You said: hello " + m.String() + " how are you" }
+
+	l := newLedger()
+	ts := []*tally{dm(0), dm(1), dm(2), th(0), th(1), th(2), fl(0), fl(1), fl(2)}
+	for _, tt := range ts {
+		l.add(tt)
+	}
+	// dm 0: answered once, through a placeholder replaced in place.
+	l.call(marker{1, 0})
+	l.reply(where{channel: "D1", thread: "1600000000.000000"}, "D1:1", "_Thinking…_", at(50))
+	l.reply(where{channel: "D1"}, "D1:1", answer(marker{1, 0}), at(60))
+	l.reply(where{channel: "D1"}, "D1:1", answer(marker{1, 0}), at(61)) // the same message again: not a duplicate
+	// dm 1: answered, then needlessly told after a crash. dm 2: sent when
+	// the process died, told. The notices name their threads, so each goes
+	// to its own message although dm 1 waits too.
+	l.call(marker{1, 1})
+	l.call(marker{1, 2})
+	l.reply(where{channel: "D1", thread: "1600000000.000001"}, "D1:2", answer(marker{1, 1}), at(150))
+	l.reply(where{channel: "D1", thread: "1600000000.000002", user: "U1"}, "D1:3", restarted, at(400))
+	l.reply(where{channel: "D1", thread: "1600000000.000001", user: "U1"}, "D1:4", restarted, at(401))
+	// thread 0: sent to the agent twice and answered in two messages.
+	l.call(marker{2, 0})
+	l.call(marker{2, 0})
+	l.reply(where{channel: "C2", thread: "1.0"}, "C2:1", answer(marker{2, 0}), at(50))
+	l.reply(where{channel: "C2", thread: "1.0"}, "C2:2", answer(marker{2, 0}), at(70))
+	// thread 1: acknowledged and never heard of again. thread 2: told twice.
+	l.reply(where{channel: "C2", thread: "1.0", user: "U2X2"}, "C2:3", restarted, at(300))
+	l.reply(where{channel: "C2", thread: "1.0", user: "U2X2"}, "C2:4", restarted, at(350))
+	// flow 0: progress, then the result replacing it. flow 1: progress, then
+	// told. flow 2: a notice naming no place, matched by its conversation.
+	l.call(marker{3, 0})
+	l.reply(where{responseURL: "http://fake/response/commands-0"}, "url:1", "Running *slow*…", at(10))
+	l.reply(where{responseURL: "http://fake/response/commands-0"}, "url:1", "slow flow done "+marker{3, 0}.String(), at(1500))
+	l.reply(where{responseURL: "http://fake/response/commands-1"}, "url:2", "Running *slow*…", at(110))
+	l.reply(where{responseURL: "http://fake/response/commands-1"}, "url:2", "flowbridge restarted while *slow* was running. It may or may not have run: check before running it again.", at(900))
+	l.reply(where{channel: "CF3"}, "CF3:9", "The AI workspace could not be reached. Please try again in a moment.", at(950))
+	// Strays and notices nobody waits for.
+	l.reply(where{channel: "C9"}, "C9:1", answer(marker{9, 9}), at(10))
+	l.reply(where{channel: "C9"}, "C9:2", "busy", at(10))
+
+	r := newKillResult(params{}, l, t0)
+	want := map[string][2]int{ // figure: got, want
+		"duplicate_agent_calls":           {r.DuplicateAgentCalls, 1},
+		"duplicate_flow_runs":             {r.DuplicateFlowRuns, 0},
+		"duplicate_replies":               {r.DuplicateReplies, 1},
+		"acked_neither_answered_nor_told": {r.AckedSilent, 1},
+		"answered_once":                   {r.AnsweredOnce, 3}, // dm 0, dm 1, flow 0
+		"told_restarted_chat":             {r.ToldRestartedChat, 3},
+		"told_restarted_flow":             {r.ToldRestartedFlow, 1},
+		"told_other":                      {r.ToldOther, 1},
+		"answered_and_told":               {r.AnsweredAndTold, 1},
+		"told_twice":                      {r.ToldTwice, 1},
+		"stray_answers":                   {r.StrayAnswers, 1},
+		"unattributed_notices":            {r.UnattributedNotices, 1},
+		"notices_matched_by_conversation": {r.NoticesByConversation, 1},
+		"messages_offered":                {r.MessagesOffered, 6},
+		"commands_offered":                {r.CommandsOffered, 3},
+	}
+	for name, gw := range want {
+		if gw[0] != gw[1] {
+			t.Errorf("%s = %d, want %d", name, gw[0], gw[1])
+		}
+	}
+	if err := r.broken(); err == nil {
+		t.Errorf("broken() = nil with duplicates and a silent message")
+	}
+	for _, tt := range ts[:3] {
+		if tt.m.seq == 2 && (len(tt.told) != 1 || !tt.restarted || len(tt.answers) != 0) {
+			t.Errorf("dm 2: told %q, answers %q; want the restart notice alone", tt.told, tt.answers)
+		}
+	}
+	if got := (&killResult{}).broken(); got != nil {
+		t.Errorf("broken() of a clean run = %v, want nil", got)
+	}
+}
+
+func TestPick(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	const restarted = "flowbridge restarted while it was answering your message"
+	tests := []struct {
+		name    string
+		tallies []*tally
+		text    string
+		at      int
+		want    int // seq picked, -1 for none
+	}{
+		{"sent and unanswered first", []*tally{
+			{m: marker{1, 0}, offered: at(0), calls: 1, answers: []string{"a"}},
+			{m: marker{1, 1}, offered: at(10), calls: 1},
+		}, restarted, 100, 1},
+		{"then answered but not told", []*tally{
+			{m: marker{1, 0}, offered: at(0), calls: 1, answers: []string{"a"}},
+			{m: marker{1, 1}, offered: at(10)},
+		}, restarted, 100, 0},
+		{"not offered yet", []*tally{
+			{m: marker{1, 0}, offered: at(200)},
+		}, restarted, 100, -1},
+		{"other notices go to the oldest waiting", []*tally{
+			{m: marker{1, 0}, offered: at(0), calls: 1, answers: []string{"a"}},
+			{m: marker{1, 1}, offered: at(10)},
+			{m: marker{1, 2}, offered: at(20)},
+		}, "busy", 100, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newLedger()
+			for _, x := range tt.tallies {
+				l.add(x)
+			}
+			got := l.pick(1, tt.text, at(tt.at))
+			switch {
+			case tt.want < 0 && got != nil:
+				t.Errorf("pick = %v, want none", got.m)
+			case tt.want >= 0 && (got == nil || got.m.seq != tt.want):
+				t.Errorf("pick = %v, want seq %d", got, tt.want)
+			}
+		})
+	}
+}
