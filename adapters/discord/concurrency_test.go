@@ -2,11 +2,8 @@ package discord
 
 import (
 	"bytes"
-	"context"
-	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,72 +12,12 @@ import (
 	"github.com/flowbridge/flowbridge/adapters/discord/discordtest"
 )
 
-// gate holds requests that match until released, reporting each it holds.
-type gate struct {
-	next    http.RoundTripper
-	match   func(r *http.Request, body []byte) bool
-	limit   int // how many to hold; 0 means all
-	arrived chan string
-	release chan struct{}
-
-	mu   sync.Mutex
-	held int
-}
-
-func newGate(match func(r *http.Request, body []byte) bool, limit int) *gate {
-	return &gate{match: match, limit: limit, arrived: make(chan string, 16), release: make(chan struct{})}
-}
-
-func (g *gate) wrap(next http.RoundTripper) http.RoundTripper {
-	g.next = next
-	return g
-}
-
-func (g *gate) RoundTrip(r *http.Request) (*http.Response, error) {
-	var body []byte
-	if r.Body != nil {
-		b, err := io.ReadAll(r.Body)
-		if err != nil {
-			return nil, err
-		}
-		body = b
-		r.Body = io.NopCloser(bytes.NewReader(b))
-	}
-	if g.match(r, body) {
-		g.mu.Lock()
-		hold := g.limit == 0 || g.held < g.limit
-		if hold {
-			g.held++
-		}
-		g.mu.Unlock()
-		if hold {
-			g.arrived <- r.URL.Path
-			select {
-			case <-g.release:
-			case <-r.Context().Done():
-				return nil, r.Context().Err()
-			}
-		}
-	}
-	return g.next.RoundTrip(r)
-}
-
-func receive(t *testing.T, ctx context.Context, ch <-chan string) string {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-ctx.Done():
-		t.Fatalf("waiting for a held request: %v", ctx.Err())
-		return ""
-	}
-}
-
 // TestFlowsFinishTogether: three slow flows started together run at once,
 // and their results replace their responses without waiting on each other,
 // even while one result edit is stuck (discordgo would queue all edits of
 // all tokens behind it).
 func TestFlowsFinishTogether(t *testing.T) {
+	t.Parallel()
 	flows := newGate(func(r *http.Request, _ []byte) bool { return strings.Contains(r.URL.Path, "/prompts/flow-wait/") }, 0)
 	edits := newGate(func(r *http.Request, body []byte) bool {
 		return r.Method == http.MethodPatch && strings.HasSuffix(r.URL.Path, "/messages/@original") && bytes.Contains(body, []byte("Done"))
@@ -117,6 +54,7 @@ func TestFlowsFinishTogether(t *testing.T) {
 // TestTypingRenewedUntilReply: the indicator is renewed while the agent
 // thinks, and none follows the reply.
 func TestTypingRenewedUntilReply(t *testing.T) {
+	t.Parallel()
 	chat := newGate(func(r *http.Request, _ []byte) bool { return strings.HasSuffix(r.URL.Path, "/chat") }, 1)
 	e := newEnv(t, func(e *env) { e.wsRT = chat.wrap(e.wsRT) })
 	e.start(t)
@@ -147,6 +85,7 @@ func TestTypingRenewedUntilReply(t *testing.T) {
 // interaction token sends its result to the user by DM, never to the channel,
 // and the channel hears only that it was sent (pinging only the user).
 func TestExpiredTokenFallsBackToDM(t *testing.T) {
+	t.Parallel()
 	clock := discordtest.NewClock(time.Now())
 	flows := newGate(func(r *http.Request, _ []byte) bool { return strings.Contains(r.URL.Path, "/prompts/flow-wait/") }, 0)
 	e := newEnvWith(t, discordtest.Options{Now: clock.Now}, func(e *env) { e.wsRT = flows.wrap(e.wsRT) })
@@ -181,6 +120,7 @@ func TestExpiredTokenFallsBackToDM(t *testing.T) {
 }
 
 func TestAgentCommands(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	e.start(t)
 	ctx := testCtx(t)

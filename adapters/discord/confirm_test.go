@@ -14,6 +14,7 @@ import (
 // buttons; only the person who asked can press them; Run runs the flow once,
 // Cancel runs nothing; every press is acknowledged once.
 func TestConfirmation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(e *env) {
 		e.flows = append(e.flows, bridge.Flow{Name: "guarded", UUID: "flow-hc", Confirm: true, Allow: []string{"everyone"},
 			Params: []bridge.Param{{Name: "host", Required: true}}})

@@ -21,14 +21,20 @@ import (
 // Platform is the name in Event.Platform and the first part of conversation keys.
 const Platform = "discord"
 
-// Core is what the adapter needs of the bridge core (*bridge.Bridge).
+// Core is what the adapter needs of the bridge core (*bridge.Bridge): it
+// takes events (Receive, and Attach for those of the previous process),
+// decides how visible an answer is (Ephemeral), and serves the catalog that
+// becomes the slash commands.
 type Core interface {
-	Handle(bridge.Event) error
+	Receive(bridge.Event) *bridge.Receipt
+	Attach(platform string, r bridge.Restorer) (resumed, told int, err error)
+	Ephemeral(bridge.Event) bool
 	Flows() []bridge.Flow
 	Flow(name string) (bridge.Flow, bool)
 	Agents() []bridge.Agent
-	FirstDelivery(id string) bool
 }
+
+var _ bridge.Restorer = (*Adapter)(nil)
 
 // Timing the adapter relies on.
 const (
@@ -40,12 +46,18 @@ const (
 	staleAfter = 2 * time.Minute
 	// typingEvery renews the typing indicator, which Discord shows for ~10 s.
 	typingEvery = 8 * time.Second
-	// maxBackoff caps the wait between reconnection attempts.
+	// minBackoff and maxBackoff bound the wait between attempts to reach
+	// the API at start and to connect the gateway.
+	minBackoff = time.Second
 	maxBackoff = 2 * time.Minute
 	// restTimeout bounds each REST call that has no context of its own.
 	restTimeout = 30 * time.Second
 	// maxRemembered bounds the in-memory channel and thread caches.
 	maxRemembered = 4096
+	// maxAsync bounds the goroutines answering what is not an event of the
+	// core (autocomplete, retired commands) at once; beyond it they are
+	// skipped, as Discord moves on after 3 seconds anyway.
+	maxAsync = 32
 )
 
 // Adapter is the Discord side of flowbridge. Create it with New and start it with Run.
@@ -66,6 +78,14 @@ type Adapter struct {
 
 	// typingEvery renews the typing indicator (typingEvery by default; tests shorten it).
 	typingEvery time.Duration
+	// retryMin is the first wait before another attempt to reach Discord
+	// (minBackoff by default; tests shorten it).
+	retryMin time.Duration
+	// refused counts events refused at the boundary (invalid IDs, a handler
+	// that panicked).
+	refused atomic.Uint64
+	// async holds a slot per goroutine answering autocomplete or a retired command.
+	async chan struct{}
 
 	// done is closed when Run shuts down, ending typing indicators.
 	done chan struct{}
@@ -77,9 +97,6 @@ type Adapter struct {
 	cacheMu  sync.Mutex
 	channels map[string]channelInfo // from REST, when the state lacks a channel
 	followed map[string]bool        // threads the bot takes part in
-
-	interMu      sync.Mutex
-	interactions map[string]bool // interaction IDs acknowledged by this process
 }
 
 // New builds the adapter without touching the network.
@@ -97,16 +114,17 @@ func New(cfg Config, core Core, log *zap.Logger) (*Adapter, error) {
 	}
 	cfg = cfg.withDefaults()
 	a := &Adapter{
-		cfg:          cfg,
-		core:         core,
-		log:          log.Named("discord"),
-		gw:           &gatewayConn{timeout: time.Duration(cfg.OpenTimeout)},
-		typingEvery:  typingEvery,
-		reconnect:    make(chan struct{}, 1),
-		done:         make(chan struct{}),
-		channels:     make(map[string]channelInfo),
-		followed:     make(map[string]bool),
-		interactions: make(map[string]bool),
+		cfg:         cfg,
+		core:        core,
+		log:         log.Named("discord"),
+		gw:          &gatewayConn{timeout: time.Duration(cfg.OpenTimeout)},
+		typingEvery: typingEvery,
+		retryMin:    minBackoff,
+		async:       make(chan struct{}, maxAsync),
+		reconnect:   make(chan struct{}, 1),
+		done:        make(chan struct{}),
+		channels:    make(map[string]channelInfo),
+		followed:    make(map[string]bool),
 	}
 	base, err := url.Parse(cfg.APIURL)
 	if err != nil {
@@ -138,8 +156,11 @@ func New(cfg Config, core Core, log *zap.Logger) (*Adapter, error) {
 	// to 10 minutes between attempts, then reconnects even after Close) and
 	// retries a rejected token forever.
 	s.ShouldReconnectOnError = false
-	// Handlers run on the read loop and hand work to goroutines Run waits for,
-	// instead of discordgo's unowned goroutine per event.
+	// Handlers run on the read loop, one event after the other, in the order
+	// the gateway sent them (discordgo would otherwise start a goroutine per
+	// event, and the order is lost). They only translate and hand the event
+	// to the core, which returns at once; the REST calls an event needs run
+	// later, in the core's order (Prepare, Ack, the responders).
 	s.SyncEvents = true
 	s.StateEnabled = true
 	s.State.TrackMembers = false
@@ -169,10 +190,12 @@ func (a *Adapter) Ready() error {
 	return nil
 }
 
-// Run connects to the gateway, registers the slash commands where they
-// changed, handles events until ctx is done, then closes the connection and
-// returns nil once every goroutine it started has ended. A token or intent
-// Discord refuses at start-up is returned as an error.
+// Run reaches the API (retrying with backoff while Discord is unreachable),
+// hands the core the unfinished events of the previous process (Attach),
+// connects to the gateway, registers the slash commands where they changed,
+// and handles events until ctx is done; then it closes the connection and
+// returns nil once every goroutine it started has ended. Only a token or
+// intent Discord refuses is returned as an error.
 func (a *Adapter) Run(ctx context.Context) error {
 	removers := []func(){
 		a.session.AddHandler(func(_ *discordgo.Session, r *discordgo.Ready) { a.onReady(r) }),
@@ -180,12 +203,8 @@ func (a *Adapter) Run(ctx context.Context) error {
 		a.session.AddHandler(func(*discordgo.Session, *discordgo.Resumed) { a.log.Info("gateway session resumed") }),
 		a.session.AddHandler(func(*discordgo.Session, *discordgo.Disconnect) { a.onDisconnect() }),
 		a.session.AddHandler(func(_ *discordgo.Session, r *discordgo.RateLimit) { a.onRateLimit(r) }),
-		a.session.AddHandler(func(_ *discordgo.Session, m *discordgo.MessageCreate) {
-			a.spawn(func() { a.onMessage(ctx, m) })
-		}),
-		a.session.AddHandler(func(_ *discordgo.Session, i *discordgo.InteractionCreate) {
-			a.spawn(func() { a.onInteraction(ctx, i) })
-		}),
+		a.session.AddHandler(func(_ *discordgo.Session, m *discordgo.MessageCreate) { a.onMessage(m) }),
+		a.session.AddHandler(func(_ *discordgo.Session, i *discordgo.InteractionCreate) { a.onInteraction(ctx, i) }),
 	}
 	defer func() {
 		for _, remove := range removers {
@@ -193,14 +212,29 @@ func (a *Adapter) Run(ctx context.Context) error {
 		}
 	}()
 
+	if err := a.reachAPI(ctx); err != nil {
+		a.shutdown()
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	// Before the gateway opens: the previous process's unfinished events
+	// queue ahead of new ones.
+	if resumed, told, err := a.core.Attach(Platform, a); err != nil {
+		a.log.Error("unfinished events of the previous run not taken up; they stay for the next start", zap.Error(err))
+	} else if resumed+told > 0 {
+		a.log.Info("unfinished events of the previous run taken up", zap.Int("resumed", resumed), zap.Int("told", told))
+	}
+
 	backoff := time.Duration(0)
 	if err := a.open(ctx); err != nil {
 		if fatal := fatalError(err); fatal != nil {
 			a.shutdown()
 			return fatal
 		}
-		a.log.Warn("gateway connection failed; retrying", zap.Error(err))
-		backoff = time.Second
+		backoff = a.retryMin
+		a.log.Warn("gateway connection failed; retrying", zap.Error(err), zap.Duration("retry_in", backoff))
 		a.signalReconnect()
 	}
 	// Commands are registered over REST, so a gateway still connecting does
@@ -217,15 +251,9 @@ func (a *Adapter) Run(ctx context.Context) error {
 		case <-a.reconnect:
 		}
 		for {
-			if backoff > 0 {
-				t := time.NewTimer(backoff)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					a.shutdown()
-					return nil
-				case <-t.C:
-				}
+			if backoff > 0 && !sleep(ctx, backoff) {
+				a.shutdown()
+				return nil
 			}
 			err := a.open(ctx)
 			if err == nil || errors.Is(err, discordgo.ErrWSAlreadyOpen) {
@@ -235,9 +263,54 @@ func (a *Adapter) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				break
 			}
-			backoff = min(max(2*backoff, time.Second), maxBackoff)
+			backoff = min(max(2*backoff, a.retryMin), maxBackoff)
 			a.log.Warn("gateway reconnection failed", zap.Error(err), zap.Duration("retry_in", backoff))
 		}
+	}
+}
+
+// reachAPI waits until Discord's REST API answers for the bot (GET
+// /users/@me), retrying with backoff while it cannot be reached: at start
+// as after a disconnect, an outage is not a reason to exit. A refused token
+// is, and is returned.
+func (a *Adapter) reachAPI(ctx context.Context) error {
+	backoff := a.retryMin
+	for {
+		u, err := a.session.User("@me", discordgo.WithContext(ctx))
+		if err == nil {
+			if u.ID != "" {
+				id := u.ID
+				a.botID.Store(&id)
+			}
+			return nil
+		}
+		if fatal := fatalError(err); fatal != nil {
+			msg := fatal.Error()
+			a.lastErr.Store(&msg)
+			return fatal
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		msg := "API unreachable: " + err.Error()
+		a.lastErr.Store(&msg)
+		a.log.Warn("discord API unreachable; retrying", zap.Error(err), zap.Duration("retry_in", backoff))
+		if !sleep(ctx, backoff) {
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// sleep waits for d, and reports false when ctx ends first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -344,6 +417,46 @@ func (a *Adapter) spawn(f func()) bool {
 	}
 	a.wg.Go(f)
 	return true
+}
+
+// spawnLimited runs f like spawn, unless maxAsync such goroutines are
+// running already; it reports whether f runs.
+func (a *Adapter) spawnLimited(f func()) bool {
+	select {
+	case a.async <- struct{}{}:
+	default:
+		return false
+	}
+	if !a.spawn(func() {
+		defer func() { <-a.async }()
+		f()
+	}) {
+		<-a.async
+		return false
+	}
+	return true
+}
+
+// Refused returns how many gateway events the adapter refused at the
+// boundary: IDs that are not Discord IDs, payloads its handlers could not
+// take.
+func (a *Adapter) Refused() uint64 { return a.refused.Load() }
+
+// refuse drops one event that cannot be taken, logging and counting it; the
+// events around it are not affected.
+func (a *Adapter) refuse(event string, err error) {
+	a.refused.Add(1)
+	a.log.Warn("event refused", zap.String("event", event), zap.Error(err))
+}
+
+// recoverEvent, deferred by a gateway handler, turns a panic on one event
+// into that event's refusal: the handlers run on discordgo's read loop, and a
+// panic there would end the process.
+func (a *Adapter) recoverEvent(event string) {
+	if r := recover(); r != nil {
+		a.refused.Add(1)
+		a.log.Error("event handler panicked; event dropped", zap.String("event", event), zap.Any("panic", r), zap.Stack("stack"))
+	}
 }
 
 func (a *Adapter) bot() string {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/bwmarrin/discordgo"
-	"go.uber.org/goleak"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/flowbridge/flowbridge/adapters/discord/discordtest"
@@ -19,10 +19,7 @@ import (
 	"github.com/flowbridge/flowbridge/bridge/workspace"
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
 	"github.com/flowbridge/flowbridge/sessionmap"
-	"github.com/flowbridge/flowbridge/sessionmap/bridgestore"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const (
 	guildID   = "1"
@@ -42,7 +39,10 @@ type env struct {
 	cfg       Config
 	flows     []bridge.Flow
 	agents    []bridge.Agent
+	admins    []string
 	starts    int
+	// tap, when set, carries the gateway connections (see tap).
+	tap *tap
 }
 
 func manyRegions() []string {
@@ -105,19 +105,18 @@ func testCtx(t *testing.T) context.Context {
 
 // bridgeRun is one running flowbridge: store, core and adapter.
 type bridgeRun struct {
-	a      *Adapter
-	core   *bridge.Bridge
-	store  *sessionmap.Store
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
+	a       *Adapter
+	core    *bridge.Bridge
+	store   *sessionmap.Store
+	metrics *prometheus.Registry
+	cancel  context.CancelFunc
+	done    chan error
+	once    sync.Once
 }
 
-// start runs a bridge and waits until it is connected and, the first time,
-// has registered its commands.
-func (e *env) start(t *testing.T) *bridgeRun {
+// build makes a bridge on the env's store and fakes without running it.
+func (e *env) build(t *testing.T) *bridgeRun {
 	t.Helper()
-	ctx := testCtx(t)
 	store, err := sessionmap.Open(e.storePath, sessionmap.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +125,12 @@ func (e *env) start(t *testing.T) *bridgeRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	core, err := bridge.New(bridge.Config{Flows: e.flows, Agents: e.agents}, wsc, bridgestore.New(store), zaptest.NewLogger(t))
+	reg := prometheus.NewRegistry()
+	metrics, err := bridge.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, err := bridge.New(bridge.Config{Flows: e.flows, Agents: e.agents, Admins: e.admins, Metrics: metrics}, wsc, store, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,15 +139,33 @@ func (e *env) start(t *testing.T) *bridgeRun {
 		t.Fatal(err)
 	}
 	a.typingEvery = 20 * time.Millisecond
+	a.retryMin = 10 * time.Millisecond
 	if e.discordRT != nil {
 		a.session.Client.Transport = e.discordRT(a.session.Client.Transport)
 	}
-	conns := len(e.fake.Connections())
-	r := &bridgeRun{a: a, core: core, store: store, done: make(chan error, 1)}
+	if e.tap != nil {
+		e.tap.route(a)
+	}
+	return &bridgeRun{a: a, core: core, store: store, metrics: reg, done: make(chan error, 1)}
+}
+
+// run starts Run, and stops the bridge when the test ends.
+func (r *bridgeRun) run(t *testing.T) {
+	t.Helper()
 	runCtx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	go func() { r.done <- a.Run(runCtx) }()
+	go func() { r.done <- r.a.Run(runCtx) }()
 	t.Cleanup(func() { r.stop(t) })
+}
+
+// start runs a bridge and waits until it is connected and, the first time,
+// has registered its commands.
+func (e *env) start(t *testing.T) *bridgeRun {
+	t.Helper()
+	ctx := testCtx(t)
+	conns := len(e.fake.Connections())
+	r := e.build(t)
+	r.run(t)
 	if _, err := e.fake.WaitHandshake(ctx, func(h discordtest.Handshake) bool { return h.Conn > conns }); err != nil {
 		t.Fatal(err)
 	}
@@ -164,20 +186,45 @@ func (e *env) start(t *testing.T) *bridgeRun {
 // stop ends the adapter (Run waits for its goroutines), then the core and the store.
 func (r *bridgeRun) stop(t *testing.T) {
 	t.Helper()
+	if err := r.stopWithin(t, 10*time.Second); err != nil {
+		t.Errorf("Shutdown() = %v", err)
+	}
+}
+
+// crash ends the adapter and closes the store as a process that dies
+// would leave them, and leaves the core running: the caller shuts it down
+// once the test no longer needs the store's file to itself.
+func (r *bridgeRun) crash(t *testing.T) {
+	t.Helper()
 	r.once.Do(func() {
 		r.cancel()
 		if err := <-r.done; err != nil {
 			t.Errorf("Run() = %v, want nil", err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := r.core.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown() = %v", err)
-		}
 		if err := r.store.Close(); err != nil {
 			t.Errorf("store Close() = %v", err)
 		}
 	})
+}
+
+// stopWithin is stop with a shutdown grace of d for the work in flight.
+// Work cut off by its end is reported, not failed: tests of restarts use it.
+func (r *bridgeRun) stopWithin(t *testing.T, grace time.Duration) (shutdownErr error) {
+	t.Helper()
+	r.once.Do(func() {
+		r.cancel()
+		if err := <-r.done; err != nil {
+			t.Errorf("Run() = %v, want nil", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), grace)
+		defer cancel()
+		shutdownErr = r.core.Shutdown(ctx)
+		r.core.Close()
+		if err := r.store.Close(); err != nil {
+			t.Errorf("store Close() = %v", err)
+		}
+	})
+	return shutdownErr
 }
 
 func mention(botID, text string) string { return "<@" + botID + "> " + text }
@@ -205,6 +252,7 @@ func checkNoPings(t *testing.T, m discordtest.Message) {
 }
 
 func TestMentionAndDM(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	r := e.start(t)
 	ctx := testCtx(t)
@@ -235,6 +283,7 @@ func TestMentionAndDM(t *testing.T) {
 }
 
 func TestIgnoresOwnAndOtherBots(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	r := e.start(t)
 	ctx := testCtx(t)
@@ -278,6 +327,7 @@ func TestIgnoresOwnAndOtherBots(t *testing.T) {
 }
 
 func TestThreadKeepsSessionAcrossRestart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(e *env) {
 		e.cfg.StartThreads = true
 		e.cfg.MessageContentIntent = true
@@ -313,6 +363,41 @@ func TestThreadKeepsSessionAcrossRestart(t *testing.T) {
 	}
 }
 
+// TestThreadTakesChannelAgent: a thread started on a mention is its own
+// conversation under its channel's: without a choice of its own it talks to
+// the agent chosen for the channel, in a session of its own.
+func TestThreadTakesChannelAgent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(e *env) {
+		e.cfg.StartThreads = true
+		e.cfg.MessageContentIntent = true
+		e.agents = append(e.agents, bridge.Agent{Name: "ops", UUID: "agent-2"})
+		e.admins = []string{alice.ID}
+		e.ws.AddAgent(workspacetest.Agent{UUID: "agent-2", Reply: func(turn int, msg string) string { return fmt.Sprintf("[ops %d] %s", turn, msg) }})
+	})
+	e.start(t)
+	ctx := testCtx(t)
+	use := e.interact(t, discordgo.ApplicationCommandInteractionData{Name: "agent", Options: []*discordgo.ApplicationCommandInteractionDataOption{
+		{Name: "use", Type: discordgo.ApplicationCommandOptionSubCommand, Options: []*discordgo.ApplicationCommandInteractionDataOption{
+			{Name: "name", Type: discordgo.ApplicationCommandOptionString, Value: "ops"},
+		}},
+	}})
+	e.waitOriginal(t, use.ID, "ops")
+
+	um, err := e.fake.SendMessage(ctx, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Author: alice, Content: mention(e.fake.BotUser().ID, "first")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitBot(t, um.ID, "[ops 1] first")
+	if _, err := e.fake.SendMessage(ctx, discordtest.MessageCreate{GuildID: guildID, ChannelID: um.ID, Author: alice, Content: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitBot(t, um.ID, "[ops 2] second")
+	if n, m := len(e.ws.Sessions("agent-2")), len(e.ws.Sessions("agent-1")); n != 1 || m != 0 {
+		t.Errorf("sessions: %d of ops, %d of helper; want the thread's one, of ops", n, m)
+	}
+}
+
 // flowCommand is /flow NAME with options.
 func flowCommand(name string, opts ...[2]string) discordgo.ApplicationCommandInteractionData {
 	sub := &discordgo.ApplicationCommandInteractionDataOption{Name: name, Type: discordgo.ApplicationCommandOptionSubCommand}
@@ -344,6 +429,7 @@ func (e *env) waitOriginal(t *testing.T, id, text string) discordtest.Message {
 }
 
 func TestSlashFlow(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	e.start(t)
 	sent := e.interact(t, flowCommand("healthcheck", [2]string{"host", "web1"}, [2]string{"service", "nginx"}))
@@ -371,6 +457,7 @@ func TestSlashFlow(t *testing.T) {
 }
 
 func TestSlashFlowFailures(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	e.start(t)
 
@@ -415,6 +502,7 @@ func TestSlashFlowFailures(t *testing.T) {
 // TestAutocompleteRefused: Discord refuses an autocomplete answer that comes
 // after 3 s; the adapter logs it and goes on.
 func TestAutocompleteRefused(t *testing.T) {
+	t.Parallel()
 	clock := discordtest.NewClock(time.Now())
 	e := newEnvWith(t, discordtest.Options{Now: clock.Now}, nil)
 	e.start(t)
@@ -446,6 +534,7 @@ func TestAutocompleteRefused(t *testing.T) {
 }
 
 func TestShare(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	e.start(t)
 	sent := e.interact(t, flowCommand("healthcheck", [2]string{"host", "web1"}, [2]string{"service", "nginx"}))
@@ -483,6 +572,7 @@ func TestShare(t *testing.T) {
 }
 
 func TestMentionsAndLongReplies(t *testing.T) {
+	t.Parallel()
 	long := longReply() + "\n\nTHE END"
 	e := newEnv(t, func(e *env) {
 		e.ws.AddAgent(workspacetest.Agent{UUID: "agent-1", Reply: func(_ int, msg string) string {
@@ -524,6 +614,7 @@ func TestMentionsAndLongReplies(t *testing.T) {
 }
 
 func TestRegisteredCommands(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	r := e.start(t)
 	if !sameCommands(e.fake.Commands(guildID), Commands(e.flows, e.agents)) {
@@ -559,6 +650,7 @@ func TestRegisteredCommands(t *testing.T) {
 }
 
 func TestGatewayReconnects(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	e.start(t)
 	ctx := testCtx(t)
@@ -600,6 +692,7 @@ func TestGatewayReconnects(t *testing.T) {
 }
 
 func TestRateLimitWaitedOut(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	e.start(t)
 	e.fake.RateLimit(discordtest.RouteCreateMessage, discordtest.RateLimit{RetryAfter: 100 * time.Millisecond})
@@ -613,20 +706,5 @@ func TestRateLimitWaitedOut(t *testing.T) {
 	}
 	if !limited {
 		t.Errorf("no 429 was served; the test did not exercise the limit")
-	}
-}
-
-func TestBadToken(t *testing.T) {
-	e := newEnv(t, func(e *env) { e.cfg.Token = "wrong-token" })
-	a, err := New(e.cfg, catalogCore{}, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = a.Run(testCtx(t))
-	if err == nil || !strings.Contains(err.Error(), "discord.token") {
-		t.Errorf("Run() with a bad token = %v, want an error naming discord.token", err)
-	}
-	if r := a.Ready(); r == nil {
-		t.Errorf("Ready() = nil after a refused token")
 	}
 }

@@ -23,40 +23,60 @@ const (
 
 const maxAutocomplete = 25
 
+// onInteraction translates an INTERACTION_CREATE on the gateway's read
+// loop. Commands and button presses go to the core, which records them and
+// then acknowledges them (Ack, the deferred response); autocomplete, which
+// is no event of the core's and cannot be deferred, is answered on a
+// goroutine of the adapter's.
 func (a *Adapter) onInteraction(ctx context.Context, ic *discordgo.InteractionCreate) {
-	i := ic.Interaction
-	if i == nil || i.ID == "" || i.Token == "" {
+	defer a.recoverEvent("INTERACTION_CREATE")
+	if ic == nil || ic.Interaction == nil || ic.ID == "" || ic.Token == "" {
 		return
 	}
-	inter := *i // the event's copy; the adapter only reads it
+	inter := *ic.Interaction // the event's copy; the adapter only reads it
 	if inter.AppID == "" {
 		inter.AppID = a.cfg.ApplicationID
 	}
-	switch inter.Type {
+	i := &inter
+	var ids idCheck
+	ids.need("interaction id", i.ID)
+	ids.need("application id", i.AppID)
+	ids.need("channel id", i.ChannelID)
+	ids.may("guild id", i.GuildID)
+	u := interactionUser(i)
+	if u == nil {
+		ids.need("user id", "")
+	} else {
+		ids.need("user id", u.ID)
+	}
+	if i.Message != nil {
+		ids.need("message id", i.Message.ID)
+	}
+	if ids.err == nil && !validToken(i.Token) {
+		ids.err = errors.New("interaction token is not a Discord token")
+	}
+	if ids.err != nil {
+		a.refuse("INTERACTION_CREATE", ids.err)
+		return
+	}
+	switch i.Type {
 	case discordgo.InteractionApplicationCommand:
-		a.onCommand(ctx, &inter)
+		a.onCommand(ctx, i)
 	case discordgo.InteractionApplicationCommandAutocomplete:
-		a.onAutocomplete(ctx, &inter)
+		if !a.spawnLimited(func() { a.onAutocomplete(ctx, i) }) {
+			a.log.Debug("autocomplete skipped: too many at once", zap.String("interaction", i.ID))
+		}
 	case discordgo.InteractionMessageComponent:
-		a.onComponent(ctx, &inter)
+		a.onComponent(i)
 	}
 }
 
-// firstAck reports whether this process has not acknowledged the
-// interaction yet (and records that it now will), backed by the store so a
-// replayed event after a restart or resume is not acknowledged twice.
-func (a *Adapter) firstAck(id string) bool {
-	a.interMu.Lock()
-	if a.interactions[id] {
-		a.interMu.Unlock()
-		return false
+// interactionUser is the member's user in a guild, the user in a DM.
+func interactionUser(i *discordgo.Interaction) *discordgo.User {
+	if i.Member != nil && i.Member.User != nil {
+		return i.Member.User
 	}
-	if len(a.interactions) >= maxRemembered {
-		clear(a.interactions)
-	}
-	a.interactions[id] = true
-	a.interMu.Unlock()
-	return a.core.FirstDelivery("discord/int/" + id)
+	return i.User
 }
 
 func (a *Adapter) onCommand(ctx context.Context, i *discordgo.Interaction) {
@@ -64,61 +84,59 @@ func (a *Adapter) onCommand(ctx context.Context, i *discordgo.Interaction) {
 	if !ok {
 		return
 	}
-	log := a.log.WithLazy(zap.String("interaction", i.ID), zap.String("command", data.Name))
-	if !a.firstAck(i.ID) {
-		log.Debug("repeated interaction skipped")
-		return
-	}
-	text, ephemeral, known := a.commandText(data)
+	ev, known := commandEvent(data)
 	if !known {
-		err := a.session.InteractionRespond(i, &discordgo.InteractionResponse{
-			Type: discordgo.InteractionResponseChannelMessageWithSource,
-			Data: &discordgo.InteractionResponseData{
-				Content:         "This command is not offered any more; the bridge's commands are `/flow` and `/agent`.",
-				Flags:           discordgo.MessageFlagsEphemeral,
-				AllowedMentions: noMentions(),
-			},
-		}, discordgo.WithContext(ctx))
-		if err != nil {
-			log.Warn("unknown command not answered", zap.Error(err))
-		}
+		a.spawnLimited(func() { a.retiredCommand(ctx, i) })
 		return
 	}
-	// Answer first: Discord drops the interaction after 3 seconds.
-	resp := &discordgo.InteractionResponse{
-		Type: discordgo.InteractionResponseDeferredChannelMessageWithSource,
-		Data: &discordgo.InteractionResponseData{AllowedMentions: noMentions()},
-	}
-	if ephemeral {
-		resp.Data.Flags = discordgo.MessageFlagsEphemeral
-	}
-	if err := a.session.InteractionRespond(i, resp, discordgo.WithContext(ctx)); err != nil {
-		log.Warn("interaction not acknowledged", zap.Error(err))
-		return
-	}
-	a.handleInteraction(ctx, i, bridge.Event{Kind: bridge.KindCommand, Command: data.Name, Text: text}, ephemeral, log)
+	a.receiveInteraction(i, ev, false)
 }
 
-// commandText rebuilds the command line the core parses from the typed
-// options: "NAME key=value …" for /flow, "SUBCOMMAND [NAME]" for /agent.
-func (a *Adapter) commandText(data discordgo.ApplicationCommandInteractionData) (text string, ephemeral, known bool) {
+// retiredCommand answers a command flowbridge registers no more (Discord's
+// clients can hold on to an old list for a while).
+func (a *Adapter) retiredCommand(ctx context.Context, i *discordgo.Interaction) {
+	err := a.session.InteractionRespond(i, &discordgo.InteractionResponse{
+		Type: discordgo.InteractionResponseChannelMessageWithSource,
+		Data: &discordgo.InteractionResponseData{
+			Content:         "This command is not offered any more; the bridge's commands are `/flow` and `/agent`.",
+			Flags:           discordgo.MessageFlagsEphemeral,
+			AllowedMentions: noMentions(),
+		},
+	}, discordgo.WithContext(ctx))
+	if err != nil {
+		a.log.Warn("retired command not answered", zap.String("interaction", i.ID), zap.Error(err))
+	}
+}
+
+// commandEvent turns a slash command into the core's structured command:
+// /flow NAME with its options becomes Flow and Params, with nothing to parse
+// again; /agent SUB becomes Command "agent" with Text "SUB ARGS".
+func commandEvent(data discordgo.ApplicationCommandInteractionData) (ev bridge.Event, known bool) {
 	var sub *discordgo.ApplicationCommandInteractionDataOption
 	if len(data.Options) > 0 && data.Options[0] != nil && data.Options[0].Type == discordgo.ApplicationCommandOptionSubCommand {
 		sub = data.Options[0]
 	}
+	ev.Kind = bridge.KindCommand
 	switch data.Name {
 	case bridge.CommandFlow:
+		ev.Command = bridge.CommandFlow
 		if sub == nil {
-			return "help", true, true
+			ev.Text = "help"
+			return ev, true
 		}
-		ephemeral = true
-		if f, ok := a.core.Flow(sub.Name); ok {
-			ephemeral = !f.Public
+		ev.Flow = sub.Name
+		ev.Params = make(map[string]string, len(sub.Options))
+		for _, o := range sub.Options {
+			if o != nil {
+				ev.Params[o.Name] = optionValue(o)
+			}
 		}
-		return flowLine(sub), ephemeral, true
+		return ev, true
 	case bridge.CommandAgent:
+		ev.Command = bridge.CommandAgent
 		if sub == nil {
-			return agentHelp, true, true
+			ev.Text = agentHelp
+			return ev, true
 		}
 		words := []string{sub.Name}
 		for _, o := range sub.Options {
@@ -126,26 +144,10 @@ func (a *Adapter) commandText(data discordgo.ApplicationCommandInteractionData) 
 				words = append(words, bridge.QuoteArg(optionValue(o)))
 			}
 		}
-		return strings.Join(words, " "), sub.Name != agentShare, true
+		ev.Text = strings.Join(words, " ")
+		return ev, true
 	}
-	return "", true, false
-}
-
-// flowLine writes a /flow subcommand as "NAME key=value …", quoting values
-// so the core's parser gets them back exactly.
-func flowLine(sub *discordgo.ApplicationCommandInteractionDataOption) string {
-	var b strings.Builder
-	b.WriteString(sub.Name)
-	for _, o := range sub.Options {
-		if o == nil {
-			continue
-		}
-		b.WriteString(" ")
-		b.WriteString(o.Name)
-		b.WriteString("=")
-		b.WriteString(bridge.QuoteArg(optionValue(o)))
-	}
-	return b.String()
+	return ev, false
 }
 
 // optionValue reads an option as text; Discord sends numbers for numeric
@@ -161,51 +163,102 @@ func optionValue(o *discordgo.ApplicationCommandInteractionDataOption) string {
 	}
 }
 
-func (a *Adapter) onComponent(ctx context.Context, i *discordgo.Interaction) {
+func (a *Adapter) onComponent(i *discordgo.Interaction) {
 	data, ok := i.Data.(discordgo.MessageComponentInteractionData)
 	if !ok {
 		return
 	}
-	log := a.log.WithLazy(zap.String("interaction", i.ID), zap.String("custom_id", data.CustomID))
-	if !a.firstAck(i.ID) {
-		log.Debug("repeated interaction skipped")
-		return
-	}
-	if err := a.session.InteractionRespond(i, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate}, discordgo.WithContext(ctx)); err != nil {
-		log.Warn("button press not acknowledged", zap.Error(err))
-		return
-	}
 	ephemeral := i.Message != nil && i.Message.Flags&discordgo.MessageFlagsEphemeral != 0
-	a.handleInteraction(ctx, i, bridge.Event{Kind: bridge.KindAction, Action: parseCustomID(data.CustomID)}, ephemeral, log)
+	a.receiveInteraction(i, bridge.Event{Kind: bridge.KindAction, Action: parseCustomID(data.CustomID)}, ephemeral)
 }
 
-// handleInteraction completes an acknowledged interaction's event and hands it to the core.
-func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interaction, ev bridge.Event, ephemeral bool, log *zap.Logger) {
-	var member *discordgo.Member
-	if i.Member != nil {
-		member = i.Member
-	}
+// receiveInteraction completes an interaction's event (where it happened,
+// who asked, how to answer) and hands it to the core. Ephemeral is the
+// visibility of the message a button is on; a command's comes from the core.
+func (a *Adapter) receiveInteraction(i *discordgo.Interaction, ev bridge.Event, ephemeral bool) {
 	ev.Platform = Platform
+	ev.Key = interactionEventKey(i.ID)
 	ev.Team = i.GuildID
-	ev.User = userOf(i.User, member)
+	ev.User = userOf(i.User, i.Member)
 	ev.MaxFlowTimeout = maxFlowTimeout
+	ev.Channel = i.ChannelID
+	rt := route{Channel: i.ChannelID, Guild: i.GuildID, Interaction: &interactionRoute{
+		ID: i.ID, AppID: i.AppID, Token: i.Token, User: ev.User.ID,
+		Component: i.Type == discordgo.InteractionMessageComponent, Ephemeral: ephemeral,
+	}}
+	if i.Message != nil {
+		rt.Message = i.Message.ID
+		rt.Interaction.Source = i.Message.Content
+	}
 	if i.GuildID == "" {
-		ev.Conversation = Platform + "/@me/" + i.ChannelID
-		ev.Channel = i.ChannelID
+		ev.Conversation = dmKey(i.ChannelID)
+	} else if info, known := a.knownChannel(i.ChannelID); !known {
+		rt.Lookup = true
+		ev.Conversation = channelKey(i.GuildID, i.ChannelID)
+	} else if info.thread {
+		a.threadPlace(&ev, i.GuildID, i.ChannelID, info)
 	} else {
-		p := a.place(ctx, i.GuildID, i.ChannelID)
-		ev.Conversation, ev.Channel = p.key, p.channel
+		ev.Conversation = channelKey(i.GuildID, i.ChannelID)
 	}
-	ev.Reply = &interactionResponder{
-		a:         a,
-		i:         i,
-		component: i.Type == discordgo.InteractionMessageComponent,
-		ephemeral: ephemeral,
-		userID:    ev.User.ID,
+	if !rt.Interaction.Component {
+		rt.Interaction.Ephemeral = a.core.Ephemeral(ev)
 	}
-	if err := a.core.Handle(ev); err != nil {
-		log.Debug("event not taken", zap.Error(err))
+	if err := a.complete(&ev, rt); err != nil {
+		a.refuse("INTERACTION_CREATE", err)
+		return
 	}
+	a.core.Receive(ev) // the core acknowledges it (Ack) once it is recorded
+}
+
+// prepareInteraction places an interaction from a channel the gateway state
+// did not know: a thread's conversation and its parent for access rules.
+func (a *Adapter) prepareInteraction(rt route) func(context.Context, *bridge.Event) bool {
+	return func(ctx context.Context, ev *bridge.Event) bool {
+		if info := a.lookupChannel(ctx, rt.Channel); info.thread {
+			a.threadPlace(ev, rt.Guild, rt.Channel, info)
+		}
+		return true
+	}
+}
+
+// deferral is an interaction's acknowledgement: a deferred response (type 5)
+// for a command, ephemeral as the core decided, so that the answer replaces
+// it; a deferred update (type 6) for a button press. Discord drops an
+// interaction not acknowledged within 3 seconds.
+func (a *Adapter) deferral(rt route) func(context.Context) error {
+	i := rt.interaction()
+	resp := &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate}
+	if !rt.Interaction.Component {
+		resp = &discordgo.InteractionResponse{
+			Type: discordgo.InteractionResponseDeferredChannelMessageWithSource,
+			Data: &discordgo.InteractionResponseData{AllowedMentions: noMentions()},
+		}
+		if rt.Interaction.Ephemeral {
+			resp.Data.Flags = discordgo.MessageFlagsEphemeral
+		}
+	}
+	return func(ctx context.Context) error {
+		if err := a.session.InteractionRespond(i, resp, discordgo.WithContext(ctx)); err != nil {
+			return fmt.Errorf("acknowledge interaction %s: %w", i.ID, err)
+		}
+		return nil
+	}
+}
+
+// interaction is what discordgo's interaction calls read of one: its ID,
+// application and token, and where it happened.
+func (rt route) interaction() *discordgo.Interaction {
+	in := rt.Interaction
+	i := &discordgo.Interaction{ID: in.ID, AppID: in.AppID, Token: in.Token, ChannelID: rt.Channel, GuildID: rt.Guild, Type: discordgo.InteractionApplicationCommand}
+	if in.Component {
+		i.Type = discordgo.InteractionMessageComponent
+		flags := discordgo.MessageFlags(0)
+		if in.Ephemeral {
+			flags = discordgo.MessageFlagsEphemeral
+		}
+		i.Message = &discordgo.Message{ID: rt.Message, ChannelID: rt.Channel, Content: in.Source, Flags: flags}
+	}
+	return i
 }
 
 func (a *Adapter) onAutocomplete(ctx context.Context, i *discordgo.Interaction) {
@@ -293,6 +346,10 @@ func filterPrefix(values []string, typed string, n int) []string {
 	}
 	out := append(first, then...)
 	return out[:min(len(out), n)]
+}
+
+func (a *Adapter) interactionResponder(rt route) *interactionResponder {
+	return &interactionResponder{a: a, i: rt.interaction(), component: rt.Interaction.Component, ephemeral: rt.Interaction.Ephemeral, userID: rt.Interaction.User}
 }
 
 // interactionResponder answers an acknowledged interaction: a command's

@@ -18,10 +18,13 @@ type catalogCore struct {
 	agents []bridge.Agent
 }
 
-func (c catalogCore) Handle(bridge.Event) error { return nil }
-func (c catalogCore) Flows() []bridge.Flow      { return c.flows }
-func (c catalogCore) Agents() []bridge.Agent    { return c.agents }
-func (c catalogCore) FirstDelivery(string) bool { return true }
+func (c catalogCore) Receive(bridge.Event) *bridge.Receipt { return nil }
+func (c catalogCore) Ephemeral(bridge.Event) bool          { return true }
+func (c catalogCore) Flows() []bridge.Flow                 { return c.flows }
+func (c catalogCore) Agents() []bridge.Agent               { return c.agents }
+func (c catalogCore) Attach(string, bridge.Restorer) (int, int, error) {
+	return 0, 0, nil
+}
 func (c catalogCore) Flow(n string) (bridge.Flow, bool) {
 	for _, f := range c.flows {
 		if f.Name == n {
@@ -48,62 +51,64 @@ func opt(name string, v any) *discordgo.ApplicationCommandInteractionDataOption 
 	return &discordgo.ApplicationCommandInteractionDataOption{Name: name, Type: discordgo.ApplicationCommandOptionString, Value: v}
 }
 
-func TestCommandText(t *testing.T) {
-	a := testAdapter(t)
+func TestCommandEvent(t *testing.T) {
+	data := func(name string, opts ...*discordgo.ApplicationCommandInteractionDataOption) discordgo.ApplicationCommandInteractionData {
+		return discordgo.ApplicationCommandInteractionData{Name: name, Options: opts}
+	}
 	tests := []struct {
-		name      string
-		data      discordgo.ApplicationCommandInteractionData
-		text      string
-		ephemeral bool
-		known     bool
+		name  string
+		data  discordgo.ApplicationCommandInteractionData
+		want  bridge.Event
+		known bool
 	}{
-		{"flow", discordgo.ApplicationCommandInteractionData{Name: "flow", Options: []*discordgo.ApplicationCommandInteractionDataOption{sub("healthcheck", opt("host", "web1"), opt("service", "nginx"))}},
-			"healthcheck host=web1 service=nginx", true, true},
-		{"quoted", discordgo.ApplicationCommandInteractionData{Name: "flow", Options: []*discordgo.ApplicationCommandInteractionDataOption{sub("deploy", opt("region", "eu west"), opt("note", `say "hi" \o/`))}},
-			`deploy region="eu west" note="say \"hi\" \\o/"`, false, true},
-		{"number", discordgo.ApplicationCommandInteractionData{Name: "flow", Options: []*discordgo.ApplicationCommandInteractionDataOption{sub("ping", opt("n", 3.0))}},
-			"ping n=3", true, true},
-		{"unknown flow stays ephemeral", discordgo.ApplicationCommandInteractionData{Name: "flow", Options: []*discordgo.ApplicationCommandInteractionDataOption{sub("nope")}},
-			"nope", true, true},
-		{"flow without subcommand", discordgo.ApplicationCommandInteractionData{Name: "flow"}, "help", true, true},
-		{"agent use", discordgo.ApplicationCommandInteractionData{Name: "agent", Options: []*discordgo.ApplicationCommandInteractionDataOption{sub("use", opt("name", "ops team"))}},
-			`use "ops team"`, true, true},
-		{"agent share is public", discordgo.ApplicationCommandInteractionData{Name: "agent", Options: []*discordgo.ApplicationCommandInteractionDataOption{sub("share")}},
-			"share", false, true},
-		{"other command", discordgo.ApplicationCommandInteractionData{Name: "old"}, "", true, false},
+		{"flow", data("flow", sub("healthcheck", opt("host", "web1"), opt("service", "nginx"))),
+			bridge.Event{Command: "flow", Flow: "healthcheck", Params: map[string]string{"host": "web1", "service": "nginx"}}, true},
+		{"values as typed", data("flow", sub("deploy", opt("region", "eu west"), opt("note", `say "hi" \o/`))),
+			bridge.Event{Command: "flow", Flow: "deploy", Params: map[string]string{"region": "eu west", "note": `say "hi" \o/`}}, true},
+		{"number", data("flow", sub("ping", opt("n", 3.0))),
+			bridge.Event{Command: "flow", Flow: "ping", Params: map[string]string{"n": "3"}}, true},
+		{"no options", data("flow", sub("nope")), bridge.Event{Command: "flow", Flow: "nope", Params: map[string]string{}}, true},
+		{"flow without subcommand", data("flow"), bridge.Event{Command: "flow", Text: "help"}, true},
+		{"agent use", data("agent", sub("use", opt("name", "ops team"))), bridge.Event{Command: "agent", Text: `use "ops team"`}, true},
+		{"agent share", data("agent", sub("share")), bridge.Event{Command: "agent", Text: "share"}, true},
+		{"agent without subcommand", data("agent"), bridge.Event{Command: "agent", Text: "help"}, true},
+		{"other command", data("old"), bridge.Event{}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			text, eph, known := a.commandText(tt.data)
-			if text != tt.text || eph != tt.ephemeral || known != tt.known {
-				t.Errorf("commandText() = %q, %v, %v; want %q, %v, %v", text, eph, known, tt.text, tt.ephemeral, tt.known)
+			ev, known := commandEvent(tt.data)
+			if known != tt.known {
+				t.Fatalf("commandEvent() known = %v, want %v", known, tt.known)
+			}
+			if !known {
+				return
+			}
+			if ev.Kind != bridge.KindCommand || ev.Command != tt.want.Command || ev.Text != tt.want.Text || ev.Flow != tt.want.Flow || !maps.Equal(ev.Params, tt.want.Params) {
+				t.Errorf("commandEvent() = kind %v command %q text %q flow %q params %q; want command %q text %q flow %q params %q",
+					ev.Kind, ev.Command, ev.Text, ev.Flow, ev.Params, tt.want.Command, tt.want.Text, tt.want.Flow, tt.want.Params)
 			}
 		})
 	}
 }
 
-// TestFlowLineRoundTrip checks that the core's parser reads back exactly
-// the values typed into the options.
-func TestFlowLineRoundTrip(t *testing.T) {
+// TestAgentArgsRoundTrip checks that the core's parser reads back exactly
+// the value typed into /agent use: its words are quoted for the core.
+func TestAgentArgsRoundTrip(t *testing.T) {
 	for _, v := range []string{"web1", "two words", `a"b`, `back\slash`, "", "  padded  ", "key=value", "'single'", "“curly”", "line\nbreak", "tab\there", `\`, `"`} {
-		checkRoundTrip(t, map[string]string{"p": v, "q": "x"})
+		checkAgentRoundTrip(t, v)
 	}
 }
 
-func checkRoundTrip(t *testing.T, params map[string]string) {
+func checkAgentRoundTrip(t *testing.T, v string) {
 	t.Helper()
-	s := sub("flowname")
-	for _, k := range slices.Sorted(maps.Keys(params)) {
-		s.Options = append(s.Options, opt(k, params[k]))
-	}
-	line := flowLine(s)
-	name, got, err := bridge.ParseFlowArgs(line)
-	if err != nil || name != "flowname" || !maps.Equal(got, params) {
-		t.Errorf("ParseFlowArgs(%q) = %q, %q, %v; want flowname, %q", line, name, got, err, params)
+	ev, _ := commandEvent(discordgo.ApplicationCommandInteractionData{Name: "agent", Options: []*discordgo.ApplicationCommandInteractionDataOption{sub("use", opt("name", v))}})
+	words, err := bridge.SplitArgs(ev.Text)
+	if err != nil || len(words) != 2 || words[0] != "use" || words[1] != v {
+		t.Errorf("SplitArgs(%q) = %q, %v; want [use %q]", ev.Text, words, err, v)
 	}
 }
 
-func FuzzFlowLineRoundTrip(f *testing.F) {
+func FuzzAgentArgsRoundTrip(f *testing.F) {
 	for _, v := range []string{"web1", "two words", `a"b\`, "", "x=y", "‘q’"} {
 		f.Add(v)
 	}
@@ -111,7 +116,20 @@ func FuzzFlowLineRoundTrip(f *testing.F) {
 		if !utf8.ValidString(v) {
 			return // Discord delivers option values as JSON strings: valid UTF-8
 		}
-		checkRoundTrip(t, map[string]string{"p": v})
+		checkAgentRoundTrip(t, v)
+	})
+}
+
+// FuzzFlowParams: a typed flow option reaches the core exactly as typed.
+func FuzzFlowParams(f *testing.F) {
+	for _, v := range []string{"web1", "two words", `a"b\`, "", "x=y", "‘q’"} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		ev, _ := commandEvent(discordgo.ApplicationCommandInteractionData{Name: "flow", Options: []*discordgo.ApplicationCommandInteractionDataOption{sub("f", opt("p", v))}})
+		if ev.Flow != "f" || len(ev.Params) != 1 || ev.Params["p"] != v {
+			t.Errorf("commandEvent(/flow f p=%q) = flow %q params %q", v, ev.Flow, ev.Params)
+		}
 	})
 }
 
@@ -168,7 +186,7 @@ func FuzzInteractionPayload(f *testing.F) {
 		}
 		switch data := i.Data.(type) {
 		case discordgo.ApplicationCommandInteractionData:
-			a.commandText(data)
+			commandEvent(data)
 			a.autocompleteValues(data)
 		case discordgo.MessageComponentInteractionData:
 			parseCustomID(data.CustomID)
@@ -187,7 +205,7 @@ func FuzzMessagePayload(f *testing.F) {
 			return
 		}
 		mentions(&m, "900")
-		isTextCommand(stripMention(m.Content, "900"))
+		bridge.TextCommand(stripMention(m.Content, "900"))
 		userOf(m.Author, m.Member)
 		threadName(m.Content)
 	})

@@ -38,17 +38,29 @@ type channelInfo struct {
 	owner  string
 }
 
-// place says where a message or interaction happened, for keys and replies.
-type place struct {
-	key     string // conversation key
-	channel string // channel ID for access rules: a thread's parent
-	thread  bool
-	ownedBy string // a thread's owner
-}
+// Keys of conversations and of platform events.
+func dmKey(channelID string) string                   { return Platform + "/@me/" + channelID }
+func channelKey(guildID, channelID string) string     { return Platform + "/" + guildID + "/" + channelID }
+func messageEventKey(messageID string) string         { return Platform + "/msg/" + messageID }
+func interactionEventKey(interactionID string) string { return Platform + "/int/" + interactionID }
 
-func (a *Adapter) onMessage(ctx context.Context, m *discordgo.MessageCreate) {
-	if m.Message == nil || m.Author == nil {
+// onMessage translates a MESSAGE_CREATE on the gateway's read loop and hands
+// it to the core, in the order the gateway sent it. It makes no network call:
+// what needs one (a channel the gateway state does not know, a thread to
+// start) is left to Prepare, which the core runs in the conversation's order.
+func (a *Adapter) onMessage(m *discordgo.MessageCreate) {
+	defer a.recoverEvent("MESSAGE_CREATE")
+	if m == nil || m.Message == nil || m.Author == nil {
 		return // a partly decoded event
+	}
+	var ids idCheck
+	ids.need("message id", m.ID)
+	ids.need("channel id", m.ChannelID)
+	ids.may("guild id", m.GuildID)
+	ids.need("author id", m.Author.ID)
+	if ids.err != nil {
+		a.refuse("MESSAGE_CREATE", ids.err)
+		return
 	}
 	bot := a.bot()
 	if m.Author.ID == bot || (bot == "" && m.Author.Bot) {
@@ -60,93 +72,144 @@ func (a *Adapter) onMessage(ctx context.Context, m *discordgo.MessageCreate) {
 	if m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply {
 		return // joins, pins, thread notices
 	}
-	mentioned := mentions(m.Message, bot)
 	text := stripMention(m.Content, bot)
-	command := isTextCommand(text)
-	log := a.log.WithLazy(zap.String("message", m.ID), zap.String("channel", m.ChannelID))
-
-	var (
-		p         place
-		replyIn   = m.ChannelID
-		reference = true
-	)
+	cmd, _ := bridge.TextCommand(text)
+	rt := route{Channel: m.ChannelID, Guild: m.GuildID, Message: m.ID, Mention: mentions(m.Message, bot)}
+	addressed := rt.Mention || cmd != ""
+	ev := bridge.Event{
+		Kind:     bridge.KindMessage,
+		Platform: Platform,
+		Team:     m.GuildID,
+		Channel:  m.ChannelID,
+		User:     userOf(m.Author, m.Member),
+		Text:     text,
+		Key:      messageEventKey(m.ID),
+	}
 	if m.GuildID == "" {
-		p = place{key: Platform + "/@me/" + m.ChannelID, channel: m.ChannelID}
+		ev.Conversation = dmKey(m.ChannelID)
 	} else {
-		p = a.place(ctx, m.GuildID, m.ChannelID)
+		info, known := a.knownChannel(m.ChannelID)
 		switch {
-		case p.thread && (mentioned || command || p.ownedBy == bot || a.isFollowed(m.ChannelID)):
-		case !p.thread && (mentioned || command):
+		case !known:
+			// Perhaps a thread of the bot's; Prepare asks the API, and
+			// drops the message when it is not for the bot.
+			rt.Lookup = true
+			ev.Conversation = channelKey(m.GuildID, m.ChannelID)
+		case info.thread:
+			if !addressed && info.owner != bot && !a.isFollowed(m.ChannelID) {
+				return
+			}
+			a.threadPlace(&ev, m.GuildID, m.ChannelID, info)
+			a.follow(m.ChannelID)
 		default:
-			return
+			if !addressed {
+				return
+			}
+			ev.Conversation = channelKey(m.GuildID, m.ChannelID)
+			if a.startsThread(rt.Mention, cmd) {
+				// The thread Prepare starts on the message takes the
+				// message's ID, so its conversation is known now, and the
+				// thread's next messages queue behind this one.
+				rt.Thread = true
+				ev.Conversation, ev.Parent = channelKey(m.GuildID, m.ID), channelKey(m.GuildID, m.ChannelID)
+			}
 		}
 	}
 	if strings.TrimSpace(text) == "" {
-		log.Debug("empty message skipped (no message content intent?)")
+		a.log.Debug("empty message skipped (no message content intent?)", zap.String("message", m.ID))
 		return
 	}
-	if !a.core.FirstDelivery("discord/msg/" + m.ID) {
-		log.Debug("repeated message skipped")
+	if err := a.complete(&ev, rt); err != nil {
+		a.refuse("MESSAGE_CREATE", err)
 		return
 	}
-	if m.GuildID != "" && !p.thread && mentioned && !command && a.cfg.SessionScope == ScopeThread && a.cfg.StartThreads {
-		if thread, err := a.startThread(ctx, m.Message, text); err != nil {
-			log.Warn("thread not started; answering in the channel", zap.Error(err))
-		} else {
-			p = place{key: Platform + "/" + m.GuildID + "/" + thread, channel: m.ChannelID, thread: true, ownedBy: bot}
-			replyIn, reference = thread, false // the thread opens on the user's message already
-		}
-	}
-	if p.thread {
-		a.follow(replyIn)
-	}
-	r := &messageResponder{a: a, channel: replyIn}
-	if reference {
-		r.ref = &discordgo.MessageReference{MessageID: m.ID, ChannelID: m.ChannelID, GuildID: m.GuildID, FailIfNotExists: new(false)}
-	}
-	ev := bridge.Event{
-		Kind:         bridge.KindMessage,
-		Platform:     Platform,
-		Conversation: p.key,
-		Team:         m.GuildID,
-		Channel:      p.channel,
-		User:         userOf(m.Author, m.Member),
-		Text:         text,
-		Reply:        r,
-	}
-	if err := a.core.Handle(ev); err != nil {
-		log.Debug("event not taken", zap.Error(err))
+	a.core.Receive(ev) // Discord needs no acknowledgement of a message
+}
+
+// startsThread reports whether a message in a plain channel starts a thread
+// for its conversation.
+func (a *Adapter) startsThread(mentioned bool, command string) bool {
+	return mentioned && command == "" && a.cfg.SessionScope == ScopeThread && a.cfg.StartThreads
+}
+
+// threadPlace places an event in a thread: its conversation key, the
+// channel its access rules see (the parent) and its parent conversation.
+// Scope "thread" keeps each thread apart, under its channel's conversation;
+// scope "channel" joins it to its parent's conversation.
+func (a *Adapter) threadPlace(ev *bridge.Event, guildID, threadID string, info channelInfo) {
+	ev.Conversation, ev.Channel, ev.Parent = channelKey(guildID, threadID), threadID, ""
+	switch {
+	case info.parent == "":
+	case a.cfg.SessionScope == ScopeChannel:
+		ev.Conversation, ev.Channel = channelKey(guildID, info.parent), info.parent
+	default:
+		ev.Channel, ev.Parent = info.parent, channelKey(guildID, info.parent)
 	}
 }
 
-// place resolves a guild channel: threads get their own key under scope
-// "thread" and their parent's under scope "channel".
-func (a *Adapter) place(ctx context.Context, guildID, channelID string) place {
-	info := a.channelInfo(ctx, channelID)
-	p := place{key: Platform + "/" + guildID + "/" + channelID, channel: channelID, thread: info.thread, ownedBy: info.owner}
-	if info.thread && info.parent != "" {
-		p.channel = info.parent
-		if a.cfg.SessionScope == ScopeChannel {
-			p.key = Platform + "/" + guildID + "/" + info.parent
+// prepareMessage completes a message on the core's dispatcher: it asks the
+// API about a channel the gateway state did not know, and starts the thread
+// a mention opens. It reports false when the message is not for the bot.
+//
+// A message in an unknown channel was queued under the channel's own key: in
+// scope "channel" a thread found here answers in its parent's session, but
+// was ordered apart from the parent's messages. Only the first messages of
+// a channel are unknown; the lookup is cached.
+func (a *Adapter) prepareMessage(rt route, r *messageResponder) func(context.Context, *bridge.Event) bool {
+	return func(ctx context.Context, ev *bridge.Event) bool {
+		if rt.Lookup {
+			info := a.lookupChannel(ctx, rt.Channel)
+			cmd, _ := bridge.TextCommand(ev.Text)
+			addressed := rt.Mention || cmd != ""
+			switch {
+			case info.thread:
+				if !addressed && info.owner != a.bot() && !a.isFollowed(rt.Channel) {
+					return false
+				}
+				a.threadPlace(ev, rt.Guild, rt.Channel, info)
+				a.follow(rt.Channel)
+			case !addressed:
+				return false
+			case a.startsThread(rt.Mention, cmd):
+				rt.Thread = true
+				ev.Conversation, ev.Parent = channelKey(rt.Guild, rt.Message), channelKey(rt.Guild, rt.Channel)
+			}
 		}
+		if rt.Thread {
+			thread, err := a.startThread(ctx, rt.Channel, rt.Message, ev.Text)
+			if err != nil {
+				a.log.Warn("thread not started; answering in the channel", zap.String("message", rt.Message), zap.Error(err))
+				ev.Conversation, ev.Parent = channelKey(rt.Guild, rt.Channel), ""
+				return true
+			}
+			r.moveTo(thread) // the thread opens on the user's message already
+			a.follow(thread)
+		}
+		return true
 	}
-	return p
 }
 
-// channelInfo reads the gateway state (filled by GUILD_CREATE and
-// THREAD_CREATE), then the cache, then asks the API. It copies what it needs
-// under the state's lock: state objects are mutated in place.
-func (a *Adapter) channelInfo(ctx context.Context, channelID string) channelInfo {
+// knownChannel reads the gateway state (filled by GUILD_CREATE and
+// THREAD_CREATE), then the cache of earlier lookups; it makes no network
+// call. It copies what it needs under the state's lock: state objects are
+// mutated in place.
+func (a *Adapter) knownChannel(channelID string) (channelInfo, bool) {
 	if ch, err := a.session.State.Channel(channelID); err == nil {
 		a.session.State.RLock()
 		info := channelInfo{thread: ch.IsThread(), parent: ch.ParentID, owner: ch.OwnerID}
 		a.session.State.RUnlock()
-		return info
+		return info, true
 	}
 	a.cacheMu.Lock()
+	defer a.cacheMu.Unlock()
 	info, ok := a.channels[channelID]
-	a.cacheMu.Unlock()
-	if ok {
+	return info, ok
+}
+
+// lookupChannel is knownChannel, asking the API when neither knows the
+// channel. A failed lookup treats it as a plain channel.
+func (a *Adapter) lookupChannel(ctx context.Context, channelID string) channelInfo {
+	if info, ok := a.knownChannel(channelID); ok {
 		return info
 	}
 	ch, err := a.session.Channel(channelID, discordgo.WithContext(ctx))
@@ -154,14 +217,18 @@ func (a *Adapter) channelInfo(ctx context.Context, channelID string) channelInfo
 		a.log.Debug("channel lookup failed; treating it as a plain channel", zap.String("channel", channelID), zap.Error(err))
 		return channelInfo{}
 	}
-	info = channelInfo{thread: ch.IsThread(), parent: ch.ParentID, owner: ch.OwnerID}
+	info := channelInfo{thread: ch.IsThread(), parent: ch.ParentID, owner: ch.OwnerID}
+	a.remember(channelID, info)
+	return info
+}
+
+func (a *Adapter) remember(channelID string, info channelInfo) {
 	a.cacheMu.Lock()
+	defer a.cacheMu.Unlock()
 	if len(a.channels) >= maxRemembered {
 		clear(a.channels)
 	}
 	a.channels[channelID] = info
-	a.cacheMu.Unlock()
-	return info
 }
 
 func (a *Adapter) follow(threadID string) {
@@ -180,19 +247,17 @@ func (a *Adapter) isFollowed(threadID string) bool {
 }
 
 // startThread opens a public thread on the user's message; its ID is the
-// message's. A thread that already exists (a redelivered message) is reused.
-func (a *Adapter) startThread(ctx context.Context, m *discordgo.Message, text string) (string, error) {
-	name := threadName(text)
-	ch, err := a.session.MessageThreadStartComplex(m.ChannelID, m.ID, &discordgo.ThreadStart{Name: name, AutoArchiveDuration: 1440}, discordgo.WithContext(ctx))
+// message's. A thread that already exists (the message was taken up again
+// after a restart) is reused.
+func (a *Adapter) startThread(ctx context.Context, channelID, messageID, text string) (string, error) {
+	ch, err := a.session.MessageThreadStartComplex(channelID, messageID, &discordgo.ThreadStart{Name: threadName(text), AutoArchiveDuration: 1440}, discordgo.WithContext(ctx))
 	if err != nil {
 		if restErr, ok := errors.AsType[*discordgo.RESTError](err); ok && restErr.Message != nil && restErr.Message.Code == 160004 {
-			return m.ID, nil
+			return messageID, nil
 		}
 		return "", fmt.Errorf("start thread: %w", err)
 	}
-	a.cacheMu.Lock()
-	a.channels[ch.ID] = channelInfo{thread: true, parent: m.ChannelID, owner: a.bot()}
-	a.cacheMu.Unlock()
+	a.remember(ch.ID, channelInfo{thread: true, parent: channelID, owner: a.bot()})
 	return ch.ID, nil
 }
 
@@ -240,12 +305,6 @@ func mentions(m *discordgo.Message, botID string) bool {
 	return false
 }
 
-func isTextCommand(text string) bool {
-	word, _, _ := strings.Cut(strings.TrimSpace(text), " ")
-	word = strings.ToLower(word)
-	return word == "!"+bridge.CommandFlow || word == "!"+bridge.CommandAgent
-}
-
 // userOf describes the author for access rules: the member's roles are its groups.
 func userOf(u *discordgo.User, m *discordgo.Member) bridge.User {
 	if u == nil && m != nil {
@@ -266,12 +325,26 @@ func userOf(u *discordgo.User, m *discordgo.Member) bridge.User {
 
 // messageResponder answers a chat message in its channel or thread.
 type messageResponder struct {
-	a       *Adapter
+	a *Adapter
+
+	mu      sync.Mutex
 	channel string
 	ref     *discordgo.MessageReference // the user's message, for the first reply
+	sent    bool
+}
 
-	mu   sync.Mutex
-	sent bool
+func (a *Adapter) messageResponder(rt route) *messageResponder {
+	return &messageResponder{a: a, channel: rt.Channel, ref: &discordgo.MessageReference{
+		MessageID: rt.Message, ChannelID: rt.Channel, GuildID: rt.Guild, FailIfNotExists: new(false),
+	}}
+}
+
+// moveTo sends the replies to a thread started on the user's message,
+// which needs no reference to it.
+func (r *messageResponder) moveTo(thread string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.channel, r.ref = thread, nil
 }
 
 var (
@@ -283,17 +356,17 @@ var (
 // Send posts the reply, its first part referencing the user's message.
 func (r *messageResponder) Send(ctx context.Context, reply bridge.Reply) (bridge.MessageRef, error) {
 	r.mu.Lock()
-	ref := r.ref
+	channel, ref := r.channel, r.ref
 	if r.sent {
 		ref = nil // one reply quotes the question; the rest stand alone
 	}
 	r.sent = true
 	r.mu.Unlock()
-	ids, err := r.a.sendChannel(ctx, r.channel, render(reply), ref, nil)
+	ids, err := r.a.sendChannel(ctx, channel, render(reply), ref, nil)
 	if len(ids) == 0 {
 		return "", err
 	}
-	return channelRef(r.channel, ids), err
+	return channelRef(channel, ids), err
 }
 
 // Update edits the first message of ref and posts any further parts.
@@ -319,7 +392,10 @@ func (r *messageResponder) Update(ctx context.Context, ref bridge.MessageRef, re
 // Typing shows the typing indicator until stop, renewing it as Discord lets
 // it lapse after about 10 seconds.
 func (r *messageResponder) Typing(ctx context.Context) func() {
-	return r.a.typing(ctx, r.channel)
+	r.mu.Lock()
+	channel := r.channel
+	r.mu.Unlock()
+	return r.a.typing(ctx, channel)
 }
 
 // typingRequestTimeout bounds one typing request, which stop waits for.

@@ -1,0 +1,151 @@
+package discord
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/flowbridge/flowbridge/bridge"
+)
+
+// route is the adapter's record of where and how an event is answered. It is
+// kept with the event in the core's inbox (Event.Route), so that after a
+// restart Restore rebuilds the same responder, acknowledgement and
+// preparation as the live event had: both go through withRoute.
+type route struct {
+	// Channel is where the event happened and replies go; Guild is empty in
+	// a DM.
+	Channel string `json:"channel"`
+	Guild   string `json:"guild,omitempty"`
+	// Message is the user's message, which the first reply references and a
+	// started thread opens on; for a button, the message the button is on.
+	Message string `json:"message,omitempty"`
+	// Mention is set when the message mentions the bot.
+	Mention bool `json:"mention,omitempty"`
+	// Thread asks Prepare to start a thread on Message and answer there.
+	Thread bool `json:"thread,omitempty"`
+	// Lookup is set when the gateway state did not know Channel: Prepare
+	// asks the API whether it is a thread.
+	Lookup bool `json:"lookup,omitempty"`
+	// Interaction is set for a slash command or a button press.
+	Interaction *interactionRoute `json:"interaction,omitempty"`
+}
+
+// interactionRoute is what answering an interaction takes.
+type interactionRoute struct {
+	ID    string `json:"id"`
+	AppID string `json:"app_id"`
+	// Token is the interaction's token, valid 15 minutes; after that the
+	// responder answers in the channel or by DM.
+	Token string `json:"token"`
+	User  string `json:"user,omitempty"`
+	// Component is set for a button press (deferred update, type 6).
+	Component bool `json:"component,omitempty"`
+	// Ephemeral is the visibility of a command's deferred response (the
+	// core's decision), or of the message a pressed button is on.
+	Ephemeral bool `json:"ephemeral,omitempty"`
+	// Source is the content of the message a pressed button is on, which
+	// Dismiss keeps when that message is public.
+	Source string `json:"source,omitempty"`
+}
+
+// check refuses a route whose IDs are not Discord IDs: they become URL paths
+// of calls made with the bot's token.
+func (rt route) check() error {
+	var ids idCheck
+	ids.need("channel id", rt.Channel)
+	ids.may("guild id", rt.Guild)
+	ids.may("message id", rt.Message)
+	if in := rt.Interaction; in != nil {
+		ids.need("interaction id", in.ID)
+		ids.need("application id", in.AppID)
+		ids.may("user id", in.User)
+		if ids.err == nil && !validToken(in.Token) {
+			ids.err = errors.New("interaction token is not a Discord token")
+		}
+	}
+	return ids.err
+}
+
+// complete gives a new event its route and what follows from it.
+func (a *Adapter) complete(ev *bridge.Event, rt route) error {
+	if err := rt.check(); err != nil {
+		return err
+	}
+	raw, err := json.Marshal(rt)
+	if err != nil {
+		return fmt.Errorf("route: %w", err)
+	}
+	ev.Route = raw
+	a.withRoute(ev, rt)
+	return nil
+}
+
+// Restore rebuilds an event of the previous process from its route: the
+// core calls it (through Attach) for the events it had not finished.
+func (a *Adapter) Restore(ev *bridge.Event) error {
+	var rt route
+	if err := json.Unmarshal(ev.Route, &rt); err != nil {
+		return fmt.Errorf("discord route: %w", err)
+	}
+	if err := rt.check(); err != nil {
+		return fmt.Errorf("discord route: %w", err)
+	}
+	a.withRoute(ev, rt)
+	return nil
+}
+
+// withRoute sets the event's responder, and its acknowledgement and
+// preparation where the route needs them.
+func (a *Adapter) withRoute(ev *bridge.Event, rt route) {
+	if rt.Interaction != nil {
+		ev.Reply = a.interactionResponder(rt)
+		ev.Ack = a.deferral(rt)
+		if rt.Lookup {
+			ev.Prepare = a.prepareInteraction(rt)
+		}
+		return
+	}
+	r := a.messageResponder(rt)
+	ev.Reply = r
+	if rt.Lookup || rt.Thread {
+		ev.Prepare = a.prepareMessage(rt, r)
+	}
+}
+
+// idCheck keeps the first platform ID found not to be a Discord ID.
+type idCheck struct{ err error }
+
+// need checks a required ID.
+func (c *idCheck) need(field, id string) {
+	if c.err == nil && !isSnowflake(id) {
+		c.err = fmt.Errorf("%s %q is not a Discord ID", field, truncate(id, 40))
+	}
+}
+
+// may checks an ID that may be absent.
+func (c *idCheck) may(field, id string) {
+	if id != "" {
+		c.need(field, id)
+	}
+}
+
+// maxToken bounds an interaction token; Discord's are a few hundred characters.
+const maxToken = 1000
+
+// validToken reports whether an interaction token can stand in a URL path:
+// printable ASCII with nothing that would change the path it stands in.
+func validToken(tok string) bool {
+	if tok == "" || len(tok) > maxToken {
+		return false
+	}
+	for i := range len(tok) {
+		switch c := tok[i]; {
+		case c <= ' ' || c >= 0x7f:
+			return false
+		case c == '/' || c == '\\' || c == '?' || c == '#' || c == '%':
+			return false
+		}
+	}
+	return true
+}
