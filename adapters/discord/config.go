@@ -26,6 +26,17 @@ const DefaultAPIURL = "https://discord.com"
 // Open has no deadline of its own and can wait forever for Hello or READY.
 const DefaultOpenTimeout = 30 * time.Second
 
+// The allowed span of open_timeout (0 takes DefaultOpenTimeout).
+const (
+	MinOpenTimeout = time.Second
+	MaxOpenTimeout = 5 * time.Minute
+)
+
+// MaxFlowTimeout caps a flow started by an interaction: Discord's
+// interaction token lasts 15 minutes, and the result must replace the
+// deferred response before it expires.
+const MaxFlowTimeout = 14 * time.Minute
+
 // Config is the [discord] section of the configuration.
 type Config struct {
 	// Enabled turns the adapter on.
@@ -66,7 +77,7 @@ type Duration time.Duration
 func (d *Duration) UnmarshalText(b []byte) error {
 	v, err := time.ParseDuration(string(b))
 	if err != nil {
-		return err
+		return fmt.Errorf("%q is not a duration: write a number with a unit, e.g. \"30s\" or \"1m\"", b)
 	}
 	*d = Duration(v)
 	return nil
@@ -106,11 +117,7 @@ func (c Config) Validate() error {
 	} else if strings.ContainsAny(c.Token.Value(), " \t\r\n") {
 		add("token", "contains white space")
 	}
-	if c.ApplicationID == "" {
-		add("application_id", "required")
-	} else if !isSnowflake(c.ApplicationID) {
-		add("application_id", "%q is not a Discord ID", c.ApplicationID)
-	}
+	errs = append(errs, c.checkApplicationID())
 	seen := make(map[string]bool)
 	for i, g := range c.GuildIDs {
 		switch {
@@ -136,10 +143,35 @@ func (c Config) Validate() error {
 	} else if u.Path != "" && u.Path != "/" {
 		add("api_url", "%q: give only scheme and host, the API path is added", c.APIURL)
 	}
-	if c.OpenTimeout < 0 {
-		add("open_timeout", "must be positive")
+	if d := time.Duration(c.OpenTimeout); d < MinOpenTimeout || d > MaxOpenTimeout {
+		add("open_timeout", "%s is out of range: allowed 0s (the default, %s) or %s to %s", short(d), short(DefaultOpenTimeout), short(MinOpenTimeout), short(MaxOpenTimeout))
 	}
 	return errors.Join(errs...)
+}
+
+// ValidateInvite reports what the invite URL needs and lacks: only the
+// application ID, so no token has to be set to build it.
+func (c Config) ValidateInvite() error { return c.checkApplicationID() }
+
+func (c Config) checkApplicationID() error {
+	switch {
+	case c.ApplicationID == "":
+		return errors.New("discord.application_id: required (Developer Portal → General Information → Application ID)")
+	case !isSnowflake(c.ApplicationID):
+		return fmt.Errorf("discord.application_id: %q is not a Discord ID", c.ApplicationID)
+	}
+	return nil
+}
+
+// short writes a duration as the config would ("5m", not "5m0s").
+func short(d time.Duration) string {
+	switch {
+	case d != 0 && d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	case d != 0 && d%time.Second == 0:
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return d.String()
 }
 
 // isSnowflake reports whether s looks like a Discord ID: 1 to 20 digits.

@@ -30,7 +30,10 @@ func TestConfigValidate(t *testing.T) {
 		{"threads need thread scope", func(c *Config) { c.SessionScope = ScopeChannel; c.StartThreads = true }, []string{"discord.start_threads:"}},
 		{"api url path", func(c *Config) { c.APIURL = "https://discord.com/api/v9" }, []string{"discord.api_url:"}},
 		{"api url scheme", func(c *Config) { c.APIURL = "ftp://x" }, []string{"discord.api_url:"}},
-		{"negative timeout", func(c *Config) { c.OpenTimeout = Duration(-time.Second) }, []string{"discord.open_timeout:"}},
+		{"negative timeout", func(c *Config) { c.OpenTimeout = Duration(-time.Second) }, []string{"discord.open_timeout: -1s is out of range: allowed 0s (the default, 30s) or 1s to 5m"}},
+		{"tiny timeout", func(c *Config) { c.OpenTimeout = Duration(time.Nanosecond) }, []string{"discord.open_timeout: 1ns is out of range"}},
+		{"huge timeout", func(c *Config) { c.OpenTimeout = Duration(time.Hour) }, []string{"discord.open_timeout: 60m is out of range"}},
+		{"longest timeout", func(c *Config) { c.OpenTimeout = Duration(MaxOpenTimeout) }, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,5 +96,37 @@ func TestConfigDefaults(t *testing.T) {
 	c := validConfig().withDefaults()
 	if c.SessionScope != ScopeThread || c.APIURL != DefaultAPIURL || time.Duration(c.OpenTimeout) != DefaultOpenTimeout {
 		t.Errorf("withDefaults() = %+v", c)
+	}
+}
+
+// TestMaxFlowTimeoutIsTheAdapters: check-config warns with the exported
+// figure; the adapter caps flows with its own, and they must be one.
+func TestMaxFlowTimeoutIsTheAdapters(t *testing.T) {
+	if MaxFlowTimeout != maxFlowTimeout {
+		t.Errorf("MaxFlowTimeout = %v, but the adapter caps flows at %v", MaxFlowTimeout, maxFlowTimeout)
+	}
+	if MaxFlowTimeout >= 15*time.Minute {
+		t.Errorf("MaxFlowTimeout = %v, want it below the 15-minute life of an interaction token", MaxFlowTimeout)
+	}
+}
+
+func TestValidateInviteNeedsNoToken(t *testing.T) {
+	tests := []struct {
+		cfg  Config
+		want string // "" means valid
+	}{
+		{Config{ApplicationID: "900000000000000001"}, ""},
+		{Config{Enabled: true, ApplicationID: "900000000000000001"}, ""},
+		{Config{}, "discord.application_id: required"},
+		{Config{Token: "abc", ApplicationID: "my-app"}, `discord.application_id: "my-app" is not a Discord ID`},
+	}
+	for _, tt := range tests {
+		err := tt.cfg.ValidateInvite()
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("ValidateInvite(%+v) = %v, want nil", tt.cfg, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("ValidateInvite(%+v) = %v, want %q", tt.cfg, err, tt.want)
+		}
 	}
 }

@@ -120,69 +120,90 @@ func (c Config) Validate() error {
 		return nil
 	}
 	c = c.withDefaults()
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("slack.%s: %s", key, fmt.Sprintf(format, args...)))
-	}
+	return errors.Join(c.credentialProblems(), c.settingProblems())
+}
 
+// ValidateManifest reports problems of the settings the app manifest is made
+// from, enabled or not. It needs no token, so the manifest can be made before
+// the app exists.
+func (c Config) ValidateManifest() error {
+	return c.withDefaults().settingProblems()
+}
+
+func bad(errs *[]error, key, format string, args ...any) {
+	*errs = append(*errs, fmt.Errorf("slack.%s: %s", key, fmt.Sprintf(format, args...)))
+}
+
+// credentialProblems checks the tokens and secrets the mode needs.
+func (c Config) credentialProblems() error {
+	var errs []error
 	switch {
 	case c.BotToken.IsZero():
-		bad("bot_token", "required (the bot token, xoxb-…)")
+		bad(&errs, "bot_token", "required (the bot token, xoxb-…)")
 	case !strings.HasPrefix(c.BotToken.Value(), "xoxb-"):
-		bad("bot_token", "must be a bot token starting with xoxb-")
+		bad(&errs, "bot_token", "must be a bot token starting with xoxb-")
 	}
-
 	switch c.Mode {
 	case ModeSocket:
 		switch {
 		case c.AppToken.IsZero():
-			bad("app_token", "required in socket mode (the app-level token, xapp-…, with connections:write)")
+			bad(&errs, "app_token", "required in socket mode (the app-level token, xapp-…, with connections:write)")
 		case !strings.HasPrefix(c.AppToken.Value(), "xapp-"):
-			bad("app_token", "must be an app-level token starting with xapp-")
+			bad(&errs, "app_token", "must be an app-level token starting with xapp-")
 		}
 	case ModeHTTP:
 		if c.SigningSecret.IsZero() {
-			bad("signing_secret", "required in http mode (Basic Information → Signing Secret)")
+			bad(&errs, "signing_secret", "required in http mode (Basic Information → Signing Secret)")
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// settingProblems checks everything but the credentials.
+func (c Config) settingProblems() error {
+	var errs []error
+	switch c.Mode {
+	case ModeSocket:
+	case ModeHTTP:
 		if _, port, err := net.SplitHostPort(c.Listen); err != nil || port == "" {
-			bad("listen", "%q is not a host:port address such as \":3000\"", c.Listen)
+			bad(&errs, "listen", "%q is not a host:port address such as \":3000\"", c.Listen)
 		}
 		if c.PublicURL != "" {
 			if u, err := url.Parse(c.PublicURL); err != nil || u.Scheme != "https" && u.Scheme != "http" || u.Host == "" {
-				bad("public_url", "%q is not an http(s) URL", c.PublicURL)
+				bad(&errs, "public_url", "%q is not an http(s) URL", c.PublicURL)
 			}
 		}
 	default:
-		bad("mode", "%q is not one of \"socket\", \"http\"", c.Mode)
+		bad(&errs, "mode", "%q is not one of \"socket\", \"http\"", c.Mode)
 	}
 
 	if u, err := url.Parse(c.APIURL); err != nil || u.Scheme != "https" && u.Scheme != "http" || u.Host == "" {
-		bad("api_url", "%q is not an http(s) URL", c.APIURL)
+		bad(&errs, "api_url", "%q is not an http(s) URL", c.APIURL)
 	} else if !strings.HasSuffix(c.APIURL, "/") {
-		bad("api_url", "%q must end in \"/\" (like %q)", c.APIURL, DefaultAPIURL)
+		bad(&errs, "api_url", "%q must end in \"/\" (like %q)", c.APIURL, DefaultAPIURL)
 	}
 
 	for _, cmd := range []struct{ key, v string }{{"flow_command", c.FlowCommand}, {"agent_command", c.AgentCommand}} {
 		if err := checkCommand(cmd.v); err != nil {
-			bad(cmd.key, "%v", err)
+			bad(&errs, cmd.key, "%v", err)
 		}
 	}
 	if c.FlowCommand == c.AgentCommand {
-		bad("agent_command", "must differ from flow_command (both %q)", c.FlowCommand)
+		bad(&errs, "agent_command", "must differ from flow_command (both %q)", c.FlowCommand)
 	}
 
 	switch c.SessionScope {
 	case ScopeThread, ScopeChannel:
 	default:
-		bad("session_scope", "%q is not one of \"thread\", \"channel\"", c.SessionScope)
+		bad(&errs, "session_scope", "%q is not one of \"thread\", \"channel\"", c.SessionScope)
 	}
 	switch c.WorkingIndicator {
 	case IndicatorPlaceholder, IndicatorReaction, IndicatorNone:
 	default:
-		bad("working_indicator", "%q is not one of \"placeholder\", \"reaction\", \"none\"", c.WorkingIndicator)
+		bad(&errs, "working_indicator", "%q is not one of \"placeholder\", \"reaction\", \"none\"", c.WorkingIndicator)
 	}
 	if strings.ContainsAny(c.WorkingReaction, ": \t") {
-		bad("working_reaction", "%q must be an emoji name without colons, e.g. \"eyes\"", c.WorkingReaction)
+		bad(&errs, "working_reaction", "%q must be an emoji name without colons, e.g. \"eyes\"", c.WorkingReaction)
 	}
 	return errors.Join(errs...)
 }

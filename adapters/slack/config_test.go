@@ -102,3 +102,35 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 		t.Fatal("New(nil core) error = nil, want an error")
 	}
 }
+
+// TestValidateManifestNeedsNoToken: the manifest is made before the app and
+// its tokens exist, so only the settings it is made from are checked, enabled
+// or not.
+func TestValidateManifestNeedsNoToken(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want string // "" means valid
+	}{
+		{"no tokens, disabled", Config{}, ""},
+		{"no tokens, enabled", Config{Enabled: true}, ""},
+		{"http without signing secret", Config{Mode: ModeHTTP, PublicURL: "https://bot.example.com"}, ""},
+		{"bad command", Config{FlowCommand: "flow"}, `slack.flow_command: "flow" must start with "/"`},
+		{"bad public url", Config{Mode: ModeHTTP, PublicURL: "bot.example.com"}, "slack.public_url:"},
+		{"bad mode, disabled", Config{Mode: "rtm"}, `slack.mode: "rtm"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.ValidateManifest()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("ValidateManifest() = %v, want nil", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("ValidateManifest() = %v, want %q", err, tt.want)
+			}
+			if _, merr := Manifest(tt.cfg, nil, "", "yaml"); (merr == nil) != (tt.want == "") {
+				t.Errorf("Manifest() error = %v, want error %v", merr, tt.want != "")
+			}
+		})
+	}
+}

@@ -47,7 +47,12 @@ func strs(ss ...string) *node {
 // commands (the flow command's usage hint lists flows), the bot scopes and
 // events the adapter uses, interactivity for the Share button, and Socket Mode
 // or, in HTTP mode, request URLs under public_url. format is "yaml" or "json".
+// It needs no token; settings it cannot be made from are an error
+// (ValidateManifest's).
 func Manifest(cfg Config, flows []bridge.Flow, botName, format string) ([]byte, error) {
+	if err := cfg.ValidateManifest(); err != nil {
+		return nil, err
+	}
 	cfg = cfg.withDefaults()
 	m := manifestTree(cfg, flows, botName)
 	switch format {

@@ -19,6 +19,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/google/uuid"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -218,6 +219,11 @@ func cmdSessions(ctx context.Context, env *environment, args []string) error {
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
+	if sub == "bind" && fs.NArg() == 2 {
+		if err := checkSessionUUID(fs.Arg(1)); err != nil {
+			return err
+		}
+	}
 	cfg, err := loadConfig(*path, env.getenv)
 	if err != nil {
 		return err
@@ -299,6 +305,15 @@ func cmdSessions(ctx context.Context, env *environment, args []string) error {
 		return nil
 	}
 	return &usageError{fmt.Sprintf("unknown sessions command %q (list, bind, reset)", sub)}
+}
+
+// checkSessionUUID refuses a session ID that is not a UUID in its usual
+// form, before a mapping that could never work is stored.
+func checkSessionUUID(s string) error {
+	if _, err := uuid.Parse(s); err != nil || len(s) != 36 {
+		return &usageError{fmt.Sprintf("sessions bind: %q is not a session UUID: give it as the workspace shows it, e.g. 123e4567-e89b-12d3-a456-426614174000", s)}
+	}
+	return nil
 }
 
 func defaultAgentName(cfg *Config) string {

@@ -2,21 +2,31 @@ package main
 
 import (
 	"bytes"
+	"cmp"
+	"encoding"
 	"errors"
 	"fmt"
+	"maps"
+	"net"
 	"net/url"
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/pelletier/go-toml/v2"
+	"github.com/pelletier/go-toml/v2/unstable"
 
 	"github.com/flowbridge/flowbridge/adapters/console"
 	"github.com/flowbridge/flowbridge/adapters/discord"
 	"github.com/flowbridge/flowbridge/adapters/slack"
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/bridge/workspace"
 )
 
 // Config is the whole TOML file; config.example.toml documents every key.
@@ -111,14 +121,15 @@ type ParamConfig struct {
 	Suggestions []string `toml:"suggestions"`
 }
 
-// Duration reads "30s"-style strings.
+// Duration reads "30s"-style strings. A TOML number is refused before it
+// gets here (checkShape), since go-toml would take it as nanoseconds.
 type Duration time.Duration
 
 // UnmarshalText parses a Go duration string.
 func (d *Duration) UnmarshalText(b []byte) error {
 	v, err := time.ParseDuration(string(b))
 	if err != nil {
-		return fmt.Errorf("%q is not a duration (write e.g. \"30s\" or \"5m\")", b)
+		return fmt.Errorf("%q is not a duration: write a number with a unit, e.g. \"30s\", \"5m\" or \"2h\"", b)
 	}
 	*d = Duration(v)
 	return nil
@@ -144,76 +155,559 @@ func defaultConfig() Config {
 	}
 }
 
-// loadConfig reads a config file: defaults, then the file decoded strictly,
-// then ${ENV} references, then validation. Every problem is reported at once.
+// The allowed ranges of the numeric keys. config.example.toml and the README
+// show each next to its key (TestExampleShowsRanges keeps them in step).
+var (
+	chatTimeoutRange    = durationRange{min: time.Second, max: 30 * time.Minute}
+	maxRetriesRange     = intRange{min: 0, max: 10}
+	auditRetentionRange = durationRange{zero: "keep forever", min: time.Hour, max: 87600 * time.Hour}
+	queueSizeRange      = intRange{min: 1, max: 10000}
+	maxInFlightRange    = intRange{min: 1, max: 100000}
+	flowTimeoutRange    = durationRange{min: time.Second, max: time.Hour}
+	dedupeTTLRange      = durationRange{min: time.Minute, max: 7 * 24 * time.Hour}
+	shutdownGraceRange  = durationRange{min: 0, max: 10 * time.Minute}
+	indicatorDelayRange = durationRange{min: 0, max: 10 * time.Second}
+	messageBytesRange   = intRange{min: 1, max: 1000000}
+	maxParamsRange      = intRange{min: 1, max: 100}
+	valueBytesRange     = intRange{min: 1, max: 100000}
+	perMinuteRange      = floatRange{min: 0, max: 6000, zero: "unlimited"}
+	rateBurstRange      = intRange{min: 1, max: 1000}
+	// A flow's own timeout; 0 takes bridge.default_flow_timeout.
+	flowOwnTimeoutRange = durationRange{zero: "bridge.default_flow_timeout", min: time.Second, max: time.Hour}
+)
+
+// loadConfig reads a config file for run, check-config and every command that
+// uses the whole of it: defaults, then the file decoded strictly, then ${ENV}
+// references (of enabled sections), then validation. Every problem is
+// reported at once, each with its key and, where the file sets it, its line.
 func loadConfig(path string, getenv func(string) string) (*Config, error) {
+	return loadFile(path, getenv, fullScope)
+}
+
+// loadSections reads a config file for a command that needs only some of it
+// and no credential (slack-manifest, discord-invite). The whole file is
+// decoded as strictly as for run, but only the named top-level sections have
+// their ${ENV} references resolved, secrets are left empty, and check says
+// what must be valid.
+func loadSections(path string, getenv func(string) string, check func(*Config) error, sections ...string) (*Config, error) {
+	return loadFile(path, getenv, scope{sections: sections, check: check})
+}
+
+func loadFile(path string, getenv func(string) string, sc scope) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return parseConfig(data, getenv)
+	cfg, err := parse(data, getenv, sc)
+	if ce, ok := errors.AsType[*configError](err); ok {
+		ce.path = path
+	}
+	return cfg, err
 }
 
+// scope is how much of a config a command resolves and checks.
+type scope struct {
+	// sections, when set, are the only top-level keys whose ${ENV}
+	// references are resolved; secrets are then emptied, unread.
+	sections []string
+	check    func(*Config) error
+}
+
+var fullScope = scope{check: (*Config).Validate}
+
+// parseConfig is loadConfig on the file's contents.
 func parseConfig(data []byte, getenv func(string) string) (*Config, error) {
-	cfg := defaultConfig()
-	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
+	return parse(data, getenv, fullScope)
+}
+
+func parse(data []byte, getenv func(string) string, sc scope) (*Config, error) {
+	// go-toml stops at the first value of the wrong type and takes a bare
+	// number for a Duration as nanoseconds, so the file is first decoded
+	// into plain maps and compared with Config, collecting every problem;
+	// then what fits is decoded into it and validated in the same pass.
+	var doc map[string]any
+	if err := toml.Unmarshal(data, &doc); err != nil {
 		return nil, decodeError(err)
 	}
-	if err := expandEnv(reflect.ValueOf(&cfg).Elem(), "", getenv); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+	pos := keyPositions(data)
+	kept, shapeProblems := checkShape(doc, reflect.TypeFor[Config](), "")
+	if len(shapeProblems) > 0 {
+		// Decode what fits, so its problems are found in the same pass.
+		var err error
+		if data, err = toml.Marshal(kept); err != nil {
+			return nil, newConfigError(shapeProblems, pos)
+		}
 	}
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+	cfg := defaultConfig()
+	if err := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields().Decode(&cfg); err != nil {
+		if len(shapeProblems) > 0 {
+			return nil, newConfigError(shapeProblems, pos)
+		}
+		return nil, decodeError(err)
+	}
+	envProblems := expandEnv(reflect.ValueOf(&cfg).Elem(), "", getenv, sc)
+	// One problem per key: a key whose value was refused or whose variable
+	// is unset is not also reported for what that left it.
+	known := make([]string, 0, len(shapeProblems)+len(envProblems))
+	for _, p := range slices.Concat(shapeProblems, envProblems) {
+		known = append(known, problemKey(p))
+	}
+	problems := envProblems
+	for _, p := range flatten(sc.check(&cfg)) {
+		k := problemKey(p)
+		if !slices.ContainsFunc(known, func(path string) bool { return under(k, path) }) {
+			problems = append(problems, p)
+		}
+	}
+	if len(shapeProblems)+len(problems) > 0 {
+		return nil, newConfigError(slices.Concat(shapeProblems, problems), pos)
+	}
+	// The workspace client reads 0 retries as its default and a negative
+	// number as none; in the file 0 means none.
+	if cfg.Workspace.MaxRetries == 0 {
+		cfg.Workspace.MaxRetries = -1
 	}
 	return &cfg, nil
 }
 
-// decodeError lists every unknown key with its line, or the syntax error with its position.
+// decodeError reports a file that is not TOML (or, should checkShape have
+// let it through, does not fit Config) with its position.
 func decodeError(err error) error {
+	ce := &configError{errs: []error{err}}
 	var strict *toml.StrictMissingError
-	if errors.As(err, &strict) {
-		var errs []error
-		for _, e := range strict.Errors {
-			row, col := e.Position()
-			errs = append(errs, fmt.Errorf("line %d, column %d: unknown key %s", row, col, strings.Join(e.Key(), ".")))
-		}
-		return fmt.Errorf("config: %w", errors.Join(errs...))
-	}
 	var de *toml.DecodeError
-	if errors.As(err, &de) {
+	switch {
+	case errors.As(err, &strict):
+		for _, e := range strict.Errors {
+			row, _ := e.Position()
+			ce.lines = append(ce.lines, fmt.Sprintf("line %d: %s: unknown key", row, strings.Join(e.Key(), ".")))
+		}
+	case errors.As(err, &de):
 		row, col := de.Position()
 		key := strings.Join(de.Key(), ".")
 		if key != "" {
 			key = " (" + key + ")"
 		}
-		return fmt.Errorf("config: line %d, column %d%s: %s", row, col, key, de.Error())
+		ce.lines = []string{fmt.Sprintf("line %d, column %d%s: %s", row, col, key, strings.TrimPrefix(de.Error(), "toml: "))}
+	default:
+		ce.lines = []string{err.Error()}
 	}
-	return fmt.Errorf("config: %w", err)
+	return ce
+}
+
+// problem is one thing wrong with a config, at its key path
+// ("bridge.queue_size", "flows[0].allow[1]"; empty for the file as a whole).
+type problem struct {
+	key, msg string
+}
+
+func (p *problem) Error() string {
+	if p.key == "" {
+		return p.msg
+	}
+	return p.key + ": " + p.msg
+}
+
+// problems collects what Validate finds.
+type problems []error
+
+func (ps *problems) add(key, format string, args ...any) {
+	*ps = append(*ps, &problem{key: key, msg: fmt.Sprintf(format, args...)})
+}
+
+func (ps *problems) addErr(err error) { *ps = append(*ps, flatten(err)...) }
+
+// problemKey is the key an error is about: a problem's, or the leading
+// "key: " of the adapters' "slack.bot_token: required".
+func problemKey(err error) string {
+	if p, ok := errors.AsType[*problem](err); ok {
+		return p.key
+	}
+	key, _, ok := strings.Cut(err.Error(), ": ")
+	if !ok || strings.ContainsAny(key, " \n") {
+		return ""
+	}
+	return key
+}
+
+// flatten lists the leaves of joined errors, so each problem is one line.
+func flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+// configError is every problem of a config file, one a line, each with the
+// line of the file that sets its key when it does.
+type configError struct {
+	path  string // the file, when read from one
+	lines []string
+	errs  []error
+}
+
+// newConfigError lists errs in the order of the lines that set their keys,
+// then those about keys the file does not set, as found.
+func newConfigError(errs []error, pos positions) *configError {
+	type entry struct {
+		line int
+		text string
+	}
+	entries := make([]entry, 0, len(errs))
+	for _, err := range errs {
+		e := entry{text: err.Error()}
+		if p, ok := pos[problemKey(err)]; ok {
+			e.line = p.Line
+			e.text = fmt.Sprintf("line %d: %s", p.Line, e.text)
+		}
+		entries = append(entries, e)
+	}
+	slices.SortStableFunc(entries, func(a, b entry) int {
+		if a.line == 0 || b.line == 0 {
+			return b.line - a.line // any line before none
+		}
+		return a.line - b.line
+	})
+	ce := &configError{errs: errs}
+	for _, e := range entries {
+		ce.lines = append(ce.lines, e.text)
+	}
+	return ce
+}
+
+func (e *configError) Error() string {
+	name := "config"
+	if e.path != "" {
+		name = "config " + e.path
+	}
+	if len(e.lines) == 1 {
+		return name + ": " + e.lines[0]
+	}
+	return fmt.Sprintf("%s: %d problems:\n  %s", name, len(e.lines), strings.Join(e.lines, "\n  "))
+}
+
+func (e *configError) Unwrap() []error { return e.errs }
+
+var (
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+	secretType      = reflect.TypeFor[bridge.Secret]()
+)
+
+// checkShape compares a document decoded into plain maps with the type it
+// will fill, by toml tags, and returns one problem per unknown key, per value
+// of the wrong type and per text value (durations) that does not parse, with
+// the document less those values (nil when v itself is one), so the rest can
+// still be decoded and validated.
+func checkShape(v any, t reflect.Type, key string) (keep any, errs []error) {
+	if reflect.PointerTo(t).Implements(textUnmarshaler) {
+		s, ok := v.(string)
+		if !ok {
+			return nil, []error{wrongType(key, t, v)}
+		}
+		if err := reflect.New(t).Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(s)); err != nil {
+			return nil, []error{&problem{key: key, msg: err.Error()}}
+		}
+		return v, nil
+	}
+	ok := true
+	switch t.Kind() {
+	case reflect.Struct:
+		m, isMap := v.(map[string]any)
+		if !isMap {
+			return nil, []error{wrongType(key, t, v)}
+		}
+		fields := tomlFields(t)
+		kept := make(map[string]any, len(m))
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			ft, known := fields[k]
+			if !known {
+				errs = append(errs, unknownKey(joinKey(key, k), k, fields))
+				continue
+			}
+			sub, subErrs := checkShape(m[k], ft, joinKey(key, k))
+			errs = append(errs, subErrs...)
+			if sub != nil {
+				kept[k] = sub
+			}
+		}
+		return kept, errs
+	case reflect.Slice:
+		list, isList := v.([]any)
+		if !isList {
+			return nil, []error{wrongType(key, t, v)}
+		}
+		kept := make([]any, 0, len(list))
+		for i, item := range list {
+			sub, subErrs := checkShape(item, t.Elem(), fmt.Sprintf("%s[%d]", key, i))
+			errs = append(errs, subErrs...)
+			if sub == nil {
+				// Dropping one element would renumber the rest.
+				return nil, errs
+			}
+			kept = append(kept, sub)
+		}
+		return kept, errs
+	case reflect.String:
+		_, ok = v.(string)
+	case reflect.Bool:
+		_, ok = v.(bool)
+	case reflect.Int, reflect.Int64:
+		_, ok = v.(int64)
+	case reflect.Float64:
+		switch v.(type) {
+		case int64, float64:
+		default:
+			ok = false
+		}
+	}
+	if !ok {
+		return nil, []error{wrongType(key, t, v)}
+	}
+	return v, nil
+}
+
+// under reports whether key is, contains or lies within path: a problem at
+// key is no news once path has been reported and left out.
+func under(key, path string) bool {
+	if key == "" || path == "" {
+		return false
+	}
+	return key == path || strings.HasPrefix(key, path+".") || strings.HasPrefix(key, path+"[") ||
+		strings.HasPrefix(path, key+".") || strings.HasPrefix(path, key+"[")
+}
+
+// tomlFields maps a struct's toml keys to their field types.
+func tomlFields(t reflect.Type) map[string]reflect.Type {
+	fields := make(map[string]reflect.Type, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		if name == "" || name == "-" || !f.IsExported() {
+			continue
+		}
+		fields[name] = f.Type
+	}
+	return fields
+}
+
+func unknownKey(key, name string, fields map[string]reflect.Type) error {
+	names := slices.Sorted(maps.Keys(fields))
+	best, bestDist := "", 3
+	for _, n := range names {
+		if d := editDistance(name, n); d < bestDist {
+			best, bestDist = n, d
+		}
+	}
+	if best != "" {
+		return &problem{key: key, msg: fmt.Sprintf("unknown key (did you mean %s?)", best)}
+	}
+	return &problem{key: key, msg: "unknown key; the keys here are " + strings.Join(names, ", ")}
+}
+
+// editDistance is the Levenshtein distance of two short keys.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// wrongType says what a key takes and what the file gave, in TOML's terms.
+func wrongType(key string, t reflect.Type, v any) error {
+	msg := fmt.Sprintf("expected %s, got %s", expected(t), describe(v, t != secretType))
+	switch {
+	case t.Kind() == reflect.Int64 && reflect.PointerTo(t).Implements(textUnmarshaler):
+		example := "30s"
+		if n, ok := v.(int64); ok && n > 0 {
+			example = fmt.Sprintf("%ds", n)
+		}
+		msg += fmt.Sprintf(": write a string with a unit, e.g. %s = %q", key[strings.LastIndexByte(key, '.')+1:], example)
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String:
+		if s, ok := v.(string); ok {
+			msg += fmt.Sprintf(": write [%q]", s)
+		}
+	}
+	return &problem{key: key, msg: msg}
+}
+
+func expected(t reflect.Type) string {
+	if reflect.PointerTo(t).Implements(textUnmarshaler) {
+		if t.Kind() == reflect.Int64 {
+			return `a duration such as "30s"`
+		}
+		return "a string"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int64:
+		return "a whole number"
+	case reflect.Float64:
+		return "a number"
+	case reflect.Struct:
+		return "a table"
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Struct {
+			return "a list of tables ([[…]])"
+		}
+		return "a list of " + strings.TrimPrefix(strings.TrimPrefix(expected(t.Elem()), "a "), "an ") + "s"
+	}
+	return t.String()
+}
+
+// describe names a decoded TOML value; numbers and booleans are shown unless
+// the key holds a secret, strings never are.
+func describe(v any, show bool) string {
+	switch v := v.(type) {
+	case string:
+		return "a string"
+	case int64, float64:
+		if show {
+			return fmt.Sprintf("the number %v", v)
+		}
+		return "a number"
+	case bool:
+		if show {
+			return fmt.Sprintf("%t", v)
+		}
+		return "a boolean"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a table"
+	}
+	return "a date or time"
+}
+
+// positions maps key paths ("bridge.queue_size", "flows[1].params[0].name")
+// to where the file sets them, so problems can name their line.
+type positions map[string]unstable.Position
+
+// keyPositions walks the file's syntax; a file that does not parse gives
+// what was found before the error (decoding reports the error itself).
+func keyPositions(data []byte) positions {
+	pos := positions{}
+	arrays := map[string]int{} // an array of tables' path -> elements seen
+	var p unstable.Parser
+	p.Reset(data)
+	table := ""
+	for p.NextExpression() {
+		e := p.Expression()
+		switch e.Kind {
+		case unstable.Table, unstable.ArrayTable:
+			path := ""
+			it := e.Key()
+			for it.Next() {
+				n := it.Node()
+				at := p.Shape(n.Raw).Start
+				path = joinKey(path, string(n.Data))
+				if it.IsLast() && e.Kind == unstable.ArrayTable {
+					pos.set(path, at)
+					i := arrays[path]
+					arrays[path]++
+					path = fmt.Sprintf("%s[%d]", path, i)
+				} else if n, ok := arrays[path]; ok {
+					path = fmt.Sprintf("%s[%d]", path, n-1)
+				}
+				pos.set(path, at)
+			}
+			table = path
+		case unstable.KeyValue:
+			pos.keyValue(&p, e, table)
+		}
+	}
+	return pos
+}
+
+func (pos positions) set(path string, at unstable.Position) {
+	if _, ok := pos[path]; !ok {
+		pos[path] = at
+	}
+}
+
+// keyValue records a key = value line under table, and the keys of inline
+// tables in its value.
+func (pos positions) keyValue(p *unstable.Parser, e *unstable.Node, table string) {
+	path := table
+	it := e.Key()
+	for it.Next() {
+		n := it.Node()
+		path = joinKey(path, string(n.Data))
+		pos.set(path, p.Shape(n.Raw).Start)
+	}
+	pos.value(p, e.Value(), path)
+}
+
+func (pos positions) value(p *unstable.Parser, v *unstable.Node, path string) {
+	switch v.Kind {
+	case unstable.InlineTable:
+		it := v.Children()
+		for it.Next() {
+			pos.keyValue(p, it.Node(), path)
+		}
+	case unstable.Array:
+		it := v.Children()
+		for i := 0; it.Next(); i++ {
+			n := it.Node()
+			item := fmt.Sprintf("%s[%d]", path, i)
+			pos.set(item, p.Shape(n.Raw).Start)
+			pos.value(p, n, item)
+		}
+	}
 }
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
-// expandEnv replaces ${VAR} in every string of the config, after decoding, so a
-// value can never change the TOML structure. An unset variable is an error
-// naming the key: an empty token would only fail later, less clearly.
-func expandEnv(v reflect.Value, path string, getenv func(string) string) error {
+// expandEnv replaces ${VAR} in the strings of the config, after decoding, so
+// a value can never change the TOML structure. A section with enabled = false
+// is left alone: it needs nothing. An unset variable is a problem naming the
+// key: an empty token would only fail later, less clearly.
+func expandEnv(v reflect.Value, path string, getenv func(string) string, sc scope) []error {
 	var errs []error
 	switch v.Kind() {
 	case reflect.Struct:
+		if sc.sections == nil && isDisabled(v) {
+			return nil
+		}
 		t := v.Type()
 		for i := range t.NumField() {
 			name, _, _ := strings.Cut(t.Field(i).Tag.Get("toml"), ",")
-			if name == "" || name == "-" {
+			if name == "" || name == "-" || path == "" && sc.sections != nil && !slices.Contains(sc.sections, name) {
 				continue
 			}
-			errs = append(errs, expandEnv(v.Field(i), joinKey(path, name), getenv))
+			errs = append(errs, expandEnv(v.Field(i), joinKey(path, name), getenv, sc)...)
 		}
 	case reflect.Slice:
 		for i := range v.Len() {
-			errs = append(errs, expandEnv(v.Index(i), fmt.Sprintf("%s[%d]", path, i), getenv))
+			errs = append(errs, expandEnv(v.Index(i), fmt.Sprintf("%s[%d]", path, i), getenv, sc)...)
 		}
 	case reflect.String:
+		if sc.sections != nil && v.Type() == secretType {
+			v.SetString("")
+			return nil
+		}
 		s := v.String()
 		if !strings.Contains(s, "${") {
 			return nil
@@ -228,11 +722,22 @@ func expandEnv(v reflect.Value, path string, getenv func(string) string) error {
 			return val
 		})
 		for _, m := range missing {
-			errs = append(errs, fmt.Errorf("%s: environment variable %s is not set", path, m))
+			errs = append(errs, &problem{key: path, msg: fmt.Sprintf("environment variable %s is not set", m)})
 		}
 		v.SetString(out)
 	}
-	return errors.Join(errs...)
+	return errs
+}
+
+// isDisabled reports whether a section has enabled = false.
+func isDisabled(v reflect.Value) bool {
+	t := v.Type()
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("toml"), ","); name == "enabled" && t.Field(i).Type.Kind() == reflect.Bool {
+			return !v.Field(i).Bool()
+		}
+	}
+	return false
 }
 
 func joinKey(path, name string) string {
@@ -242,128 +747,290 @@ func joinKey(path, name string) string {
 	return path + "." + name
 }
 
-// Validate returns every problem in the config, each naming its key.
+// Validate returns every problem in the config, each naming its key: the same
+// checks run makes before it starts, so check-config passes exactly what run
+// accepts.
 func (c *Config) Validate() error {
-	var errs []error
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	var ps problems
+	c.checkWorkspace(&ps)
+	c.checkStore(&ps)
+	c.checkBridge(&ps)
+	c.checkAdmin(&ps)
+	c.checkLog(&ps)
+	c.checkAgents(&ps)
+	ps.addErr(c.validateFlows())
+	c.checkAdapters(&ps)
+	return errors.Join(ps...)
+}
 
-	if c.Workspace.BaseURL == "" {
-		add("workspace.base_url: required")
-	} else if u, err := url.Parse(c.Workspace.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		add("workspace.base_url: %q is not an http(s) URL", c.Workspace.BaseURL)
+func (c *Config) checkWorkspace(ps *problems) {
+	before := len(*ps)
+	w := c.Workspace
+	if w.BaseURL == "" {
+		ps.add("workspace.base_url", "required")
+	} else if msg := baseURLProblem(w.BaseURL); msg != "" {
+		ps.add("workspace.base_url", "%s", msg)
 	}
-	if c.Workspace.WorkspaceUUID == "" {
-		add("workspace.workspace_uuid: required")
+	if w.WorkspaceUUID == "" {
+		ps.add("workspace.workspace_uuid", "required")
 	}
-	if c.Workspace.APIToken.IsZero() {
-		add("workspace.api_token: required (e.g. api_token = \"${FLOWBRIDGE_API_TOKEN}\")")
+	if w.APIToken.IsZero() {
+		ps.add("workspace.api_token", "required (e.g. api_token = \"${FLOWBRIDGE_API_TOKEN}\")")
 	}
-	if p := c.Workspace.CreateSessionPath; !strings.HasPrefix(p, "/") || !strings.Contains(p, "{agent_uuid}") {
-		add("workspace.create_session_path: must start with / and contain {agent_uuid}")
+	if p := w.CreateSessionPath; !strings.HasPrefix(p, "/") || !strings.Contains(p, "{agent_uuid}") {
+		ps.add("workspace.create_session_path", "%q must start with / and contain {agent_uuid}", p)
 	}
+	ps.duration("workspace.chat_timeout", w.ChatTimeout, chatTimeoutRange)
+	retries := w.MaxRetries
+	if retries == -1 { // what "none" was written as before 0 meant it
+		retries = 0
+	}
+	ps.int("workspace.max_retries", retries, maxRetriesRange)
+	if len(*ps) > before {
+		return
+	}
+	// run builds its client with workspace.New; whatever else New refuses
+	// is refused here too.
+	if _, err := workspace.New(workspace.Config{
+		BaseURL: w.BaseURL, WorkspaceUUID: w.WorkspaceUUID, Token: w.APIToken.Value(),
+		CreateSessionPath: w.CreateSessionPath, ChatTimeout: w.ChatTimeout.D(), MaxRetries: w.MaxRetries,
+	}); err != nil {
+		ps.add("workspace", "%v", err)
+	}
+}
+
+// baseURLProblem applies the workspace client's rules for its base URL.
+func baseURLProblem(raw string) string {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("%q is not a URL: %v", raw, errors.Unwrap(err))
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		return fmt.Sprintf("%q is not an http(s) URL with a host", raw)
+	case u.User != nil:
+		return "must not carry a user name or password (the API token authenticates)"
+	case u.RawQuery != "" || u.Fragment != "":
+		return fmt.Sprintf("%q must not have a query or fragment", raw)
+	case strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/api/v1"):
+		return fmt.Sprintf("%q must not end in /api/v1: flowbridge adds it", raw)
+	}
+	return ""
+}
+
+func (c *Config) checkStore(ps *problems) {
 	if c.Store.Path == "" {
-		add("store.path: required")
+		ps.add("store.path", "required")
 	}
-	if c.Log.Level != "" {
-		switch c.Log.Level {
-		case "debug", "info", "warn", "error":
-		default:
-			add("log.level: %q is not one of debug, info, warn, error", c.Log.Level)
+	ps.duration("store.audit_retention", c.Store.AuditRetention, auditRetentionRange)
+}
+
+func (c *Config) checkBridge(ps *problems) {
+	b := c.Bridge
+	ps.int("bridge.queue_size", b.QueueSize, queueSizeRange)
+	ps.int("bridge.max_in_flight", b.MaxInFlight, maxInFlightRange)
+	ps.duration("bridge.default_flow_timeout", b.DefaultFlowTimeout, flowTimeoutRange)
+	ps.duration("bridge.dedupe_ttl", b.DedupeTTL, dedupeTTLRange)
+	ps.duration("bridge.shutdown_grace", b.ShutdownGrace, shutdownGraceRange)
+	ps.duration("bridge.working_indicator_delay", b.WorkingIndicatorDelay, indicatorDelayRange)
+	ps.int("bridge.max_message_bytes", b.MaxMessageBytes, messageBytesRange)
+	ps.int("bridge.max_params", b.MaxParams, maxParamsRange)
+	ps.int("bridge.max_value_bytes", b.MaxValueBytes, valueBytesRange)
+	ps.float("bridge.chat_per_minute", b.ChatPerMinute, perMinuteRange)
+	ps.float("bridge.flows_per_minute", b.FlowsPerMinute, perMinuteRange)
+	ps.int("bridge.rate_burst", b.RateBurst, rateBurstRange)
+	for i, a := range b.Admins {
+		if strings.TrimSpace(a) == "" {
+			ps.add(fmt.Sprintf("bridge.admins[%d]", i), "empty: give a user ID")
 		}
+	}
+}
+
+func (c *Config) checkAdmin(ps *problems) {
+	l := c.Admin.Listen
+	if l == "" || l == "off" {
+		return
+	}
+	_, port, err := net.SplitHostPort(l)
+	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
+		ps.add("admin.listen", "%q is not a host:port address such as \"127.0.0.1:9090\" (or \"off\")", l)
+		return
+	}
+	if c.Admin.Token.IsZero() && !isLoopback(l) {
+		ps.add("admin.token", "required when admin.listen (%s) is not a loopback address", l)
+	}
+}
+
+func (c *Config) checkLog(ps *problems) {
+	switch c.Log.Level {
+	case "", "debug", "info", "warn", "error":
+	default:
+		ps.add("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
 	}
 	switch c.Log.Format {
 	case "", "json", "console":
 	default:
-		add("log.format: %q is not json or console", c.Log.Format)
+		ps.add("log.format", "%q is not json or console", c.Log.Format)
 	}
-	if l := c.Admin.Listen; l != "" && l != "off" && c.Admin.Token.IsZero() && !isLoopback(l) {
-		add("admin.token: required when admin.listen (%s) is not a loopback address", l)
-	}
-	for _, k := range []struct {
-		key string
-		v   int
-	}{{"bridge.queue_size", c.Bridge.QueueSize}, {"bridge.max_in_flight", c.Bridge.MaxInFlight}, {"bridge.max_message_bytes", c.Bridge.MaxMessageBytes}, {"bridge.max_params", c.Bridge.MaxParams}, {"bridge.max_value_bytes", c.Bridge.MaxValueBytes}} {
-		if k.v <= 0 {
-			add("%s: must be positive", k.key)
-		}
-	}
-	if c.Bridge.ChatPerMinute < 0 || c.Bridge.FlowsPerMinute < 0 {
-		add("bridge: chat_per_minute and flows_per_minute cannot be negative")
-	}
-	if c.Bridge.WorkingIndicatorDelay < 0 {
-		add("bridge.working_indicator_delay: cannot be negative (0 shows the indicator at once)")
-	}
+}
 
+func (c *Config) checkAgents(ps *problems) {
 	agents := map[string]bool{}
 	defaults := 0
 	for i, a := range c.Agents {
 		key := fmt.Sprintf("agents[%d]", i)
-		if a.Name == "" {
-			add("%s.name: required", key)
-		} else if !nameRE.MatchString(a.Name) {
-			add("%s.name: %q must be lower-case letters, digits, - or _", key, a.Name)
-		} else if agents[a.Name] {
-			add("%s.name: agent %q is defined twice", key, a.Name)
+		switch {
+		case a.Name == "":
+			ps.add(key+".name", "required")
+		case nameProblem(a.Name) != "":
+			ps.add(key+".name", "%q %s", a.Name, nameProblem(a.Name))
+		case agents[a.Name]:
+			ps.add(key+".name", "agent %q is defined twice", a.Name)
 		}
 		agents[a.Name] = true
 		if a.UUID == "" {
-			add("%s.uuid: required", key)
+			ps.add(key+".uuid", "required")
 		}
 		if a.Default {
 			defaults++
 		}
+		for j, ch := range a.Channels {
+			if strings.TrimSpace(ch) == "" {
+				ps.add(fmt.Sprintf("%s.channels[%d]", key, j), "empty: give a channel ID")
+			}
+		}
 	}
-	if len(c.Agents) == 0 {
-		add("agents: at least one [[agents]] entry is required")
+	switch {
+	case len(c.Agents) == 0:
+		ps.add("agents", "at least one [[agents]] entry is required")
+	case defaults > 1 || defaults == 0 && len(c.Agents) > 1:
+		ps.add("agents", "exactly one agent must have default = true (%d have)", defaults)
 	}
-	if defaults > 1 || (defaults == 0 && len(c.Agents) > 1) {
-		add("agents: exactly one agent must have default = true")
-	}
+}
 
+// validateFlows checks the [[flows]] entries: run needs them valid, and so
+// does the Slack manifest, which lists them.
+func (c *Config) validateFlows() error {
+	var ps problems
 	flows := map[string]bool{}
 	for i, f := range c.Flows {
 		key := fmt.Sprintf("flows[%d]", i)
 		switch {
 		case f.Name == "":
-			add("%s.name: required", key)
-		case !nameRE.MatchString(f.Name):
-			add("%s.name: %q must be lower-case letters, digits, - or _ (it is the command word)", key, f.Name)
+			ps.add(key+".name", "required")
+		case nameProblem(f.Name) != "":
+			ps.add(key+".name", "%q %s (it is the command word)", f.Name, nameProblem(f.Name))
 		case f.Name == "help":
-			add("%s.name: \"help\" is reserved for /flow help", key)
+			ps.add(key+".name", "\"help\" is reserved for /flow help")
 		case flows[f.Name]:
-			add("%s.name: flow %q is defined twice", key, f.Name)
+			ps.add(key+".name", "flow %q is defined twice", f.Name)
 		}
 		flows[f.Name] = true
 		if f.UUID == "" {
-			add("%s.uuid: required", key)
+			ps.add(key+".uuid", "required")
 		}
-		if f.Timeout < 0 {
-			add("%s.timeout: cannot be negative", key)
+		ps.duration(key+".timeout", f.Timeout, flowOwnTimeoutRange)
+		for j, rule := range f.Allow {
+			if msg := c.allowProblem(rule); msg != "" {
+				ps.add(fmt.Sprintf("%s.allow[%d]", key, j), "%s", msg)
+			}
 		}
 		params := map[string]bool{}
 		for j, p := range f.Params {
 			pkey := fmt.Sprintf("%s.params[%d]", key, j)
 			switch {
 			case p.Name == "":
-				add("%s.name: required", pkey)
-			case !paramRE.MatchString(p.Name):
-				add("%s.name: %q must be letters, digits, - or _", pkey, p.Name)
+				ps.add(pkey+".name", "required")
+			case paramProblem(p.Name) != "":
+				ps.add(pkey+".name", "%q %s", p.Name, paramProblem(p.Name))
 			case params[p.Name]:
-				add("%s.name: parameter %q is defined twice", pkey, p.Name)
+				ps.add(pkey+".name", "parameter %q is defined twice", p.Name)
 			}
 			params[p.Name] = true
 		}
 	}
-	if err := checkPlatforms(c); err != nil {
-		errs = append(errs, err)
+	return errors.Join(ps...)
+}
+
+const maxNameLen = 32
+
+// nameProblem says what is wrong with an agent or flow name ("" if nothing):
+// lower-case letters, digits, - and _, starting with a letter or digit, at
+// most 32 characters (Slack's and Discord's limit for a command word).
+func nameProblem(name string) string {
+	return wordProblem(name, maxNameLen, false)
+}
+
+// paramProblem is nameProblem for a parameter: upper case allowed, 64 characters.
+func paramProblem(name string) string {
+	return wordProblem(name, 64, true)
+}
+
+func wordProblem(name string, limit int, upper bool) string {
+	var why []string
+	if n := utf8.RuneCountInString(name); n > limit {
+		why = append(why, fmt.Sprintf("is %d characters long; the limit is %d", n, limit))
 	}
-	return errors.Join(errs...)
+	if !upper && strings.ToLower(name) != name {
+		why = append(why, "must be lower case")
+	}
+	if i := strings.IndexFunc(name, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+	}); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(name[i:])
+		why = append(why, fmt.Sprintf("may hold only letters, digits, - and _, not %q", r))
+	} else if name[0] == '-' || !upper && name[0] == '_' {
+		why = append(why, "must start with a letter or digit")
+	}
+	return strings.Join(why, " and ")
 }
 
 var (
-	nameRE  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
-	paramRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$`)
+	slackID     = regexp.MustCompile(`^[A-Z][A-Z0-9]{2,}$`)
+	snowflakeID = regexp.MustCompile(`^[0-9]{1,20}$`)
 )
+
+// allowForms is how a refused allow rule is told the rules bridge/access.go reads.
+const allowForms = `"everyone", a user ID (Slack U0123ABC, Discord 123456789012345678), "user:ID", "group:ID" (Slack user group), "role:ID" (Discord role) or "channel:ID"`
+
+// allowProblem says what is wrong with one allow rule ("" if nothing). A bare
+// word is a user or group ID to the bridge, so a misspelt "everyone" would
+// quietly admit no one: bare words must look like an ID of Slack, Discord or
+// the console.
+func (c *Config) allowProblem(rule string) string {
+	kind, id, qualified := strings.Cut(rule, ":")
+	if qualified {
+		switch strings.ToLower(kind) {
+		case "user", "group", "role", "channel":
+			if id == "" || strings.ContainsFunc(id, unicode.IsSpace) {
+				return fmt.Sprintf("%q needs an ID after %q, without spaces", rule, kind+":")
+			}
+			return ""
+		}
+		return fmt.Sprintf("%q: unknown kind %q; a rule is %s", rule, kind, allowForms)
+	}
+	consoleUser := c.Console.User
+	if consoleUser == "" {
+		consoleUser = "local" // the console's own default
+	}
+	if strings.EqualFold(rule, "everyone") || slackID.MatchString(rule) || snowflakeID.MatchString(rule) || rule == consoleUser {
+		return ""
+	}
+	msg := fmt.Sprintf("%q is not a rule: write %s", rule, allowForms)
+	if editDistance(strings.ToLower(rule), "everyone") <= 3 {
+		msg = fmt.Sprintf("%q is not a rule (did you mean \"everyone\"?); write %s", rule, allowForms)
+	}
+	return msg
+}
+
+// checkAdapters checks that something is enabled, and each enabled
+// platform's section as its adapter's New will; on Discord also the commands
+// the flows become, so check-config catches what Discord would refuse.
+func (c *Config) checkAdapters(ps *problems) {
+	if !c.Console.Enabled && !c.Slack.Enabled && !c.Discord.Enabled {
+		ps.add("", "no adapter is enabled: set enabled = true in [console] (this terminal), [slack] or [discord]")
+	}
+	ps.addErr(checkPlatforms(c))
+}
 
 // warnings are problems that do not stop flowbridge but that an operator
 // should hear about from check-config.
@@ -373,11 +1040,78 @@ func (c *Config) warnings() []string {
 		if len(f.Allow) == 0 {
 			w = append(w, fmt.Sprintf("flows[%d] (%s): no allow rule, so no one can run it; add allow = [\"everyone\"] or a list of users, groups or channels", i, f.Name))
 		}
+		timeout := cmp.Or(f.Timeout, c.Bridge.DefaultFlowTimeout).D()
+		if c.Discord.Enabled && timeout > discord.MaxFlowTimeout {
+			w = append(w, fmt.Sprintf("flows[%d] (%s): timeout %s is longer than Discord can wait: Discord's interaction token lasts 15 minutes, so a later result cannot be delivered there, and a run started from Discord is given %s", i, f.Name, fmtDuration(timeout), fmtDuration(discord.MaxFlowTimeout)))
+		}
 	}
 	if len(c.Bridge.Admins) == 0 {
 		w = append(w, "bridge.admins: empty, so no one can switch agents with /agent use")
 	}
 	return w
+}
+
+// durationRange is the allowed span of a duration key; with zero set, 0 is
+// allowed too and means that.
+type durationRange struct {
+	zero     string
+	min, max time.Duration
+}
+
+func (r durationRange) String() string {
+	s := fmtDuration(r.min) + " to " + fmtDuration(r.max)
+	if r.zero != "" {
+		return "0s (" + r.zero + ") or " + s
+	}
+	return s
+}
+
+func (ps *problems) duration(key string, d Duration, r durationRange) {
+	v := d.D()
+	switch {
+	case v == 0 && r.zero != "", v >= r.min && v <= r.max:
+	case v < 0 && r.min == 0:
+		ps.add(key, "cannot be negative: allowed %s", r)
+	default:
+		ps.add(key, "%s is out of range: allowed %s", fmtDuration(v), r)
+	}
+}
+
+// fmtDuration writes a duration as it would be written in the file ("1h", not "1h0m0s").
+func fmtDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+type intRange struct{ min, max int }
+
+func (r intRange) String() string { return fmt.Sprintf("%d to %d", r.min, r.max) }
+
+func (ps *problems) int(key string, v int, r intRange) {
+	if v < r.min || v > r.max {
+		ps.add(key, "%d is out of range: allowed %s", v, r)
+	}
+}
+
+type floatRange struct {
+	min, max float64
+	zero     string // what 0 means
+}
+
+func (r floatRange) String() string {
+	return fmt.Sprintf("%g (%s) to %g", r.min, r.zero, r.max)
+}
+
+func (ps *problems) float(key string, v float64, r floatRange) {
+	if !(v >= r.min && v <= r.max) { // also refuses NaN
+		ps.add(key, "%g is out of range: allowed %s", v, r)
+	}
 }
 
 // bridgeConfig converts the file's catalog and limits for the core.

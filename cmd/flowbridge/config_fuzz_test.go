@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding"
 	"os"
 	"reflect"
 	"regexp"
@@ -210,8 +209,6 @@ func tomlKeys(v any, prefix string, out map[string]bool) {
 		}
 	}
 }
-
-var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 
 func structKeys(t reflect.Type, prefix string, out map[string]bool) {
 	for i := range t.NumField() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"go.uber.org/zap"
 
@@ -46,9 +47,11 @@ func platformAdapters(cfg *Config, b *bridge.Bridge, log *zap.Logger) ([]namedAd
 	return out, nil
 }
 
-// checkPlatforms validates the enabled platforms' sections, and on Discord the
-// commands the flows will become, so check-config catches what Discord would
-// refuse at start-up.
+// checkPlatforms validates the enabled platforms' sections as their New
+// does, and on Discord the commands the flows will become, so check-config
+// catches what Discord would refuse at start-up. Flows and parameters whose
+// names validateFlows already refused are left out of the Discord check, so
+// one mistake is reported once.
 func checkPlatforms(cfg *Config) error {
 	var errs []error
 	if cfg.Slack.Enabled {
@@ -56,12 +59,37 @@ func checkPlatforms(cfg *Config) error {
 	}
 	if cfg.Discord.Enabled {
 		errs = append(errs, cfg.Discord.Validate())
-		flows, _ := cfg.catalog()
-		if err := discord.ValidateCommands(flows); err != nil {
-			errs = append(errs, fmt.Errorf("flows (as Discord commands): %w", err))
+		if err := discord.ValidateCommands(namedFlows(cfg)); err != nil {
+			errs = append(errs, fmt.Errorf("on Discord, %w", err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// namedFlows is the catalog's flows less those, and those parameters, whose
+// names are missing, malformed or taken.
+func namedFlows(cfg *Config) []bridge.Flow {
+	all, _ := cfg.catalog()
+	var out []bridge.Flow
+	seen := map[string]bool{}
+	for _, f := range all {
+		if f.Name == "" || nameProblem(f.Name) != "" || f.Name == "help" || seen[f.Name] {
+			seen[f.Name] = true
+			continue
+		}
+		seen[f.Name] = true
+		params := f.Params[:0:0]
+		seenParam := map[string]bool{}
+		for _, p := range f.Params {
+			if p.Name != "" && paramProblem(p.Name) == "" && !seenParam[p.Name] {
+				params = append(params, p)
+			}
+			seenParam[p.Name] = true
+		}
+		f.Params = params
+		out = append(out, f)
+	}
+	return out
 }
 
 func enabledAdapters(cfg *Config) []string {
@@ -79,21 +107,23 @@ func enabledAdapters(cfg *Config) []string {
 	if cfg.Discord.Enabled {
 		out = append(out, "discord")
 	}
-	if len(out) == 0 {
-		out = append(out, "none (enable [console], [slack] or [discord])")
-	}
 	return out
 }
 
 func cmdSlackManifest(env *environment, args []string) error {
-	fs := newFlagSet(env, "slack-manifest", "slack-manifest -config FILE [-format yaml|json] [-name NAME]")
+	fs := newFlagSet(env, "slack-manifest", "slack-manifest -config FILE [-format yaml|json] [-name NAME] [-o FILE]")
 	path := configFlag(fs, env)
 	format := fs.String("format", "yaml", "yaml or json")
 	name := fs.String("name", "flowbridge", "the app's display name")
+	out := fs.String("o", "", "write the manifest to this file, only if it is made (default: standard output)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*path, env.getenv)
+	// The manifest comes from the [slack] settings and the flows' names;
+	// no token is needed, since the app that issues them does not exist yet.
+	cfg, err := loadSections(*path, env.getenv, func(c *Config) error {
+		return errors.Join(c.validateFlows(), c.Slack.ValidateManifest())
+	}, "slack", "flows", "console")
 	if err != nil {
 		return err
 	}
@@ -102,24 +132,41 @@ func cmdSlackManifest(env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	_, err = env.stdout.Write(m)
-	return err
+	return writeOutput(env, *out, m)
 }
 
 func cmdDiscordInvite(env *environment, args []string) error {
-	fs := newFlagSet(env, "discord-invite", "discord-invite -config FILE [-guild ID]")
+	fs := newFlagSet(env, "discord-invite", "discord-invite -config FILE [-guild ID] [-o FILE]")
 	path := configFlag(fs, env)
 	guild := fs.String("guild", "", "preselect this server in the invite dialog")
+	out := fs.String("o", "", "write the URL to this file, only if it is made (default: standard output)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*path, env.getenv)
+	// The invite needs the application ID and start_threads, nothing secret.
+	cfg, err := loadSections(*path, env.getenv, func(c *Config) error { return c.Discord.ValidateInvite() }, "discord")
 	if err != nil {
 		return err
 	}
-	if cfg.Discord.ApplicationID == "" {
-		return errors.New("discord.application_id: required to build the invite URL")
+	u, err := discord.InviteURL(cfg.Discord, *guild)
+	if err != nil {
+		return err
 	}
-	fmt.Fprintln(env.stdout, discord.InviteURL(cfg.Discord.ApplicationID, *guild))
+	return writeOutput(env, *out, []byte(u+"\n"))
+}
+
+// writeOutput writes data to standard output, or to the file path whole or
+// not at all, so a failed command never leaves an empty or partial file.
+func writeOutput(env *environment, path string, data []byte) error {
+	if path == "" || path == "-" {
+		_, err := env.stdout.Write(data)
+		return err
+	}
+	if err := writeFileAtomic(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	}); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
 	return nil
 }
