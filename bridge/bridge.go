@@ -196,6 +196,11 @@ func (b *Bridge) SetCatalog(flows []Flow, agents []Agent, admins []string) error
 	return nil
 }
 
+// Refused counts a platform event an adapter refused before it reached the
+// core (an invalid ID, an unverifiable request), by reason, beside the
+// core's own refusals.
+func (b *Bridge) Refused(reason string) { b.metrics.refused(reason) }
+
 // Flows returns the flows users may run, sorted by name.
 func (b *Bridge) Flows() []Flow { return b.cat.Load().flowList() }
 

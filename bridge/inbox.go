@@ -291,11 +291,13 @@ func (b *Bridge) takeRecovered(platform string) ([]store.InboxEntry, error) {
 }
 
 // resume queues a recovered, still unsent event behind its conversation's
-// work, in the order the inbox received it.
+// work, in the order the inbox received it. It is not acknowledged again:
+// the previous process did that, or the platform's window for it (3 s) has
+// long passed.
 func (b *Bridge) resume(ev Event) {
 	j := classify(ev)
 	j.rec = newReceipt()
-	j.rec.settle(b.ack(ev))
+	j.rec.settle(nil)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.enqueueLocked(&j)
