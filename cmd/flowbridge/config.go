@@ -791,11 +791,17 @@ func (c *Config) checkWorkspace(ps *problems) {
 	}
 	// run builds its client with workspace.New; whatever else New refuses
 	// is refused here too.
-	if _, err := workspace.New(workspace.Config{
+	if _, err := workspace.New(w.clientConfig()); err != nil {
+		ps.add("workspace", "%v", err)
+	}
+}
+
+// clientConfig is the workspace client's configuration, the one run builds
+// its client with and check-config validates.
+func (w WorkspaceConfig) clientConfig() workspace.Config {
+	return workspace.Config{
 		BaseURL: w.BaseURL, WorkspaceUUID: w.WorkspaceUUID, Token: w.APIToken.Value(),
 		CreateSessionPath: w.CreateSessionPath, ChatTimeout: w.ChatTimeout.D(), MaxRetries: w.MaxRetries,
-	}); err != nil {
-		ps.add("workspace", "%v", err)
 	}
 }
 

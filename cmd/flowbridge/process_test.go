@@ -219,7 +219,7 @@ allow = ["everyone"]
 		p.signal(t, syscall.SIGHUP)
 		p.errOut.waitFor(t, "config reloaded", p.done)
 		p.send(t, "/flow help")
-		p.out.waitFor(t, "`newflow`: Added by a reload", p.done)
+		p.out.waitFor(t, "newflow: Added by a reload", p.done)
 		p.send(t, "/flow newflow target=earth")
 		p.out.waitFor(t, "the new flow ran on earth", p.done)
 

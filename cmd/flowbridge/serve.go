@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -70,17 +69,9 @@ func serve(ctx context.Context, env *environment, cfg *Config, log *zap.Logger, 
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	ws, err := workspace.New(workspace.Config{
-		BaseURL:           cfg.Workspace.BaseURL,
-		WorkspaceUUID:     cfg.Workspace.WorkspaceUUID,
-		Token:             cfg.Workspace.APIToken.Value(),
-		CreateSessionPath: cfg.Workspace.CreateSessionPath,
-		UserAgent:         "flowbridge/" + version,
-		HTTPClient:        opts.httpClient,
-		ChatTimeout:       cfg.Workspace.ChatTimeout.D(),
-		MaxRetries:        cfg.Workspace.MaxRetries,
-		Observe:           metrics.ObserveAPI,
-	})
+	wcfg := cfg.Workspace.clientConfig()
+	wcfg.UserAgent, wcfg.HTTPClient, wcfg.Observe = "flowbridge/"+version, opts.httpClient, metrics.ObserveAPI
+	ws, err := workspace.New(wcfg)
 	if err != nil {
 		return fmt.Errorf("workspace: %w", err)
 	}
@@ -94,9 +85,6 @@ func serve(ctx context.Context, env *environment, cfg *Config, log *zap.Logger, 
 	adapters, err := buildAdapters(env, cfg, b, log, opts)
 	if err != nil {
 		return err
-	}
-	if len(adapters) == 0 {
-		return errors.New("no adapter is enabled: enable [console], [slack] or [discord] in the config")
 	}
 
 	admin, err := startAdmin(cfg.Admin, adminDeps{store: st, core: b, registry: reg, adapters: adapters, log: log.Named("admin")})
