@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,15 +14,17 @@ import (
 )
 
 func TestReceiveConcurrent(t *testing.T) {
-	// 64 goroutines on two replicas deliver the same keys, each in its own
-	// order: every key is accepted exactly once.
+	// 64 goroutines on four replicas deliver the same keys, each in its own
+	// order: every key is accepted exactly once, and batches of different
+	// replicas meeting the same keys never deadlock.
 	s1, dsn := openTest(t, Options{})
 	s2 := openDSN(t, dsn, Options{MaxConns: 8})
+	replicas := []*Store{s1, s2, openDSN(t, dsn, Options{MaxConns: 2}), openDSN(t, dsn, Options{})}
 	const goroutines, keys = 64, 200
 	var accepted [keys]atomic.Int32
 	var wg sync.WaitGroup
 	for g := range goroutines {
-		s := []*Store{s1, s2}[g%2]
+		s := replicas[g%len(replicas)]
 		wg.Go(func() {
 			for _, i := range rand.Perm(keys) {
 				ok, err := s.Receive(store.InboxEntry{
@@ -106,4 +109,109 @@ func mustAtoi(t *testing.T, s string) int64 {
 		t.Fatalf("reply %q is not a number", s)
 	}
 	return n
+}
+
+func TestInsertBatch(t *testing.T) {
+	// One batch: entries inserted in its order, the first of a key wins,
+	// a key held already is not new.
+	s, _ := openTest(t, Options{})
+	if ok, err := s.Receive(store.InboxEntry{Key: "held", Conversation: "c"}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	var batch []*receiveReq
+	for _, k := range []string{"b", "a", "held", "b", "c", "a"} {
+		batch = append(batch, &receiveReq{e: store.InboxEntry{Key: k, Conversation: "c", Event: []byte("#" + fmt.Sprint(len(batch))), Received: at(len(batch))}})
+	}
+	s.insertBatch(batch)
+	var got []bool
+	for _, r := range batch {
+		if r.err != nil {
+			t.Fatalf("insertBatch: %v", r.err)
+		}
+		got = append(got, r.isNew)
+	}
+	if want := []bool{true, true, false, false, true, false}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("new = %v, want %v", got, want)
+	}
+	p, err := s.Pending()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys, events []string
+	for _, e := range p {
+		keys, events = append(keys, e.Key), append(events, string(e.Event))
+	}
+	if fmt.Sprint(keys) != "[held b a c]" || fmt.Sprint(events) != "[ #0 #1 #4]" {
+		t.Errorf("Pending() = %q with events %q, want [held b a c] with [\"\" #0 #1 #4]: batch order, first copy", keys, events)
+	}
+}
+
+func TestBatchLen(t *testing.T) {
+	req := func(size int) *receiveReq { return &receiveReq{e: store.InboxEntry{Event: make([]byte, size)}} }
+	many := make([]*receiveReq, 1000)
+	for i := range many {
+		many[i] = req(10)
+	}
+	tests := []struct {
+		name  string
+		queue []*receiveReq
+		want  int
+	}{
+		{"empty", nil, 0},
+		{"few", many[:3], 3},
+		{"capped by count", many, maxBatch - 1},
+		{"capped by bytes", []*receiveReq{req(maxBatchBytes / 2), req(maxBatchBytes / 2), req(1)}, 2},
+		{"one too large waits", []*receiveReq{req(maxBatchBytes + 1), req(1)}, 0},
+	}
+	for _, tt := range tests {
+		if got := batchLen(tt.queue); got != tt.want {
+			t.Errorf("batchLen(%s) = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestReceiveBatchFails(t *testing.T) {
+	// A batch whose statement fails answers every member with the error,
+	// and the next batches run as before.
+	s, dsn := openTest(t, Options{})
+	exec(t, dsn, `ALTER TABLE inbox RENAME TO inbox_away`)
+	var failed atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 32 {
+		wg.Go(func() {
+			if _, err := s.Receive(store.InboxEntry{Key: fmt.Sprint(i)}); err != nil {
+				failed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if failed.Load() != 32 {
+		t.Errorf("%d of 32 Receives failed without their table, want all", failed.Load())
+	}
+	exec(t, dsn, `ALTER TABLE inbox_away RENAME TO inbox`)
+	if ok, err := s.Receive(store.InboxEntry{Key: "after"}); err != nil || !ok {
+		t.Errorf("Receive after the table is back = %v, %v, want true, nil", ok, err)
+	}
+}
+
+func TestReceiveRefusalAlone(t *testing.T) {
+	// Refused entries among concurrent ones fail alone.
+	s, _ := openTest(t, Options{})
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			key := fmt.Sprint("k/", i)
+			if i%4 == 0 {
+				key = strings.Repeat("x", MaxKeyLen+1+i)
+			}
+			ok, err := s.Receive(store.InboxEntry{Key: key, Conversation: "c"})
+			if (err == nil) != (i%4 != 0) || err == nil && !ok {
+				t.Errorf("Receive #%d = %v, %v", i, ok, err)
+			}
+		})
+	}
+	wg.Wait()
+	if p, err := s.Pending(); err != nil || len(p) != 48 {
+		t.Errorf("Pending() = %d entries, %v, want 48", len(p), err)
+	}
 }

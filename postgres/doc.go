@@ -15,7 +15,10 @@
 // several writes go together (PutTurns), so each is atomic across replicas:
 //   - Receive is INSERT … ON CONFLICT (key) DO NOTHING: of any number of
 //     replicas receiving one platform event, exactly one is told it is new.
-//     Seq is an identity column, which only grows.
+//     Seq is an identity column, which only grows. Receives under way at
+//     once in one process share one statement and so one commit (group
+//     commit, one batch at a time); a batch inserts its rows in key order,
+//     so batches of two replicas never wait on each other in a cycle.
 //   - A turn (Finish's or PutTurns') is one UPDATE of the session WHERE key
 //     and session_uuid still match, and the reply is written only for the
 //     row it updated: a reset or a newer session since is left alone. Finish

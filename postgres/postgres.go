@@ -70,6 +70,7 @@ type Store struct {
 	goose   *goose.Provider
 	timeout time.Duration
 	batch   int // rows per statement in bulk deletes; tests shrink it
+	recv    receiver
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -191,6 +192,20 @@ func cleanText(s string) string {
 		return s
 	}
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// PostgreSQL's timestamptz runs from 4713 BC to 294276 AD.
+var (
+	minTime = time.Date(-4712, 1, 2, 0, 0, 0, 0, time.UTC)
+	maxTime = time.Date(294276, 12, 30, 0, 0, 0, 0, time.UTC)
+)
+
+// checkTime refuses a time PostgreSQL cannot hold.
+func checkTime(what string, t time.Time) error {
+	if t.Before(minTime) || t.After(maxTime) {
+		return fmt.Errorf("%s time %v out of range", what, t)
+	}
+	return nil
 }
 
 // nullTime is t for a timestamptz parameter, with the zero time as NULL.

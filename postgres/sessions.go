@@ -219,7 +219,7 @@ const applyTurn = `
 		RETURNING key),
 	reply AS (
 		INSERT INTO last_replies (conversation, reply)
-		SELECT DISTINCT k, $6 FROM turn, unnest(turn.key || $7::text[]) AS k
+		SELECT DISTINCT k, $6 FROM turn, unnest(turn.key || $7::text[]) AS k ORDER BY k
 		ON CONFLICT (conversation) DO UPDATE SET reply = EXCLUDED.reply)
 	SELECT count(*) FROM turn`
 
