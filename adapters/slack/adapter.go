@@ -4,27 +4,32 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/gorilla/websocket"
 	slackgo "github.com/slack-go/slack"
-	"github.com/slack-go/slack/socketmode"
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 
 	"github.com/flowbridge/flowbridge/bridge"
 )
 
 // Core is what the adapter needs of the bridge core (*bridge.Bridge).
 type Core interface {
-	// Handle takes an event after the platform has been acknowledged.
-	Handle(ev bridge.Event) error
-	// FirstDelivery reports whether id is seen for the first time (persisted).
-	FirstDelivery(id string) bool
+	// Receive takes an event in arrival order and returns at once; its
+	// receipt says when Slack may be acknowledged.
+	Receive(ev bridge.Event) *bridge.Receipt
+	// Attach hands the core's unfinished events of the previous process to
+	// the adapter's Restore, to run ahead of new ones.
+	Attach(platform string, r bridge.Restorer) (resumed, told int, err error)
+	// Refused counts an event or request the adapter refused before it
+	// reached the core, by reason.
+	Refused(reason string)
 }
+
+var _ bridge.Restorer = (*Adapter)(nil)
 
 const (
 	// apiTimeout bounds each Web API call; slack-go's default client has none.
@@ -32,6 +37,10 @@ const (
 	// staleAfter is how long Ready accepts silence on the socket; Slack pings
 	// about every 10 s and slack-go reconnects after 30 s without a ping.
 	staleAfter = 90 * time.Second
+	// firstRetry and maxRetry bound the wait between start-up attempts to
+	// reach Slack.
+	firstRetry = 500 * time.Millisecond
+	maxRetry   = time.Minute
 )
 
 // Adapter connects Slack to the core: it acknowledges Slack's envelopes and
@@ -52,10 +61,21 @@ type Adapter struct {
 	lastActivity atomic.Int64 // unix nanoseconds
 	addr         atomic.Pointer[string]
 
-	work    *serial
 	locks   *channelLocks
 	users   *userCache
 	threads *threadCache
+	// down is why Slack could not be reached at start, while it is retried.
+	down atomic.Pointer[error]
+	// firstRetry is the first wait after a failed start-up attempt (tests shorten it).
+	firstRetry time.Duration
+
+	// HTTP mode: the signing secret (SetSigningSecret replaces it), and the
+	// limits on what unauthenticated requests may hold.
+	secret   atomic.Pointer[string]
+	bodies   *byteBudget
+	maxConns int
+	// refusals paces the info logs of refused HTTP requests.
+	refusals *rate.Sometimes
 }
 
 // identity is the bot as auth.test describes it.
@@ -66,7 +86,7 @@ type identity struct {
 // New builds an adapter from a validated configuration. It opens no connection.
 func New(cfg Config, core Core, log *zap.Logger) (*Adapter, error) {
 	if core == nil {
-		return nil, errors.New("slack: nil core")
+		return nil, errors.New("nil core")
 	}
 	if log == nil {
 		log = zap.NewNop()
@@ -97,28 +117,38 @@ func New(cfg Config, core Core, log *zap.Logger) (*Adapter, error) {
 		api:   slackgo.New(cfg.BotToken.Value(), opts...),
 		now:   time.Now,
 		ready: make(chan struct{}),
-		work:  newSerial(),
 		locks: newChannelLocks(),
+
+		firstRetry: firstRetry,
+		bodies:     newByteBudget(maxBodiesInFlight),
+		maxConns:   maxConns,
+		refusals:   &rate.Sometimes{First: 1, Interval: 10 * time.Second},
 	}
+	secret := cfg.SigningSecret.Value()
+	a.secret.Store(&secret)
 	a.users = newUserCache(a.api, cfg.UserGroups, a.now, a.log)
 	a.threads = newThreadCache(a.now)
 	return a, nil
 }
 
 // Run connects to Slack and serves it until ctx is done, then waits for every
-// goroutine it started and returns nil. A bad token or a listener that cannot
-// open is returned as an error.
+// goroutine it started and returns nil. Slack unreachable at start is retried
+// with backoff, as after a disconnect; a token Slack refuses, or a listener
+// that cannot open, is returned as an error.
 func (a *Adapter) Run(ctx context.Context) error {
 	if !a.started.CompareAndSwap(false, true) {
-		return errors.New("slack: Run called twice")
+		return errors.New("Run called twice")
 	}
 	defer a.http.CloseIdleConnections()
-	defer a.work.wait()
 	if err := a.authenticate(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
+	}
+	// The previous process's unfinished events queue ahead of new ones.
+	if _, _, err := a.core.Attach(platform, a); err != nil {
+		a.log.Error("unfinished events of the previous run not read", zap.Error(err))
 	}
 	if a.cfg.Mode == ModeHTTP {
 		return a.runHTTP(ctx)
@@ -126,35 +156,74 @@ func (a *Adapter) Run(ctx context.Context) error {
 	return a.runSocket(ctx)
 }
 
+// authenticate learns the bot's identity (auth.test). Until Slack answers,
+// it retries with backoff while Ready reports why; only a token Slack
+// refuses ends it.
 func (a *Adapter) authenticate(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
-	defer cancel()
-	res, err := a.api.AuthTestContext(ctx)
-	if err != nil {
-		return fmt.Errorf("slack: auth.test with slack.bot_token: %w", err)
+	wait := a.firstRetry
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, apiTimeout)
+		res, err := a.api.AuthTestContext(actx)
+		cancel()
+		if err == nil {
+			a.down.Store(nil)
+			a.self.Store(&identity{userID: res.UserID, botID: res.BotID, teamID: res.TeamID})
+			a.log.Info("authenticated", zap.String("bot_user", res.UserID), zap.String("bot_id", res.BotID),
+				zap.String("team", res.TeamID), zap.String("mode", a.cfg.Mode))
+			return nil
+		}
+		err = fmt.Errorf("auth.test with slack.bot_token: %w", err)
+		if tokenRefused(err) || ctx.Err() != nil {
+			return err
+		}
+		a.down.Store(&err)
+		if rl, ok := errors.AsType[*slackgo.RateLimitedError](err); ok {
+			wait = max(wait, rl.RetryAfter)
+		}
+		a.log.Warn("Slack not reachable; retrying", zap.Int("attempt", attempt), zap.Duration("backoff", wait), zap.Error(err))
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		wait = min(wait*2, maxRetry)
 	}
-	a.self.Store(&identity{userID: res.UserID, botID: res.BotID, teamID: res.TeamID})
-	a.log.Info("authenticated", zap.String("bot_user", res.UserID), zap.String("bot_id", res.BotID),
-		zap.String("team", res.TeamID), zap.String("mode", a.cfg.Mode))
-	return nil
 }
+
+// tokenRefused reports an answer of Slack's that no retry changes.
+func tokenRefused(err error) bool {
+	switch errorCode(err) {
+	case "invalid_auth", "not_authed", "account_inactive", "token_revoked":
+		return true
+	}
+	return false
+}
+
+// SetSigningSecret replaces the secret HTTP-mode requests are verified
+// with, for a reload after the secret was rotated.
+func (a *Adapter) SetSigningSecret(secret string) { a.secret.Store(&secret) }
 
 // Ready reports whether the adapter is connected and heard from Slack recently.
 func (a *Adapter) Ready() error {
 	if a.self.Load() == nil {
-		return errors.New("slack: not connected yet")
+		if err := a.down.Load(); err != nil {
+			return fmt.Errorf("not connected: %w", *err)
+		}
+		return errors.New("not connected yet")
 	}
 	if a.cfg.Mode == ModeHTTP {
 		if a.addr.Load() == nil {
-			return errors.New("slack: HTTP listener not open")
+			return errors.New("HTTP listener not open")
 		}
 		return nil
 	}
 	if !a.connected.Load() {
-		return errors.New("slack: socket mode not connected")
+		return errors.New("socket mode not connected")
 	}
 	if idle := a.now().Sub(time.Unix(0, a.lastActivity.Load())); idle > staleAfter {
-		return fmt.Errorf("slack: nothing heard on the socket for %s", idle.Round(time.Second))
+		return fmt.Errorf("nothing heard on the socket for %s", idle.Round(time.Second))
 	}
 	return nil
 }
@@ -176,61 +245,4 @@ func (a *Adapter) identity() identity {
 		return *id
 	}
 	return identity{}
-}
-
-// runSocket serves Socket Mode until ctx is done.
-func (a *Adapter) runSocket(ctx context.Context) error {
-	sm := socketmode.New(a.api, socketmode.OptionDialer(a.dialer()))
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	defer a.connected.Store(false)
-
-	runErr := make(chan error, 1)
-	wg.Go(func() { runErr <- sm.RunContext(ctx) })
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case err := <-runErr:
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("slack: socket mode with slack.app_token: %w", err)
-		case evt := <-sm.Events:
-			a.onSocketEvent(ctx, sm, evt)
-		}
-	}
-}
-
-// dialer is slack-go's default websocket dialer, with connections that
-// record when anything (an envelope or a ping) was last read, for Ready.
-func (a *Adapter) dialer() *websocket.Dialer {
-	nd := &net.Dialer{Timeout: apiTimeout, KeepAlive: 30 * time.Second}
-	return &websocket.Dialer{
-		Proxy:            http.ProxyFromEnvironment,
-		HandshakeTimeout: 45 * time.Second,
-		WriteBufferSize:  32 << 10,
-		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := nd.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return &activityConn{Conn: c, touch: a.touch}, nil
-		},
-	}
-}
-
-type activityConn struct {
-	net.Conn
-	touch func()
-}
-
-func (c *activityConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if n > 0 {
-		c.touch()
-	}
-	return n, err
 }

@@ -35,6 +35,8 @@ func BenchmarkDecodeEvent(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		a.fromMention("T1", req.event.InnerEvent.Data.(*slackevents.AppMentionEvent))
+		if _, err := a.fromMention("T1", req.event.InnerEvent.Data.(*slackevents.AppMentionEvent)); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

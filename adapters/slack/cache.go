@@ -172,6 +172,19 @@ func (t *threadCache) evictOldest() {
 	}
 }
 
+// knownNotBots reports whether the thread was found not to be the bot's a
+// short while ago, with no mention or reply of the bot there since.
+func (t *threadCache) knownNotBots(channel, thread string) bool {
+	k := channel + "/" + thread
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, mine := t.mine[k]; mine {
+		return false
+	}
+	at, not := t.not[k]
+	return not && t.now().Sub(at) < notThreadTTL
+}
+
 func (t *threadCache) isBots(ctx context.Context, api *slackgo.Client, self identity, channel, thread string, log *zap.Logger) bool {
 	k := channel + "/" + thread
 	now := t.now()

@@ -95,7 +95,7 @@ func TestConfigValidate(t *testing.T) {
 func TestNewRejectsInvalidConfig(t *testing.T) {
 	c := validSocket()
 	c.AppToken = ""
-	if _, err := New(c, nopCore{}, nil); err == nil || !strings.Contains(err.Error(), "slack.app_token") {
+	if _, err := New(c, idleCore{t}, nil); err == nil || !strings.Contains(err.Error(), "slack.app_token") {
 		t.Fatalf("New(without app token) error = %v, want slack.app_token", err)
 	}
 	if _, err := New(validSocket(), nil, nil); err == nil {

@@ -20,6 +20,7 @@ func (e *e2e) agentMessages() []string {
 }
 
 func TestE2EDMKeepsSessionAcrossRestart(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, e2eOptions{})
 	ctx := waitCtx(t)
 	for _, text := range []string{"one", "two"} {
@@ -38,6 +39,7 @@ func TestE2EDMKeepsSessionAcrossRestart(t *testing.T) {
 }
 
 func TestE2EThreadKeepsSessionAcrossRestart(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, e2eOptions{})
 	ctx := waitCtx(t)
 	bot := "<@" + e.slack.BotUserID() + "> "
@@ -64,6 +66,7 @@ func TestE2EThreadKeepsSessionAcrossRestart(t *testing.T) {
 }
 
 func TestE2EIgnoredMessagesCauseNoAPICall(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, e2eOptions{})
 	ctx := waitCtx(t)
 	bot := e.slack.BotUserID()
@@ -101,6 +104,7 @@ func TestE2EIgnoredMessagesCauseNoAPICall(t *testing.T) {
 }
 
 func TestE2EDuplicatesAnsweredOnce(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, e2eOptions{})
 	ctx := waitCtx(t)
 
@@ -137,6 +141,7 @@ func TestE2EDuplicatesAnsweredOnce(t *testing.T) {
 }
 
 func TestE2ERepliesAreEscapedAndSplit(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		reply      string
@@ -152,6 +157,7 @@ func TestE2ERepliesAreEscapedAndSplit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			e := startE2E(t, e2eOptions{
 				reply: func(_ int, msg string) string {
 					if msg == "done?" {

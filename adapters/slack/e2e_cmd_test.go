@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/bridge"
@@ -31,6 +32,7 @@ func (e *e2e) response(ctx context.Context, url, want string) slacktest.Response
 }
 
 func TestE2EFlowCommand(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		text      string
@@ -79,6 +81,7 @@ func TestE2EFlowCommand(t *testing.T) {
 }
 
 func TestE2EShareButton(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, e2eOptions{})
 	ctx := waitCtx(t)
 	d := e.sent(e.slack.SendSlashCommand(ctx, slacktest.SlashCommand{Command: "/flow", Text: "healthcheck host=web1 service=nginx", UserID: e2eUser, ChannelID: e2eChannel}))
@@ -130,6 +133,7 @@ func TestE2EShareButton(t *testing.T) {
 }
 
 func TestE2ERateLimitIsWaitedOut(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, e2eOptions{cfg: func(c *Config) { c.WorkingIndicator = IndicatorNone }})
 	ctx := waitCtx(t)
 	e.slack.RateLimit("chat.postMessage", 1, 1)
@@ -151,6 +155,7 @@ func TestE2ERateLimitIsWaitedOut(t *testing.T) {
 }
 
 func TestE2EReconnects(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, e2eOptions{})
 	ctx := waitCtx(t)
 	steps := []struct {
@@ -159,6 +164,11 @@ func TestE2EReconnects(t *testing.T) {
 	}{
 		{"disconnect", func() error { return e.slack.Disconnect("refresh_requested") }},
 		{"dropped socket", e.slack.DropConnection},
+	}
+	// slacktest marks a socket live only after writing its hello, so the
+	// adapter may be ready before the fake counts the socket.
+	if err := e.slack.WaitConnections(ctx, 1); err != nil {
+		t.Fatal(err)
 	}
 	for i, s := range steps {
 		if err := s.break_(); err != nil {
@@ -174,6 +184,7 @@ func TestE2EReconnects(t *testing.T) {
 }
 
 func TestE2EUnknownEnvelopesAreAcked(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, e2eOptions{})
 	ctx := waitCtx(t)
 	for _, d := range []slacktest.Delivery{
@@ -189,27 +200,12 @@ func TestE2EUnknownEnvelopesAreAcked(t *testing.T) {
 }
 
 func TestE2EHTTPMode(t *testing.T) {
+	t.Parallel()
 	const secret = "http-mode-secret"
-	e := startE2E(t, e2eOptions{cfg: func(c *Config) {
-		c.Mode, c.AppToken, c.SigningSecret, c.Listen = ModeHTTP, "", secret, "127.0.0.1:0"
-	}})
-	endpoint := "http://" + e.a.Addr() + EventsPath
+	e := startE2E(t, e2eOptions{cfg: httpMode(secret)})
 	post := func(t *testing.T, ctx context.Context, contentType string, body []byte, edit func(*http.Request)) (int, string) {
 		t.Helper()
-		req, err := slacktest.NewSignedRequest(ctx, endpoint, contentType, body, secret, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if edit != nil {
-			edit(req)
-		}
-		res, err := (&http.Client{Timeout: waitDeadline}).Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(b)
+		return e.post(t, ctx, contentType, body, secret, time.Now(), edit)
 	}
 	const form = "application/x-www-form-urlencoded"
 
@@ -272,7 +268,6 @@ func TestE2EHTTPMode(t *testing.T) {
 			if status, _ := post(t, ctx, form, body, tt.edit); status != http.StatusUnauthorized {
 				t.Fatalf("status = %d, want 401", status)
 			}
-			e.a.work.wait()
 			if len(e.ws.Requests()) != wsBefore || len(e.slack.Calls()) != slackBefore {
 				t.Errorf("a refused request caused API calls")
 			}
@@ -281,24 +276,37 @@ func TestE2EHTTPMode(t *testing.T) {
 }
 
 func TestE2EBadTokens(t *testing.T) {
-	t.Run("bot token", func(t *testing.T) {
-		s, _ := newFakes(t, nil)
-		s.FailNext("auth.test", 1, "invalid_auth")
-		cfg := e2eConfig(s)
-		a, err := New(cfg, nopCore{}, nil)
-		if err != nil {
-			t.Fatal(err)
+	t.Parallel()
+	// A token Slack refuses ends Run, with the error naming the key once
+	// and no "slack:" of its own (the caller names the adapter).
+	for _, code := range []string{"invalid_auth", "not_authed", "account_inactive", "token_revoked"} {
+		t.Run("bot token "+code, func(t *testing.T) {
+			s, _ := newFakes(t, nil)
+			s.FailNext("auth.test", 1, code)
+			a, err := New(e2eConfig(s), idleCore{t}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = a.Run(waitCtx(t))
+			if err == nil || !strings.HasPrefix(err.Error(), "auth.test with slack.bot_token: ") || !strings.Contains(err.Error(), code) {
+				t.Errorf("Run() = %v, want \"auth.test with slack.bot_token: …%s\"", err, code)
+			}
+		})
+	}
+	t.Run("other auth.test errors are retried", func(t *testing.T) {
+		s, ws := newFakes(t, nil)
+		s.FailNext("auth.test", 2, "internal_error")
+		e := startE2E(t, e2eOptions{slack: s, ws: ws, adapter: func(a *Adapter) { a.firstRetry = time.Millisecond }})
+		if n := s.CallCount("auth.test"); n != 3 {
+			t.Errorf("auth.test called %d times, want 3", n)
 		}
-		err = a.Run(waitCtx(t))
-		if err == nil || !strings.Contains(err.Error(), "bot_token") || !strings.Contains(err.Error(), "invalid_auth") {
-			t.Errorf("Run() = %v, want an invalid_auth error naming slack.bot_token", err)
-		}
+		e.ack(waitCtx(t), e.sent(s.SendMessage(waitCtx(t), slacktest.MessageEvent{Channel: e2eDM, User: e2eUser, Text: "hi"})))
 	})
 	t.Run("app token", func(t *testing.T) {
 		s, _ := newFakes(t, nil)
 		cfg := e2eConfig(s)
 		cfg.AppToken = "xapp-1-wrong"
-		a, err := New(cfg, nopCore{}, nil)
+		a, err := New(cfg, idleCore{t}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -312,12 +320,12 @@ func TestE2EBadTokens(t *testing.T) {
 func TestE2EShutdownLeavesNoGoroutine(t *testing.T) {
 	for _, mode := range []string{ModeSocket, ModeHTTP} {
 		t.Run(mode, func(t *testing.T) {
-			s, _ := newFakes(t, nil)
+			s, ws := newFakes(t, nil)
 			cfg := e2eConfig(s)
 			if mode == ModeHTTP {
 				cfg.Mode, cfg.SigningSecret, cfg.Listen = ModeHTTP, "x", "127.0.0.1:0"
 			}
-			core := newRecordingCore()
+			core := newTestCore(t, ws, "", zaptest.NewLogger(t))
 			a, err := New(cfg, core, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -337,12 +345,13 @@ func TestE2EShutdownLeavesNoGoroutine(t *testing.T) {
 			if mode == ModeSocket {
 				e := &e2e{t: t, slack: s}
 				e.ack(wctx, e.sent(s.SendMessage(wctx, slacktest.MessageEvent{Channel: e2eDM, User: e2eUser, Text: "hi"})))
-				<-core.got
+				e.reply(wctx, e2eDM, "You said: hi")
 			}
 			cancel()
 			if err := <-done; err != nil {
 				t.Errorf("Run() = %v, want nil", err)
 			}
+			core.close(t)
 			if err := a.Ready(); err == nil {
 				t.Error("Ready() = nil after Run returned")
 			}
@@ -352,6 +361,7 @@ func TestE2EShutdownLeavesNoGoroutine(t *testing.T) {
 }
 
 func TestE2EReactionIndicatorAndUserGroups(t *testing.T) {
+	t.Parallel()
 	s, ws := newFakes(t, nil)
 	s.AddUserGroup(slacktest.UserGroup{ID: "S0OPS", Handle: "ops", Name: "Ops", Users: []string{e2eUser}})
 	e := startE2E(t, e2eOptions{slack: s, ws: ws, cfg: func(c *Config) {

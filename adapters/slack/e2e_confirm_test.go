@@ -12,6 +12,7 @@ import (
 // Run / Cancel buttons; only the person who asked can press them; Run runs it
 // once, Cancel runs nothing.
 func TestE2EConfirmation(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, e2eOptions{})
 	ctx := waitCtx(t)
 	ask := func(host string) (slacktest.Message, map[string]slacktest.Button) {

@@ -2,6 +2,8 @@ package slack
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,10 +14,7 @@ import (
 
 	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/bridge"
-	"github.com/flowbridge/flowbridge/bridge/workspace"
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
-	"github.com/flowbridge/flowbridge/sessionmap"
-	"github.com/flowbridge/flowbridge/sessionmap/bridgestore"
 )
 
 const (
@@ -35,7 +34,7 @@ type e2e struct {
 	slack *slacktest.Server
 	ws    *workspacetest.Server
 	path  string
-	core  *bridge.Bridge
+	core  *testCore
 	a     *Adapter
 	stop  func()
 	err   chan error // Run's result, once it returned
@@ -47,6 +46,8 @@ type e2eOptions struct {
 	ws    *workspacetest.Server
 	path  string // store file, reused across a restart
 	reply func(turn int, msg string) string
+	// adapter, when set, adjusts the adapter before it runs.
+	adapter func(*Adapter)
 }
 
 func newFakes(t *testing.T, reply func(int, string) string) (*slacktest.Server, *workspacetest.Server) {
@@ -73,27 +74,7 @@ func startE2E(t *testing.T, o e2eOptions) *e2e {
 	if o.path == "" {
 		o.path = filepath.Join(t.TempDir(), "store.db")
 	}
-	st, err := sessionmap.Open(o.path, sessionmap.Options{})
-	if err != nil {
-		t.Fatalf("sessionmap.Open() = %v", err)
-	}
-	wsc, err := workspace.New(workspace.Config{BaseURL: o.ws.URL, WorkspaceUUID: "ws-test", Token: "test-token", MaxRetries: -1})
-	if err != nil {
-		t.Fatalf("workspace.New() = %v", err)
-	}
-	flows := []bridge.Flow{
-		{Name: "healthcheck", UUID: e2eFlow, Timeout: 30 * time.Second, Allow: []string{"everyone"},
-			Params: []bridge.Param{{Name: "host", Required: true}, {Name: "service"}}},
-		{Name: "publiccheck", UUID: e2eFlow, Public: true, Allow: []string{"everyone"}, Params: []bridge.Param{{Name: "host", Required: true}}},
-		{Name: "slow", UUID: e2eSlowFlow, Timeout: time.Second, Allow: []string{"everyone"},
-			Params: []bridge.Param{{Name: "host", Required: true}}},
-		{Name: "guarded", UUID: e2eFlow, Confirm: true, Allow: []string{"everyone"}, Params: []bridge.Param{{Name: "host", Required: true}}},
-	}
-	core, err := bridge.New(bridge.Config{Flows: flows, Agents: []bridge.Agent{{Name: "helper", UUID: e2eAgent, Default: true}}},
-		wsc, bridgestore.New(st), zaptest.NewLogger(t).Named("core"))
-	if err != nil {
-		t.Fatalf("bridge.New() = %v", err)
-	}
+	core := newTestCore(t, o.ws, o.path, zaptest.NewLogger(t).Named("core"))
 	cfg := e2eConfig(o.slack)
 	if o.cfg != nil {
 		o.cfg(&cfg)
@@ -101,6 +82,9 @@ func startE2E(t *testing.T, o e2eOptions) *e2e {
 	a, err := New(cfg, core, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatalf("New() = %v", err)
+	}
+	if o.adapter != nil {
+		o.adapter(a)
 	}
 	e := &e2e{t: t, slack: o.slack, ws: o.ws, path: o.path, core: core, a: a, err: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -110,28 +94,27 @@ func startE2E(t *testing.T, o e2eOptions) *e2e {
 		if err := <-e.err; err != nil {
 			t.Errorf("Run() = %v, want nil after cancel", err)
 		}
-		sctx, scancel := context.WithTimeout(context.Background(), waitDeadline)
-		defer scancel()
-		if err := core.Shutdown(sctx); err != nil {
-			t.Errorf("core Shutdown() = %v", err)
-		}
-		if err := st.Close(); err != nil {
-			t.Errorf("store Close() = %v", err)
-		}
+		core.close(t)
 	})
 	t.Cleanup(e.stop)
+	e.waitReady()
+	return e
+}
+
+// waitReady waits until the adapter is connected (socket) or listening (HTTP).
+func (e *e2e) waitReady() {
+	e.t.Helper()
 	select {
-	case <-a.ready:
+	case <-e.a.ready:
 	case err := <-e.err:
 		e.err <- err
-		t.Fatalf("Run() ended before connecting: %v", err)
+		e.t.Fatalf("Run() ended before connecting: %v", err)
 	case <-time.After(waitDeadline):
-		t.Fatal("adapter did not connect")
+		e.t.Fatal("adapter did not connect")
 	}
-	if err := a.Ready(); err != nil {
-		t.Fatalf("Ready() = %v after connecting", err)
+	if err := e.a.Ready(); err != nil {
+		e.t.Fatalf("Ready() = %v after connecting", err)
 	}
-	return e
 }
 
 // restart stops the bridge and starts a new one on the same store and fakes.
@@ -139,6 +122,34 @@ func (e *e2e) restart(cfg func(*Config)) *e2e {
 	e.t.Helper()
 	e.stop()
 	return startE2E(e.t, e2eOptions{cfg: cfg, slack: e.slack, ws: e.ws, path: e.path})
+}
+
+// httpMode is the e2e configuration of HTTP mode, signed with secret.
+func httpMode(secret string) func(*Config) {
+	return func(c *Config) {
+		c.Mode, c.AppToken, c.SigningSecret, c.Listen = ModeHTTP, "", bridge.Secret(secret), "127.0.0.1:0"
+	}
+}
+
+// post sends body to the HTTP-mode endpoint signed with secret at ts, and
+// returns the status and body of the answer.
+// It may be called from subtests: t is the caller's.
+func (e *e2e) post(t *testing.T, ctx context.Context, contentType string, body []byte, secret string, ts time.Time, edit func(*http.Request)) (int, string) {
+	t.Helper()
+	req, err := slacktest.NewSignedRequest(ctx, "http://"+e.a.Addr()+EventsPath, contentType, body, secret, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(req)
+	}
+	res, err := (&http.Client{Timeout: waitDeadline}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
 }
 
 func waitCtx(t *testing.T) context.Context {
@@ -179,6 +190,7 @@ func (e *e2e) sent(d slacktest.Delivery, err error) slacktest.Delivery {
 }
 
 func TestE2EMentionAckedBeforeSlowAgent(t *testing.T) {
+	t.Parallel()
 	gate, asked := make(chan struct{}), make(chan string, 1)
 	release := sync.OnceFunc(func() { close(gate) })
 	e := startE2E(t, e2eOptions{reply: func(turn int, msg string) string {

@@ -2,7 +2,9 @@ package slack
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 
 	slackgo "github.com/slack-go/slack"
@@ -12,46 +14,70 @@ import (
 	"github.com/flowbridge/flowbridge/bridge"
 )
 
-// incoming is a chat message that passed the cheap filters and waits, after
-// the ack, for de-duplication, lookups and the core.
+// platform is the adapter's name in events and inbox keys.
+const platform = "slack"
+
+// incoming is a chat message that passed the cheap filters: who wrote it,
+// where, and where the answer goes.
 type incoming struct {
-	eventID string
-	team    string
-	channel string
-	ts      string // the message itself
-	thread  string // where the reply goes ("" = the channel or DM itself)
-	key     string
-	user    string
-	text    string
-	// checkThread asks whether the bot is part of thread before answering.
-	checkThread bool
-	// joinThread records thread as the bot's (a mention there).
-	joinThread bool
+	team string
+	key  string // the conversation
+	user string
+	ts   string // the message itself
+	text string
+	rt   route
 }
 
-// onEventsAPI routes an acknowledged Events API event.
-func (a *Adapter) onEventsAPI(ctx context.Context, ev slackevents.EventsAPIEvent, retry int) {
+// receiveEventsAPI hands an Events API event to the core. It returns the
+// core's receipt, or nil when the event is not for the bot or is refused.
+func (a *Adapter) receiveEventsAPI(ev slackevents.EventsAPIEvent, retry int) *bridge.Receipt {
 	cb, ok := ev.Data.(*slackevents.EventsAPICallbackEvent)
 	if ev.Type != slackevents.CallbackEvent || !ok {
-		return
+		return nil
 	}
-	log := a.log.WithLazy(zap.String("event_id", cb.EventID), zap.String("event", ev.InnerEvent.Type))
+	log := a.log.WithLazy(zap.String("event_id", truncate(cb.EventID, 64)), zap.String("event", truncate(ev.InnerEvent.Type, 64)))
 	if retry > 0 {
 		log.Debug("event redelivered", zap.Int("retry", retry))
 	}
-	var in *incoming
+	var (
+		in  *incoming
+		err error
+	)
 	switch e := ev.InnerEvent.Data.(type) {
 	case *slackevents.AppMentionEvent:
-		in = a.fromMention(cb.TeamID, e)
+		in, err = a.fromMention(cb.TeamID, e)
 	case *slackevents.MessageEvent:
-		in = a.fromMessage(cb.TeamID, e)
+		in, err = a.fromMessage(cb.TeamID, e)
+	}
+	if err != nil {
+		a.refuse(log, err)
+		return nil
 	}
 	if in == nil {
 		log.Debug("event ignored")
-		return
+		return nil
 	}
-	in.eventID = cb.EventID
-	a.queue(in.key, func() { a.deliver(ctx, in) })
+	if in.rt.CheckThread && a.threads.knownNotBots(in.rt.Channel, in.rt.Thread) {
+		log.Debug("message in a thread the bot is not part of")
+		return nil
+	}
+	if in.rt.JoinThread {
+		// At once, so that replies received after the mention find the
+		// thread the bot's; Prepare does it again for a restored mention.
+		a.threads.add(in.rt.Channel, in.rt.Thread)
+	}
+	return a.receive(log, bridge.Event{
+		Kind:         bridge.KindMessage,
+		Conversation: in.key,
+		Team:         in.team,
+		Channel:      in.rt.Channel,
+		User:         bridge.User{ID: in.user},
+		Text:         in.text,
+		// The channel and ts name a message, whichever event brought it: the
+		// key catches Slack's retries and the app_mention and message pair
+		// of one mention alike.
+		Key: "slack/msg/" + in.rt.Channel + "/" + in.ts,
+	}, in.rt)
 }
 
 // isSelf reports whether a message was written by this app's bot.
@@ -60,24 +86,23 @@ func (a *Adapter) isSelf(user, botID string) bool {
 	return user != "" && user == id.userID || botID != "" && botID == id.botID
 }
 
-func (a *Adapter) fromMention(team string, e *slackevents.AppMentionEvent) *incoming {
+// fromMention reads an app_mention. It returns nil for a mention the bot
+// does not answer, and an error for one whose IDs are malformed.
+func (a *Adapter) fromMention(team string, e *slackevents.AppMentionEvent) (*incoming, error) {
 	switch {
 	case a.isSelf(e.User, e.BotID):
-		return nil
+		return nil, nil
 	case e.BotID != "" && !a.cfg.AllowBots:
-		return nil
+		return nil, nil
 	case e.Edited != nil:
 		// Editing a message re-sends app_mention; answering again would duplicate.
-		return nil
+		return nil, nil
 	case e.Channel == "" || e.TimeStamp == "":
-		return nil
+		return nil, nil
 	}
-	in := &incoming{
-		team:    team,
-		channel: e.Channel,
-		ts:      e.TimeStamp,
-		user:    e.User,
-		text:    inboundText(e.Text, a.identity().userID),
+	in, err := a.chatMessage(team, e.Channel, e.User, e.TimeStamp, e.ThreadTimeStamp, e.Text)
+	if err != nil {
+		return nil, err
 	}
 	root := e.ThreadTimeStamp
 	if root == "" {
@@ -85,14 +110,14 @@ func (a *Adapter) fromMention(team string, e *slackevents.AppMentionEvent) *inco
 	}
 	if a.cfg.SessionScope == ScopeChannel {
 		// The channel is the conversation: answer where the mention was.
-		in.thread = e.ThreadTimeStamp
+		in.rt.Thread = e.ThreadTimeStamp
 		in.key = conversationKey(team, e.Channel, "")
 	} else {
-		in.thread = root
+		in.rt.Thread = root
 		in.key = conversationKey(team, e.Channel, root)
 	}
-	in.joinThread = in.thread != ""
-	return in
+	in.rt.JoinThread = in.rt.Thread != ""
+	return in, nil
 }
 
 // keptSubtypes are message subtypes that are still someone talking.
@@ -102,102 +127,78 @@ var keptSubtypes = map[string]bool{
 	slackgo.MsgSubTypeThreadBroadcast: true,
 }
 
-func (a *Adapter) fromMessage(team string, e *slackevents.MessageEvent) *incoming {
+// fromMessage reads a message event: a DM, or a reply in a thread that may
+// be the bot's. It returns nil for a message the bot does not answer, and an
+// error for one whose IDs are malformed.
+func (a *Adapter) fromMessage(team string, e *slackevents.MessageEvent) (*incoming, error) {
 	botMessage := e.SubType == slackgo.MsgSubTypeBotMessage
 	switch {
 	case a.isSelf(e.User, e.BotID):
-		return nil
+		return nil, nil
 	case (e.BotID != "" || botMessage) && !a.cfg.AllowBots:
-		return nil
+		return nil, nil
 	case !keptSubtypes[e.SubType] && !botMessage:
-		return nil
+		return nil, nil
 	case e.Channel == "" || e.TimeStamp == "":
-		return nil
+		return nil, nil
 	}
 	self := a.identity().userID
-	in := &incoming{
-		team:    team,
-		channel: e.Channel,
-		ts:      e.TimeStamp,
-		user:    e.User,
-		text:    inboundText(e.Text, self),
+	if e.ChannelType != "im" {
+		switch {
+		case self != "" && strings.Contains(e.Text, "<@"+self):
+			// app_mention brings the same message; it is handled there.
+			return nil, nil
+		case e.ThreadTimeStamp == "" || e.ThreadTimeStamp == e.TimeStamp:
+			// A channel message without a mention is not for the bot.
+			return nil, nil
+		case a.cfg.ThreadRepliesNeedMention:
+			return nil, nil
+		}
 	}
-	if e.ChannelType == "im" {
-		in.thread = e.ThreadTimeStamp
-		in.key = conversationKey(team, e.Channel, "")
-		return in
+	in, err := a.chatMessage(team, e.Channel, e.User, e.TimeStamp, e.ThreadTimeStamp, e.Text)
+	if err != nil {
+		return nil, err
 	}
+	in.rt.Thread = e.ThreadTimeStamp
 	switch {
-	case self != "" && strings.Contains(e.Text, "<@"+self):
-		// app_mention brings the same message; it is handled there.
-		return nil
-	case e.ThreadTimeStamp == "" || e.ThreadTimeStamp == e.TimeStamp:
-		// A channel message without a mention is not for the bot.
-		return nil
-	case a.cfg.ThreadRepliesNeedMention:
-		return nil
-	}
-	in.thread = e.ThreadTimeStamp
-	in.checkThread = true
-	if a.cfg.SessionScope == ScopeChannel {
+	case e.ChannelType == "im":
 		in.key = conversationKey(team, e.Channel, "")
-	} else {
+	case a.cfg.SessionScope == ScopeChannel:
+		in.key = conversationKey(team, e.Channel, "")
+		in.rt.CheckThread = true
+	default:
 		in.key = conversationKey(team, e.Channel, e.ThreadTimeStamp)
+		in.rt.CheckThread = true
 	}
-	return in
+	return in, nil
 }
 
-// deliver runs after the ack: de-duplication (persisted by the core), the
-// thread check, identity lookups, then the core.
-func (a *Adapter) deliver(ctx context.Context, in *incoming) {
-	log := a.log.WithLazy(zap.String("conversation", in.key), zap.String("event_id", in.eventID))
-	// A message is known by its channel and ts, checked below: that key
-	// catches Slack's retries (same event, same ts) and the app_mention and
-	// message pair of one mention (same ts), at one stored entry per message.
-	// The event ID is only needed for events without a ts.
-	if in.ts == "" && in.eventID != "" && !a.core.FirstDelivery("slack/ev/"+in.eventID) {
-		log.Debug("duplicate event ignored")
-		return
+// chatMessage checks the IDs of a chat message and reads it; the caller
+// decides its conversation and where the answer goes.
+func (a *Adapter) chatMessage(team, channel, user, ts, thread, text string) (*incoming, error) {
+	err := checkFields(
+		field{"team_id", team, optional(isID)},
+		field{"channel", channel, isID},
+		field{"user", user, optional(isID)}, // bot messages may have none
+		field{"ts", ts, isTS},
+		field{"thread_ts", thread, optional(isTS)},
+	)
+	if err != nil {
+		return nil, err
 	}
-	if in.checkThread && !a.threads.isBots(ctx, a.api, a.identity(), in.channel, in.thread, log) {
-		log.Debug("message in a thread the bot is not part of")
-		return
-	}
-	if !a.core.FirstDelivery("slack/msg/" + in.channel + "/" + in.ts) {
-		log.Debug("duplicate message ignored")
-		return
-	}
-	if in.joinThread {
-		a.threads.add(in.channel, in.thread)
-	}
-	r := &responder{a: a, channel: in.channel, thread: in.thread, user: in.user, userTS: in.ts}
-	a.handle(log, bridge.Event{
-		Kind:         bridge.KindMessage,
-		Platform:     "slack",
-		Conversation: in.key,
-		Team:         in.team,
-		Channel:      in.channel,
-		User:         a.users.lookup(ctx, in.user, ""),
-		Text:         in.text,
-		Reply:        r,
-	})
+	return &incoming{
+		team: team,
+		user: user,
+		ts:   ts,
+		text: inboundText(text, a.identity().userID),
+		rt:   route{Kind: kindChat, Channel: channel, User: user, UserTS: ts},
+	}, nil
 }
 
-func (a *Adapter) handle(log *zap.Logger, ev bridge.Event) {
-	if err := a.core.Handle(ev); err != nil {
-		// The core has told the user already (busy, shutting down).
-		log.Debug("core refused event", zap.Error(err))
-		return
-	}
-	if ce := log.Check(zap.DebugLevel, "event handed to core"); ce != nil {
-		ce.Write(zap.Stringer("kind", ev.Kind), zap.String("user", ev.User.ID), zap.String("text", ev.Text))
-	}
-}
-
-// onCommand handles a slash command. immediate is the acknowledgement's
-// payload (nil for an empty ack); work hands the command to the core and must
-// be called after the ack.
-func (a *Adapter) onCommand(ctx context.Context, cmd slackgo.SlashCommand) (immediate any, work func()) {
+// receiveCommand hands a slash command to the core. immediate, when not nil,
+// is the acknowledgement's payload and the command was not handed on; rec is
+// nil when the command was refused.
+func (a *Adapter) receiveCommand(cmd slackgo.SlashCommand) (rec *bridge.Receipt, immediate any) {
 	var word string
 	switch cmd.Command {
 	case a.cfg.FlowCommand:
@@ -205,37 +206,46 @@ func (a *Adapter) onCommand(ctx context.Context, cmd slackgo.SlashCommand) (imme
 	case a.cfg.AgentCommand:
 		word = bridge.CommandAgent
 	default:
-		a.log.Info("unknown slash command", zap.String("command", cmd.Command))
-		return &urlMessage{
+		name := truncate(cmd.Command, 32)
+		a.log.Info("unknown slash command", zap.String("command", name))
+		return nil, &urlMessage{
 			ResponseType: slackgo.ResponseTypeEphemeral,
-			Text:         "Unknown command " + escapeText(cmd.Command) + ". Try " + a.cfg.FlowCommand + " help or " + a.cfg.AgentCommand + " help.",
-		}, func() {}
+			Text:         "Unknown command " + escapeText(name) + ". Try " + a.cfg.FlowCommand + " help or " + a.cfg.AgentCommand + " help.",
+		}
 	}
-	key := conversationKey(cmd.TeamID, cmd.ChannelID, "")
-	return nil, func() {
-		a.queue(key, func() {
-			log := a.log.WithLazy(zap.String("conversation", key), zap.String("command", cmd.Command))
-			r := &responder{a: a, channel: cmd.ChannelID, user: cmd.UserID, responseURL: cmd.ResponseURL, kind: kindCommand}
-			a.handle(log, bridge.Event{
-				Kind:         bridge.KindCommand,
-				Platform:     "slack",
-				Conversation: key,
-				Team:         cmd.TeamID,
-				Channel:      cmd.ChannelID,
-				User:         a.users.lookup(ctx, cmd.UserID, cmd.UserName),
-				Text:         inboundText(cmd.Text, ""),
-				Command:      word,
-				Reply:        r,
-			})
-		})
+	log := a.log.WithLazy(zap.String("command", cmd.Command))
+	err := checkFields(
+		field{"team_id", cmd.TeamID, optional(isID)},
+		field{"channel_id", cmd.ChannelID, isID},
+		field{"user_id", cmd.UserID, isID},
+		field{"trigger_id", cmd.TriggerID, isTrigger},
+		field{"response_url", cmd.ResponseURL, optional(isResponseURL)},
+		field{"user_name", cmd.UserName, shorterThan(256)},
+	)
+	if err != nil {
+		a.refuse(log, err)
+		return nil, nil
 	}
+	return a.receive(log, bridge.Event{
+		Kind:         bridge.KindCommand,
+		Conversation: conversationKey(cmd.TeamID, cmd.ChannelID, ""),
+		Team:         cmd.TeamID,
+		Channel:      cmd.ChannelID,
+		User:         bridge.User{ID: cmd.UserID, Name: cmd.UserName},
+		Text:         inboundText(cmd.Text, ""),
+		Command:      word,
+		// A trigger_id is unique per invocation: it makes Slack's retries,
+		// and a signed request replayed within its 5-minute window, one
+		// event answered once.
+		Key: "slack/cmd/" + cmd.TriggerID,
+	}, route{Kind: kindCommand, Channel: cmd.ChannelID, User: cmd.UserID, ResponseURL: cmd.ResponseURL}), nil
 }
 
-// onInteraction handles a button press (block_actions); other interaction
-// types are acknowledged and ignored.
-func (a *Adapter) onInteraction(ctx context.Context, cb slackgo.InteractionCallback) {
+// receiveInteraction hands a button press (block_actions) to the core; other
+// interaction types are acknowledged and ignored (nil).
+func (a *Adapter) receiveInteraction(cb slackgo.InteractionCallback) *bridge.Receipt {
 	if cb.Type != slackgo.InteractionTypeBlockActions || len(cb.ActionCallback.BlockActions) == 0 {
-		return
+		return nil
 	}
 	act := cb.ActionCallback.BlockActions[0]
 	channel := cb.Container.ChannelID
@@ -250,27 +260,102 @@ func (a *Adapter) onInteraction(ctx context.Context, cb slackgo.InteractionCallb
 	if team == "" {
 		team = cb.User.TeamID
 	}
+	log := a.log.WithLazy(zap.String("action", truncate(act.ActionID, 64)))
+	// A press is known by its trigger_id, or its action_ts where Slack sends none.
+	id, valid := cb.TriggerID, isTrigger
+	if id == "" {
+		id, valid = act.ActionTs, isTS
+	}
+	err := checkFields(
+		field{"team_id", team, optional(isID)},
+		field{"channel_id", channel, isID},
+		field{"user_id", cb.User.ID, isID},
+		field{"trigger_id", id, valid},
+		field{"thread_ts", thread, optional(isTS)},
+		field{"response_url", cb.ResponseURL, optional(isResponseURL)},
+		field{"action_id", act.ActionID, shorterThan(maxActionID)},
+		field{"value", act.Value, shorterThan(maxValueLen)},
+		field{"user_name", cb.User.Name, shorterThan(256)},
+	)
+	if err != nil {
+		a.refuse(log, err)
+		return nil
+	}
 	key := conversationKey(team, channel, "")
 	if thread != "" && a.cfg.SessionScope == ScopeThread {
 		key = conversationKey(team, channel, thread)
 	}
-	a.queue(key, func() {
-		log := a.log.WithLazy(zap.String("conversation", key), zap.String("action", act.ActionID))
-		r := &responder{
-			a: a, channel: channel, thread: thread, user: cb.User.ID, responseURL: cb.ResponseURL, kind: kindAction,
-			replaceOnSend: act.ActionID == bridge.ActionConfirm || act.ActionID == bridge.ActionCancel,
-		}
-		a.handle(log, bridge.Event{
-			Kind:         bridge.KindAction,
-			Platform:     "slack",
-			Conversation: key,
-			Team:         team,
-			Channel:      channel,
-			User:         a.users.lookup(ctx, cb.User.ID, cb.User.Name),
-			Action:       bridge.Action{ID: act.ActionID, Value: act.Value},
-			Reply:        r,
-		})
+	return a.receive(log, bridge.Event{
+		Kind:         bridge.KindAction,
+		Conversation: key,
+		Team:         team,
+		Channel:      channel,
+		User:         bridge.User{ID: cb.User.ID, Name: cb.User.Name},
+		Action:       bridge.Action{ID: act.ActionID, Value: act.Value},
+		Key:          "slack/act/" + id,
+	}, route{
+		Kind: kindAction, Channel: channel, Thread: thread, User: cb.User.ID, ResponseURL: cb.ResponseURL,
+		ReplaceOnSend: act.ActionID == bridge.ActionConfirm || act.ActionID == bridge.ActionCancel,
 	})
+}
+
+// receive completes ev with its route and hands it to the core, which
+// returns at once. Called in the order events arrive, so that the core runs
+// a conversation's events in that order.
+func (a *Adapter) receive(log *zap.Logger, ev bridge.Event, rt route) *bridge.Receipt {
+	ev.Platform = platform
+	ev.Route, _ = json.Marshal(rt) // strings and booleans: it cannot fail
+	a.complete(&ev, rt)
+	if ce := log.Check(zap.DebugLevel, "event handed to core"); ce != nil {
+		ce.Write(zap.String("conversation", ev.Conversation), zap.Stringer("kind", ev.Kind), zap.String("user", ev.User.ID), zap.String("text", ev.Text))
+	}
+	return a.core.Receive(ev)
+}
+
+// complete gives an event its responder and Prepare, from its route.
+func (a *Adapter) complete(ev *bridge.Event, rt route) {
+	ev.Reply = a.newResponder(rt)
+	ev.Prepare = a.prepare(rt)
+}
+
+// prepare returns the event's Prepare: what runs on the core's dispatcher,
+// in the conversation's order, after Slack has been acknowledged and just
+// before the event runs. It holds the lookups an acknowledgement must not
+// wait for.
+func (a *Adapter) prepare(rt route) func(context.Context, *bridge.Event) bool {
+	return func(ctx context.Context, ev *bridge.Event) bool {
+		if rt.CheckThread && !a.threads.isBots(ctx, a.api, a.identity(), rt.Channel, rt.Thread, a.log) {
+			a.log.Debug("message in a thread the bot is not part of", zap.String("conversation", ev.Conversation))
+			return false
+		}
+		if rt.JoinThread {
+			a.threads.add(rt.Channel, rt.Thread)
+		}
+		ev.User = a.users.lookup(ctx, ev.User.ID, ev.User.Name)
+		return true
+	}
+}
+
+// Restore rebuilds the responder and Prepare of an event read back from the
+// core's inbox after a restart, from the route it was stored with.
+func (a *Adapter) Restore(ev *bridge.Event) error {
+	var rt route
+	if err := json.Unmarshal(ev.Route, &rt); err != nil {
+		return fmt.Errorf("route of %s: %w", ev.Key, err)
+	}
+	if err := rt.check(); err != nil {
+		return fmt.Errorf("route of %s: %w", ev.Key, err)
+	}
+	a.complete(ev, rt)
+	return nil
+}
+
+// refuse drops an event whose payload is malformed. It is still
+// acknowledged, so Slack does not send it again; only the count of
+// refusals reaches the core.
+func (a *Adapter) refuse(log *zap.Logger, err error) {
+	a.core.Refused("invalid_id")
+	log.Warn("event refused", zap.Error(err))
 }
 
 // errorCode is the "error" of a Slack API failure, such as "not_in_channel".
@@ -279,11 +364,4 @@ func errorCode(err error) string {
 		return e.Err
 	}
 	return ""
-}
-
-// queue runs fn after the ack, in order with the key's earlier work.
-func (a *Adapter) queue(key string, fn func()) {
-	if !a.work.do(key, fn) {
-		a.log.Warn("too much queued for one conversation; event dropped", zap.String("conversation", key))
-	}
 }

@@ -13,7 +13,7 @@ func testAdapter(t *testing.T, edit func(*Config)) *Adapter {
 	if edit != nil {
 		edit(&c)
 	}
-	a, err := New(c, nopCore{}, zaptest.NewLogger(t))
+	a, err := New(c, idleCore{t}, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatalf("New() = %v", err)
 	}
@@ -57,7 +57,10 @@ func TestFromMention(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a := testAdapter(t, tt.cfg)
-			in := a.fromMention("T1", &tt.ev)
+			in, err := a.fromMention("T1", &tt.ev)
+			if err != nil {
+				t.Fatalf("fromMention() = %v", err)
+			}
 			checkIncoming(t, in, tt.wantKey, tt.wantThread, tt.wantText)
 		})
 	}
@@ -111,10 +114,13 @@ func TestFromMessage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a := testAdapter(t, tt.cfg)
-			in := a.fromMessage("T1", &tt.ev)
+			in, err := a.fromMessage("T1", &tt.ev)
+			if err != nil {
+				t.Fatalf("fromMessage() = %v", err)
+			}
 			checkIncoming(t, in, tt.wantKey, tt.wantThread, tt.wantText)
-			if in != nil && in.checkThread != tt.wantCheck {
-				t.Errorf("checkThread = %v, want %v", in.checkThread, tt.wantCheck)
+			if in != nil && in.rt.CheckThread != tt.wantCheck {
+				t.Errorf("CheckThread = %v, want %v", in.rt.CheckThread, tt.wantCheck)
 			}
 		})
 	}
@@ -131,7 +137,7 @@ func checkIncoming(t *testing.T, in *incoming, key, thread, text string) {
 	if in == nil {
 		t.Fatalf("event ignored, want key %q", key)
 	}
-	if in.key != key || in.thread != thread || in.text != text {
-		t.Errorf("got key %q thread %q text %q, want %q %q %q", in.key, in.thread, in.text, key, thread, text)
+	if in.key != key || in.rt.Thread != thread || in.text != text {
+		t.Errorf("got key %q thread %q text %q, want %q %q %q", in.key, in.rt.Thread, in.text, key, thread, text)
 	}
 }

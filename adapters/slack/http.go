@@ -17,6 +17,8 @@ import (
 	slackgo "github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 	"go.uber.org/zap"
+
+	"github.com/flowbridge/flowbridge/bridge"
 )
 
 // maxBody bounds an HTTP-mode request; Slack's payloads are far smaller.
@@ -106,61 +108,206 @@ func decodeRequest(contentType string, body []byte) (request, error) {
 	return request{}, fmt.Errorf("unsupported content type %q", mt)
 }
 
-// handler is the HTTP-mode endpoint. Every request is verified against the
-// signing secret before its body is parsed, and acknowledged before any work.
-// ctx is the adapter's run context, for the work that follows the ack.
-func (a *Adapter) handler(ctx context.Context) http.Handler {
+// Limits on what HTTP mode lets unauthenticated requests hold. Slack's own
+// requests are a few kilobytes and arrive over a handful of connections.
+const (
+	// maxBodiesInFlight bounds the bytes of request bodies being read before
+	// their signature is checked, across all requests; beyond it a request is
+	// refused with 503, which Slack retries.
+	maxBodiesInFlight = 8 << 20
+	// maxConns bounds the open connections; further ones wait to be accepted.
+	maxConns = 512
+)
+
+// handler is the HTTP-mode endpoint. A request's signature headers are
+// checked before any of its body is read, the body is read only within the
+// budget of bytes in flight, verified against the signing secret before it
+// is parsed, and acknowledged once the core has recorded its event.
+func (a *Adapter) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+EventsPath, func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-		if err != nil {
-			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-				http.Error(w, "request too large", http.StatusRequestEntityTooLarge)
-				return
-			}
-			http.Error(w, "cannot read request", http.StatusBadRequest)
-			return
-		}
-		if err := verifySignature(r.Header, body, a.cfg.SigningSecret.Value(), a.now()); err != nil {
-			a.log.Info("request refused", zap.String("reason", err.Error()), zap.String("remote", r.RemoteAddr))
-			http.Error(w, "invalid signature", http.StatusUnauthorized)
-			return
-		}
-		req, err := decodeRequest(r.Header.Get("Content-Type"), body)
-		if err != nil {
-			a.log.Info("undecodable request", zap.Error(err))
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
-		}
-		a.touch()
-		work := func() {}
-		switch req.kind {
-		case kindChallenge:
-			w.Header().Set("Content-Type", "text/plain")
-			_, _ = io.WriteString(w, req.challenge)
-			return
-		case kindEvent:
-			retry, _ := strconv.Atoi(r.Header.Get("X-Slack-Retry-Num"))
-			if retry > 0 {
-				a.log.Debug("event redelivered", zap.Int("retry", retry), zap.String("reason", r.Header.Get("X-Slack-Retry-Reason")))
-			}
-			work = func() { a.onEventsAPI(ctx, req.event, retry) }
-		case kindCommandRequest:
-			immediate, cmdWork := a.onCommand(ctx, req.command)
-			if immediate != nil {
-				writeJSON(w, immediate)
-				return
-			}
-			work = cmdWork
-		case kindInteraction:
-			work = func() { a.onInteraction(ctx, req.action) }
-		}
-		// The empty 200 is the ack; flush it before the work is queued.
-		w.WriteHeader(http.StatusOK)
-		_ = http.NewResponseController(w).Flush()
-		work()
-	})
+	mux.HandleFunc("POST "+EventsPath, a.serveEvents)
 	return mux
+}
+
+func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
+	refuse := func(reason error, status int, label string) {
+		a.core.Refused(label)
+		// A flood of refusals must not become a flood of logs: the first
+		// in a while at info, the rest at debug.
+		level := zap.DebugLevel
+		a.refusals.Do(func() { level = zap.InfoLevel })
+		if ce := a.log.Check(level, "request refused"); ce != nil {
+			ce.Write(zap.String("reason", reason.Error()), zap.String("remote", r.RemoteAddr))
+		}
+		http.Error(w, http.StatusText(status), status)
+	}
+	if err := checkHeaders(r.Header, a.now()); err != nil {
+		refuse(err, http.StatusUnauthorized, "unsigned_request")
+		return
+	}
+	if r.ContentLength > maxBody {
+		refuse(errTooLarge, http.StatusRequestEntityTooLarge, "request_too_large")
+		return
+	}
+	body, err := a.readBody(w, r)
+	switch {
+	case errors.Is(err, errNoBudget):
+		w.Header().Set("Retry-After", "1")
+		refuse(err, http.StatusServiceUnavailable, "request_bytes")
+		return
+	case errors.Is(err, errTooLarge):
+		refuse(err, http.StatusRequestEntityTooLarge, "request_too_large")
+		return
+	case err != nil:
+		refuse(err, http.StatusBadRequest, "unreadable_request")
+		return
+	}
+	if err := verifySignature(r.Header, body, *a.secret.Load(), a.now()); err != nil {
+		refuse(err, http.StatusUnauthorized, "unsigned_request")
+		return
+	}
+	req, err := decodeRequest(r.Header.Get("Content-Type"), body)
+	if err != nil {
+		a.log.Info("undecodable request", zap.Error(err))
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	a.touch()
+	var rec *bridge.Receipt
+	switch req.kind {
+	case kindChallenge:
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, req.challenge)
+		return
+	case kindEvent:
+		retry, _ := strconv.Atoi(r.Header.Get("X-Slack-Retry-Num"))
+		rec = a.receiveEventsAPI(req.event, retry)
+	case kindCommandRequest:
+		var immediate any
+		rec, immediate = a.receiveCommand(req.command)
+		if immediate != nil {
+			writeJSON(w, immediate)
+			return
+		}
+	case kindInteraction:
+		rec = a.receiveInteraction(req.action)
+	}
+	// The empty 200 is the ack, sent once the event is recorded (or known,
+	// or refused with its user told).
+	if rec != nil {
+		if err := rec.Wait(r.Context()); err != nil {
+			a.log.Debug("event not taken", zap.Error(err))
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+var (
+	errTooLarge = errors.New("body larger than 1 MiB")
+	errNoBudget = errors.New("too many request bytes in flight")
+)
+
+// readBody reads the request's body within the budget of bytes in flight:
+// its Content-Length, or the most a body may have when it sends none.
+func (a *Adapter) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	n := r.ContentLength
+	if n < 0 {
+		n = maxBody
+	}
+	if !a.bodies.take(n) {
+		return nil, errNoBudget
+	}
+	defer a.bodies.give(n)
+	if r.ContentLength >= 0 {
+		body := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			return nil, err
+		}
+		return body, nil
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return nil, errTooLarge
+	}
+	return body, err
+}
+
+// byteBudget is a semaphore on bytes: what requests may hold at once.
+type byteBudget struct {
+	limit int64
+
+	mu   sync.Mutex
+	used int64
+	peak int64 // the most ever held at once, for tests
+}
+
+func newByteBudget(limit int64) *byteBudget { return &byteBudget{limit: limit} }
+
+// take reserves n bytes, or reports false without waiting when they would
+// exceed the limit.
+func (b *byteBudget) take(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.limit {
+		return false
+	}
+	b.used += n
+	b.peak = max(b.peak, b.used)
+	return true
+}
+
+func (b *byteBudget) give(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+}
+
+func (b *byteBudget) maxUsed() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.peak
+}
+
+// limitListener caps the connections open at once: Accept waits until one
+// closes. Connections waiting in the kernel's backlog cost the process nothing.
+type limitListener struct {
+	net.Listener
+	slots  chan struct{}
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newLimitListener(ln net.Listener, n int) *limitListener {
+	return &limitListener{Listener: ln, slots: make(chan struct{}, n), closed: make(chan struct{})}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
+}
+
+func (l *limitListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return l.Listener.Close()
+}
+
+type limitConn struct {
+	net.Conn
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	c.release()
+	return c.Conn.Close()
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -177,15 +324,15 @@ func writeJSON(w http.ResponseWriter, v any) {
 func (a *Adapter) runHTTP(ctx context.Context) error {
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("slack: listen on slack.listen %q: %w", a.cfg.Listen, err)
+		return fmt.Errorf("listen on slack.listen %q: %w", a.cfg.Listen, err)
 	}
 	srv := &http.Server{
-		Handler:           a.handler(ctx),
+		Handler:           a.handler(),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      10 * time.Second,
 		IdleTimeout:       60 * time.Second,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    32 << 10,
 		ErrorLog:          zap.NewStdLog(a.log.Named("http")),
 	}
 	addr := ln.Addr().String()
@@ -197,11 +344,11 @@ func (a *Adapter) runHTTP(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	serveErr := make(chan error, 1)
-	wg.Go(func() { serveErr <- srv.Serve(ln) })
+	wg.Go(func() { serveErr <- srv.Serve(newLimitListener(ln, a.maxConns)) })
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
-		return fmt.Errorf("slack: serve %s: %w", addr, err)
+		return fmt.Errorf("serve %s: %w", addr, err)
 	}
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()

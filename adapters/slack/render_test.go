@@ -34,6 +34,7 @@ func longReply(n int) string {
 }
 
 func TestRender(t *testing.T) {
+	t.Parallel()
 	share := bridge.Button{Action: bridge.Action{ID: bridge.ActionShare, Value: "r-1"}, Label: "Share with channel", Style: "primary"}
 	tests := []struct {
 		name          string

@@ -19,13 +19,14 @@ import (
 	"github.com/flowbridge/flowbridge/bridge"
 )
 
-// responderKind says where an event came from, which decides how replies go out.
-type responderKind int
+// responderKind says where an event came from, which decides how replies go
+// out. Its values are stored in the inbox with the event's route.
+type responderKind string
 
 const (
-	kindChat    responderKind = iota // a mention, DM or thread message: Web API
-	kindCommand                      // a slash command: its response_url
-	kindAction                       // a button press: Web API and its response_url
+	kindChat    responderKind = "chat"    // a mention, DM or thread message: Web API
+	kindCommand responderKind = "command" // a slash command: its response_url
+	kindAction  responderKind = "action"  // a button press: Web API and its response_url
 )
 
 // maxURLUses is how often Slack accepts posts to one response_url.
@@ -40,23 +41,60 @@ const (
 	refEphemeral = "eph:"
 )
 
+// route is where and how an event is answered, and what Prepare checks
+// first. It is the event's bridge.Event.Route, kept with it in the inbox,
+// so that Restore can rebuild the responder after a restart.
+type route struct {
+	Kind    responderKind `json:"kind"`
+	Channel string        `json:"channel"`
+	// Thread is where replies go; "" for the channel or DM itself.
+	Thread string `json:"thread,omitempty"`
+	// User sees the ephemeral replies.
+	User string `json:"user,omitempty"`
+	// UserTS is the user's message, for the reaction indicator.
+	UserTS      string `json:"user_ts,omitempty"`
+	ResponseURL string `json:"response_url,omitempty"`
+	// ReplaceOnSend makes the first reply replace the message whose button
+	// was pressed (Run or Cancel on a confirmation) instead of adding one.
+	ReplaceOnSend bool `json:"replace_on_send,omitempty"`
+	// CheckThread makes Prepare ask whether the bot takes part in Thread,
+	// and drop the event when it does not.
+	CheckThread bool `json:"check_thread,omitempty"`
+	// JoinThread makes Prepare remember Thread as the bot's (a mention there).
+	JoinThread bool `json:"join_thread,omitempty"`
+}
+
+// check applies the same rules to a route read back from the inbox as to
+// the payload it was made from.
+func (rt route) check() error {
+	switch rt.Kind {
+	case kindChat, kindCommand, kindAction:
+	default:
+		return fmt.Errorf("unknown responder kind %q", rt.Kind)
+	}
+	return checkFields(
+		field{"channel", rt.Channel, isID},
+		field{"thread", rt.Thread, optional(isTS)},
+		field{"user", rt.User, optional(isID)},
+		field{"user_ts", rt.UserTS, optional(isTS)},
+		field{"response_url", rt.ResponseURL, optional(isResponseURL)},
+	)
+}
+
 // responder answers one event. It implements bridge.Responder, Updater,
 // Typist and Dismisser.
 type responder struct {
-	a           *Adapter
-	kind        responderKind
-	channel     string
-	thread      string // thread replies go to; "" for the channel or DM itself
-	user        string // who sees ephemeral replies
-	userTS      string // the user's message, for the reaction indicator
-	responseURL string
-	// replaceOnSend makes a reply replace the message whose button was
-	// pressed (Run or Cancel on a confirmation) instead of adding one.
-	replaceOnSend bool
+	a *Adapter
+	route
 
-	mu          sync.Mutex
-	placeholder string // ts of the "Thinking…" message the reply replaces
-	urlUses     int
+	mu            sync.Mutex
+	replaceOnSend bool   // ReplaceOnSend, until the first reply has used it
+	placeholder   string // ts of the "Thinking…" message the reply replaces
+	urlUses       int
+}
+
+func (a *Adapter) newResponder(rt route) *responder {
+	return &responder{a: a, route: rt, replaceOnSend: rt.ReplaceOnSend}
 }
 
 var (
@@ -72,7 +110,7 @@ var (
 func (r *responder) Send(ctx context.Context, rep bridge.Reply) (bridge.MessageRef, error) {
 	msgs := render(rep, !r.a.cfg.DisableMarkdownBlock)
 	if rep.Ephemeral {
-		if r.responseURL != "" {
+		if r.ResponseURL != "" {
 			r.mu.Lock()
 			replace := r.replaceOnSend
 			r.replaceOnSend = false
@@ -84,14 +122,14 @@ func (r *responder) Send(ctx context.Context, rep bridge.Reply) (bridge.MessageR
 		r.dropPlaceholder(ctx)
 		return refEphemeral, r.postEphemeral(ctx, msgs)
 	}
-	if r.kind == kindCommand {
+	if r.Kind == kindCommand {
 		err := r.postURL(ctx, slackgo.ResponseTypeInChannel, msgs, false)
 		if !errors.Is(err, errURLUsedUp) {
 			return refURL + slackgo.ResponseTypeInChannel, err
 		}
 	}
 	ts, err := r.postChat(ctx, msgs, r.takePlaceholder())
-	if err != nil && r.kind == kindAction && r.responseURL != "" && notMember(err) {
+	if err != nil && r.Kind == kindAction && r.ResponseURL != "" && notMember(err) {
 		// The bot is not in the channel; the button's response_url can still post there.
 		r.a.log.Debug("chat.postMessage refused; posting through response_url", zap.Error(err))
 		err = r.postURL(ctx, slackgo.ResponseTypeInChannel, msgs, false)
@@ -100,7 +138,7 @@ func (r *responder) Send(ctx context.Context, rep bridge.Reply) (bridge.MessageR
 	if err != nil {
 		return "", err
 	}
-	return bridge.MessageRef(refMessage + r.channel + ":" + ts), nil
+	return bridge.MessageRef(refMessage + r.Channel + ":" + ts), nil
 }
 
 // Update replaces a message sent earlier with a new reply; where Slack cannot
@@ -138,7 +176,7 @@ func (r *responder) Update(ctx context.Context, ref bridge.MessageRef, rep bridg
 // Typing shows that the agent works: a placeholder message the reply will
 // replace, or a reaction on the user's message that stop removes.
 func (r *responder) Typing(ctx context.Context) (stop func()) {
-	if r.kind != kindChat {
+	if r.Kind != kindChat {
 		return func() {}
 	}
 	// The indicator is posted while the agent already works, so its round trip
@@ -160,10 +198,10 @@ func (r *responder) Typing(ctx context.Context) (stop func()) {
 		}()
 		return sync.OnceFunc(func() { <-posted })
 	case IndicatorReaction:
-		if r.userTS == "" {
+		if r.UserTS == "" {
 			return func() {}
 		}
-		item := slackgo.NewRefToMessage(r.channel, r.userTS)
+		item := slackgo.NewRefToMessage(r.Channel, r.UserTS)
 		name := r.a.cfg.WorkingReaction
 		added := make(chan bool, 1)
 		go func() { // owned by stop, which waits for it
@@ -193,7 +231,7 @@ func (r *responder) Typing(ctx context.Context) (stop func()) {
 
 // Dismiss deletes the ephemeral message whose button was pressed.
 func (r *responder) Dismiss(ctx context.Context) error {
-	if r.responseURL == "" {
+	if r.ResponseURL == "" {
 		return nil
 	}
 	return r.deleteOriginal(ctx)
@@ -213,13 +251,13 @@ func (r *responder) dropPlaceholder(ctx context.Context) {
 	if ts == "" {
 		return
 	}
-	unlock, err := r.a.locks.lock(ctx, r.channel)
+	unlock, err := r.a.locks.lock(ctx, r.Channel)
 	if err != nil {
 		return
 	}
 	defer unlock()
 	if err := r.a.withRetry(ctx, "chat.delete", func() error {
-		_, _, err := r.a.api.DeleteMessageContext(ctx, r.channel, ts)
+		_, _, err := r.a.api.DeleteMessageContext(ctx, r.Channel, ts)
 		return err
 	}); err != nil {
 		r.a.log.Debug("placeholder not deleted", zap.Error(err))
@@ -230,7 +268,7 @@ func (r *responder) dropPlaceholder(ctx context.Context) {
 // one replacing the placeholder at replaceTS when set. It returns the first
 // message's ts.
 func (r *responder) postChat(ctx context.Context, msgs []outMessage, replaceTS string) (string, error) {
-	unlock, err := r.a.locks.lock(ctx, r.channel)
+	unlock, err := r.a.locks.lock(ctx, r.Channel)
 	if err != nil {
 		return "", err
 	}
@@ -241,36 +279,36 @@ func (r *responder) postChat(ctx context.Context, msgs []outMessage, replaceTS s
 		if i == 0 && replaceTS != "" {
 			ts = replaceTS
 			err = r.a.withRetry(ctx, "chat.update", func() error {
-				_, _, _, err := r.a.api.UpdateMessageContext(ctx, r.channel, replaceTS, content(m)...)
+				_, _, _, err := r.a.api.UpdateMessageContext(ctx, r.Channel, replaceTS, content(m)...)
 				return err
 			})
 		} else {
 			opts := content(m)
-			if r.thread != "" {
-				opts = append(opts, slackgo.MsgOptionTS(r.thread))
+			if r.Thread != "" {
+				opts = append(opts, slackgo.MsgOptionTS(r.Thread))
 			}
 			err = r.a.withRetry(ctx, "chat.postMessage", func() error {
 				var err error
-				_, ts, err = r.a.api.PostMessageContext(ctx, r.channel, opts...)
+				_, ts, err = r.a.api.PostMessageContext(ctx, r.Channel, opts...)
 				return err
 			})
 		}
 		if err != nil {
-			return first, fmt.Errorf("slack: post to %s: %w", r.channel, err)
+			return first, fmt.Errorf("post to %s: %w", r.Channel, err)
 		}
 		if i == 0 {
 			first = ts
 		}
 	}
-	r.a.threads.add(r.channel, r.thread)
+	r.a.threads.add(r.Channel, r.Thread)
 	return first, nil
 }
 
 // updateChat replaces the message at ts with the first message and posts the
 // rest after it.
 func (r *responder) updateChat(ctx context.Context, channel, ts string, msgs []outMessage) error {
-	if channel != r.channel {
-		return fmt.Errorf("slack: message of channel %s updated through a responder of %s", channel, r.channel)
+	if channel != r.Channel {
+		return fmt.Errorf("message of channel %s updated through a responder of %s", channel, r.Channel)
 	}
 	if _, err := r.postChat(ctx, msgs, ts); err != nil {
 		return err
@@ -279,21 +317,21 @@ func (r *responder) updateChat(ctx context.Context, channel, ts string, msgs []o
 }
 
 func (r *responder) postEphemeral(ctx context.Context, msgs []outMessage) error {
-	unlock, err := r.a.locks.lock(ctx, r.channel)
+	unlock, err := r.a.locks.lock(ctx, r.Channel)
 	if err != nil {
 		return err
 	}
 	defer unlock()
 	for _, m := range msgs {
 		opts := content(m)
-		if r.thread != "" {
-			opts = append(opts, slackgo.MsgOptionTS(r.thread))
+		if r.Thread != "" {
+			opts = append(opts, slackgo.MsgOptionTS(r.Thread))
 		}
 		if err := r.a.withRetry(ctx, "chat.postEphemeral", func() error {
-			_, err := r.a.api.PostEphemeralContext(ctx, r.channel, r.user, opts...)
+			_, err := r.a.api.PostEphemeralContext(ctx, r.Channel, r.User, opts...)
 			return err
 		}); err != nil {
-			return fmt.Errorf("slack: ephemeral to %s in %s: %w", r.user, r.channel, err)
+			return fmt.Errorf("ephemeral to %s in %s: %w", r.User, r.Channel, err)
 		}
 	}
 	return nil
@@ -335,10 +373,10 @@ var errURLUsedUp = errors.New("response_url used up")
 // postURL sends messages through the response_url, the first replacing the
 // original message when replace is set.
 func (r *responder) postURL(ctx context.Context, responseType string, msgs []outMessage, replace bool) error {
-	if r.responseURL == "" {
+	if r.ResponseURL == "" {
 		return errURLUsedUp
 	}
-	unlock, err := r.a.locks.lock(ctx, r.channel)
+	unlock, err := r.a.locks.lock(ctx, r.Channel)
 	if err != nil {
 		return err
 	}
@@ -348,7 +386,7 @@ func (r *responder) postURL(ctx context.Context, responseType string, msgs []out
 			if i == 0 {
 				return errURLUsedUp
 			}
-			return fmt.Errorf("slack: %w after %d of %d parts", errURLUsedUp, i, len(msgs))
+			return fmt.Errorf("%w after %d of %d parts", errURLUsedUp, i, len(msgs))
 		}
 		err := r.sendURL(ctx, urlMessage{
 			ResponseType:    responseType,
@@ -384,17 +422,17 @@ func (r *responder) useURL() bool {
 func (r *responder) sendURL(ctx context.Context, m urlMessage) error {
 	body, err := json.Marshal(m)
 	if err != nil {
-		return fmt.Errorf("slack: encode response: %w", err)
+		return fmt.Errorf("encode response: %w", err)
 	}
 	return r.a.withRetry(ctx, "response_url", func() error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.responseURL, bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.ResponseURL, bytes.NewReader(body))
 		if err != nil {
-			return fmt.Errorf("slack: response_url: %w", err)
+			return fmt.Errorf("response_url: %w", err)
 		}
 		req.Header.Set("Content-Type", "application/json")
 		res, err := r.a.http.Do(req)
 		if err != nil {
-			return fmt.Errorf("slack: response_url: %w", err)
+			return fmt.Errorf("response_url: %w", err)
 		}
 		defer res.Body.Close()
 		b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
@@ -413,7 +451,7 @@ func (r *responder) sendURL(ctx context.Context, m urlMessage) error {
 			if code == "" {
 				code = strings.TrimSpace(string(b))
 			}
-			return fmt.Errorf("slack: response_url: %s: %s", res.Status, truncate(code, 200))
+			return fmt.Errorf("response_url: %s: %s", res.Status, truncate(code, 200))
 		}
 		return nil
 	})

@@ -3,17 +3,58 @@ package slack
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
 
+	"github.com/gorilla/websocket"
 	slackgo "github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 	"github.com/slack-go/slack/socketmode"
 	"go.uber.org/zap"
+
+	"github.com/flowbridge/flowbridge/bridge"
 )
 
-// onSocketEvent handles one event of the socketmode client. Envelopes are
-// acknowledged before anything else happens; the work they ask for is queued
-// and runs after the ack.
-func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, evt socketmode.Event) {
+// maxPendingAcks bounds the envelopes waiting for the store before their
+// acknowledgement. The loop reading the socket waits only when it is full,
+// which takes the store stalling while thousands of events arrive.
+const maxPendingAcks = 4096
+
+// runSocket serves Socket Mode until ctx is done.
+func (a *Adapter) runSocket(ctx context.Context) error {
+	sm := socketmode.New(a.api, socketmode.OptionDialer(a.dialer()))
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	defer a.connected.Store(false)
+
+	acks := &acker{sm: sm, log: a.log, queue: make(chan pendingAck, maxPendingAcks)}
+	wg.Go(func() { acks.run(ctx) })
+	runErr := make(chan error, 1)
+	wg.Go(func() { runErr <- sm.RunContext(ctx) })
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-runErr:
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("socket mode with slack.app_token: %w", err)
+		case evt := <-sm.Events:
+			a.onSocketEvent(ctx, acks, evt)
+		}
+	}
+}
+
+// onSocketEvent handles one event of the socketmode client, in the order
+// they arrive. Envelopes go to the core at once and are acknowledged by the
+// acker once the core has recorded them; nothing here waits for the store.
+func (a *Adapter) onSocketEvent(ctx context.Context, acks *acker, evt socketmode.Event) {
 	switch evt.Type {
 	case socketmode.EventTypeConnecting:
 		a.connected.Store(false)
@@ -50,50 +91,130 @@ func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, evt 
 				Type       string `json:"type"`
 			}
 			if json.Unmarshal(e.Message, &env) == nil && env.EnvelopeID != "" {
-				a.ack(ctx, sm, env.EnvelopeID, nil)
+				acks.add(ctx, pendingAck{envelopeID: env.EnvelopeID})
 			}
-			a.log.Debug("unhandled socket message", zap.String("type", env.Type), zap.Error(e.Cause))
+			a.log.Debug("unhandled socket message", zap.String("type", truncate(env.Type, 64)), zap.Error(e.Cause))
 		}
 	case socketmode.EventTypeEventsAPI:
 		a.touch()
-		a.ackRequest(ctx, sm, evt.Request, nil)
+		var rec *bridge.Receipt
 		if ev, ok := evt.Data.(slackevents.EventsAPIEvent); ok {
 			retry := 0
 			if evt.Request != nil {
 				retry = evt.Request.RetryAttempt
 			}
-			a.onEventsAPI(ctx, ev, retry)
+			rec = a.receiveEventsAPI(ev, retry)
 		}
+		acks.request(ctx, evt.Request, rec, nil)
 	case socketmode.EventTypeSlashCommand:
 		a.touch()
-		cmd, ok := evt.Data.(slackgo.SlashCommand)
-		if !ok {
-			a.ackRequest(ctx, sm, evt.Request, nil)
-			return
+		var (
+			rec       *bridge.Receipt
+			immediate any
+		)
+		if cmd, ok := evt.Data.(slackgo.SlashCommand); ok {
+			rec, immediate = a.receiveCommand(cmd)
 		}
-		immediate, work := a.onCommand(ctx, cmd)
-		a.ackRequest(ctx, sm, evt.Request, immediate)
-		work()
+		acks.request(ctx, evt.Request, rec, immediate)
 	case socketmode.EventTypeInteractive:
 		a.touch()
-		a.ackRequest(ctx, sm, evt.Request, nil)
+		var rec *bridge.Receipt
 		if cb, ok := evt.Data.(slackgo.InteractionCallback); ok {
-			a.onInteraction(ctx, cb)
+			rec = a.receiveInteraction(cb)
 		}
+		acks.request(ctx, evt.Request, rec, nil)
 	default:
-		a.ackRequest(ctx, sm, evt.Request, nil)
+		acks.request(ctx, evt.Request, nil, nil)
 	}
 }
 
-func (a *Adapter) ackRequest(ctx context.Context, sm *socketmode.Client, req *socketmode.Request, payload any) {
+// pendingAck is an envelope to acknowledge once its receipt (if any) settles.
+type pendingAck struct {
+	envelopeID string
+	rec        *bridge.Receipt
+	payload    any
+}
+
+// acker acknowledges envelopes in arrival order on one goroutine, each once
+// the core has recorded its event: the events recorded in one store commit
+// are acknowledged together, and the loop reading the socket goes on
+// meanwhile.
+type acker struct {
+	sm    *socketmode.Client
+	log   *zap.Logger
+	queue chan pendingAck
+}
+
+// request queues the acknowledgement of a socket request.
+func (k *acker) request(ctx context.Context, req *socketmode.Request, rec *bridge.Receipt, payload any) {
 	if req == nil || req.EnvelopeID == "" {
 		return
 	}
-	a.ack(ctx, sm, req.EnvelopeID, payload)
+	k.add(ctx, pendingAck{envelopeID: req.EnvelopeID, rec: rec, payload: payload})
 }
 
-func (a *Adapter) ack(ctx context.Context, sm *socketmode.Client, envelopeID string, payload any) {
-	if err := sm.AckCtx(ctx, envelopeID, payload); err != nil && ctx.Err() == nil {
-		a.log.Warn("ack failed", zap.String("envelope", envelopeID), zap.Error(err))
+func (k *acker) add(ctx context.Context, p pendingAck) {
+	select {
+	case k.queue <- p:
+	case <-ctx.Done():
 	}
+}
+
+// run sends the queued acknowledgements until ctx is done. Whatever the
+// receipt says, the envelope is acknowledged: the event is recorded, known
+// already, or its user has been told why not. Envelopes left when ctx ends
+// are not acknowledged; Slack sends them again and the core knows those it
+// recorded.
+func (k *acker) run(ctx context.Context) {
+	for {
+		var p pendingAck
+		select {
+		case p = <-k.queue:
+		case <-ctx.Done():
+			return
+		}
+		if p.rec != nil {
+			err := p.rec.Wait(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				k.log.Debug("event not taken", zap.String("envelope", p.envelopeID), zap.Error(err))
+			}
+		}
+		if err := k.sm.AckCtx(ctx, p.envelopeID, p.payload); err != nil && ctx.Err() == nil {
+			k.log.Warn("ack failed", zap.String("envelope", p.envelopeID), zap.Error(err))
+		}
+	}
+}
+
+// dialer is slack-go's default websocket dialer, with connections that
+// record when anything (an envelope or a ping) was last read, for Ready.
+func (a *Adapter) dialer() *websocket.Dialer {
+	nd := &net.Dialer{Timeout: apiTimeout, KeepAlive: 30 * time.Second}
+	return &websocket.Dialer{
+		Proxy:            http.ProxyFromEnvironment,
+		HandshakeTimeout: 45 * time.Second,
+		WriteBufferSize:  32 << 10,
+		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := nd.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &activityConn{Conn: c, touch: a.touch}, nil
+		},
+	}
+}
+
+type activityConn struct {
+	net.Conn
+	touch func()
+}
+
+func (c *activityConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.touch()
+	}
+	return n, err
 }
