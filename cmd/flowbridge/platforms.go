@@ -31,14 +31,14 @@ type commandSyncer interface {
 func platformAdapters(cfg *Config, b *bridge.Bridge, log *zap.Logger) ([]namedAdapter, error) {
 	var out []namedAdapter
 	if cfg.Slack.Enabled {
-		a, err := slack.New(cfg.Slack, b, log.Named("slack"))
+		a, err := slack.New(cfg.Slack, b, log)
 		if err != nil {
 			return nil, fmt.Errorf("slack: %w", err)
 		}
 		out = append(out, namedAdapter{"slack", a})
 	}
 	if cfg.Discord.Enabled {
-		a, err := discord.New(cfg.Discord, b, log.Named("discord"))
+		a, err := discord.New(cfg.Discord, b, log)
 		if err != nil {
 			return nil, fmt.Errorf("discord: %w", err)
 		}

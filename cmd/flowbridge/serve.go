@@ -17,6 +17,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flowbridge/flowbridge/adapters/console"
+	"github.com/flowbridge/flowbridge/adapters/discord"
+	"github.com/flowbridge/flowbridge/adapters/slack"
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/workspace"
 	"github.com/flowbridge/flowbridge/sessionmap"
@@ -206,6 +208,13 @@ func reload(path string, env *environment, started *Config, b *bridge.Bridge, ad
 type signingSecretSetter interface {
 	SetSigningSecret(secret string)
 }
+
+// Reload finds these by type assertion; a lost method must fail the build,
+// not reload in silence.
+var (
+	_ signingSecretSetter = (*slack.Adapter)(nil)
+	_ commandSyncer       = (*discord.Adapter)(nil)
+)
 
 // maintain expires answered inbox entries older than dedupeTTL (until then a
 // platform retry is recognised) and old audit entries, so the store does not
