@@ -14,3 +14,9 @@ import (
 func tryLockShared(f *os.File) bool {
 	return syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB) == nil
 }
+
+// unlock releases the advisory lock bbolt took on f. Closing f alone would
+// not while bbolt's mapping of the file still refers to it.
+func unlock(f *os.File) error {
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"io/fs"
 	"os"
 )
@@ -22,6 +23,8 @@ const (
 	branchPageFlag   = 0x01
 	leafPageFlag     = 0x02
 	freelistPageFlag = 0x10
+	bucketLeafFlag   = 0x01 // of a leaf element: its value is a bucket
+	bucketHeaderSize = 16   // root page id u64, sequence u64
 	minPageSize      = 1024
 	maxPageSize      = 1024 << 14
 )
@@ -38,7 +41,8 @@ type boltMeta struct {
 // page numbers in its meta pages and reads them through an mmap without
 // bounds checks, so a truncated file makes it fault (SIGBUS) rather than
 // return an error; checking that the live meta page only points inside the
-// file turns the common damage, truncation, into ErrCorrupt.
+// file turns the common damage, truncation, into ErrCorrupt. A file of no
+// bytes is refused: bbolt would silently make a new store of it.
 //
 // The pages are read under a shared lock so that a file another process is
 // writing is never mistaken for a damaged one; when that lock is taken the
@@ -62,11 +66,24 @@ func precheck(path string) error {
 	if info.IsDir() {
 		return fmt.Errorf("%s is a directory", path)
 	}
-	size := uint64(info.Size())
-	if size == 0 {
-		return nil // bbolt initialises an empty file
+	if info.Size() == 0 {
+		return emptyFile(path)
 	}
+	_, problem, err := fileMeta(f, uint64(info.Size()))
+	switch {
+	case err != nil:
+		return err
+	case problem != "":
+		return damage(path, "%s", problem)
+	}
+	return nil
+}
 
+// fileMeta returns the live meta page of the bbolt file f of size bytes,
+// after checking that what bbolt reads on open lies inside the file: the
+// root page, and the freelist page with all its entries. A damaged file
+// gives a problem, which says what is wrong; err is for a failed read.
+func fileMeta(f io.ReaderAt, size uint64) (m boltMeta, problem string, err error) {
 	m0, ok0 := readMeta(f, 0)
 	var m1 boltMeta
 	var ok1 bool
@@ -81,7 +98,6 @@ func precheck(path string) error {
 			}
 		}
 	}
-	var m boltMeta
 	switch {
 	case ok0 && ok1 && m1.txid > m0.txid:
 		m = m1
@@ -90,41 +106,57 @@ func precheck(path string) error {
 	case ok1:
 		m = m1
 	default:
-		return fmt.Errorf("%w: not a bbolt file (no valid meta page)", ErrCorrupt)
+		return m, "not a bbolt file (no valid meta page)", nil
 	}
 
 	if m.pageSize < minPageSize || m.pageSize > maxPageSize || m.pageSize&(m.pageSize-1) != 0 {
-		return fmt.Errorf("%w: page size %d", ErrCorrupt, m.pageSize)
+		return m, fmt.Sprintf("page size %d", m.pageSize), nil
 	}
 	if m.pgid < 2 || m.pgid > size/m.pageSize {
-		return fmt.Errorf("%w: file of %d bytes is shorter than its %d pages of %d bytes (truncated?)", ErrCorrupt, size, m.pgid, m.pageSize)
+		return m, fmt.Sprintf("file of %d bytes is shorter than its %d pages of %d bytes (truncated?)", size, m.pgid, m.pageSize), nil
 	}
 	if m.root < 2 || m.root >= m.pgid {
-		return fmt.Errorf("%w: root page %d outside the file's %d pages", ErrCorrupt, m.root, m.pgid)
+		return m, fmt.Sprintf("root page %d outside the file's %d pages", m.root, m.pgid), nil
 	}
-	if flags, _, err := readPageHeader(f, m.root, m.pageSize); err != nil {
-		return err
-	} else if flags != branchPageFlag && flags != leafPageFlag {
-		return fmt.Errorf("%w: root page %d has type %#x", ErrCorrupt, m.root, flags)
+	if h, err := readPageHeader(f, m.root, m.pageSize); err != nil {
+		return m, "", err
+	} else if h.flags != branchPageFlag && h.flags != leafPageFlag {
+		return m, fmt.Sprintf("root page %d has type %#x", m.root, h.flags), nil
 	}
-	if m.freelist != pgidNoFreelist {
-		if m.freelist < 2 || m.freelist >= m.pgid {
-			return fmt.Errorf("%w: freelist page %d outside the file's %d pages", ErrCorrupt, m.freelist, m.pgid)
-		}
-		flags, overflow, err := readPageHeader(f, m.freelist, m.pageSize)
-		if err != nil {
-			return err
-		}
-		if flags != freelistPageFlag || m.freelist+overflow >= m.pgid {
-			return fmt.Errorf("%w: freelist page %d is damaged", ErrCorrupt, m.freelist)
-		}
+	// bbolt loads the freelist on open, trusting its length; without one it
+	// walks every page on a goroutine of its own, where a fault would end
+	// the process. flowbridge always writes one.
+	if m.freelist == pgidNoFreelist {
+		return m, "the file has no freelist page (flowbridge always writes one)", nil
 	}
-	return nil
+	if m.freelist < 2 || m.freelist >= m.pgid {
+		return m, fmt.Sprintf("freelist page %d outside the file's %d pages", m.freelist, m.pgid), nil
+	}
+	h, err := readPageHeader(f, m.freelist, m.pageSize)
+	if err != nil {
+		return m, "", err
+	}
+	if h.flags != freelistPageFlag || m.freelist+h.overflow >= m.pgid {
+		return m, fmt.Sprintf("freelist page %d is damaged", m.freelist), nil
+	}
+	n, at := uint64(h.count), uint64(pageHeaderSize)
+	if h.count == 0xFFFF {
+		// A longer list keeps its length in the first id.
+		var b [8]byte
+		if _, err := f.ReadAt(b[:], int64(m.freelist*m.pageSize+pageHeaderSize)); err != nil {
+			return m, "", err
+		}
+		n, at = binary.NativeEndian.Uint64(b[:]), pageHeaderSize+8
+	}
+	if span := (1 + h.overflow) * m.pageSize; n > (span-at)/8 {
+		return m, fmt.Sprintf("freelist page %d: %d page ids do not fit its %d bytes", m.freelist, n, span), nil
+	}
+	return m, "", nil
 }
 
 // readMeta reads and validates the meta page at off, as bbolt's
 // Meta.Validate does.
-func readMeta(f *os.File, off int64) (boltMeta, bool) {
+func readMeta(f io.ReaderAt, off int64) (boltMeta, bool) {
 	var buf [pageHeaderSize + metaSize]byte
 	if _, err := f.ReadAt(buf[:], off); err != nil {
 		return boltMeta{}, false
@@ -148,11 +180,18 @@ func readMeta(f *os.File, off int64) (boltMeta, bool) {
 	}, true
 }
 
-func readPageHeader(f *os.File, id, pageSize uint64) (flags uint16, overflow uint64, err error) {
+type pageHeader struct {
+	id       uint64
+	flags    uint16
+	count    uint16
+	overflow uint64
+}
+
+func readPageHeader(f io.ReaderAt, id, pageSize uint64) (pageHeader, error) {
 	var buf [pageHeaderSize]byte
 	if _, err := f.ReadAt(buf[:], int64(id*pageSize)); err != nil {
-		return 0, 0, fmt.Errorf("%w: read page %d: %w", ErrCorrupt, id, err)
+		return pageHeader{}, fmt.Errorf("read page %d: %w", id, err)
 	}
 	ne := binary.NativeEndian
-	return ne.Uint16(buf[8:]), uint64(ne.Uint32(buf[12:])), nil
+	return pageHeader{id: ne.Uint64(buf[0:]), flags: ne.Uint16(buf[8:]), count: ne.Uint16(buf[10:]), overflow: uint64(ne.Uint32(buf[12:]))}, nil
 }

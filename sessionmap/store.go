@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -28,7 +29,8 @@ var (
 	// holds the file's lock; bbolt admits a single writer process.
 	ErrLocked = errors.New("store is locked by another flowbridge")
 	// ErrCorrupt means the file is not a flowbridge store, is damaged, or a
-	// single record in it cannot be decoded.
+	// single record in it cannot be decoded. Damage to the file itself is a
+	// *DamageError, which says the way out.
 	ErrCorrupt = errors.New("store is corrupt")
 	// ErrClosed means the Store was used after Close.
 	ErrClosed = errors.New("store is closed")
@@ -95,6 +97,18 @@ type Options struct {
 	// NoSync skips fsync on commit. It trades durability for speed and is
 	// meant only for benchmarks and bulk loading.
 	NoSync bool
+	// Check is the consistency check of an existing file, which Open runs
+	// before it writes to the file or serves from it; a damaged file is
+	// refused with a *DamageError. CheckAuto (the zero value) checks a file
+	// of up to AutoCheckSize (64 MiB) in full: the layout of every page and
+	// the freelist, then bbolt's Tx.Check (keys in order, every page used
+	// once or free), a few hundred milliseconds. A larger file it walks for
+	// at most AutoCheckBudget (about 0.25 s per 150 MiB), without bbolt's
+	// check. CheckFull always checks in full, however long it takes;
+	// CheckOff skips the check. What a check does not reach is still
+	// guarded: a read that faults or panics on damage fails with
+	// ErrCorrupt, not the process (see Health).
+	Check CheckMode
 }
 
 // Store is the bbolt-backed state of a flowbridge process. It is safe for
@@ -103,10 +117,19 @@ type Options struct {
 // returns.
 type Store struct {
 	db    *bolt.DB
+	file  *os.File // bbolt's descriptor of the file, read by Check
 	path  string
 	chunk int // keys per transaction in scans and bulk deletes; tests shrink it
 
 	commits committer
+
+	// damage is the first damage a read ran into; once set, every call
+	// fails with it (see guard).
+	damage atomic.Pointer[DamageError]
+	// wedged: bbolt's own rollback did not finish after a panic, so its
+	// locks may be held and its Close could wait for ever.
+	wedged atomic.Bool
+	closed atomic.Bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -114,7 +137,8 @@ type Store struct {
 
 // Stats is a cheap snapshot of the store's size, for metrics and readiness.
 type Stats struct {
-	// Open is false once the Store is closed; the other fields are then zero.
+	// Open is false once the Store is closed or found damaged (Health says
+	// which); the other fields are then zero.
 	Open bool
 	// Sessions is the number of conversation-to-session mappings.
 	Sessions int64
@@ -131,9 +155,11 @@ type Stats struct {
 // exist. An existing file readable by group or others has those permission
 // bits removed, since it holds who ran what. If another process holds the
 // store, Open fails after opts.Timeout with an error wrapping ErrLocked that
-// names the path; a file that is not a flowbridge store or is damaged gives
-// an error wrapping ErrCorrupt. The check on open is cheap (meta pages,
-// bounds, buckets); Check walks the whole file.
+// names the path. Before it writes anything, Open checks an existing file's
+// consistency as opts.Check says; a damaged file, a file of no bytes (no
+// store is ever empty: bbolt would silently make a new one of it) or one
+// that is not a flowbridge store gives an error wrapping ErrCorrupt, a
+// *DamageError for damage, whose message says the way out.
 func Open(path string, opts Options) (s *Store, err error) {
 	timeout := opts.Timeout
 	if timeout <= 0 {
@@ -145,21 +171,25 @@ func Open(path string, opts Options) (s *Store, err error) {
 
 	// bbolt reads pages through an mmap without bounds checks, so a damaged
 	// file can fault or panic inside it. A fault becomes a panic only on a
-	// goroutine that asked for it, and only here, where the file is first
-	// read, do we turn such panics into ErrCorrupt.
+	// goroutine that asked for it; here, and in every later access (see
+	// guard), such panics become ErrCorrupt.
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	var file *os.File
+	var opened atomic.Pointer[os.File] // bbolt's descriptor: the first file it opens
 	var db *bolt.DB
+	var tx *bolt.Tx // the latest transaction begun, to tell whether bbolt ended it
 	defer func() {
 		if r := recover(); r != nil {
-			if db != nil {
+			switch {
+			case db != nil && (tx == nil || tx.DB() == nil):
 				_ = closeAfterPanic(db)
-			} else if file != nil {
-				// bbolt panicked before handing us the DB: at least
-				// release the lock by closing the descriptor.
-				_ = file.Close()
+			case opened.Load() != nil:
+				// bbolt panicked before handing us the DB, or left a
+				// transaction (and its locks) behind: release the file
+				// lock and the descriptor at least.
+				_ = unlock(opened.Load())
+				_ = opened.Load().Close()
 			}
-			s, err = nil, fmt.Errorf("open store %s: %w: %v", path, ErrCorrupt, r)
+			s, err = nil, fmt.Errorf("open store %s: %w", path, damage(path, "opening it panicked: %v", r))
 		}
 	}()
 
@@ -168,8 +198,11 @@ func Open(path string, opts Options) (s *Store, err error) {
 		NoSync:       opts.NoSync,
 		FreelistType: bolt.FreelistMapType,
 		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+			// Backup opens the file again through this; keep the first.
 			f, err := os.OpenFile(name, flag, perm)
-			file = f
+			if err == nil {
+				opened.CompareAndSwap(nil, f)
+			}
 			return f, err
 		},
 	})
@@ -178,17 +211,24 @@ func Open(path string, opts Options) (s *Store, err error) {
 			// The whole message names the path already.
 			return nil, fmt.Errorf("%w (%s)", ErrLocked, path)
 		}
-		return nil, fmt.Errorf("open store %s: %w", path, classifyOpenError(err))
+		return nil, fmt.Errorf("open store %s: %w", path, classifyOpenError(path, err))
 	}
+	file := opened.Load()
 	if err := tightenMode(path); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	if err := initBuckets(db); err != nil {
+	if opts.Check != CheckOff {
+		if err := checkOpen(path, file, db, opts.Check); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("open store %s: %w", path, err)
+		}
+	}
+	if err := initBuckets(db, &tx); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	return &Store{db: db, path: path, chunk: defaultChunk}, nil
+	return &Store{db: db, file: file, path: path, chunk: defaultChunk}, nil
 }
 
 // closeAfterPanic closes db, itself guarded: a damaged file may make even the
@@ -202,12 +242,12 @@ func closeAfterPanic(db *bolt.DB) (err error) {
 	return db.Close()
 }
 
-func classifyOpenError(err error) error {
+func classifyOpenError(path string, err error) error {
 	switch {
 	case errors.Is(err, berrors.ErrInvalid),
 		errors.Is(err, berrors.ErrVersionMismatch),
 		errors.Is(err, berrors.ErrChecksum):
-		return fmt.Errorf("%w: not a valid bbolt file: %w", ErrCorrupt, err)
+		return damage(path, "not a valid bbolt file: %v", err)
 	}
 	return err
 }
@@ -228,9 +268,11 @@ func tightenMode(path string) error {
 }
 
 // initBuckets creates missing buckets, checks the format version, upgrades
-// a format 1 or 2 file, and rebuilds any missing counter.
-func initBuckets(db *bolt.DB) error {
+// a format 1 or 2 file, and rebuilds any missing counter. It sets *cur to
+// its transaction.
+func initBuckets(db *bolt.DB, cur **bolt.Tx) error {
 	return db.Update(func(tx *bolt.Tx) error {
+		*cur = tx
 		// bbolt follows page ids without bounds checks; a bucket rooted
 		// past the end of the file would fault on first use.
 		pages := uint64(tx.Size()) / uint64(db.Info().PageSize)
@@ -322,14 +364,73 @@ func upgradeDedupe(tx *bolt.Tx, checkRoot func(b *bolt.Bucket, name string) erro
 }
 
 // Close closes the store, waiting for running transactions. Later calls
-// return the first call's result.
+// return the first call's result. A store found damaged closes too, without
+// waiting for bbolt when a panic left bbolt's transaction unfinished.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		if err := s.db.Close(); err != nil {
+		s.closed.Store(true)
+		var err error
+		if s.wedged.Load() {
+			// bbolt's rollback did not finish: its Close would wait for
+			// locks nobody will release. Release the file lock and the
+			// descriptor ourselves; the mapping goes with the process.
+			err = errors.Join(unlock(s.file), s.file.Close())
+		} else {
+			err = closeAfterPanic(s.db)
+		}
+		if err != nil {
 			s.closeErr = fmt.Errorf("close store %s: %w", s.path, err)
 		}
 	})
 	return s.closeErr
+}
+
+// Health reports whether the store can serve: nil while it is open and
+// sound, ErrClosed after Close, and once a read has run into damage (a
+// fault or panic inside bbolt, or damage Check found) that damage, a
+// *DamageError, for good: every later call fails with it at once rather
+// than read the damaged pages again. A damaged store stays so until the
+// process opens a restored or new file.
+func (s *Store) Health() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if d := s.damage.Load(); d != nil {
+		return d
+	}
+	return nil
+}
+
+// guard runs fn, which reads the file through bbolt, so that damage fails
+// the call instead of the process: on this goroutine a memory fault becomes
+// a panic, and any panic becomes a *DamageError that marks the whole store
+// damaged. fn sets *cur to each transaction it begins, so that guard can
+// tell whether bbolt's deferred rollback ended it. Once the store is closed
+// or damaged, guard fails at once.
+func (s *Store) guard(fn func(cur **bolt.Tx) error) (err error) {
+	if err := s.Health(); err != nil {
+		return err
+	}
+	var tx *bolt.Tx
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		if tx != nil && tx.DB() != nil {
+			s.wedged.Store(true)
+		}
+		err = s.setDamaged(damage(s.path, "a read of the file panicked: %v", r))
+	}()
+	return fn(&tx)
+}
+
+// setDamaged marks the store damaged, unless it is already, and returns the
+// damage it is marked with.
+func (s *Store) setDamaged(d *DamageError) *DamageError {
+	s.damage.CompareAndSwap(nil, d)
+	return s.damage.Load()
 }
 
 // Path returns the file path the store was opened with.
@@ -338,7 +439,7 @@ func (s *Store) Path() string { return s.path }
 // Stats returns the store's counters. It costs one read transaction.
 func (s *Store) Stats() Stats {
 	var st Stats
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		st = Stats{
 			Open:         true,
@@ -355,23 +456,38 @@ func (s *Store) Stats() Stats {
 	return st
 }
 
-// Check walks every page of the file and reports inconsistencies, joined.
-// bbolt's check is safe beside other writers only inside a write
-// transaction, so Check holds the writer lock for the whole walk (seconds
-// for a large file): it is meant for the command line, not the serving
-// path.
+// Check runs the full consistency check (as CheckFull on Open) on the open
+// store: it returns nil, or a *DamageError listing what is damaged, and then
+// marks the store damaged (see Health). bbolt's check is safe beside other
+// writers only inside a write transaction, so Check holds the writer lock
+// for the whole walk (seconds for a large file): it is meant for the command
+// line, not the serving path.
 func (s *Store) Check() error {
-	tx, err := s.db.Begin(true)
+	var found *DamageError
+	err := s.guard(func(cur **bolt.Tx) error {
+		tx, err := s.db.Begin(true)
+		if err != nil {
+			return mapClosed(err)
+		}
+		*cur = tx
+		defer func() { _ = tx.Rollback() }()
+		w, err := walkFile(s.file, s.path, time.Time{})
+		if err != nil {
+			return err
+		}
+		if len(w.problems) == 0 {
+			boltCheck(tx, w)
+		}
+		if len(w.problems) > 0 {
+			found = w.damage(s.path)
+		}
+		return nil
+	})
+	if err == nil && found != nil {
+		err = s.setDamaged(found)
+	}
 	if err != nil {
-		return fmt.Errorf("check: %w", mapClosed(err))
-	}
-	defer func() { _ = tx.Rollback() }()
-	var errs []error
-	for err := range tx.Check() {
-		errs = append(errs, err)
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("check %s: %w: %w", s.path, ErrCorrupt, errors.Join(errs...))
+		return fmt.Errorf("check: %w", err)
 	}
 	return nil
 }
@@ -380,7 +496,8 @@ func (s *Store) Check() error {
 // keeps serving, and returns the bytes written. The copy is a valid store
 // file. It holds one read transaction for the duration of the write, so a
 // slow w delays only file growth (bbolt remaps wait for readers), not reads
-// or ordinary writes.
+// or ordinary writes. A store found damaged (see Health) refuses, so that a
+// damaged copy never replaces a good backup.
 func (s *Store) Backup(w io.Writer) (int64, error) {
 	var n int64
 	err := s.view(func(tx *bolt.Tx) error {
@@ -394,10 +511,15 @@ func (s *Store) Backup(w io.Writer) (int64, error) {
 	return n, nil
 }
 
-// view and update run fn in a transaction and map bbolt's closed-database
-// error to ErrClosed.
+// view and update run fn in a transaction, under guard, and map bbolt's
+// closed-database error to ErrClosed.
 func (s *Store) view(fn func(*bolt.Tx) error) error {
-	return mapClosed(s.db.View(fn))
+	return s.guard(func(cur **bolt.Tx) error {
+		return mapClosed(s.db.View(func(tx *bolt.Tx) error {
+			*cur = tx
+			return fn(tx)
+		}))
+	})
 }
 
 // update runs fn in a write transaction. Concurrent callers share one
@@ -427,8 +549,7 @@ func (s *Store) update(fn func(*bolt.Tx) error) error {
 	c.queue = nil
 	c.mu.Unlock()
 	defer func() {
-		// Pass the lead on even if a write panicked, so no caller waits
-		// forever; the panic itself goes on up this goroutine.
+		// Pass the lead on whatever happened, so no caller waits forever.
 		c.mu.Lock()
 		if len(c.queue) > 0 {
 			c.queue[0].done <- true
@@ -457,7 +578,8 @@ type writeReq struct {
 // commitBatch commits batch in one transaction and delivers each request's
 // result (to the others through done; the leader, which runs it, reads its
 // own err). A request whose fn fails gets that error alone and the rest are
-// retried without it.
+// retried without it. A panic (see guard) fails every request not yet
+// answered with the damage, as does a store closed or damaged already.
 func (s *Store) commitBatch(leader *writeReq, batch []*writeReq) {
 	deliver := func(r *writeReq, err error) {
 		r.err = mapClosed(err)
@@ -465,35 +587,35 @@ func (s *Store) commitBatch(leader *writeReq, batch []*writeReq) {
 			r.done <- false
 		}
 	}
-	panicked := true
-	defer func() {
-		if panicked {
-			for _, r := range batch {
-				deliver(r, errors.New("store write panicked"))
-			}
-		}
-	}()
-	for len(batch) > 0 {
-		failed := -1
-		err := s.db.Update(func(tx *bolt.Tx) error {
-			for i, r := range batch {
-				if err := r.fn(tx); err != nil {
-					failed = i
-					return err
+	err := s.guard(func(cur **bolt.Tx) error {
+		for len(batch) > 0 {
+			failed := -1
+			err := s.db.Update(func(tx *bolt.Tx) error {
+				*cur = tx
+				for i, r := range batch {
+					if err := r.fn(tx); err != nil {
+						failed = i
+						return err
+					}
 				}
+				return nil
+			})
+			if failed < 0 {
+				for _, r := range batch {
+					deliver(r, err)
+				}
+				batch = nil
+				break
 			}
-			return nil
-		})
-		if failed < 0 {
-			for _, r := range batch {
-				deliver(r, err)
-			}
-			break
+			deliver(batch[failed], err)
+			batch = append(batch[:failed:failed], batch[failed+1:]...)
 		}
-		deliver(batch[failed], err)
-		batch = append(batch[:failed:failed], batch[failed+1:]...)
+		return nil
+	})
+	// batch now holds the requests not answered.
+	for _, r := range batch {
+		deliver(r, err)
 	}
-	panicked = false
 }
 
 func mapClosed(err error) error {

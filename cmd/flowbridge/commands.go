@@ -201,9 +201,65 @@ func openStoreOrAdmin(cfg *Config) (*sessionmap.Store, *adminClient, error) {
 		return st, nil, nil
 	}
 	if !errors.Is(err, sessionmap.ErrLocked) || cfg.Admin.Listen == "" || cfg.Admin.Listen == "off" {
-		return nil, nil, err
+		return nil, nil, storeError(cfg, err)
 	}
 	return nil, &adminClient{base: "http://" + cfg.Admin.Listen, token: cfg.Admin.Token.Value(), viaLock: true}, nil
+}
+
+// storeError adds, to an error that says the store file is damaged, the
+// command that lists all of the damage.
+func storeError(cfg *Config, err error) error {
+	if errors.Is(err, sessionmap.ErrCorrupt) {
+		return fmt.Errorf("%w (flowbridge store check -file %s lists all the damage)", err, cfg.Store.Path)
+	}
+	return err
+}
+
+// cmdStore runs the store subcommands: check, the full consistency check of
+// the store file. A running bridge holds the file; check a copy of it from
+// the admin listener's /backup with -file.
+func cmdStore(env *environment, args []string) error {
+	if len(args) == 0 || args[0] != "check" {
+		return &usageError{"usage: flowbridge store check [-config FILE | -file STORE]"}
+	}
+	fs := newFlagSet(env, "store check", "store check [-config FILE | -file STORE]")
+	path := configFlag(fs, env)
+	file := fs.String("file", "", "check this store file instead of the config's (a copy taken from /backup, say)")
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return &usageError{"usage: flowbridge store check [-config FILE | -file STORE]"}
+	}
+	target := *file
+	if target == "" {
+		cfg, err := loadConfig(*path, env.getenv)
+		if err != nil {
+			return err
+		}
+		target = cfg.Store.Path
+	}
+	err := sessionmap.CheckFile(target)
+	if d, ok := errors.AsType[*sessionmap.DamageError](err); ok {
+		fmt.Fprintf(env.stdout, "%s: damaged\n", target)
+		for _, p := range d.Problems {
+			fmt.Fprintf(env.stdout, "  %s\n", p)
+		}
+		if d.More > 0 {
+			fmt.Fprintf(env.stdout, "  and %d more\n", d.More)
+		}
+		remedy := d.Remedy()
+		fmt.Fprintf(env.stdout, "%s%s.\n", strings.ToUpper(remedy[:1]), remedy[1:])
+		return fmt.Errorf("store %s is damaged", target)
+	}
+	if errors.Is(err, sessionmap.ErrLocked) {
+		return fmt.Errorf("%w: stop it to check the file, or check a copy from its admin listener's /backup with -file", err)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.stdout, "%s: OK, no damage found\n", target)
+	return nil
 }
 
 func cmdSessions(ctx context.Context, env *environment, args []string) error {
@@ -240,6 +296,7 @@ func cmdSessions(ctx context.Context, env *environment, args []string) error {
 		var list []sessionmap.Session
 		if st != nil {
 			list, err = st.ListSessions(*prefix)
+			err = storeError(cfg, err)
 		} else {
 			err = admin.get(ctx, "/api/sessions?prefix="+url.QueryEscape(*prefix), &list)
 		}
@@ -367,6 +424,7 @@ func cmdAudit(ctx context.Context, env *environment, args []string) error {
 	if st != nil {
 		defer st.Close()
 		list, err = st.Audit(filter)
+		err = storeError(cfg, err)
 	} else {
 		err = admin.get(ctx, "/api/audit?"+q.Encode(), &list)
 	}

@@ -43,6 +43,7 @@ Usage:
   flowbridge check-config -config FILE    validate a config and print what it enables
   flowbridge sessions list|bind|reset     inspect or change conversation -> session mappings
   flowbridge audit -config FILE           list audited flow runs
+  flowbridge store check -config FILE     check the store file for damage (exit 1 if damaged)
   flowbridge slack-manifest -config FILE  print the Slack app manifest for the config
   flowbridge discord-invite -config FILE  print the Discord invite URL
   flowbridge health -config FILE          exit 0 when the running bridge's /healthz answers (container health checks)
@@ -70,6 +71,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return cmdSessions(ctx, env, rest)
 	case "audit":
 		return cmdAudit(ctx, env, rest)
+	case "store":
+		return cmdStore(env, rest)
 	case "slack-manifest":
 		return cmdSlackManifest(env, rest)
 	case "discord-invite":

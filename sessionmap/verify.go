@@ -1,0 +1,538 @@
+package sessionmap
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// CheckMode selects the consistency check Open runs on an existing file.
+type CheckMode int
+
+const (
+	// CheckAuto checks a file of up to AutoCheckSize bytes in full, and a
+	// larger one for at most AutoCheckBudget.
+	CheckAuto CheckMode = iota
+	// CheckFull checks the whole file, however long it takes.
+	CheckFull
+	// CheckOff skips the check; bbolt still validates the meta pages, and
+	// Open still refuses a file they point outside of.
+	CheckOff
+)
+
+const (
+	// AutoCheckSize is the largest file CheckAuto checks in full.
+	AutoCheckSize = 64 << 20
+	// AutoCheckBudget bounds CheckAuto's walk of a larger file: the pages it
+	// does not reach by then are left to the guard every read has (see
+	// Health).
+	AutoCheckBudget = 2 * time.Second
+)
+
+// maxProblems bounds the problems a DamageError lists; the rest are counted.
+const maxProblems = 20
+
+// A DamageError reports a damaged store file: what a consistency check found
+// (Open, Check, CheckFile), or a read that faulted or panicked on a damaged
+// page. It matches ErrCorrupt, and its message ends with the way out.
+type DamageError struct {
+	// Path is the store file.
+	Path string
+	// Problems says what is damaged, in the order found, at most 20.
+	Problems []string
+	// More counts the problems found beyond those listed.
+	More int
+}
+
+func (e *DamageError) Error() string {
+	var b strings.Builder
+	b.WriteString("store is damaged: ")
+	b.WriteString(strings.Join(e.Problems, "; "))
+	if e.More > 0 {
+		fmt.Fprintf(&b, " (and %d more)", e.More)
+	}
+	b.WriteString("; ")
+	b.WriteString(e.Remedy())
+	return b.String()
+}
+
+// Is makes a DamageError match ErrCorrupt.
+func (e *DamageError) Is(target error) bool { return target == ErrCorrupt }
+
+// Remedy says what to do about the damage.
+func (e *DamageError) Remedy() string {
+	return fmt.Sprintf("to recover, restore %s from a backup (taken from the admin listener's /backup, or a copy of the file), "+
+		"or move it aside and start with a new, empty store (sessions, inbox and audit log start over)", e.Path)
+}
+
+func damage(path string, format string, args ...any) *DamageError {
+	return &DamageError{Path: path, Problems: []string{fmt.Sprintf(format, args...)}}
+}
+
+// CheckFile checks the store file at path in full, without a time bound and
+// without writing to it: the layout of every page (as Open's check does) and
+// then bbolt's own consistency check. It returns nil for a sound file, a
+// *DamageError listing what is damaged, an error wrapping ErrLocked while a
+// flowbridge has the file open, or the error of reading it. A missing file is
+// an error here: CheckFile never creates one.
+func CheckFile(path string) (err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("check store: %w", err)
+	}
+	defer f.Close()
+	// A shared lock keeps writers out for the whole check; bbolt's read-only
+	// open below takes one too, which this one does not block.
+	if !tryLockShared(f) {
+		return fmt.Errorf("check store: %w (%s)", ErrLocked, path)
+	}
+	info, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("check store: %w", err)
+	}
+	if info.IsDir() {
+		return fmt.Errorf("check store: %s is a directory", path)
+	}
+	if info.Size() == 0 {
+		return emptyFile(path)
+	}
+	w, err := walkFile(f, path, time.Time{})
+	if err != nil {
+		return fmt.Errorf("check store %s: %w", path, err)
+	}
+	if len(w.problems) > 0 {
+		return w.damage(path)
+	}
+
+	// The walk showed that every page and element bbolt's check reads lies
+	// inside the file, so it cannot fault on its own goroutine.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	var db *bolt.DB
+	defer func() {
+		if r := recover(); r != nil {
+			if db != nil {
+				_ = closeAfterPanic(db)
+			}
+			err = damage(path, "reading it panicked: %v", r)
+		}
+	}()
+	db, err = bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: DefaultTimeout, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		return fmt.Errorf("check store %s: %w", path, classifyOpenError(path, err))
+	}
+	defer db.Close()
+	err = db.View(func(tx *bolt.Tx) error {
+		boltCheck(tx, w)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("check store %s: %w", path, err)
+	}
+	if len(w.problems) > 0 {
+		return w.damage(path)
+	}
+	return nil
+}
+
+// emptyFile is the error for a store file of no bytes.
+func emptyFile(path string) error {
+	return damage(path, "the file is empty (0 bytes), which no store ever is: most likely a copy that failed "+
+		"or a disk that was full when the store was created")
+}
+
+// checkOpen runs Open's consistency check of the file f, which db has just
+// opened, by mode. A full check adds bbolt's Tx.Check to the walk.
+func checkOpen(path string, f *os.File, db *bolt.DB, mode CheckMode) error {
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	var deadline time.Time
+	full := mode == CheckFull || info.Size() <= AutoCheckSize
+	if !full {
+		deadline = time.Now().Add(AutoCheckBudget)
+	}
+	w, err := walkFile(f, path, deadline)
+	if err != nil {
+		return err
+	}
+	if len(w.problems) == 0 && !w.partial && full {
+		// Check runs on a goroutine of its own, which no recover reaches:
+		// the walk has shown that it reads only inside the file.
+		err := db.View(func(tx *bolt.Tx) error {
+			boltCheck(tx, w)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if len(w.problems) > 0 {
+		return w.damage(path)
+	}
+	return nil
+}
+
+// boltCheck adds what bbolt's Tx.Check finds to w's problems. Run it only
+// after a walk found nothing: Check reads pages on a goroutine of its own,
+// where a fault on a page outside the file would end the process.
+func boltCheck(tx *bolt.Tx, w *walker) {
+	for err := range tx.Check() {
+		w.problem("%v", err)
+	}
+}
+
+// walker checks the page structure of a store file: that every page the
+// freelist and the tree of buckets name lies inside the file, is of the type
+// its place needs, is named once and holds its elements, and that every page
+// is either in use or free. It reads the file through an io.ReaderAt, never
+// through bbolt's mmap, so damage gives problems, not faults. Those are what
+// bbolt reads without bounds checks; the order of keys, which bbolt's
+// Tx.Check verifies, it leaves alone.
+type walker struct {
+	f        io.ReaderAt
+	m        boltMeta
+	deadline time.Time // zero: none
+	used     bitset    // pages in use: meta, freelist, tree
+	free     bitset    // pages the freelist names
+	problems []string
+	more     int
+	visited  int
+	partial  bool // the deadline passed before the walk was done
+}
+
+// walkFile walks the file f from its current meta page, stopping once
+// deadline (when not zero) has passed. It returns an error only when f
+// cannot be read; damage is in the walker's problems.
+func walkFile(f *os.File, path string, deadline time.Time) (*walker, error) {
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	w := &walker{f: f, deadline: deadline}
+	m, problem, err := fileMeta(f, uint64(info.Size()))
+	switch {
+	case err != nil:
+		return nil, err
+	case problem != "":
+		w.problem("%s", problem)
+		return w, nil
+	}
+	w.m = m
+	w.used, w.free = newBitset(m.pgid), newBitset(m.pgid)
+	w.used.set(0)
+	w.used.set(1)
+	w.freelist()
+	w.tree(m.root, "")
+	if w.partial {
+		return w, nil
+	}
+	var lost, first uint64
+	for id := uint64(2); id < m.pgid; id++ {
+		if !w.used.has(id) && !w.free.has(id) {
+			if lost == 0 {
+				first = id
+			}
+			lost++
+		}
+	}
+	if lost > 0 {
+		w.problem("%d pages are neither in use nor free (the first is page %d)", lost, first)
+	}
+	return w, nil
+}
+
+func (w *walker) damage(path string) *DamageError {
+	return &DamageError{Path: path, Problems: w.problems, More: w.more}
+}
+
+func (w *walker) problem(format string, args ...any) {
+	if len(w.problems) < maxProblems {
+		w.problems = append(w.problems, fmt.Sprintf(format, args...))
+	} else {
+		w.more++
+	}
+}
+
+// stop counts a page visit and reports whether the deadline has passed.
+func (w *walker) stop() bool {
+	if w.partial {
+		return true
+	}
+	w.visited++
+	if !w.deadline.IsZero() && w.visited%64 == 0 && time.Now().After(w.deadline) {
+		w.partial = true
+	}
+	return w.partial
+}
+
+// page is a page being checked: its header, and its first bytes (a whole
+// page, or for an inline bucket's page its whole value).
+type page struct {
+	id       uint64
+	flags    uint16
+	count    uint16
+	overflow uint32
+	span     uint64 // bytes the page covers, its overflow included
+	b        []byte
+	off      int64 // of the page in the file; -1 for an inline page
+}
+
+// at returns n bytes of p from offset at, which the caller has checked lie
+// inside p.span.
+func (w *walker) at(p *page, at, n uint64) ([]byte, error) {
+	if at+n <= uint64(len(p.b)) {
+		return p.b[at : at+n], nil
+	}
+	if p.off < 0 {
+		return nil, fmt.Errorf("offset %d past the inline page", at+n)
+	}
+	b := make([]byte, n)
+	if _, err := w.f.ReadAt(b, p.off+int64(at)); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// page reads page id, which where needs, and claims it and its overflow
+// pages; it reports false (after noting why) when the page is unusable.
+func (w *walker) page(id uint64, where string) (*page, bool) {
+	if w.stop() {
+		return nil, false
+	}
+	if id < 2 || id >= w.m.pgid {
+		w.problem("%s: page %d is outside the file's pages 2 to %d", where, id, w.m.pgid-1)
+		return nil, false
+	}
+	if w.used.has(id) {
+		w.problem("%s: page %d is used twice", where, id)
+		return nil, false
+	}
+	ps := w.m.pageSize
+	b := make([]byte, ps)
+	if _, err := w.f.ReadAt(b, int64(id*ps)); err != nil {
+		w.problem("%s: page %d: %v", where, id, err)
+		return nil, false
+	}
+	ne := binary.NativeEndian
+	p := &page{id: ne.Uint64(b[0:]), flags: ne.Uint16(b[8:]), count: ne.Uint16(b[10:]), overflow: ne.Uint32(b[12:]), b: b, off: int64(id * ps)}
+	w.used.set(id)
+	if p.id != id {
+		w.problem("%s: page %d has the header of page %d", where, id, p.id)
+		return nil, false
+	}
+	if id+uint64(p.overflow) >= w.m.pgid {
+		w.problem("%s: page %d runs %d pages past the file's end", where, id, id+uint64(p.overflow)-w.m.pgid+1)
+		return nil, false
+	}
+	for i := id + 1; i <= id+uint64(p.overflow); i++ {
+		if w.used.has(i) {
+			w.problem("%s: page %d overflows into page %d, which is used already", where, id, i)
+			return nil, false
+		}
+		w.used.set(i)
+	}
+	for i := id; i <= id+uint64(p.overflow); i++ {
+		if w.free.has(i) {
+			w.problem("%s: page %d is in use and free", where, i)
+			return nil, false
+		}
+	}
+	p.span = (1 + uint64(p.overflow)) * ps
+	return p, true
+}
+
+// elements returns p's table of 16-byte elements.
+func (w *walker) elements(p *page, where string) ([]byte, bool) {
+	n := uint64(p.count) * 16
+	if pageHeaderSize+n > p.span {
+		w.problem("%s: page %d: %d elements do not fit its %d bytes", where, p.id, p.count, p.span)
+		return nil, false
+	}
+	b, err := w.at(p, pageHeaderSize, n)
+	if err != nil {
+		w.problem("%s: page %d: %v", where, p.id, err)
+		return nil, false
+	}
+	return b, true
+}
+
+// tree checks the page tree rooted at page id of the bucket where names (""
+// is the root bucket, whose keys are the top-level buckets).
+func (w *walker) tree(id uint64, where string) {
+	p, ok := w.page(id, bucketName(where))
+	if !ok {
+		return
+	}
+	switch p.flags {
+	case branchPageFlag:
+		elems, ok := w.elements(p, bucketName(where))
+		if !ok {
+			return
+		}
+		ne := binary.NativeEndian
+		for i := range uint64(p.count) {
+			e := elems[i*16:]
+			pos, ksize, child := uint64(ne.Uint32(e[0:])), uint64(ne.Uint32(e[4:])), ne.Uint64(e[8:])
+			if pageHeaderSize+i*16+pos+ksize > p.span {
+				w.problem("%s: page %d: key %d lies outside the page", bucketName(where), p.id, i)
+				continue
+			}
+			w.tree(child, where)
+			if w.partial {
+				return
+			}
+		}
+	case leafPageFlag:
+		w.leaf(p, where, false)
+	default:
+		w.problem("%s: page %d is of type %#x, not a branch or leaf page", bucketName(where), p.id, p.flags)
+	}
+}
+
+// leaf checks the elements of a leaf page, and the buckets they hold.
+func (w *walker) leaf(p *page, where string, inline bool) {
+	name := bucketName(where)
+	elems, ok := w.elements(p, name)
+	if !ok {
+		return
+	}
+	ne := binary.NativeEndian
+	for i := range uint64(p.count) {
+		e := elems[i*16:]
+		flags, pos, ksize, vsize := ne.Uint32(e[0:]), uint64(ne.Uint32(e[4:])), uint64(ne.Uint32(e[8:])), uint64(ne.Uint32(e[12:]))
+		start := pageHeaderSize + i*16 + pos
+		if start+ksize+vsize > p.span {
+			w.problem("%s: page %d: element %d lies outside the page", name, p.id, i)
+			continue
+		}
+		isBucket := flags&bucketLeafFlag != 0
+		switch {
+		case where == "" && !isBucket:
+			w.problem("page %d: top-level key %d is not a bucket", p.id, i)
+			continue
+		case !isBucket:
+			continue
+		case inline:
+			w.problem("%s: an inline bucket holds a bucket", name)
+			continue
+		case vsize < bucketHeaderSize:
+			w.problem("%s: page %d: bucket %d has a header of %d bytes", name, p.id, i, vsize)
+			continue
+		}
+		key, err := w.at(p, start, min(ksize, 64))
+		if err != nil {
+			w.problem("%s: page %d: %v", name, p.id, err)
+			continue
+		}
+		child := childName(where, key)
+		hdr, err := w.at(p, start+ksize, vsize)
+		if err != nil {
+			w.problem("%s: page %d: %v", name, p.id, err)
+			continue
+		}
+		if root := ne.Uint64(hdr); root != 0 {
+			w.tree(root, child)
+		} else {
+			w.inline(hdr[bucketHeaderSize:], child)
+		}
+		if w.partial {
+			return
+		}
+	}
+}
+
+// inline checks the page of an inline bucket, b, the rest of its value.
+func (w *walker) inline(b []byte, where string) {
+	if len(b) < pageHeaderSize {
+		w.problem("%s: inline bucket of %d bytes", bucketName(where), len(b))
+		return
+	}
+	ne := binary.NativeEndian
+	p := &page{flags: ne.Uint16(b[8:]), count: ne.Uint16(b[10:]), span: uint64(len(b)), b: b, off: -1}
+	if p.flags != leafPageFlag {
+		w.problem("%s: inline bucket page of type %#x", bucketName(where), p.flags)
+		return
+	}
+	w.leaf(p, where, true)
+}
+
+// freelist checks the freelist page and records the pages it names.
+func (w *walker) freelist() {
+	if w.m.freelist == pgidNoFreelist {
+		w.problem("the file has no freelist page (flowbridge always writes one)")
+		return
+	}
+	p, ok := w.page(w.m.freelist, "freelist")
+	if !ok {
+		return
+	}
+	if p.flags != freelistPageFlag {
+		w.problem("freelist: page %d is of type %#x", p.id, p.flags)
+		return
+	}
+	ne := binary.NativeEndian
+	n, at := uint64(p.count), uint64(pageHeaderSize)
+	if p.count == 0xFFFF {
+		// A longer list keeps its length in the first id.
+		n, at = ne.Uint64(p.b[pageHeaderSize:]), pageHeaderSize+8
+	}
+	if n > (p.span-at)/8 {
+		w.problem("freelist: %d page ids do not fit its %d bytes", n, p.span)
+		return
+	}
+	ids, err := w.at(p, at, n*8)
+	if err != nil {
+		w.problem("freelist: %v", err)
+		return
+	}
+	for i := range n {
+		id := ne.Uint64(ids[i*8:])
+		switch {
+		case id < 2 || id >= w.m.pgid:
+			w.problem("freelist: page %d is outside the file's pages 2 to %d", id, w.m.pgid-1)
+		case w.free.has(id):
+			w.problem("freelist: page %d is listed twice", id)
+		case w.used.has(id):
+			w.problem("freelist: page %d is in use and free", id)
+		default:
+			w.free.set(id)
+		}
+	}
+}
+
+// bucketName is where for messages.
+func bucketName(where string) string {
+	if where == "" {
+		return "root bucket"
+	}
+	return "bucket " + where
+}
+
+// childName names a nested bucket: printable names as they are, others in
+// hex.
+func childName(where string, key []byte) string {
+	name := string(key)
+	for _, c := range key {
+		if c < 0x20 || c > 0x7e {
+			name = fmt.Sprintf("%x", key)
+			break
+		}
+	}
+	if where == "" {
+		return name
+	}
+	return where + "/" + name
+}
+
+type bitset []uint64
+
+func newBitset(n uint64) bitset    { return make(bitset, (n+63)/64) }
+func (b bitset) has(i uint64) bool { return b[i/64]&(1<<(i%64)) != 0 }
+func (b bitset) set(i uint64)      { b[i/64] |= 1 << (i % 64) }
