@@ -128,7 +128,7 @@ func (b *Bridge) agentUse(ctx context.Context, log *zap.Logger, ev Event, cat *c
 	text := fmt.Sprintf("This conversation now talks to *%s*; the next message starts a new session.", a.Name)
 	if ev.Kind == KindCommand && ev.Parent == "" {
 		// A slash command in a channel: the channel's new threads follow it.
-		text = fmt.Sprintf("*%s* now answers here: new threads in this channel talk to it, and so does the next message here (a new session).", a.Name)
+		text += " New threads here will use it too."
 	}
 	b.send(ctx, ev, Reply{Kind: ReplyInfo, Text: text})
 }

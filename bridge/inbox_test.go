@@ -584,7 +584,7 @@ func TestAgentCommandsInThreadScope(t *testing.T) {
 	wantContains(t, "share", slash("U2", "share").Text, "You said: bob's thread")
 
 	// /agent use in the channel sets the agent of the channel's new threads.
-	wantContains(t, "use", slash("U-admin", "use other").Text, "new threads in this channel")
+	wantContains(t, "use", slash("U-admin", "use other").Text, "New threads here will use it too")
 	wantContains(t, "status", slash("U1", "status").Text, "Agent: *other*")
 	inThread("200.1", "U1", "a new thread")
 	if n := len(h.fake.Sessions(agent2UUID)); n != 1 {

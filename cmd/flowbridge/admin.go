@@ -84,8 +84,8 @@ func adminHandler(cfg AdminConfig, d adminDeps) http.Handler {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		status := map[string]string{}
 		ready := true
-		if !d.store.Stats().Open {
-			status["store"], ready = "closed", false
+		if err := d.store.Health(); err != nil {
+			status["store"], ready = err.Error(), false
 		} else if err := storeReady(d.core); err != nil {
 			status["store"], ready = err.Error(), false
 		} else {
