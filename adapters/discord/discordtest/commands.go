@@ -69,7 +69,7 @@ func (s *Server) handlePutCommands(c *call) (reply, *apiError) {
 	}
 	s.overwrites = append(s.overwrites, CommandOverwrite{GuildID: guild, Commands: rec, At: s.now()})
 	s.notifyLocked()
-	return reply{body: stored}, nil
+	return reply{body: wireCommands(stored)}, nil
 }
 
 func (s *Server) handleListCommands(c *call) (reply, *apiError) {
@@ -79,11 +79,7 @@ func (s *Server) handleListCommands(c *call) (reply, *apiError) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	list := s.commands[guild]
-	if list == nil {
-		list = []*discordgo.ApplicationCommand{}
-	}
-	return reply{body: list}, nil
+	return reply{body: wireCommands(s.commands[guild])}, nil
 }
 
 // checkApplication refuses another application's commands, or a guild the bot is not in.

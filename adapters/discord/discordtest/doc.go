@@ -44,8 +44,24 @@
 //     (Options.DenyMessageContent) with 4014. Dispatches need their intents (SendMessage
 //     returns an error otherwise); without the message content intent guild messages that do
 //     not mention the bot arrive with blank content. A client close with 1000 or 1001
-//     invalidates the session, so a later RESUME is answered with op 9.
+//     invalidates the session, so a later RESUME is answered with op 9; not one answering
+//     the fake's own close frame (discordgo answers every close with 1000).
 //   - Scripted 429s (RateLimit) carry Retry-After, X-RateLimit-* headers and a JSON body.
+//   - Shards: IDENTIFY's shard [id, count] routes each guild's events (GUILD_CREATE,
+//     MESSAGE_CREATE, INTERACTION_CREATE…) only to the session of shard ShardOf(guild,
+//     count), (guild_id >> 22) % count, and DMs to shard 0; READY and the GUILD_CREATEs after
+//     it list the shard's guilds only; a shard id outside [0, count) closes with 4010. A
+//     session without shard is shard 0 of 1. Faults act on the newest session.
+//
+// # Payloads
+//
+// Dispatches and REST answers are rendered as Discord documents them, not by marshalling
+// discordgo's structs (which send null for absent arrays): what Discord always sends is
+// there (channel_type, and member in guilds, on MESSAGE_CREATE; authorizing_integration_owners,
+// entitlements, app_permissions, locale, context on interactions; the guild object and its
+// extras on GUILD_CREATE; recipients on DM channels, permission_overwrites on guild channels),
+// arrays are [] and documented nullable fields null. TestPayloadsAsDocumented checks every
+// frame and answer of a session against a table of the documented fields.
 //
 // Faults (Reconnect, InvalidateSession, DropConnection, CloseConnection) wait for the
 // connection's first heartbeat: discordgo writes it right after Open, and a connection that

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/bwmarrin/discordgo"
@@ -44,7 +45,7 @@ func (s *Server) AddGuild(ctx context.Context, id string) error {
 	g := s.guildCreateLocked(id)
 	s.notifyLocked()
 	s.mu.Unlock()
-	return ignoreNoSession(s.dispatch(ctx, "GUILD_CREATE", discordgo.IntentsGuilds, func(discordgo.Intent) any { return g }))
+	return ignoreNoSession(s.dispatch(ctx, "GUILD_CREATE", id, discordgo.IntentsGuilds, func(discordgo.Intent) any { return g }))
 }
 
 // AddChannel adds a guild channel, thread or DM channel the bot can see. A channel of an
@@ -71,14 +72,15 @@ func (s *Server) AddChannel(ctx context.Context, ch discordgo.Channel) error {
 		}
 	}
 	s.addChannelLocked(&ch)
+	w := s.wireChannelLocked(&ch)
 	s.mu.Unlock()
 	switch {
 	case ch.GuildID == "":
 		return nil // Discord sends no CHANNEL_CREATE for DMs
 	case ch.IsThread():
-		return ignoreNoSession(s.dispatchThreadCreate(ctx, &ch))
+		return ignoreNoSession(s.dispatchThreadCreate(ctx, ch.GuildID, w))
 	default:
-		return ignoreNoSession(s.dispatch(ctx, "CHANNEL_CREATE", discordgo.IntentsGuilds, func(discordgo.Intent) any { return &ch }))
+		return ignoreNoSession(s.dispatch(ctx, "CHANNEL_CREATE", ch.GuildID, discordgo.IntentsGuilds, func(discordgo.Intent) any { return w }))
 	}
 }
 
@@ -93,17 +95,11 @@ func ignoreNoSession(err error) error {
 	return err
 }
 
-func (s *Server) dispatchThreadCreate(ctx context.Context, th *discordgo.Channel) error {
-	raw, err := json.Marshal(th)
-	if err != nil {
-		return err
-	}
-	var d map[string]any
-	if err := json.Unmarshal(raw, &d); err != nil {
-		return err
-	}
+// dispatchThreadCreate sends THREAD_CREATE of a new thread, rendered by wireChannelLocked.
+func (s *Server) dispatchThreadCreate(ctx context.Context, guildID string, th map[string]any) error {
+	d := maps.Clone(th)
 	d["newly_created"] = true
-	return s.dispatch(ctx, "THREAD_CREATE", discordgo.IntentsGuilds, func(discordgo.Intent) any { return d })
+	return s.dispatch(ctx, "THREAD_CREATE", guildID, discordgo.IntentsGuilds, func(discordgo.Intent) any { return d })
 }
 
 // Thread is a thread for SendThreadCreate.
@@ -138,7 +134,7 @@ func (s *Server) SendThreadCreate(ctx context.Context, t Thread) (discordgo.Chan
 			return discordgo.Channel{}, err
 		}
 	}
-	ch := discordgo.Channel{ID: t.ID, GuildID: t.GuildID, ParentID: t.ParentID, Name: t.Name, Type: t.Type, OwnerID: t.OwnerID}
+	ch := discordgo.Channel{ID: t.ID, GuildID: t.GuildID, ParentID: t.ParentID, Name: t.Name, Type: t.Type, OwnerID: t.OwnerID, MemberCount: 1}
 	return ch, s.AddChannel(ctx, ch)
 }
 
@@ -209,12 +205,13 @@ func (s *Server) SendMessage(ctx context.Context, mc MessageCreate) (Message, er
 	if !s.opts.NoRecord {
 		s.messages[m.ID] = m
 	}
+	s.countMessageLocked(m.ChannelID, m.ID)
 	s.notifyLocked()
-	full := s.wireLocked(m)
+	full := s.eventLocked(m)
 	s.mu.Unlock()
 
 	mentionsBot := slices.ContainsFunc(m.Mentions, func(u discordgo.User) bool { return u.ID == s.bot.ID })
-	err := s.dispatch(ctx, "MESSAGE_CREATE", messageIntent(mc.GuildID), func(intents discordgo.Intent) any {
+	err := s.dispatch(ctx, "MESSAGE_CREATE", mc.GuildID, messageIntent(mc.GuildID), func(intents discordgo.Intent) any {
 		if mc.GuildID == "" || intents&discordgo.IntentMessageContent != 0 || mentionsBot {
 			return full
 		}

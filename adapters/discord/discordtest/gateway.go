@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +47,7 @@ type Dispatch struct {
 // gwSession is a gateway session: what RESUME continues.
 type gwSession struct {
 	id      string
+	shard   [2]int // [shard_id, num_shards] from IDENTIFY, [0, 1] without
 	seq     int64
 	intents discordgo.Intent
 	log     []Dispatch // replayed on RESUME
@@ -73,6 +75,7 @@ type conn struct {
 	session       *gwSession
 	identified    bool
 	awaitIdentify bool // after op 9 the client may IDENTIFY again on this connection
+	closing       bool // the fake sent a close frame: what the client sends after counts for nothing
 }
 
 type frame struct {
@@ -109,6 +112,7 @@ func (c *conn) write(b []byte) error {
 func (s *Server) closeWith(c *conn, code int, text string) {
 	s.mu.Lock()
 	s.connRecords[c.index-1].ServerCloseCode = code
+	c.closing = true
 	if c.session != nil && !resumableClose(code) {
 		c.session.invalid = true
 	}
@@ -187,8 +191,9 @@ func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
 			if ce, ok := errors.AsType[*websocket.CloseError](err); ok {
 				s.mu.Lock()
 				s.connRecords[c.index-1].ClientCloseCode = ce.Code
-				// Discord ends a session closed with 1000 or 1001: the bot goes offline.
-				if c.session != nil && (ce.Code == websocket.CloseNormalClosure || ce.Code == websocket.CloseGoingAway) {
+				// Discord ends a session closed with 1000 or 1001: the bot goes offline. Not
+				// when it closed first: discordgo answers any close with Close, hence 1000.
+				if c.session != nil && !c.closing && (ce.Code == websocket.CloseNormalClosure || ce.Code == websocket.CloseGoingAway) {
 					c.session.invalid = true
 				}
 				s.mu.Unlock()
@@ -277,24 +282,35 @@ func (s *Server) identify(ctx context.Context, c *conn, raw json.RawMessage) boo
 	case s.opts.DenyMessageContent && d.Intents&discordgo.IntentMessageContent != 0:
 		return refuse(4014, "Disallowed intent(s).")
 	}
-	sess := &gwSession{id: fmt.Sprintf("fake-session-%d", len(s.sessions)+1), intents: d.Intents, conn: c}
+	sess := &gwSession{id: fmt.Sprintf("fake-session-%d", len(s.sessions)+1), shard: [2]int{0, 1}, intents: d.Intents, conn: c}
+	if d.Shard != nil {
+		sess.shard = *d.Shard
+	}
 	if c.session != nil && c.session.conn == c {
 		c.session.conn = nil
 	}
 	c.session, c.identified, c.awaitIdentify = sess, true, false
 	s.sessions[sess.id] = sess
+	s.routed[sess.shard] = sess
 	s.current = sess
 	h.SessionID = sess.id
 	s.handshakes = append(s.handshakes, h)
 	s.connRecords[c.index-1].SessionID = sess.id
 
-	guilds := make([]map[string]any, 0, len(s.guilds))
+	// A shard is told about, and then given, the guilds routed to it only.
+	var mine []string
 	for _, g := range s.guilds {
+		if ShardOf(g, sess.shard[1]) == sess.shard[0] {
+			mine = append(mine, g)
+		}
+	}
+	guilds := make([]map[string]any, 0, len(mine))
+	for _, g := range mine {
 		guilds = append(guilds, map[string]any{"id": g, "unavailable": true})
 	}
 	ready := map[string]any{
 		"v": 9, "session_id": sess.id, "resume_gateway_url": s.GatewayURL(), "session_type": "normal",
-		"user": s.bot, "application": map[string]any{"id": s.opts.ApplicationID, "flags": 0},
+		"user": s.wireSelf(), "application": map[string]any{"id": s.opts.ApplicationID, "flags": 0},
 		"guilds": guilds, "private_channels": []any{},
 	}
 	if d.Shard != nil {
@@ -303,7 +319,7 @@ func (s *Server) identify(ctx context.Context, c *conn, raw json.RawMessage) boo
 	sess.seq++
 	frames := [][]byte{encodeFrame(0, ready, sess.seq, "READY")}
 	if d.Intents&discordgo.IntentsGuilds != 0 {
-		for _, g := range s.guilds {
+		for _, g := range mine {
 			frames = append(frames, s.numberLocked(sess, "GUILD_CREATE", s.guildCreateLocked(g)))
 		}
 	}
@@ -362,6 +378,7 @@ func (s *Server) resume(ctx context.Context, c *conn, raw json.RawMessage) bool 
 	}
 	sess.conn = c
 	c.session, c.identified = sess, true
+	s.routed[sess.shard] = sess
 	s.current = sess
 	var frames [][]byte
 	for _, f := range sess.log {
@@ -396,42 +413,91 @@ func (s *Server) numberLocked(sess *gwSession, name string, data any) []byte {
 	return encodeFrame(0, json.RawMessage(raw), sess.seq, name)
 }
 
-// dispatch sends an event to the current session; build makes the payload for the
-// session's intents. The event is logged for replay even when no connection is attached.
-func (s *Server) dispatch(ctx context.Context, name string, need discordgo.Intent, build func(intents discordgo.Intent) any) error {
+// ShardOf returns the shard Discord routes a guild's events to, (guild_id >> 22) %
+// shardCount; events without a guild (DMs) go to shard 0. A guild id that is not a
+// snowflake counts as shard 0.
+func ShardOf(guildID string, shardCount int) int {
+	if guildID == "" || shardCount <= 1 {
+		return 0
+	}
+	id, err := strconv.ParseUint(guildID, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return int((id >> 22) % uint64(shardCount))
+}
+
+// routesLocked returns the live sessions an event of guildID goes to: for each shard
+// layout identified, the newest session of the shard the guild maps to.
+func (s *Server) routesLocked(guildID string) []*gwSession {
+	var out []*gwSession
+	for shard, sess := range s.routed {
+		if !sess.invalid && ShardOf(guildID, shard[1]) == shard[0] {
+			out = append(out, sess)
+		}
+	}
+	slices.SortFunc(out, func(a, b *gwSession) int {
+		return cmp.Or(cmp.Compare(a.shard[1], b.shard[1]), cmp.Compare(a.shard[0], b.shard[0]))
+	})
+	return out
+}
+
+// dispatch sends an event about guildID ("" for none, as in DMs) to the session of the
+// shard it belongs to; build makes the payload for the session's intents. The event is
+// logged for replay even when no connection is attached.
+func (s *Server) dispatch(ctx context.Context, name, guildID string, need discordgo.Intent, build func(intents discordgo.Intent) any) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("dispatch %s: %w", name, err)
 	}
 	s.dispatchMu.Lock()
 	defer s.dispatchMu.Unlock()
 	s.mu.Lock()
-	sess := s.current
-	switch {
-	case s.closed:
+	if s.closed {
 		s.mu.Unlock()
 		return ErrClosed
-	case sess == nil || sess.invalid:
+	}
+	targets := s.routesLocked(guildID)
+	if len(targets) == 0 {
 		s.mu.Unlock()
 		return fmt.Errorf("dispatch %s: %w", name, ErrNoSession)
-	case sess.intents&need != need:
-		s.mu.Unlock()
-		return &IntentError{Event: name, Need: need, Have: sess.intents}
 	}
-	f := s.numberLocked(sess, name, build(sess.intents))
-	c := sess.conn
+	type send struct {
+		c *conn
+		f []byte
+	}
+	var sends []send
+	var ierr *IntentError
+	numbered := false
+	for _, sess := range targets {
+		if sess.intents&need != need {
+			if ierr == nil {
+				ierr = &IntentError{Event: name, Need: need, Have: sess.intents}
+			}
+			continue
+		}
+		f := s.numberLocked(sess, name, build(sess.intents))
+		numbered = true
+		if sess.conn != nil {
+			sends = append(sends, send{sess.conn, f})
+		}
+	}
+	if !numbered {
+		s.mu.Unlock()
+		return ierr
+	}
 	s.notifyLocked()
 	s.mu.Unlock()
-	if c != nil {
+	for _, sd := range sends {
 		// A failed write is not an error: the event is replayed when the client resumes.
-		c.write(f)
+		sd.c.write(sd.f)
 	}
 	return nil
 }
 
 // dispatchEcho sends what Discord would send about the bot's own actions, if the session
 // subscribed; the REST call succeeded either way.
-func (s *Server) dispatchEcho(ctx context.Context, name string, need discordgo.Intent, data any) {
-	s.dispatch(ctx, name, need, func(discordgo.Intent) any { return data })
+func (s *Server) dispatchEcho(ctx context.Context, name, guildID string, need discordgo.Intent, data any) {
+	s.dispatch(ctx, name, guildID, need, func(discordgo.Intent) any { return data })
 }
 
 // echo dispatches MESSAGE_CREATE or MESSAGE_UPDATE of a bot message, as Discord does, so
@@ -441,9 +507,9 @@ func (s *Server) echo(ctx context.Context, name string, m *Message) {
 		return
 	}
 	s.mu.Lock()
-	w := s.wireLocked(m)
+	w := s.eventLocked(m)
 	s.mu.Unlock()
-	s.dispatchEcho(ctx, name, messageIntent(m.GuildID), w)
+	s.dispatchEcho(ctx, name, m.GuildID, messageIntent(m.GuildID), w)
 }
 
 func messageIntent(guildID string) discordgo.Intent {
@@ -453,32 +519,23 @@ func messageIntent(guildID string) discordgo.Intent {
 	return discordgo.IntentsGuildMessages
 }
 
-func (s *Server) guildCreateLocked(id string) map[string]any {
-	channels := []*discordgo.Channel{}
-	threads := []*discordgo.Channel{}
-	for _, cid := range s.channelOrder {
-		ch := s.channels[cid]
-		if ch.GuildID != id {
-			continue
-		}
-		if ch.IsThread() {
-			threads = append(threads, ch)
-		} else {
-			channels = append(channels, ch)
-		}
-	}
-	return map[string]any{
-		"id": id, "name": "guild " + id, "unavailable": false, "owner_id": "1",
-		"joined_at": s.now().UTC().Format(time.RFC3339Nano),
-		"channels":  channels, "threads": threads, "members": []any{}, "roles": []any{}, "emojis": []any{},
-	}
-}
-
 // WaitReady waits until a client has identified or resumed and is connected, and returns
 // the session id.
 func (s *Server) WaitReady(ctx context.Context) (string, error) {
 	return waitFor(ctx, s, "gateway READY", func() (string, bool) {
 		if c := s.current; c != nil && !c.invalid && c.conn != nil {
+			return c.id, true
+		}
+		return "", false
+	})
+}
+
+// WaitShardReady waits until a client has identified (or resumed) as shard shardID of
+// shardCount and is connected, and returns the session id. A client that sent no shard in
+// IDENTIFY is shard 0 of 1.
+func (s *Server) WaitShardReady(ctx context.Context, shardID, shardCount int) (string, error) {
+	return waitFor(ctx, s, fmt.Sprintf("gateway READY of shard [%d, %d]", shardID, shardCount), func() (string, bool) {
+		if c := s.routed[[2]int{shardID, shardCount}]; c != nil && !c.invalid && c.conn != nil {
 			return c.id, true
 		}
 		return "", false

@@ -53,6 +53,15 @@ type interaction struct {
 	responses          []InteractionResponse
 }
 
+// owners is the interaction's authorizing_integration_owners: the app is installed to
+// guilds (key "0"), which maps to the guild, or to "0" in a DM with the bot.
+func (in *interaction) owners() map[string]string {
+	if in.guildID == "" {
+		return map[string]string{"0": "0"}
+	}
+	return map[string]string{"0": in.guildID}
+}
+
 // SendInteraction dispatches INTERACTION_CREATE. A command must be registered (guild or
 // global) and its options valid as Discord's client would send them; a component must be on
 // a bot message. The 3-second deadline and 15-minute token life run from now by Options.Now.
@@ -86,23 +95,26 @@ func (s *Server) SendInteraction(ctx context.Context, in Interaction) (SentInter
 	st.token = "fake-interaction-token-" + st.id
 	s.interactions[st.id] = st
 	s.byToken[st.token] = st
+	// interactions/receiving-and-responding#interaction-object
 	payload := map[string]any{
 		"id": st.id, "application_id": s.opts.ApplicationID, "type": in.Type, "token": st.token, "version": 1,
-		"channel_id": in.ChannelID, "locale": in.Locale, "app_permissions": "2147483647", "data": data,
-		"entitlements": []any{}, "authorizing_integration_owners": map[string]string{"0": in.GuildID},
-	}
-	if ch, ok := s.channels[in.ChannelID]; ok {
-		payload["channel"] = ch
+		"channel_id": in.ChannelID, "channel": s.wireChannelLocked(s.channels[in.ChannelID]),
+		"locale": in.Locale, "app_permissions": "2147483647", "data": data,
+		"entitlements": []any{}, "authorizing_integration_owners": st.owners(),
+		"attachment_size_limit": attachmentSizeLimit,
 	}
 	if in.GuildID != "" {
 		u := in.User
 		payload["guild_id"] = in.GuildID
+		payload["guild"] = map[string]any{"id": in.GuildID, "locale": "en-US", "features": []string{}}
 		payload["guild_locale"] = "en-US"
 		payload["context"] = discordgo.InteractionContextGuild
-		payload["member"] = &discordgo.Member{User: &u, Roles: append([]string{}, in.Roles...), JoinedAt: s.now().UTC(), Permissions: 0}
+		member := wireMember(&discordgo.Member{Roles: in.Roles, JoinedAt: s.now()}, &u)
+		member["permissions"] = everyonePermissions
+		payload["member"] = member
 	} else {
 		payload["context"] = discordgo.InteractionContextBotDM
-		payload["user"] = in.User
+		payload["user"] = wireUser(in.User)
 	}
 	if source != "" {
 		payload["message"] = s.wireLocked(s.messages[source])
@@ -110,7 +122,7 @@ func (s *Server) SendInteraction(ctx context.Context, in Interaction) (SentInter
 	sent := SentInteraction{ID: st.id, Token: st.token, DispatchedAt: st.dispatchedAt}
 	s.notifyLocked()
 	s.mu.Unlock()
-	return sent, s.dispatch(ctx, "INTERACTION_CREATE", 0, func(discordgo.Intent) any { return payload })
+	return sent, s.dispatch(ctx, "INTERACTION_CREATE", in.GuildID, 0, func(discordgo.Intent) any { return payload })
 }
 
 // interactionDataLocked checks in.Data as Discord's client would and completes it.
@@ -136,8 +148,17 @@ func (s *Server) interactionDataLocked(in Interaction) (data any, sourceMessageI
 		if in.Type == discordgo.InteractionApplicationCommandAutocomplete && countFocused(opts) != 1 {
 			return nil, "", fmt.Errorf("/%s: autocomplete needs exactly one focused option", d.Name)
 		}
-		d.Options = opts
-		return d, "", nil
+		// interactions/receiving-and-responding#interaction-object-application-command-data-structure:
+		// options only when there are some, resolved only for users, roles, channels and
+		// attachments (the fake resolves none), guild_id for a guild command.
+		out := map[string]any{"id": d.ID, "name": d.Name, "type": d.CommandType}
+		if len(opts) > 0 {
+			out["options"] = opts
+		}
+		if cmd.GuildID != "" {
+			out["guild_id"] = cmd.GuildID
+		}
+		return out, "", nil
 	case discordgo.MessageComponentInteractionData:
 		if in.Type != discordgo.InteractionMessageComponent {
 			return nil, "", fmt.Errorf("component data with interaction type %v", in.Type)
@@ -158,8 +179,8 @@ func (s *Server) interactionDataLocked(in Interaction) (data any, sourceMessageI
 		if !found {
 			return nil, "", fmt.Errorf("message %s has no enabled button with custom_id %q", m.ID, d.CustomID)
 		}
-		d.ComponentType = discordgo.ButtonComponent
-		return d, m.ID, nil
+		// A button's data is its custom_id and type; values and resolved are for select menus.
+		return map[string]any{"custom_id": d.CustomID, "component_type": discordgo.ButtonComponent}, m.ID, nil
 	default:
 		return nil, "", fmt.Errorf("unsupported interaction data %T", in.Data)
 	}

@@ -1,6 +1,7 @@
 package discordtest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/bwmarrin/discordgo"
 )
@@ -232,13 +232,13 @@ func (s *Server) handleGateway(*call) (reply, *apiError) {
 
 func (s *Server) handleGatewayBot(*call) (reply, *apiError) {
 	return reply{body: map[string]any{
-		"url": s.GatewayURL(), "shards": 1,
+		"url": s.GatewayURL(), "shards": s.opts.Shards,
 		"session_start_limit": map[string]int{"total": 1000, "remaining": 999, "reset_after": 14400000, "max_concurrency": 1},
 	}}, nil
 }
 
 func (s *Server) handleCurrentUser(*call) (reply, *apiError) {
-	return reply{body: s.bot}, nil
+	return reply{body: s.wireSelf()}, nil
 }
 
 func errUnknownChannel() *apiError {
@@ -256,7 +256,7 @@ func (s *Server) handleGetChannel(c *call) (reply, *apiError) {
 	if !ok {
 		return reply{}, errUnknownChannel()
 	}
-	return reply{body: ch}, nil
+	return reply{body: s.wireChannelLocked(ch)}, nil
 }
 
 // handleCreateDM opens (or returns the open) DM channel with a user, as the
@@ -272,13 +272,13 @@ func (s *Server) handleCreateDM(c *call) (reply, *apiError) {
 	defer s.mu.Unlock()
 	for _, ch := range s.channels {
 		if ch.Type == discordgo.ChannelTypeDM && len(ch.Recipients) == 1 && ch.Recipients[0].ID == body.RecipientID {
-			return reply{body: ch}, nil
+			return reply{body: s.wireChannelLocked(ch)}, nil
 		}
 	}
 	ch := &discordgo.Channel{ID: s.newIDLocked(), Type: discordgo.ChannelTypeDM, Recipients: []*discordgo.User{{ID: body.RecipientID}}}
 	s.addChannelLocked(ch)
 	s.notifyLocked()
-	return reply{body: ch}, nil
+	return reply{body: s.wireChannelLocked(ch)}, nil
 }
 
 func (s *Server) handleTyping(c *call) (reply, *apiError) {
@@ -353,7 +353,21 @@ func (s *Server) handleCreateMessage(c *call) (reply, *apiError) {
 func (s *Server) addBotMessageLocked(m *Message) {
 	s.messages[m.ID] = m
 	s.botMessages = append(s.botMessages, m.ID)
+	s.countMessageLocked(m.ChannelID, m.ID)
 	s.notifyLocked()
+}
+
+// countMessageLocked records a new message as its channel's last and counts it in a
+// thread's message_count.
+func (s *Server) countMessageLocked(channelID, messageID string) {
+	ch, ok := s.channels[channelID]
+	if !ok {
+		return
+	}
+	ch.LastMessageID = messageID
+	if ch.IsThread() {
+		ch.MessageCount++
+	}
 }
 
 func (s *Server) handleGetMessage(c *call) (reply, *apiError) {
@@ -530,10 +544,10 @@ func (s *Server) handleStartThreadFromMessage(c *call) (reply, *apiError) {
 	next.ThreadID = th.ID
 	next.Flags |= discordgo.MessageFlagsHasThread
 	s.messages[m.ID] = &next
-	out := *th
+	out := s.wireChannelLocked(th)
 	s.mu.Unlock()
-	s.dispatchThreadCreate(c.r.Context(), &out)
-	return reply{status: http.StatusCreated, body: &out}, nil
+	s.dispatchThreadCreate(c.r.Context(), th.GuildID, out)
+	return reply{status: http.StatusCreated, body: out}, nil
 }
 
 func (s *Server) handleStartThread(c *call) (reply, *apiError) {
@@ -559,10 +573,10 @@ func (s *Server) handleStartThread(c *call) (reply, *apiError) {
 		return reply{}, newAPIError(http.StatusBadRequest, CodeWrongChannelType, "Cannot execute action on this channel type")
 	}
 	th := s.newThreadLocked(s.newIDLocked(), parent, body, body.Type)
-	out := *th
+	out := s.wireChannelLocked(th)
 	s.mu.Unlock()
-	s.dispatchThreadCreate(c.r.Context(), &out)
-	return reply{status: http.StatusCreated, body: &out}, nil
+	s.dispatchThreadCreate(c.r.Context(), th.GuildID, out)
+	return reply{status: http.StatusCreated, body: out}, nil
 }
 
 func (s *Server) newThreadLocked(id string, parent *discordgo.Channel, body threadStart, typ discordgo.ChannelType) *discordgo.Channel {
@@ -571,7 +585,7 @@ func (s *Server) newThreadLocked(id string, parent *discordgo.Channel, body thre
 		archive = 4320
 	}
 	th := &discordgo.Channel{
-		ID: id, GuildID: parent.GuildID, ParentID: parent.ID, Name: body.Name, Type: typ, OwnerID: s.bot.ID,
+		ID: id, GuildID: parent.GuildID, ParentID: parent.ID, Name: body.Name, Type: typ, OwnerID: s.bot.ID, MemberCount: 1,
 		ThreadMetadata: &discordgo.ThreadMetadata{AutoArchiveDuration: archive, ArchiveTimestamp: s.now().UTC(), Invitable: body.Invitable == nil || *body.Invitable},
 	}
 	s.addChannelLocked(th)
@@ -586,43 +600,46 @@ func (s *Server) addChannelLocked(ch *discordgo.Channel) {
 	s.notifyLocked()
 }
 
-// wireMessage is a message as Discord serialises it; discordgo.Message cannot be marshalled
-// with its components (they are tagged "-").
+// wireMessage is a message as Discord serialises it (resources/message#message-object);
+// discordgo.Message cannot be marshalled with its components (they are tagged "-"), and
+// its users, members and channels marshal absent arrays as null.
 type wireMessage struct {
-	ID                  string                                `json:"id"`
-	ChannelID           string                                `json:"channel_id"`
-	GuildID             string                                `json:"guild_id,omitempty"`
-	Type                discordgo.MessageType                 `json:"type"`
-	Content             string                                `json:"content"`
-	Timestamp           string                                `json:"timestamp"`
-	EditedTimestamp     *string                               `json:"edited_timestamp"`
-	TTS                 bool                                  `json:"tts"`
-	MentionEveryone     bool                                  `json:"mention_everyone"`
-	Mentions            []discordgo.User                      `json:"mentions"`
-	MentionRoles        []string                              `json:"mention_roles"`
-	Author              discordgo.User                        `json:"author"`
-	Member              *discordgo.Member                     `json:"member,omitempty"`
-	Embeds              []*discordgo.MessageEmbed             `json:"embeds"`
-	Components          json.RawMessage                       `json:"components"`
-	Attachments         []struct{}                            `json:"attachments"`
-	Pinned              bool                                  `json:"pinned"`
-	MessageReference    *discordgo.MessageReference           `json:"message_reference,omitempty"`
-	ReferencedMessage   *wireMessage                          `json:"referenced_message,omitempty"`
-	Flags               discordgo.MessageFlags                `json:"flags"`
-	WebhookID           string                                `json:"webhook_id,omitempty"`
-	ApplicationID       string                                `json:"application_id,omitempty"`
-	InteractionMetadata *discordgo.MessageInteractionMetadata `json:"interaction_metadata,omitempty"`
-	Thread              *discordgo.Channel                    `json:"thread,omitempty"`
+	ID                  string                    `json:"id"`
+	ChannelID           string                    `json:"channel_id"`
+	GuildID             string                    `json:"guild_id,omitempty"`
+	Type                discordgo.MessageType     `json:"type"`
+	Content             string                    `json:"content"`
+	Timestamp           string                    `json:"timestamp"`
+	EditedTimestamp     *string                   `json:"edited_timestamp"`
+	TTS                 bool                      `json:"tts"`
+	MentionEveryone     bool                      `json:"mention_everyone"`
+	Mentions            []any                     `json:"mentions"`
+	MentionRoles        []string                  `json:"mention_roles"`
+	Author              map[string]any            `json:"author"`
+	Embeds              []*discordgo.MessageEmbed `json:"embeds"`
+	Components          json.RawMessage           `json:"components"`
+	Attachments         []struct{}                `json:"attachments"`
+	Pinned              bool                      `json:"pinned"`
+	MessageReference    map[string]any            `json:"message_reference,omitempty"`
+	ReferencedMessage   *wireMessage              `json:"referenced_message,omitempty"`
+	Flags               discordgo.MessageFlags    `json:"flags"`
+	WebhookID           string                    `json:"webhook_id,omitempty"`
+	ApplicationID       string                    `json:"application_id,omitempty"`
+	InteractionMetadata map[string]any            `json:"interaction_metadata,omitempty"`
+	Thread              map[string]any            `json:"thread,omitempty"`
+
+	// MESSAGE_CREATE and MESSAGE_UPDATE only (events/gateway-events#message-create).
+	ChannelType *discordgo.ChannelType `json:"channel_type,omitempty"`
+	Member      map[string]any         `json:"member,omitempty"`
 }
 
-// wireLocked renders m as Discord would send it.
+// wireLocked renders m as the REST API answers it.
 func (s *Server) wireLocked(m *Message) *wireMessage {
 	w := &wireMessage{
 		ID: m.ID, ChannelID: m.ChannelID, GuildID: m.GuildID, Content: m.Content,
-		Timestamp: m.Timestamp.UTC().Format(time.RFC3339Nano), Author: m.Author, Member: m.Member,
+		Timestamp: timestamp(m.Timestamp), Author: wireUser(m.Author),
 		Embeds: m.Embeds, Components: m.rawComponents, Attachments: []struct{}{}, Flags: m.Flags,
-		MessageReference: m.Reference, Mentions: []discordgo.User{}, MentionRoles: []string{},
-		WebhookID: m.WebhookID,
+		Mentions: []any{}, MentionRoles: []string{}, WebhookID: m.WebhookID,
 	}
 	if w.Embeds == nil {
 		w.Embeds = []*discordgo.MessageEmbed{}
@@ -631,11 +648,11 @@ func (s *Server) wireLocked(m *Message) *wireMessage {
 		w.Components = json.RawMessage("[]")
 	}
 	if !m.Edited.IsZero() {
-		t := m.Edited.UTC().Format(time.RFC3339Nano)
+		t := timestamp(m.Edited)
 		w.EditedTimestamp = &t
 	}
 	if m.Source == SourceUser {
-		w.Mentions = append(w.Mentions, m.Mentions...)
+		w.Mentions = append(w.Mentions, wireUsers(m.Mentions)...)
 		for _, r := range roleMention.FindAllStringSubmatch(m.Content, -1) {
 			w.MentionRoles = append(w.MentionRoles, r[1])
 		}
@@ -648,14 +665,25 @@ func (s *Server) wireLocked(m *Message) *wireMessage {
 			case strings.HasPrefix(p, "role:"):
 				w.MentionRoles = append(w.MentionRoles, p[len("role:"):])
 			case strings.HasPrefix(p, "user:"):
-				w.Mentions = append(w.Mentions, s.userLocked(p[len("user:"):]))
+				w.Mentions = append(w.Mentions, wireUser(s.userLocked(p[len("user:"):])))
 			}
 		}
 	}
-	if m.Reference != nil {
-		w.Type = discordgo.MessageTypeReply
-		if ref, ok := s.messages[m.Reference.MessageID]; ok && ref.ID != m.ID {
-			rw := *ref
+	if ref := m.Reference; ref != nil {
+		// Discord completes the reference it was given with the message's channel and guild.
+		wr := map[string]any{"type": ref.Type, "message_id": ref.MessageID, "channel_id": ref.ChannelID}
+		if ref.ChannelID == "" {
+			wr["channel_id"] = m.ChannelID
+		}
+		if g := cmp.Or(ref.GuildID, m.GuildID); g != "" {
+			wr["guild_id"] = g
+		}
+		w.MessageReference = wr
+		if ref.Type == discordgo.MessageReferenceTypeDefault {
+			w.Type = discordgo.MessageTypeReply
+		}
+		if target, ok := s.messages[ref.MessageID]; ok && target.ID != m.ID {
+			rw := *target
 			rw.Reference = nil // one level, as Discord does
 			w.ReferencedMessage = s.wireLocked(&rw)
 		}
@@ -664,8 +692,12 @@ func (s *Server) wireLocked(m *Message) *wireMessage {
 		w.WebhookID = s.opts.ApplicationID
 		w.ApplicationID = s.opts.ApplicationID
 		if in, ok := s.interactions[m.InteractionID]; ok {
-			u := in.user
-			w.InteractionMetadata = &discordgo.MessageInteractionMetadata{ID: in.id, Type: in.typ, User: &u}
+			w.InteractionMetadata = map[string]any{
+				"id": in.id, "type": in.typ, "user": wireUser(in.user), "authorizing_integration_owners": in.owners(),
+			}
+			if m.Source == SourceFollowup && in.originalID != "" {
+				w.InteractionMetadata["original_response_message_id"] = in.originalID
+			}
 			if m.Source == SourceInteraction && in.typ == discordgo.InteractionApplicationCommand {
 				w.Type = discordgo.MessageTypeChatInputCommand
 			}
@@ -673,7 +705,29 @@ func (s *Server) wireLocked(m *Message) *wireMessage {
 	}
 	if m.ThreadID != "" {
 		if th, ok := s.channels[m.ThreadID]; ok {
-			w.Thread = th
+			w.Thread = s.wireChannelLocked(th)
+		}
+	}
+	return w
+}
+
+// eventLocked renders m as MESSAGE_CREATE and MESSAGE_UPDATE carry it: the message with
+// channel_type and, in a guild, the author's member (none for webhooks and interaction
+// responses, which are webhook messages).
+func (s *Server) eventLocked(m *Message) *wireMessage {
+	w := s.wireLocked(m)
+	typ := discordgo.ChannelTypeGuildText
+	if ch, ok := s.channels[m.ChannelID]; ok {
+		typ = ch.Type
+	} else if m.GuildID == "" {
+		typ = discordgo.ChannelTypeDM
+	}
+	w.ChannelType = &typ
+	if m.GuildID != "" && w.WebhookID == "" {
+		if m.Member != nil {
+			w.Member = wireMember(m.Member, nil)
+		} else {
+			w.Member = s.botMemberLocked(false)
 		}
 	}
 	return w
@@ -701,5 +755,5 @@ func (s *Server) echoDelete(ctx context.Context, m *Message) {
 	if m.GuildID != "" {
 		d["guild_id"] = m.GuildID
 	}
-	s.dispatchEcho(ctx, "MESSAGE_DELETE", messageIntent(m.GuildID), d)
+	s.dispatchEcho(ctx, "MESSAGE_DELETE", m.GuildID, messageIntent(m.GuildID), d)
 }

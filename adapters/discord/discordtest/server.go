@@ -50,6 +50,10 @@ type Options struct {
 	// DenyMessageContent makes IDENTIFY with the message content intent close with 4014, as
 	// for an application whose privileged intent is not enabled in the developer portal.
 	DenyMessageContent bool
+	// Shards is the shard count GET /gateway/bot recommends (default 1). The gateway routes
+	// each guild's events to the session that identified as shard ShardOf(guild, count), and
+	// DMs to shard 0, whatever this says.
+	Shards int
 	// NoRecord keeps only what the protocol needs, for load runs that send millions of
 	// messages: users' messages are not stored (Messages and the bot's replies cannot refer
 	// to them; a reply whose message_reference must exist fails as for an unknown message),
@@ -100,7 +104,8 @@ type Server struct {
 	connRecords []Connection
 	handshakes  []Handshake
 	sessions    map[string]*gwSession
-	current     *gwSession
+	routed      map[[2]int]*gwSession // the newest session of each [shard_id, num_shards]
+	current     *gwSession            // the newest session: the one faults act on
 	noAcks      bool
 }
 
@@ -121,6 +126,9 @@ func NewServer(opts Options) *Server {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Shards < 1 {
+		opts.Shards = 1
+	}
 	if opts.HeartbeatInterval < time.Millisecond {
 		opts.HeartbeatInterval = DefaultHeartbeatInterval
 	}
@@ -138,6 +146,7 @@ func NewServer(opts Options) *Server {
 		limits:       make(map[string][]RateLimit),
 		conns:        make(map[*conn]struct{}),
 		sessions:     make(map[string]*gwSession),
+		routed:       make(map[[2]int]*gwSession),
 	}
 	s.upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 	s.ts = httptest.NewServer(s.routes())

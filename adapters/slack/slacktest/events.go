@@ -51,7 +51,7 @@ func (s *Server) eventCallbackLocked(typ string, e *MessageEvent) map[string]any
 	if typ == "app_mention" && !strings.Contains(e.Text, "<@"+s.opts.BotUserID+">") {
 		e.Text = "<@" + s.opts.BotUserID + "> " + e.Text
 	}
-	s.learnChannelLocked(e.Channel, e.ChannelType == "im")
+	s.learnChannelLocked(e.Channel, e.ChannelType == "im", e.User)
 
 	eventTS := e.TS
 	ev := map[string]any{"type": typ, "channel": e.Channel, "team": s.opts.TeamID}
@@ -124,6 +124,8 @@ func (s *Server) wrapEventLocked(ev map[string]any, eventID string) map[string]a
 		}},
 		"is_ext_shared_channel": false,
 		"event_context":         fmt.Sprintf("4-%s-%s-%s", typ, s.opts.TeamID, ch),
+		"context_team_id":       s.opts.TeamID,
+		"context_enterprise_id": nil,
 	}
 }
 
@@ -237,7 +239,7 @@ func (s *Server) fillCommandLocked(c *SlashCommand) {
 	if c.TriggerID == "" {
 		c.TriggerID = s.triggerIDLocked()
 	}
-	s.learnChannelLocked(c.ChannelID, false)
+	s.learnChannelLocked(c.ChannelID, false, c.UserID)
 	if c.ResponseURL == "" {
 		c.ResponseURL = s.newResponseURLLocked("commands", c.ChannelID, c.UserID, "")
 	}
@@ -352,7 +354,7 @@ func (s *Server) blockActionPayloadLocked(a *BlockAction) map[string]any {
 	if a.Label == "" {
 		a.Label = a.ActionID
 	}
-	s.learnChannelLocked(a.ChannelID, false)
+	s.learnChannelLocked(a.ChannelID, false, a.UserID)
 	if a.ResponseURL == "" {
 		a.ResponseURL = s.newResponseURLLocked("actions", a.ChannelID, a.UserID, a.ThreadTS)
 		if u := s.responseURLs[responseURLID(a.ResponseURL)]; u != nil {

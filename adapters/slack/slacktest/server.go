@@ -31,6 +31,16 @@ const (
 	// default), so this must stay well below any interval a test configures.
 	DefaultPingInterval = 200 * time.Millisecond
 
+	// MaxSocketConnections is how many Socket Mode connections Slack keeps open per app.
+	MaxSocketConnections = 10
+
+	// DefaultAckTimeout is how long Slack waits for a Socket Mode envelope's ack.
+	DefaultAckTimeout = 3 * time.Second
+
+	// MaxRetries is how many times Slack redelivers an event the app did not acknowledge
+	// (Socket Mode) or answer in time (HTTP), after the first delivery.
+	MaxRetries = 3
+
 	// ResponseURLUses and ResponseURLLifetime are Slack's limits on a response_url.
 	ResponseURLUses     = 5
 	ResponseURLLifetime = 30 * time.Minute
@@ -77,6 +87,28 @@ type Options struct {
 	// DefaultPingInterval, negative disables pings (slack-go then times out).
 	PingInterval time.Duration
 
+	// MaxConnections caps the open Socket Mode connections as Slack does: one more socket
+	// gets {"type":"disconnect","reason":"too_many_websockets"} instead of hello and is
+	// closed. Zero means MaxSocketConnections; negative, no cap.
+	MaxConnections int
+
+	// Delivery chooses the live socket each envelope goes to: DeliverRoundRobin (the
+	// default) spreads them over every live connection, as Slack does for an app with
+	// several, each envelope to one of them.
+	Delivery DeliveryPolicy
+
+	// AckTimeout is how long an envelope waits for its ack before Slack counts it as
+	// undelivered (DefaultAckTimeout when zero). It matters only with Redeliver.
+	AckTimeout time.Duration
+
+	// Redeliver makes the fake do what Slack does with an events_api envelope not acked
+	// within AckTimeout: deliver it again, on the socket Delivery picks next, with a new
+	// envelope ID, the same payload, retry_attempt one higher and retry_reason "timeout",
+	// up to MaxRetries times (an ack of any delivery stops the retries). Off by default:
+	// tests that hold acks back on purpose, and load runs whose bridge falls behind, would
+	// see envelopes they did not send. The Redeliver method does one retry by hand.
+	Redeliver bool
+
 	// NoRecord keeps only what the protocol needs, for load runs that send
 	// millions of events: an events_api envelope is forgotten once acked and
 	// its ack is not kept (Acks, WaitAck and Redeliver do not see it), and
@@ -85,11 +117,23 @@ type Options struct {
 	NoRecord bool
 }
 
+// DeliveryPolicy chooses the live socket an envelope goes to.
+type DeliveryPolicy int
+
+// Delivery policies.
+const (
+	// DeliverRoundRobin sends each envelope to the next live socket, in connection order.
+	DeliverRoundRobin DeliveryPolicy = iota
+	// DeliverNewest sends every envelope to the newest live socket.
+	DeliverNewest
+)
+
 // Channel is a conversation the fake knows.
 type Channel struct {
 	ID   string // C…, G… or D…
 	Name string
 	IsIM bool
+	User string // an IM's other member; learnt from the first event in it when empty
 }
 
 // UserGroup is a Slack user group (subteam).
@@ -105,9 +149,13 @@ type UserGroup struct {
 type Server struct {
 	opts     Options
 	now      func() time.Time
+	started  time.Time // when the workspace's channels, users and groups were "created"
 	srv      *httptest.Server
 	upgrader websocket.Upgrader
 	wg       sync.WaitGroup // socket goroutines: httptest does not track hijacked connections
+	stop     context.CancelFunc
+	stopped  context.Context // done once Close begins
+	kick     chan struct{}   // wakes the redelivery loop
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every recorded change
@@ -126,13 +174,17 @@ type Server struct {
 	order   []msgKey
 	history []Message // every version of every app message
 
-	tickets   map[string]bool // unused socket tickets
-	conns     []*socket
-	nconns    int
-	envelopes map[string]*envelope
-	acks      []Ack
-	frames    []Frame
-	pings     bool
+	tickets    map[string]bool // unused socket tickets
+	conns      []*socket       // open sockets, in connection order
+	nconns     int
+	refused    int // sockets turned away with too_many_websockets
+	lastConn   int // the socket the last envelope went to, for round robin
+	envelopes  map[string]*envelope
+	pending    []*envelope // delivered events_api envelopes awaiting their ack, for Redeliver
+	deliveries []Delivery
+	acks       []Ack
+	frames     []Frame
+	pings      bool
 
 	responseURLs  map[string]*responseURL
 	responsePosts []ResponsePost
@@ -155,6 +207,12 @@ func NewServer(opts Options) *Server {
 	if opts.PingInterval == 0 {
 		opts.PingInterval = DefaultPingInterval
 	}
+	if opts.MaxConnections == 0 {
+		opts.MaxConnections = MaxSocketConnections
+	}
+	if opts.AckTimeout <= 0 {
+		opts.AckTimeout = DefaultAckTimeout
+	}
 	now := opts.Now
 	if now == nil {
 		now = time.Now
@@ -162,6 +220,7 @@ func NewServer(opts Options) *Server {
 	s := &Server{
 		opts:    opts,
 		now:     now,
+		started: now(),
 		changed: make(chan struct{}),
 		// slack-go dials with Origin https://api.slack.com, which gorilla's
 		// default same-origin check rejects.
@@ -174,7 +233,9 @@ func NewServer(opts Options) *Server {
 		envelopes:    make(map[string]*envelope),
 		responseURLs: make(map[string]*responseURL),
 		pings:        opts.PingInterval > 0,
+		kick:         make(chan struct{}, 1),
 	}
+	s.stopped, s.stop = context.WithCancel(context.Background())
 	for _, c := range opts.Channels {
 		s.channels[c.ID] = c
 	}
@@ -183,6 +244,9 @@ func NewServer(opts Options) *Server {
 	mux.HandleFunc("GET /link/", s.handleSocket)
 	mux.HandleFunc("POST /response/{id}", s.handleResponseURL)
 	s.srv = httptest.NewServer(mux)
+	if opts.Redeliver {
+		s.wg.Go(s.redeliverLoop)
+	}
 	return s
 }
 
@@ -225,6 +289,7 @@ func (s *Server) Close() {
 	conns := append([]*socket(nil), s.conns...)
 	s.bumpLocked()
 	s.mu.Unlock()
+	s.stop()
 	for _, c := range conns {
 		c.close()
 	}
@@ -252,14 +317,19 @@ func (s *Server) AddUserGroup(g UserGroup) {
 	s.groups = append(s.groups, g)
 }
 
-// learnChannelLocked records a channel an event mentioned: a real workspace has it.
-func (s *Server) learnChannelLocked(id string, im bool) {
+// learnChannelLocked records a channel an event by user mentioned: a real workspace has it.
+func (s *Server) learnChannelLocked(id string, im bool, user string) {
 	if id == "" {
 		return
 	}
-	if _, ok := s.channels[id]; !ok {
-		s.channels[id] = Channel{ID: id, Name: strings.ToLower(id), IsIM: im || strings.HasPrefix(id, "D")}
+	c, ok := s.channels[id]
+	if !ok {
+		c = Channel{ID: id, Name: strings.ToLower(id), IsIM: im || strings.HasPrefix(id, "D")}
 	}
+	if c.IsIM && c.User == "" && user != s.opts.BotUserID {
+		c.User = user
+	}
+	s.channels[id] = c
 }
 
 // bumpLocked wakes every waiter and hands out the next sequence number.

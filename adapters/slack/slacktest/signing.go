@@ -57,6 +57,28 @@ func NewSignedRequest(ctx context.Context, target, contentType string, body []by
 	return req, nil
 }
 
+// PostEventRetry POSTs an Events API body to target again, as Slack's retry
+// num (1 to MaxRetries) of a delivery the app did not answer with a 2xx within
+// 3 s: JSON, signed with secret at ts, with X-Slack-Retry-Num and
+// X-Slack-Retry-Reason (http_timeout, http_error, connection_failed,
+// too_many_redirects, ssl_error or unknown_error). Sign with the first
+// delivery's ts to test replay windows. The caller closes the response body.
+func PostEventRetry(ctx context.Context, client *http.Client, target string, body []byte, secret string, ts time.Time, num int, reason string) (*http.Response, error) {
+	if num < 1 || num > MaxRetries {
+		return nil, fmt.Errorf("post event retry %d: Slack retries 1 to %d times", num, MaxRetries)
+	}
+	req, err := NewSignedRequest(ctx, target, ContentTypeJSON, body, secret, ts)
+	if err != nil {
+		return nil, err
+	}
+	SetRetry(req, num, reason)
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("post event retry %d: %w", num, err)
+	}
+	return resp, nil
+}
+
 // SlashCommandBody returns the form body Slack POSTs for a slash command in
 // HTTP mode, with c completed as SendSlashCommand would (a response_url on
 // the fake, a trigger ID).

@@ -1,6 +1,7 @@
 package slacktest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -75,25 +76,38 @@ type Envelope struct {
 	RetryReason            string
 }
 
-// Delivery describes what a Send helper delivered.
+// Delivery describes an envelope the fake delivered: what a Send helper returns, and
+// what Deliveries lists.
 type Delivery struct {
 	EnvelopeID  string
 	EventID     string // events_api
 	TS          string // the message's ts for message and app_mention events
 	ResponseURL string // slash commands and block actions
 	TriggerID   string
+
+	Type         string // the envelope type
+	Conn         int    // the socket it was written to (1 for the first connection)
+	RetryAttempt int    // 0 for a first delivery
+	RetryReason  string // "timeout" for a redelivery
+	Original     string // for a redelivery, the envelope ID of the first delivery
 }
 
 type envelope struct {
 	Envelope
-	id      string
-	raw     json.RawMessage // the payload as sent
-	sentAt  time.Time       // wall clock, for Ack.Delay
-	conn    int
-	onAck   func(s *Server, a Ack) // under s.mu
-	acked   bool
-	payload map[string]any
+	id       string
+	original string          // the first delivery's envelope ID, for a redelivery
+	raw      json.RawMessage // the payload as sent
+	sentAt   time.Time       // wall clock, for Ack.Delay and the ack deadline
+	conn     int
+	onAck    func(s *Server, a Ack) // under s.mu
+	acked    bool
+	event    *delivered // shared by an envelope and its redeliveries
+	payload  map[string]any
 }
+
+// delivered is what the deliveries of one event share: once any is acked, Slack stops
+// redelivering it.
+type delivered struct{ acked bool }
 
 func (s *Server) appsConnectionsOpen(r *http.Request) apiResult {
 	ticket := uuid.NewString()
@@ -125,6 +139,19 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		return
+	}
+	if max := s.opts.MaxConnections; max > 0 && len(s.conns) >= max {
+		// Slack turns an app's eleventh connection away before hello.
+		s.refused++
+		s.bumpLocked()
+		s.mu.Unlock()
+		msg, _ := json.Marshal(map[string]any{
+			"type":       "disconnect",
+			"reason":     "too_many_websockets",
+			"debug_info": map[string]any{"host": "applink-fake-1"},
+		})
+		_ = c.write(msg)
 		return
 	}
 	s.nconns++
@@ -232,6 +259,7 @@ func (s *Server) readLoop(c *socket) {
 		}
 		if env != nil && !env.acked {
 			env.acked = true
+			env.event.acked = true
 			if env.onAck != nil {
 				env.onAck(s, a)
 			}
@@ -243,8 +271,8 @@ func (s *Server) readLoop(c *socket) {
 	}
 }
 
-// Send delivers a raw envelope on the newest live socket, waiting for the
-// app to connect if none is. It returns the envelope ID.
+// Send delivers a raw envelope on the socket Options.Delivery picks, waiting
+// for the app to connect if none is live. It returns the envelope ID.
 func (s *Server) Send(ctx context.Context, e Envelope) (string, error) {
 	env, err := s.newEnvelope(e)
 	if err != nil {
@@ -258,7 +286,7 @@ func (s *Server) newEnvelope(e Envelope) (*envelope, error) {
 	if err != nil {
 		return nil, fmt.Errorf("marshal payload: %w", err)
 	}
-	return &envelope{Envelope: e, id: uuid.NewString(), raw: raw}, nil
+	return &envelope{Envelope: e, id: uuid.NewString(), raw: raw, event: &delivered{}}, nil
 }
 
 func (s *Server) deliver(ctx context.Context, env *envelope) error {
@@ -279,13 +307,8 @@ func (s *Server) deliver(ctx context.Context, env *envelope) error {
 	for {
 		var c *socket
 		err := s.waitFor(ctx, "socket connection", func() bool {
-			for _, o := range slices.Backward(s.conns) {
-				if o.ready && !o.retired {
-					c = o
-					return true
-				}
-			}
-			return false
+			c = s.pickLocked()
+			return c != nil
 		})
 		if err != nil {
 			return fmt.Errorf("deliver %s %s: %w", env.Type, env.id, err)
@@ -297,6 +320,9 @@ func (s *Server) deliver(ctx context.Context, env *envelope) error {
 		s.envelopes[env.id] = env
 		s.mu.Unlock()
 		if err := c.write(msg); err == nil {
+			s.mu.Lock()
+			s.deliveredLocked(env)
+			s.mu.Unlock()
 			return nil
 		}
 		s.mu.Lock()
@@ -304,6 +330,128 @@ func (s *Server) deliver(ctx context.Context, env *envelope) error {
 		s.bumpLocked()
 		s.mu.Unlock()
 	}
+}
+
+// pickLocked returns the live socket the next envelope goes to, or nil.
+func (s *Server) pickLocked() *socket {
+	var live []*socket
+	for _, c := range s.conns {
+		if c.ready && !c.retired {
+			live = append(live, c)
+		}
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	if s.opts.Delivery == DeliverNewest {
+		return live[len(live)-1]
+	}
+	next := live[0]
+	for _, c := range live {
+		if c.id > s.lastConn {
+			next = c
+			break
+		}
+	}
+	s.lastConn = next.id
+	return next
+}
+
+// deliveredLocked records a written envelope and, with Options.Redeliver, schedules the
+// check of its ack.
+func (s *Server) deliveredLocked(env *envelope) {
+	if !s.opts.NoRecord {
+		s.deliveries = append(s.deliveries, deliveryOf(env))
+	}
+	s.bumpLocked()
+	if s.opts.Redeliver && env.Type == TypeEventsAPI && env.RetryAttempt < MaxRetries && !env.event.acked {
+		s.pending = append(s.pending, env)
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// redeliverLoop redelivers, as Slack does, each pending envelope left unacknowledged
+// for Options.AckTimeout.
+func (s *Server) redeliverLoop() {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		now := time.Now()
+		var due []*envelope
+		var next time.Time
+		keep := s.pending[:0]
+		for _, env := range s.pending {
+			deadline := env.sentAt.Add(s.opts.AckTimeout)
+			switch {
+			case env.event.acked:
+			case !now.Before(deadline):
+				due = append(due, env)
+			default:
+				keep = append(keep, env)
+				if next.IsZero() || deadline.Before(next) {
+					next = deadline
+				}
+			}
+		}
+		clear(s.pending[len(keep):])
+		s.pending = keep
+		s.mu.Unlock()
+		for _, env := range due {
+			if _, err := s.redeliver(s.stopped, env); err != nil && s.stopped.Err() != nil {
+				return
+			}
+		}
+		if len(due) > 0 {
+			continue
+		}
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = time.Until(next)
+		}
+		timer.Reset(wait)
+		select {
+		case <-s.stopped.Done():
+			return
+		case <-s.kick:
+		case <-timer.C:
+		}
+	}
+}
+
+// Deliveries returns every envelope delivered so far, redeliveries included,
+// in order (none with Options.NoRecord).
+func (s *Server) Deliveries() []Delivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.deliveries)
+}
+
+// WaitDelivery waits for the first delivery, past or future, that match
+// accepts: e.g. the fake's redelivery of an envelope the app left unacknowledged.
+func (s *Server) WaitDelivery(ctx context.Context, match func(Delivery) bool) (Delivery, error) {
+	var found Delivery
+	err := s.waitFor(ctx, "delivery", func() bool {
+		for _, d := range s.deliveries {
+			if match(d) {
+				found = d
+				return true
+			}
+		}
+		return false
+	})
+	return found, err
+}
+
+// RefusedConnections returns how many sockets were turned away with
+// too_many_websockets because Options.MaxConnections were open.
+func (s *Server) RefusedConnections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
 }
 
 // Acks returns every ack received so far, in order.
@@ -353,6 +501,11 @@ func (s *Server) Redeliver(ctx context.Context, envelopeID string) (Delivery, er
 	if old == nil {
 		return Delivery{}, fmt.Errorf("redeliver %s: unknown envelope", envelopeID)
 	}
+	return s.redeliver(ctx, old)
+}
+
+// redeliver sends old's payload again in a new envelope, one retry later.
+func (s *Server) redeliver(ctx context.Context, old *envelope) (Delivery, error) {
 	e := old.Envelope
 	e.Payload = old.raw
 	e.RetryAttempt++
@@ -363,15 +516,16 @@ func (s *Server) Redeliver(ctx context.Context, envelopeID string) (Delivery, er
 	}
 	env.onAck = old.onAck
 	env.payload = old.payload
+	env.event = old.event
+	env.original = cmp.Or(old.original, old.id)
 	if err := s.deliver(ctx, env); err != nil {
 		return Delivery{}, err
 	}
-	d := deliveryOf(env)
-	return d, nil
+	return deliveryOf(env), nil
 }
 
 func deliveryOf(env *envelope) Delivery {
-	d := Delivery{EnvelopeID: env.id}
+	d := Delivery{EnvelopeID: env.id, Type: env.Type, Conn: env.conn, RetryAttempt: env.RetryAttempt, RetryReason: env.RetryReason, Original: env.original}
 	if env.payload == nil {
 		return d
 	}
@@ -406,8 +560,9 @@ var ErrNoConnection = errors.New("slacktest: no socket connected")
 
 // Disconnect sends {"type":"disconnect","reason":reason} on the newest live
 // socket, as Slack does before rotating it ("refresh_requested") or shortly
-// before closing it ("warning"). Later deliveries wait for the next socket;
-// the app is expected to close this one and reconnect.
+// before closing it ("warning"). Later deliveries go to the other live
+// sockets, or wait for the next one; the app is expected to close this one
+// and reconnect.
 func (s *Server) Disconnect(reason string) error {
 	s.mu.Lock()
 	c := s.newestLiveLocked()
@@ -480,6 +635,20 @@ func (s *Server) LiveConnections() int {
 func (s *Server) WaitConnections(ctx context.Context, n int) error {
 	return s.waitFor(ctx, fmt.Sprintf("%d socket connections", n), func() bool {
 		return s.nconns >= n && s.newestLiveLocked() != nil
+	})
+}
+
+// WaitLiveConnections waits until exactly n sockets are live (greeted with
+// hello, not told to disconnect, not closed): e.g. every replica of an app connected.
+func (s *Server) WaitLiveConnections(ctx context.Context, n int) error {
+	return s.waitFor(ctx, fmt.Sprintf("%d live socket connections", n), func() bool {
+		live := 0
+		for _, c := range s.conns {
+			if c.ready && !c.retired {
+				live++
+			}
+		}
+		return live == n
 	})
 }
 

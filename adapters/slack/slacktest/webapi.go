@@ -498,6 +498,9 @@ func (s *Server) botMessageJSON(m *stored) map[string]any {
 	}
 	if m.ThreadTS != "" {
 		out["thread_ts"] = m.ThreadTS
+		if root, ok := s.msgs[msgKey{m.Channel, m.ThreadTS}]; ok && m.ThreadTS != m.TS {
+			out["parent_user_id"] = root.author
+		}
 	}
 	if len(m.Blocks) > 0 {
 		out["blocks"] = m.Blocks
@@ -708,21 +711,56 @@ func (s *Server) reactionsRemove(p url.Values, _ *http.Request) apiResult {
 	return ok(nil)
 }
 
+// conversationsInfo answers with a conversation object as Slack's examples show it
+// (reference/objects/conversation-object): an IM's fields, or a channel's.
 func (s *Server) conversationsInfo(p url.Values, _ *http.Request) apiResult {
 	c, found := s.channels[p.Get("channel")]
 	if !found {
 		return fail("channel_not_found")
 	}
-	return ok(map[string]any{"channel": map[string]any{
+	created := s.started.Unix()
+	ch := map[string]any{
 		"id":              c.ID,
-		"name":            c.Name,
-		"is_channel":      !c.IsIM && strings.HasPrefix(c.ID, "C"),
-		"is_group":        strings.HasPrefix(c.ID, "G"),
+		"created":         created,
+		"is_archived":     false,
 		"is_im":           c.IsIM,
-		"is_private":      c.IsIM || strings.HasPrefix(c.ID, "G"),
-		"is_member":       true,
+		"is_org_shared":   false,
 		"context_team_id": s.opts.TeamID,
-	}})
+		"updated":         s.started.UnixMilli(),
+	}
+	if c.IsIM {
+		ch["user"], ch["is_user_deleted"], ch["priority"] = c.User, false, 0
+		return ok(map[string]any{"channel": ch})
+	}
+	private := strings.HasPrefix(c.ID, "G")
+	topic := func() map[string]any { return map[string]any{"value": "", "creator": "", "last_set": 0} }
+	for k, v := range map[string]any{
+		"name":                       c.Name,
+		"name_normalized":            c.Name,
+		"is_channel":                 !private,
+		"is_group":                   private,
+		"is_mpim":                    false,
+		"is_private":                 private,
+		"is_general":                 false,
+		"is_shared":                  false,
+		"is_ext_shared":              false,
+		"is_pending_ext_shared":      false,
+		"is_frozen":                  false,
+		"unlinked":                   0,
+		"pending_shared":             []string{},
+		"pending_connected_team_ids": []string{},
+		"shared_team_ids":            []string{s.opts.TeamID},
+		"parent_conversation":        nil,
+		"creator":                    s.opts.BotUserID,
+		"is_member":                  true,
+		"topic":                      topic(),
+		"purpose":                    topic(),
+		"previous_names":             []string{},
+		"num_members":                2,
+	} {
+		ch[k] = v
+	}
+	return ok(map[string]any{"channel": ch})
 }
 
 func (s *Server) conversationsReplies(p url.Values, _ *http.Request) apiResult {
@@ -772,30 +810,58 @@ func (s *Server) usersInfo(p url.Values, _ *http.Request) apiResult {
 	if !strings.HasPrefix(id, "U") && !strings.HasPrefix(id, "W") {
 		return fail("user_not_found")
 	}
-	name := strings.ToLower(id)
+	name, real := strings.ToLower(id), "User "+id
 	isBot := id == s.opts.BotUserID
+	// reference/objects/user-object, as users.info's example shows it.
 	return ok(map[string]any{"user": map[string]any{
-		"id":        id,
-		"team_id":   s.opts.TeamID,
-		"name":      name,
-		"real_name": "User " + id,
-		"is_bot":    isBot,
-		"tz":        "UTC",
-		"profile":   map[string]any{"display_name": name, "real_name": "User " + id, "team": s.opts.TeamID},
+		"id":                  id,
+		"team_id":             s.opts.TeamID,
+		"name":                name,
+		"deleted":             false,
+		"color":               "9f69e7",
+		"real_name":           real,
+		"tz":                  "UTC",
+		"tz_label":            "Coordinated Universal Time",
+		"tz_offset":           0,
+		"is_admin":            false,
+		"is_owner":            false,
+		"is_primary_owner":    false,
+		"is_restricted":       false,
+		"is_ultra_restricted": false,
+		"is_bot":              isBot,
+		"is_app_user":         false,
+		"updated":             s.started.Unix(),
+		"has_2fa":             false,
+		"profile": map[string]any{
+			"real_name": real, "real_name_normalized": real, "display_name": name, "display_name_normalized": name,
+			"avatar_hash": "", "status_text": "", "status_emoji": "", "team": s.opts.TeamID,
+		},
 	}})
 }
 
+// groupJSON renders a user group as usergroups.list's example shows it.
 func (s *Server) groupJSON(g UserGroup, withUsers bool) map[string]any {
 	out := map[string]any{
 		"id":           g.ID,
 		"team_id":      s.opts.TeamID,
 		"is_usergroup": true,
+		"is_subteam":   true,
 		"name":         g.Name,
+		"description":  "",
 		"handle":       g.Handle,
+		"is_external":  false,
+		"date_create":  s.started.Unix(),
+		"date_update":  s.started.Unix(),
+		"date_delete":  0,
+		"auto_type":    nil,
+		"created_by":   s.opts.BotUserID,
+		"updated_by":   s.opts.BotUserID,
+		"deleted_by":   nil,
+		"prefs":        map[string]any{"channels": []string{}, "groups": []string{}},
 		"user_count":   len(g.Users),
 	}
 	if withUsers {
-		out["users"] = slices.Clone(g.Users)
+		out["users"] = append([]string{}, g.Users...)
 	}
 	return out
 }

@@ -1,0 +1,343 @@
+package slacktest_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/slack-go/slack"
+
+	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
+)
+
+// exchange is one Web API or response_url request and the fake's answer, as sent.
+type exchange struct {
+	path   string
+	status int
+	body   []byte
+}
+
+// recorder is an http.RoundTripper that keeps every answer it passes on.
+type recorder struct {
+	base http.RoundTripper
+	mu   sync.Mutex
+	got  []exchange
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.base.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	r.mu.Lock()
+	r.got = append(r.got, exchange{path: req.URL.Path, status: resp.StatusCode, body: body})
+	r.mu.Unlock()
+	return resp, nil
+}
+
+func (r *recorder) exchanges() []exchange {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
+}
+
+// socketTap is a raw Socket Mode connection that keeps every frame as sent and acks every
+// envelope.
+type socketTap struct {
+	ws     *websocket.Conn
+	mu     sync.Mutex
+	frames [][]byte
+	more   chan struct{}
+	done   chan struct{}
+}
+
+func tapSocket(t *testing.T, api *slack.Client) *socketTap {
+	t.Helper()
+	_, wsURL, err := api.StartSocketModeContext(timeout(t))
+	if err != nil {
+		t.Fatalf("apps.connections.open: %v", err)
+	}
+	ws, _, err := websocket.DefaultDialer.DialContext(timeout(t), wsURL, http.Header{"Origin": {"https://api.slack.com"}})
+	if err != nil {
+		t.Fatalf("dial %s: %v", wsURL, err)
+	}
+	tap := &socketTap{ws: ws, more: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(tap.done)
+		for {
+			_, data, err := ws.ReadMessage()
+			if err != nil {
+				return
+			}
+			var env struct {
+				EnvelopeID string `json:"envelope_id"`
+			}
+			if json.Unmarshal(data, &env) == nil && env.EnvelopeID != "" {
+				if ws.WriteJSON(env) != nil {
+					return
+				}
+			}
+			tap.mu.Lock()
+			tap.frames = append(tap.frames, data)
+			close(tap.more)
+			tap.more = make(chan struct{})
+			tap.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ws.Close()
+		<-tap.done
+	})
+	return tap
+}
+
+// wait waits for a frame of type typ.
+func (tap *socketTap) wait(t *testing.T, typ string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		tap.mu.Lock()
+		more := tap.more
+		for _, f := range tap.frames {
+			var fr struct {
+				Type string `json:"type"`
+			}
+			if json.Unmarshal(f, &fr) == nil && fr.Type == typ {
+				tap.mu.Unlock()
+				return
+			}
+		}
+		tap.mu.Unlock()
+		select {
+		case <-more:
+		case <-deadline:
+			t.Fatalf("no %s frame within 10s", typ)
+		}
+	}
+}
+
+func (tap *socketTap) all() [][]byte {
+	tap.mu.Lock()
+	defer tap.mu.Unlock()
+	return slices.Clone(tap.frames)
+}
+
+func decodeJSON(t *testing.T, where string, raw []byte) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Errorf("%s: not JSON: %v: %s", where, err, raw)
+		return nil
+	}
+	return v
+}
+
+// payloadShape says which shape an envelope's (or HTTP request's) payload must have.
+func payloadShape(envelopeType string, payload map[string]any) string {
+	switch envelopeType {
+	case slacktest.TypeEventsAPI:
+		return "event_callback"
+	case slacktest.TypeSlashCommands:
+		return "slash_command"
+	case slacktest.TypeInteractive:
+		if payload["type"] == "block_actions" {
+			return "block_actions"
+		}
+	}
+	return ""
+}
+
+// TestPayloadsAsDocumented runs a representative session against the fake (Socket Mode
+// read raw, the Web API through slack-go, the HTTP-mode bodies as built) and checks every
+// frame, envelope, body and Web API answer against slackShapes: documented fields present,
+// arrays and objects never null.
+func TestPayloadsAsDocumented(t *testing.T) {
+	srv := newServer(t, slacktest.Options{
+		Channels: []slacktest.Channel{{ID: "C1", Name: "general"}, {ID: "G1", Name: "private"}, {ID: "D1", IsIM: true}},
+		UserGroups: []slacktest.UserGroup{
+			{ID: "S1", Handle: "oncall", Name: "On call", Users: []string{"U1", "U2"}},
+			{ID: "S2", Handle: "empty", Name: "Nobody"},
+		},
+	})
+	ctx := timeout(t)
+	rec := &recorder{base: srv.Client().Transport}
+	api := slack.New(srv.BotToken(), slack.OptionAPIURL(srv.APIURL()), slack.OptionAppLevelToken(srv.AppToken()),
+		slack.OptionHTTPClient(&http.Client{Transport: rec, Timeout: 10 * time.Second}))
+	tap := tapSocket(t, api)
+	tap.wait(t, "hello")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent := func(d slacktest.Delivery, err error) slacktest.Delivery {
+		t.Helper()
+		must(err)
+		return d
+	}
+
+	// Events: users' messages in each kind of conversation, a thread, edits, bots, joins.
+	root := sent(srv.SendMessage(ctx, slacktest.MessageEvent{Channel: "C1", User: "U1", Text: "hello"}))
+	sent(srv.SendMessage(ctx, slacktest.MessageEvent{Channel: "C1", User: "U2", Text: "reply", ThreadTS: root.TS}))
+	sent(srv.SendMessage(ctx, slacktest.MessageEvent{Channel: "D1", User: "U1", Text: "dm"}))
+	sent(srv.SendMessage(ctx, slacktest.MessageEvent{Channel: "G1", User: "U1", Text: "private"}))
+	sent(srv.SendMessage(ctx, slacktest.MessageEvent{Channel: "C1", User: "U1", TS: root.TS, Text: "hello!", PreviousText: "hello", Subtype: "message_changed"}))
+	sent(srv.SendMessage(ctx, slacktest.MessageEvent{Channel: "C1", User: "U9", BotID: "B9", Subtype: "bot_message", Text: "beep"}))
+	sent(srv.SendMessage(ctx, slacktest.MessageEvent{Channel: "C1", User: "U3", Subtype: "channel_join", Text: "<@U3> has joined the channel"}))
+	sent(srv.SendAppMention(ctx, slacktest.MessageEvent{Channel: "C1", User: "U1", Text: "status?"}))
+	_, _, err := srv.SendBoth(ctx, slacktest.MessageEvent{Channel: "C1", User: "U1", Text: "both"})
+	must(err)
+	sent(srv.SendEvent(ctx, map[string]any{"type": "reaction_added", "user": "U1", "reaction": "eyes",
+		"item": map[string]any{"type": "message", "channel": "C1", "ts": root.TS}, "item_user": "U1"}))
+	sent(srv.Redeliver(ctx, root.EnvelopeID))
+
+	// The app's messages, and what users do with them.
+	blocks := slack.MsgOptionBlocks(
+		slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, "*answer*", false, false), nil, nil),
+		slack.NewActionBlock("share_actions", slack.NewButtonBlockElement("share", "result-1", slack.NewTextBlockObject(slack.PlainTextType, "Share", false, false))),
+	)
+	_, ts, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("answer", false), slack.MsgOptionTS(root.TS), blocks)
+	must(err)
+	posted, ok := srv.Message("C1", ts)
+	if !ok {
+		t.Fatalf("Message(C1, %s) not found", ts)
+	}
+	sent(srv.SendEcho(ctx, posted))
+	sent(srv.PressButton(ctx, posted, "share", "U1"))
+	_, err = api.PostEphemeralContext(ctx, "C1", "U1", slack.MsgOptionText("only you", false), blocks)
+	must(err)
+	msgs := srv.Messages()
+	ephemeral := msgs[len(msgs)-1]
+	press := sent(srv.PressButton(ctx, ephemeral, "share", "U1"))
+	_, _, err = api.PostMessageContext(ctx, "", slack.MsgOptionResponseURL(press.ResponseURL, slack.ResponseTypeInChannel), slack.MsgOptionText("shared", false))
+	must(err)
+	cmd := sent(srv.SendSlashCommand(ctx, slacktest.SlashCommand{Command: "/flow", Text: "run", UserID: "U1", ChannelID: "C1"}))
+	_, _, err = api.PostMessageContext(ctx, "", slack.MsgOptionResponseURL(cmd.ResponseURL, slack.ResponseTypeEphemeral), slack.MsgOptionText("done", false))
+	must(err)
+
+	// The Web API the bridge uses, refusals included.
+	_, err = api.AuthTestContext(ctx)
+	must(err)
+	_, _, _, err = api.UpdateMessageContext(ctx, "C1", ts, slack.MsgOptionText("answer, edited", false))
+	must(err)
+	_, _, _, err = api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{ChannelID: "C1", Timestamp: root.TS})
+	must(err)
+	for _, ch := range []string{"C1", "G1", "D1"} {
+		_, err = api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: ch})
+		must(err)
+	}
+	_, err = api.GetUserInfoContext(ctx, "U1")
+	must(err)
+	_, err = api.GetUserGroupsContext(ctx, slack.GetUserGroupsOptionIncludeUsers(true))
+	must(err)
+	_, err = api.GetUserGroupMembersContext(ctx, "S1")
+	must(err)
+	must(api.AddReactionContext(ctx, "eyes", slack.NewRefToMessage("C1", root.TS)))
+	must(api.RemoveReactionContext(ctx, "eyes", slack.NewRefToMessage("C1", root.TS)))
+	if _, _, err := api.PostMessageContext(ctx, "C404", slack.MsgOptionText("lost", false)); err == nil {
+		t.Fatal("PostMessage to an unknown channel succeeded")
+	}
+	if _, _, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionBlocks(slack.NewSectionBlock(
+		slack.NewTextBlockObject(slack.MarkdownType, strings.Repeat("x", slacktest.MaxSectionText+1), false, false), nil, nil))); err == nil {
+		t.Fatal("PostMessage with an oversized section succeeded")
+	}
+	srv.RateLimit("chat.postMessage", 1, 1)
+	if _, _, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("later", false)); err == nil {
+		t.Fatal("PostMessage under a scripted rate limit succeeded")
+	}
+	_, _, err = api.DeleteMessageContext(ctx, "C1", ts)
+	must(err)
+
+	// Frames on one socket arrive in order: once the disconnect is in, all are.
+	must(srv.Disconnect("refresh_requested"))
+	tap.wait(t, "disconnect")
+
+	check := newShapeChecker(slackShapes)
+	types := map[string]int{}
+	for i, raw := range tap.all() {
+		where := fmt.Sprintf("frame %d", i)
+		f, _ := decodeJSON(t, where, raw).(map[string]any)
+		typ, _ := f["type"].(string)
+		types[typ]++
+		switch typ {
+		case "hello":
+			check.check(where, f, "hello")
+		case "disconnect":
+			check.check(where, f, "disconnect")
+		default:
+			check.check(where, f, "envelope")
+			payload, _ := f["payload"].(map[string]any)
+			shape := payloadShape(typ, payload)
+			if shape == "" {
+				check.fail("%s: envelope %s has no shape in the table", where, typ)
+				continue
+			}
+			check.check(where+" "+typ+" payload", payload, shape)
+		}
+	}
+
+	// HTTP mode: what Slack POSTs to the app's request URLs.
+	body, _, err := srv.MessageEventBody(slacktest.MessageEvent{Channel: "C1", User: "U1", Text: "over http"})
+	must(err)
+	check.check("HTTP message event", decodeJSON(t, "HTTP message event", body), "event_callback")
+	body, _, err = srv.AppMentionBody(slacktest.MessageEvent{Channel: "C1", User: "U1", Text: "over http"})
+	must(err)
+	check.check("HTTP app_mention", decodeJSON(t, "HTTP app_mention", body), "event_callback")
+	check.check("HTTP url_verification", decodeJSON(t, "HTTP url_verification", slacktest.URLVerificationBody("c")), "url_verification")
+	form, _ := srv.SlashCommandBody(slacktest.SlashCommand{Command: "/flow", Text: "x", UserID: "U1", ChannelID: "C1"})
+	values, err := url.ParseQuery(string(form))
+	must(err)
+	fields := map[string]any{}
+	for k := range values {
+		fields[k] = values.Get(k)
+	}
+	check.check("HTTP slash command", fields, "slash_command")
+	form, _, err = srv.PressButtonBody(posted, "share", "U1")
+	must(err)
+	values, err = url.ParseQuery(string(form))
+	must(err)
+	check.check("HTTP block_actions", decodeJSON(t, "HTTP block_actions", []byte(values.Get("payload"))), "block_actions")
+
+	methods := map[string]int{}
+	for i, e := range rec.exchanges() {
+		where := fmt.Sprintf("answer %d %s %d", i, e.path, e.status)
+		v := decodeJSON(t, where, e.body)
+		shapes := []string{"api"}
+		if method, ok := strings.CutPrefix(e.path, "/api/"); ok {
+			methods[method]++
+			if obj, _ := v.(map[string]any); obj["ok"] == true {
+				if _, known := slackShapes[method]; known {
+					shapes = append(shapes, method)
+				} else if method != "reactions.add" && method != "reactions.remove" {
+					check.fail("%s: %s has no shape in the table", where, method)
+				}
+			}
+		}
+		check.check(where, v, shapes...)
+	}
+	for _, typ := range []string{"hello", slacktest.TypeEventsAPI, slacktest.TypeSlashCommands, slacktest.TypeInteractive, "disconnect"} {
+		if types[typ] == 0 {
+			t.Errorf("the scenario sent no %s frame", typ)
+		}
+	}
+	for _, e := range check.errs {
+		t.Error(e)
+	}
+	t.Logf("checked %d socket frames (%v), 6 HTTP-mode bodies and %d answers (%v); shapes used: %v", len(tap.all()), types, len(rec.exchanges()), methods, check.seen)
+}
