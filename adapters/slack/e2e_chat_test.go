@@ -235,3 +235,21 @@ func blockTexts(t *testing.T, raw json.RawMessage) []string {
 	walk(v)
 	return out
 }
+
+// TestE2EAgentShareInChannelFindsThreadAnswer: Slack sends no thread with a
+// slash command, so /agent share typed in the channel shares the caller's
+// latest answer from the channel's threads (thread events carry the
+// channel's conversation as their Parent).
+func TestE2EAgentShareInChannelFindsThreadAnswer(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t, e2eOptions{})
+	ctx := waitCtx(t)
+	bot := "<@" + e.slack.BotUserID() + "> "
+	e.sent(e.slack.SendAppMention(ctx, slacktest.MessageEvent{Channel: e2eChannel, User: e2eUser, Text: bot + "the deploy plan"}))
+	e.reply(ctx, e2eChannel, "You said: the deploy plan")
+	d := e.sent(e.slack.SendSlashCommand(ctx, slacktest.SlashCommand{Command: "/agent", Text: "share", UserID: e2eUser, ChannelID: e2eChannel}))
+	p := e.response(ctx, d.ResponseURL, "You said: the deploy plan")
+	if p.ResponseType != "in_channel" {
+		t.Errorf("share response_type = %q, want in_channel", p.ResponseType)
+	}
+}

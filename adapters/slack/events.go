@@ -20,8 +20,9 @@ const platform = "slack"
 // incoming is a chat message that passed the cheap filters: who wrote it,
 // where, and where the answer goes.
 type incoming struct {
-	team string
-	key  string // the conversation
+	team   string
+	key    string // the conversation
+	parent string // the channel's conversation, when key is one of its threads
 	user string
 	ts   string // the message itself
 	text string
@@ -69,6 +70,7 @@ func (a *Adapter) receiveEventsAPI(ev slackevents.EventsAPIEvent, retry int) *br
 	return a.receive(log, bridge.Event{
 		Kind:         bridge.KindMessage,
 		Conversation: in.key,
+		Parent:       in.parent,
 		Team:         in.team,
 		Channel:      in.rt.Channel,
 		User:         bridge.User{ID: in.user},
@@ -114,7 +116,7 @@ func (a *Adapter) fromMention(team string, e *slackevents.AppMentionEvent) (*inc
 		in.key = conversationKey(team, e.Channel, "")
 	} else {
 		in.rt.Thread = root
-		in.key = conversationKey(team, e.Channel, root)
+		in.key, in.parent = conversationKey(team, e.Channel, root), conversationKey(team, e.Channel, "")
 	}
 	in.rt.JoinThread = in.rt.Thread != ""
 	return in, nil
@@ -167,7 +169,7 @@ func (a *Adapter) fromMessage(team string, e *slackevents.MessageEvent) (*incomi
 		in.key = conversationKey(team, e.Channel, "")
 		in.rt.CheckThread = true
 	default:
-		in.key = conversationKey(team, e.Channel, e.ThreadTimeStamp)
+		in.key, in.parent = conversationKey(team, e.Channel, e.ThreadTimeStamp), conversationKey(team, e.Channel, "")
 		in.rt.CheckThread = true
 	}
 	return in, nil
@@ -281,13 +283,14 @@ func (a *Adapter) receiveInteraction(cb slackgo.InteractionCallback) *bridge.Rec
 		a.refuse(log, err)
 		return nil
 	}
-	key := conversationKey(team, channel, "")
+	key, parent := conversationKey(team, channel, ""), ""
 	if thread != "" && a.cfg.SessionScope == ScopeThread {
-		key = conversationKey(team, channel, thread)
+		key, parent = conversationKey(team, channel, thread), key
 	}
 	return a.receive(log, bridge.Event{
 		Kind:         bridge.KindAction,
 		Conversation: key,
+		Parent:       parent,
 		Team:         team,
 		Channel:      channel,
 		User:         bridge.User{ID: cb.User.ID, Name: cb.User.Name},
