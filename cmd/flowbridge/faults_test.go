@@ -328,3 +328,29 @@ func TestHealthCommand(t *testing.T) {
 		t.Errorf("health with the listener off = %v, want an error saying so", err)
 	}
 }
+
+// TestConsoleEndingLeavesOthersRunning: the end of the console's input (or
+// an over-long line before it) does not stop Slack, and says so in the log
+// and /readyz.
+func TestConsoleEndingLeavesOthersRunning(t *testing.T) {
+	s := newStack(t, stackOptions{slack: true})
+	r := s.start(t)
+	ctx := waitCtx(t)
+	if err := s.slack.WaitConnections(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	r.send(t, strings.Repeat("x", 2<<20)) // over the console's line limit
+	r.out.waitFor(t, "That line is too long", r.done)
+	r.stdin.Close()
+	r.errOut.waitFor(t, "adapter stopped; the others keep running", r.done)
+	code, body := adminGet(t, s.admin, "/readyz", "")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"console":"stopped"`) {
+		t.Errorf("/readyz = %d %s, want 503 naming the stopped console", code, body)
+	}
+	if _, err := s.slack.SendMessage(ctx, slacktest.MessageEvent{Channel: "D0ALICE", ChannelType: "im", User: slackUser, Text: "still there?"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.slack.WaitMessage(ctx, func(m slacktest.Message) bool { return slackHas(m, "You said: still there?") }); err != nil {
+		t.Errorf("Slack no longer answered after the console ended: %v", err)
+	}
+}

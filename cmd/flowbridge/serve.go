@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"os/signal"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -50,6 +52,26 @@ type namedAdapter struct {
 	adapter
 }
 
+// ended wraps an adapter so that once its Run has returned, Ready says so:
+// an adapter that stops while the others go on (the console at the end of its
+// input) shows in /readyz, not only in the log.
+type ended struct {
+	adapter
+	done atomic.Bool
+}
+
+func (e *ended) Run(ctx context.Context) error {
+	defer e.done.Store(true)
+	return e.adapter.Run(ctx)
+}
+
+func (e *ended) Ready() error {
+	if e.done.Load() {
+		return errors.New("stopped")
+	}
+	return e.adapter.Ready()
+}
+
 // serve runs the bridge until ctx ends, the console's input ends (when it is
 // the only adapter) or an adapter fails; then it shuts down in order: the bridge
 // stops taking events and finishes in-flight work within the grace period, the
@@ -88,6 +110,9 @@ func serve(ctx context.Context, env *environment, cfg *Config, log *zap.Logger, 
 	if err != nil {
 		return err
 	}
+	for i := range adapters {
+		adapters[i].adapter = &ended{adapter: adapters[i].adapter}
+	}
 
 	admin, err := startAdmin(cfg.Admin, adminDeps{store: st, core: b, registry: reg, adapters: adapters, log: log.Named("admin")})
 	if err != nil {
@@ -105,8 +130,11 @@ func serve(ctx context.Context, env *environment, cfg *Config, log *zap.Logger, 
 	for _, a := range adapters {
 		wg.Go(func() {
 			err := a.Run(adCtx)
-			if a.name == "console" && len(adapters) == 1 {
+			switch {
+			case a.name == "console" && len(adapters) == 1:
 				close(consoleDone)
+			case err == nil && adCtx.Err() == nil:
+				log.Warn("adapter stopped; the others keep running", zap.String("adapter", a.name))
 			}
 			if err != nil {
 				failed <- fmt.Errorf("%s: %w", a.name, err)
@@ -186,10 +214,14 @@ func reload(path string, env *environment, started *Config, b *bridge.Bridge, ad
 	b.SetLimits(cfg.bridgeConfig().Limits)
 	live, restart := splitReload(changedKeys(*started, *cfg))
 	for _, a := range adapters {
-		if s, ok := a.adapter.(signingSecretSetter); ok && slices.Contains(live, "slack.signing_secret") {
+		inner := a.adapter
+		if e, ok := inner.(*ended); ok {
+			inner = e.adapter
+		}
+		if s, ok := inner.(signingSecretSetter); ok && slices.Contains(live, "slack.signing_secret") {
 			s.SetSigningSecret(cfg.Slack.SigningSecret.Value())
 		}
-		if s, ok := a.adapter.(commandSyncer); ok {
+		if s, ok := inner.(commandSyncer); ok {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			if err := s.SyncCommands(ctx); err != nil {
 				log.Error("commands not updated after reload", zap.String("adapter", a.name), zap.Error(err))
