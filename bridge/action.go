@@ -179,7 +179,7 @@ func (b *Bridge) answerConfirmation(ctx context.Context, log *zap.Logger, ev Eve
 	delete(c.m, ev.Action.Value)
 	c.mu.Unlock()
 	if !ok || b.cfg.Now().After(p.expires) {
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "This confirmation has expired or was already answered. Run the flow again if you still need it."})
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Replace: true, Text: "This confirmation has expired or was already answered. Run the flow again if you still need it."})
 		return
 	}
 	entry := b.auditEntry(ev, p.flow.Name, p.params)
@@ -202,11 +202,14 @@ func (b *Bridge) answerConfirmation(ctx context.Context, log *zap.Logger, ev Eve
 		}
 		p.flow = f
 	}
+	// The answer replaces the question where the platform can (the first
+	// reply to a press does), so no live Run / Cancel buttons are left.
+	at := b.cfg.Now().UTC().Format("15:04 MST")
 	if ev.Action.ID == ActionCancel {
 		entry.Outcome = OutcomeCancelled
 		b.audit(log, entry)
-		b.send(ctx, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: fmt.Sprintf("Cancelled: *%s* was not run.", p.flow.Name)})
+		b.send(ctx, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Replace: true, Text: fmt.Sprintf("Cancelled by %s at %s: *%s* was not run.", displayName(ev.User), at, p.flow.Name)})
 		return
 	}
-	b.runFlow(ctx, log.WithLazy(zap.String("flow", p.flow.Name)), ev, p.flow, p.params)
+	b.runFlow(ctx, log.WithLazy(zap.String("flow", p.flow.Name)), ev, p.flow, p.params, fmt.Sprintf("Run by %s at %s. ", displayName(ev.User), at))
 }

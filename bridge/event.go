@@ -151,6 +151,10 @@ type Reply struct {
 	Footer string
 	// Buttons are rendered below the text; a press comes back as a KindAction event.
 	Buttons []Button
+	// Replace marks the answer to a pressed question (a confirmation's Run
+	// or Cancel): adapters put it in place of the message the button was
+	// on, where the platform can, so no live buttons are left behind.
+	Replace bool
 }
 
 // Button is a pressable control on a reply.

@@ -82,13 +82,16 @@ func (b *Bridge) flow(ctx context.Context, log *zap.Logger, ev Event, args strin
 		b.askConfirmation(ctx, log, ev, f, params)
 		return
 	}
-	b.runFlow(ctx, log, ev, f, params)
+	b.runFlow(ctx, log, ev, f, params, "")
 }
 
 // runFlow runs a checked flow: it acknowledges, calls the API, and replaces the
 // acknowledgement with the result. A flow is never retried once sent: it may
 // have side effects.
-func (b *Bridge) runFlow(ctx context.Context, log *zap.Logger, ev Event, f *Flow, params map[string]string) {
+//
+// note, when not empty, leads the progress reply (who confirmed the run);
+// the first reply to a button press replaces the question it was on.
+func (b *Bridge) runFlow(ctx context.Context, log *zap.Logger, ev Event, f *Flow, params map[string]string, note string) {
 	entry := b.auditEntry(ev, f.Name, params)
 	if !b.acquire() {
 		entry.Outcome, entry.Detail = OutcomeRefused, "in-flight limit"
@@ -111,7 +114,7 @@ func (b *Bridge) runFlow(ctx context.Context, log *zap.Logger, ev Event, f *Flow
 	started := entry
 	started.Outcome = OutcomeStarted
 	b.audit(log, started)
-	ref := b.send(ctx, ev, Reply{Kind: ReplyProgress, Ephemeral: !f.Public, Text: fmt.Sprintf("Running *%s*…", f.Name)})
+	ref := b.send(ctx, ev, Reply{Kind: ReplyProgress, Ephemeral: !f.Public, Text: fmt.Sprintf("%sRunning *%s*…", note, f.Name), Replace: note != ""})
 
 	start := b.cfg.Now()
 	run, err := b.ws.RunFlowSync(ctx, f.UUID, params, timeout)

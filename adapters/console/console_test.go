@@ -136,7 +136,7 @@ func TestTranscriptIsInOrder(t *testing.T) {
 func TestConfirmAndShareByTyping(t *testing.T) {
 	flows := []bridge.Flow{{Name: "deploy", UUID: "f1", Allow: []string{"everyone"}, Confirm: true, Params: []bridge.Param{{Name: "host"}}}}
 	out := runConsole(t, newBridge(t, flows, 0), "/flow deploy host=h1\ny\n/share\n/flow deploy host=h2\nn\n")
-	for _, want := range []string{"type y to run, n to cancel", "ran on h1", "type /share to share with channel", "shared by ann", "Cancelled: deploy was not run."} {
+	for _, want := range []string{"type y to run, n to cancel", "ran on h1", "type /share to share with channel", "shared by ann", "Cancelled by ann at ", ": deploy was not run."} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

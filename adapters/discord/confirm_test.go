@@ -73,9 +73,24 @@ func TestConfirmation(t *testing.T) {
 	if n := runs(); n != 1 {
 		t.Errorf("%d runs after Run, want 1", n)
 	}
+	// A pressed question is replaced by its outcome: no live Run / Cancel.
+	answered := func(m discordtest.Message) {
+		t.Helper()
+		after, ok := e.fake.Message(m.ID)
+		if !ok {
+			t.Fatalf("confirmation %s gone", m.ID)
+		}
+		for _, b := range after.Buttons() {
+			if id := parseCustomID(b.CustomID).ID; id == bridge.ActionConfirm || id == bridge.ActionCancel {
+				t.Errorf("confirmation after the press = %q with a live %s button", after.Content, id)
+			}
+		}
+	}
+	answered(m)
 	m, b = ask("web2")
 	press(m, b[bridge.ActionCancel], alice, "was not run")
 	if n := runs(); n != 1 {
 		t.Errorf("%d runs after Cancel, want still 1", n)
 	}
+	answered(m)
 }

@@ -185,6 +185,7 @@ func (a *Adapter) receiveInteraction(i *discordgo.Interaction, ev bridge.Event, 
 	rt := route{Channel: i.ChannelID, Guild: i.GuildID, Interaction: &interactionRoute{
 		ID: i.ID, AppID: i.AppID, Token: i.Token, User: ev.User.ID,
 		Component: i.Type == discordgo.InteractionMessageComponent, Ephemeral: ephemeral,
+		ReplaceOnSend: ev.Kind == bridge.KindAction && (ev.Action.ID == bridge.ActionConfirm || ev.Action.ID == bridge.ActionCancel),
 	}}
 	if i.Message != nil {
 		rt.Message = i.Message.ID
@@ -349,7 +350,8 @@ func filterPrefix(values []string, typed string, n int) []string {
 }
 
 func (a *Adapter) interactionResponder(rt route) *interactionResponder {
-	return &interactionResponder{a: a, i: rt.interaction(), component: rt.Interaction.Component, ephemeral: rt.Interaction.Ephemeral, userID: rt.Interaction.User}
+	return &interactionResponder{a: a, i: rt.interaction(), component: rt.Interaction.Component, ephemeral: rt.Interaction.Ephemeral, userID: rt.Interaction.User,
+		replaceOnSend: rt.Interaction.ReplaceOnSend}
 }
 
 // interactionResponder answers an acknowledged interaction: a command's
@@ -363,8 +365,9 @@ type interactionResponder struct {
 	ephemeral bool // the deferred response, or the message the button is on
 	userID    string
 
-	mu           sync.Mutex
-	originalUsed bool
+	mu            sync.Mutex
+	originalUsed  bool
+	replaceOnSend bool // the first reply edits the pressed message (@original)
 	expired      bool
 	noticed      bool // the channel was told a private result went by DM
 }
@@ -383,10 +386,26 @@ func (r *interactionResponder) Send(ctx context.Context, reply bridge.Reply) (br
 	r.mu.Lock()
 	expired := r.expired
 	useOriginal := !r.component && !r.originalUsed
+	replace := r.component && r.replaceOnSend && reply.Replace
+	if replace {
+		r.replaceOnSend = false
+	}
 	r.originalUsed = true
 	r.mu.Unlock()
 	if expired {
 		return r.toChannel(ctx, reply)
+	}
+	if replace {
+		// A deferred update's @original is the message the button is on.
+		msgs := render(reply)
+		if err := r.a.editWebhook(ctx, r.i, originalMessage, msgs[0]); err == nil {
+			if _, err := r.followUps(ctx, msgs[1:], r.ephemeral); err != nil {
+				return webhookRef(originalMessage), err
+			}
+			return webhookRef(originalMessage), nil
+		} else {
+			r.a.log.Debug("pressed message not replaced; answering apart", zap.Error(err))
+		}
 	}
 	if r.component && !reply.Ephemeral {
 		ids, err := r.a.sendChannel(ctx, r.i.ChannelID, render(reply), nil, nil)

@@ -41,6 +41,10 @@ type interactionRoute struct {
 	User  string `json:"user,omitempty"`
 	// Component is set for a button press (deferred update, type 6).
 	Component bool `json:"component,omitempty"`
+	// ReplaceOnSend makes the first reply to a press replace the message
+	// the button is on (a confirmation's Run / Cancel), so no live buttons
+	// are left behind.
+	ReplaceOnSend bool `json:"replace_on_send,omitempty"`
 	// Ephemeral is the visibility of a command's deferred response (the
 	// core's decision), or of the message a pressed button is on.
 	Ephemeral bool `json:"ephemeral,omitempty"`

@@ -63,10 +63,25 @@ func TestE2EConfirmation(t *testing.T) {
 	if n := runs(); n != 1 {
 		t.Errorf("%d runs after Run, want 1", n)
 	}
+	// The question is replaced by its outcome: no live buttons are left.
+	answered := func(m slacktest.Message, want string) {
+		t.Helper()
+		after, ok := e.slack.Message(e2eChannel, m.TS)
+		if !ok || !strings.Contains(after.Text+string(after.Blocks), want) {
+			t.Errorf("confirmation after the press = %+v, want %q", after, want)
+		}
+		for _, b := range after.Buttons() {
+			if b.ActionID == bridge.ActionConfirm || b.ActionID == bridge.ActionCancel {
+				t.Errorf("confirmation after the press still has a live %s button", b.ActionID)
+			}
+		}
+	}
+	answered(m, "Checked web1")
 
 	m, b = ask("web2")
 	press(m, b[bridge.ActionCancel], e2eUser, "Cancelled")
 	if n := runs(); n != 1 {
 		t.Errorf("%d runs after Cancel, want still 1", n)
 	}
+	answered(m, "Cancelled by")
 }

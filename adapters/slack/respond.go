@@ -54,7 +54,7 @@ type route struct {
 	// UserTS is the user's message, for the reaction indicator.
 	UserTS      string `json:"user_ts,omitempty"`
 	ResponseURL string `json:"response_url,omitempty"`
-	// ReplaceOnSend makes the first reply replace the message whose button
+	// ReplaceOnSend lets the reply the core marks Replace replace the message whose button
 	// was pressed (Run or Cancel on a confirmation) instead of adding one.
 	ReplaceOnSend bool `json:"replace_on_send,omitempty"`
 	// CheckThread makes Prepare ask whether the bot takes part in Thread,
@@ -112,8 +112,10 @@ func (r *responder) Send(ctx context.Context, rep bridge.Reply) (bridge.MessageR
 	if rep.Ephemeral {
 		if r.ResponseURL != "" {
 			r.mu.Lock()
-			replace := r.replaceOnSend
-			r.replaceOnSend = false
+			replace := r.replaceOnSend && rep.Replace
+			if replace {
+				r.replaceOnSend = false
+			}
 			r.mu.Unlock()
 			if err := r.postURL(ctx, slackgo.ResponseTypeEphemeral, msgs, replace); !errors.Is(err, errURLUsedUp) {
 				return refURL + slackgo.ResponseTypeEphemeral, err
