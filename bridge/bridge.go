@@ -108,7 +108,7 @@ type Bridge struct {
 	shares  *shareCache
 	confirm *confirmCache
 	limits  atomic.Pointer[rateLimits]
-	lim     atomic.Pointer[Limits] // the limits in force; SetLimits replaces them
+	lim     atomic.Pointer[Limits]     // the limits in force; SetLimits replaces them
 	fault   atomic.Pointer[storeFault] // the latest failed store write, until one succeeds
 
 	// ctx is the parent of all work; cancel cuts it off when the shutdown grace ends.

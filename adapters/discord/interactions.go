@@ -368,8 +368,8 @@ type interactionResponder struct {
 	mu            sync.Mutex
 	originalUsed  bool
 	replaceOnSend bool // the first reply edits the pressed message (@original)
-	expired      bool
-	noticed      bool // the channel was told a private result went by DM
+	expired       bool
+	noticed       bool // the channel was told a private result went by DM
 }
 
 var (

@@ -23,10 +23,10 @@ type incoming struct {
 	team   string
 	key    string // the conversation
 	parent string // the channel's conversation, when key is one of its threads
-	user string
-	ts   string // the message itself
-	text string
-	rt   route
+	user   string
+	ts     string // the message itself
+	text   string
+	rt     route
 }
 
 // receiveEventsAPI hands an Events API event to the core. It returns the
