@@ -5,12 +5,15 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -81,7 +84,7 @@ type Store struct {
 // It fails when the database does not answer within ctx, or was migrated by
 // a newer flowbridge (ErrNewerSchema). Errors name no password.
 func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
+	cfg, err := parseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
@@ -122,6 +125,43 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		}
 	}
 	return s, nil
+}
+
+// Describe parses dsn as Open does, without connecting, and returns where
+// it points, as user@host:port/database: no password. Its error names no
+// password either, so a config check can show it.
+func Describe(dsn string) (string, error) {
+	cfg, err := parseDSN(dsn)
+	if err != nil {
+		return "", err
+	}
+	c := cfg.ConnConfig
+	return fmt.Sprintf("%s@%s/%s", c.User, net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))), c.Database), nil
+}
+
+// parseDSN is pgxpool.ParseConfig with an error that does not repeat dsn.
+// pgx masks the password in the connection string it quotes, but only where
+// it can tell where the password is ("password = secret", with spaces, is
+// valid and quoted as it is), so the quoted string is left out altogether:
+// what remains is pgx's reason, such as "invalid port".
+func parseDSN(dsn string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err == nil {
+		return cfg, nil
+	}
+	reason := "not a connection string"
+	if _, ok := errors.AsType[*pgconn.ParseConfigError](err); ok {
+		// "cannot parse `<dsn, masked>`: <reason>"; pgx's reasons hold no
+		// backquote, so the last "`: " ends the quoted string.
+		if text := err.Error(); strings.HasPrefix(text, "cannot parse `") {
+			if i := strings.LastIndex(text, "`: "); i >= 0 {
+				reason = text[i+len("`: "):]
+			}
+		}
+	} else if !strings.Contains(err.Error(), dsn) {
+		reason = err.Error()
+	}
+	return nil, fmt.Errorf("the DSN does not parse: %s (it is not shown, as it may hold a password); write a URL, postgres://user:password@host:5432/database?sslmode=require, or key=value pairs", reason)
 }
 
 // Close closes the pool, waiting for calls under way; later calls fail with
