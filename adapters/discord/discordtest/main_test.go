@@ -2,6 +2,7 @@ package discordtest_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,10 +13,49 @@ import (
 )
 
 // TestMain checks that neither the fake nor discordgo sessions closed as newSession does
-// leave goroutines behind. discordgo's listen goroutine and event handlers may outlive
-// Session.Close by a moment; goleak retries until they are gone.
+// leave goroutines behind, once the closes the tests left in the background are done.
+// discordgo's listen goroutine and event handlers may outlive Session.Close by a moment;
+// goleak retries until they are gone.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(afterClosing{m})
+}
+
+// afterClosing runs the tests, then waits for the closes they left in the background.
+type afterClosing struct{ m *testing.M }
+
+func (a afterClosing) Run() int {
+	code := a.m.Run()
+	closing.wg.Wait()
+	return code
+}
+
+// closing closes the sessions and fakes of ended tests in the background. discordgo's
+// Session.Close sleeps a second after sending its close frame ("TODO: Wait for Discord to
+// actually close the connection"); a test ending need not wait for that, and with a
+// second per session the package took twenty. A fake still closes after its sessions.
+var closing struct {
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	fakeOf   map[*discordgo.Session]*discordtest.Server
+	sessions map[*discordtest.Server]*sync.WaitGroup
+}
+
+// closeLater closes s in the background, before its fake. Reconnecting is turned off
+// here, in the test's goroutine, as closeSession does.
+func closeLater(s *discordgo.Session) {
+	stopReconnecting(s)
+	closing.mu.Lock()
+	wg := closing.sessions[closing.fakeOf[s]]
+	closing.mu.Unlock()
+	if wg == nil { // not made by newSession for a fake still open
+		s.Close()
+		return
+	}
+	wg.Add(1)
+	closing.wg.Go(func() {
+		defer wg.Done()
+		s.Close()
+	})
 }
 
 // Intents a bridge needs, message content included.
@@ -29,7 +69,28 @@ const openTimeout = 10 * time.Second
 func newFake(t *testing.T, opts discordtest.Options) *discordtest.Server {
 	t.Helper()
 	fake := discordtest.NewServer(opts)
-	t.Cleanup(fake.Close)
+	sessions := new(sync.WaitGroup)
+	closing.mu.Lock()
+	if closing.sessions == nil {
+		closing.fakeOf = make(map[*discordgo.Session]*discordtest.Server)
+		closing.sessions = make(map[*discordtest.Server]*sync.WaitGroup)
+	}
+	closing.sessions[fake] = sessions
+	closing.mu.Unlock()
+	t.Cleanup(func() {
+		closing.mu.Lock()
+		delete(closing.sessions, fake)
+		for s, f := range closing.fakeOf {
+			if f == fake {
+				delete(closing.fakeOf, s)
+			}
+		}
+		closing.mu.Unlock()
+		closing.wg.Go(func() {
+			sessions.Wait()
+			fake.Close()
+		})
+	})
 	return fake
 }
 
@@ -43,16 +104,21 @@ func newSession(t *testing.T, fake *discordtest.Server, intents discordgo.Intent
 	s.Client = fake.Client()
 	s.Identify.Intents = intents
 	s.LogLevel = -1 // discordgo logs through the standard logger; keep test output clean
+	closing.mu.Lock()
+	if closing.sessions[fake] != nil {
+		closing.fakeOf[s] = fake
+	}
+	closing.mu.Unlock()
 	return s
 }
 
-// open opens s within openTimeout and closes it at the end of the test.
+// open opens s within openTimeout and closes it when the test ends (closeLater).
 func open(t *testing.T, s *discordgo.Session) {
 	t.Helper()
 	if err := openErr(t, s); err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	t.Cleanup(func() { closeSession(s) })
+	t.Cleanup(func() { closeLater(s) })
 }
 
 func openErr(t *testing.T, s *discordgo.Session) error {
@@ -73,12 +139,16 @@ func openErr(t *testing.T, s *discordgo.Session) error {
 // frame triggers in discordgo's listen goroutine; it is not written when already false,
 // since discordgo reads it unsynchronised in reconnect.
 func closeSession(s *discordgo.Session) {
+	stopReconnecting(s)
+	s.Close()
+}
+
+func stopReconnecting(s *discordgo.Session) {
 	if s.ShouldReconnectOnError {
 		s.Lock()
 		s.ShouldReconnectOnError = false
 		s.Unlock()
 	}
-	s.Close()
 }
 
 // events collects discordgo events of one type on a channel.
