@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,122 +15,29 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/flowbridge/flowbridge/adapters/discord/discordtest"
+	"github.com/flowbridge/flowbridge/internal/docshape"
 )
 
-// exchange is one REST request and the fake's answer, as the client saw it.
-type exchange struct {
-	method, path string
-	status       int
-	body         []byte
-}
-
-// recorder is an http.RoundTripper that keeps every answer it passes on.
-type recorder struct {
-	base http.RoundTripper
-	mu   sync.Mutex
-	got  []exchange
-}
-
-func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := r.base.RoundTrip(req)
-	if err != nil {
-		return resp, err
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	r.mu.Lock()
-	r.got = append(r.got, exchange{method: req.Method, path: req.URL.EscapedPath(), status: resp.StatusCode, body: body})
-	r.mu.Unlock()
-	return resp, nil
-}
-
-func (r *recorder) exchanges() []exchange {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.got)
-}
-
-// frameTap reads every frame of a raw gateway connection, as sent.
-type frameTap struct {
-	ws     *websocket.Conn
-	mu     sync.Mutex
-	frames [][]byte
-	more   chan struct{} // closed and replaced on each frame
-	done   chan struct{}
-}
-
-func tapGateway(t *testing.T, fake *discordtest.Server, identify map[string]any) *frameTap {
+// tapGateway opens a raw gateway connection, identifies, and keeps every frame as sent.
+func tapGateway(t *testing.T, fake *discordtest.Server, identify map[string]any) *docshape.Tap {
 	t.Helper()
 	ws, _, err := websocket.DefaultDialer.DialContext(ctx(t), fake.GatewayURL()+"/?v=9&encoding=json", nil)
 	if err != nil {
 		t.Fatalf("dial gateway: %v", err)
 	}
-	tap := &frameTap{ws: ws, more: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(tap.done)
-		for {
-			_, data, err := ws.ReadMessage()
-			if err != nil {
-				return
-			}
-			tap.mu.Lock()
-			tap.frames = append(tap.frames, data)
-			close(tap.more)
-			tap.more = make(chan struct{})
-			tap.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ws.Close()
-		<-tap.done
-	})
+	tap := docshape.NewTap(t, ws, nil)
 	if err := ws.WriteJSON(map[string]any{"op": 2, "d": identify}); err != nil {
 		t.Fatalf("identify: %v", err)
 	}
 	return tap
 }
 
-// wait waits for a dispatch of type typ whose data contains marker.
-func (tap *frameTap) wait(t *testing.T, typ, marker string) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		tap.mu.Lock()
-		more := tap.more
-		for _, f := range tap.frames {
-			var fr gwFrame
-			if json.Unmarshal(f, &fr) == nil && fr.T == typ && bytes.Contains(fr.D, []byte(marker)) {
-				tap.mu.Unlock()
-				return
-			}
-		}
-		tap.mu.Unlock()
-		select {
-		case <-more:
-		case <-deadline:
-			t.Fatalf("no %s containing %q within 10s", typ, marker)
-		}
+// dispatch matches a dispatch of type typ whose data contains marker.
+func dispatch(typ, marker string) func([]byte) bool {
+	return func(f []byte) bool {
+		var fr gwFrame
+		return json.Unmarshal(f, &fr) == nil && fr.T == typ && bytes.Contains(fr.D, []byte(marker))
 	}
-}
-
-func (tap *frameTap) all() [][]byte {
-	tap.mu.Lock()
-	defer tap.mu.Unlock()
-	return slices.Clone(tap.frames)
-}
-
-func decodeJSON(t *testing.T, where string, raw []byte) any {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		t.Errorf("%s: not JSON: %v: %s", where, err, raw)
-		return nil
-	}
-	return v
 }
 
 // frameShapes says which shapes a dispatch's data must have.
@@ -181,15 +86,15 @@ var restRoutes = []struct {
 	{"GET|PUT", regexp.MustCompile(`^/api/v9/applications/\d+(/guilds/\d+)?/commands$`), "[]command"},
 }
 
-func restShape(e exchange) (string, bool) {
+func restShape(e docshape.Exchange) (string, bool) {
 	switch {
-	case e.status == http.StatusTooManyRequests:
+	case e.Status == http.StatusTooManyRequests:
 		return "rate_limited", true
-	case e.status >= 400:
+	case e.Status >= 400:
 		return "error", true
 	}
 	for _, r := range restRoutes {
-		if slices.Contains(strings.Split(r.method, "|"), e.method) && r.path.MatchString(e.path) {
+		if slices.Contains(strings.Split(r.method, "|"), e.Method) && r.path.MatchString(e.Path) {
 			return r.shape, true
 		}
 	}
@@ -211,12 +116,12 @@ func TestPayloadsAsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	tap := tapGateway(t, fake, map[string]any{"token": "Bot " + fake.Token(), "intents": bridgeIntents, "properties": map[string]string{}})
-	tap.wait(t, "GUILD_CREATE", guild)
-	if err := tap.ws.WriteJSON(map[string]any{"op": 1, "d": 2}); err != nil {
+	tap.Wait(t, "GUILD_CREATE of the guild", dispatch("GUILD_CREATE", guild))
+	if err := tap.WriteJSON(map[string]any{"op": 1, "d": 2}); err != nil {
 		t.Fatal(err)
 	}
 
-	rec := &recorder{base: fake.Transport()}
+	rec := docshape.NewRecorder(fake.Transport())
 	s := newSession(t, fake, bridgeIntents)
 	s.Client = &http.Client{Transport: rec, Timeout: 10 * time.Second}
 	must := func(err error) {
@@ -332,21 +237,21 @@ func TestPayloadsAsDocumented(t *testing.T) {
 	// Frames on one connection arrive in order: once this one is in, all are.
 	_, err = fake.SendMessage(c, discordtest.MessageCreate{ChannelID: channel, GuildID: guild, Author: alice, Content: "<@" + fake.BotUser().ID + "> the end"})
 	must(err)
-	tap.wait(t, "MESSAGE_CREATE", "the end")
+	tap.Wait(t, "MESSAGE_CREATE of the end", dispatch("MESSAGE_CREATE", "the end"))
 
-	check := newShapeChecker(discordShapes)
+	check := docshape.New(discordShapes)
 	types := map[string]int{}
-	for i, raw := range tap.all() {
+	for i, raw := range tap.All() {
 		where := fmt.Sprintf("frame %d", i)
-		f, _ := decodeJSON(t, where, raw).(map[string]any)
-		check.check(where, f, "frame")
+		f, _ := docshape.DecodeJSON(t, where, raw).(map[string]any)
+		check.Check(where, f, "frame")
 		op, _ := f["op"].(float64)
 		switch op {
 		case 10:
-			check.check(where+" HELLO", f["d"], "hello")
+			check.Check(where+" HELLO", f["d"], "hello")
 		case 11:
 			if f["d"] != nil {
-				check.fail("%s: HEARTBEAT_ACK d = %v, want null", where, f["d"])
+				check.Fail("%s: HEARTBEAT_ACK d = %v, want null", where, f["d"])
 			}
 		case 0:
 			typ, _ := f["t"].(string)
@@ -354,16 +259,16 @@ func TestPayloadsAsDocumented(t *testing.T) {
 			d, _ := f["d"].(map[string]any)
 			shapes := frameShapes(typ, d)
 			if shapes == nil {
-				check.fail("%s: dispatch %s has no shapes in the table", where, typ)
+				check.Fail("%s: dispatch %s has no shapes in the table", where, typ)
 			}
-			check.check(where+" "+typ, d, shapes...)
+			check.Check(where+" "+typ, d, shapes...)
 			if typ == "MESSAGE_CREATE" {
 				want := 0.0
 				if _, ok := d["guild_id"]; !ok {
 					want = 1
 				}
 				if got, _ := d["channel_type"].(float64); got != want {
-					check.fail("%s: channel_type %v, want %v", where, d["channel_type"], want)
+					check.Fail("%s: channel_type %v, want %v", where, d["channel_type"], want)
 				}
 			}
 			if typ == "INTERACTION_CREATE" {
@@ -373,37 +278,37 @@ func TestPayloadsAsDocumented(t *testing.T) {
 					want = g
 				}
 				if owners["0"] != want {
-					check.fail("%s: authorizing_integration_owners %v, want {\"0\": %q}", where, owners, want)
+					check.Fail("%s: authorizing_integration_owners %v, want {\"0\": %q}", where, owners, want)
 				}
 			}
 		}
 	}
 	routes := 0
-	for i, e := range rec.exchanges() {
-		where := fmt.Sprintf("REST %d %s %s %d", i, e.method, e.path, e.status)
-		if e.status == http.StatusNoContent {
-			if len(e.body) != 0 {
-				check.fail("%s: body %q, want none", where, e.body)
+	for i, e := range rec.Exchanges() {
+		where := fmt.Sprintf("REST %d %s %s %d", i, e.Method, e.Path, e.Status)
+		if e.Status == http.StatusNoContent {
+			if len(e.Body) != 0 {
+				check.Fail("%s: body %q, want none", where, e.Body)
 			}
 			continue
 		}
 		shape, ok := restShape(e)
 		if !ok {
-			check.fail("%s: no shape in the table", where)
+			check.Fail("%s: no shape in the table", where)
 			continue
 		}
 		routes++
-		check.check(where, decodeJSON(t, where, e.body), shape)
+		check.Check(where, docshape.DecodeJSON(t, where, e.Body), shape)
 	}
 	for _, typ := range []string{"READY", "GUILD_CREATE", "CHANNEL_CREATE", "THREAD_CREATE", "MESSAGE_CREATE", "MESSAGE_UPDATE", "MESSAGE_DELETE", "INTERACTION_CREATE"} {
 		if types[typ] == 0 {
 			t.Errorf("the scenario sent no %s", typ)
 		}
 	}
-	for _, e := range check.errs {
+	for _, e := range check.Errs() {
 		t.Error(e)
 	}
-	t.Logf("checked %d gateway frames (%v) and %d REST answers; shapes used: %v", len(tap.all()), types, routes, check.seen)
+	t.Logf("checked %d gateway frames (%v) and %d REST answers; shapes used: %v", len(tap.All()), types, routes, check.Seen())
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -1,15 +1,11 @@
 package slacktest_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,56 +13,13 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
+	"github.com/flowbridge/flowbridge/internal/docshape"
 )
 
-// exchange is one Web API or response_url request and the fake's answer, as sent.
-type exchange struct {
-	path   string
-	status int
-	body   []byte
-}
-
-// recorder is an http.RoundTripper that keeps every answer it passes on.
-type recorder struct {
-	base http.RoundTripper
-	mu   sync.Mutex
-	got  []exchange
-}
-
-func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := r.base.RoundTrip(req)
-	if err != nil {
-		return resp, err
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	r.mu.Lock()
-	r.got = append(r.got, exchange{path: req.URL.Path, status: resp.StatusCode, body: body})
-	r.mu.Unlock()
-	return resp, nil
-}
-
-func (r *recorder) exchanges() []exchange {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.got)
-}
-
 // socketTap is a raw Socket Mode connection that keeps every frame as sent and acks every
-// envelope.
-type socketTap struct {
-	ws     *websocket.Conn
-	mu     sync.Mutex
-	frames [][]byte
-	more   chan struct{}
-	done   chan struct{}
-}
-
-func tapSocket(t *testing.T, api *slack.Client) *socketTap {
+// tapSocket opens a raw Socket Mode connection that keeps every frame as
+// sent and acks every envelope.
+func tapSocket(t *testing.T, api *slack.Client) *docshape.Tap {
 	t.Helper()
 	_, wsURL, err := api.StartSocketModeContext(timeout(t))
 	if err != nil {
@@ -76,75 +29,25 @@ func tapSocket(t *testing.T, api *slack.Client) *socketTap {
 	if err != nil {
 		t.Fatalf("dial %s: %v", wsURL, err)
 	}
-	tap := &socketTap{ws: ws, more: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(tap.done)
-		for {
-			_, data, err := ws.ReadMessage()
-			if err != nil {
-				return
-			}
-			var env struct {
-				EnvelopeID string `json:"envelope_id"`
-			}
-			if json.Unmarshal(data, &env) == nil && env.EnvelopeID != "" {
-				if ws.WriteJSON(env) != nil {
-					return
-				}
-			}
-			tap.mu.Lock()
-			tap.frames = append(tap.frames, data)
-			close(tap.more)
-			tap.more = make(chan struct{})
-			tap.mu.Unlock()
+	return docshape.NewTap(t, ws, func(ws *websocket.Conn, data []byte) error {
+		var env struct {
+			EnvelopeID string `json:"envelope_id"`
 		}
-	}()
-	t.Cleanup(func() {
-		ws.Close()
-		<-tap.done
-	})
-	return tap
-}
-
-// wait waits for a frame of type typ.
-func (tap *socketTap) wait(t *testing.T, typ string) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		tap.mu.Lock()
-		more := tap.more
-		for _, f := range tap.frames {
-			var fr struct {
-				Type string `json:"type"`
-			}
-			if json.Unmarshal(f, &fr) == nil && fr.Type == typ {
-				tap.mu.Unlock()
-				return
-			}
+		if json.Unmarshal(data, &env) == nil && env.EnvelopeID != "" {
+			return ws.WriteJSON(env)
 		}
-		tap.mu.Unlock()
-		select {
-		case <-more:
-		case <-deadline:
-			t.Fatalf("no %s frame within 10s", typ)
-		}
-	}
-}
-
-func (tap *socketTap) all() [][]byte {
-	tap.mu.Lock()
-	defer tap.mu.Unlock()
-	return slices.Clone(tap.frames)
-}
-
-func decodeJSON(t *testing.T, where string, raw []byte) any {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		t.Errorf("%s: not JSON: %v: %s", where, err, raw)
 		return nil
+	})
+}
+
+// frameType matches a frame of type typ.
+func frameType(typ string) func([]byte) bool {
+	return func(f []byte) bool {
+		var fr struct {
+			Type string `json:"type"`
+		}
+		return json.Unmarshal(f, &fr) == nil && fr.Type == typ
 	}
-	return v
 }
 
 // payloadShape says which shape an envelope's (or HTTP request's) payload must have.
@@ -175,11 +78,11 @@ func TestPayloadsAsDocumented(t *testing.T) {
 		},
 	})
 	ctx := timeout(t)
-	rec := &recorder{base: srv.Client().Transport}
+	rec := docshape.NewRecorder(srv.Client().Transport)
 	api := slack.New(srv.BotToken(), slack.OptionAPIURL(srv.APIURL()), slack.OptionAppLevelToken(srv.AppToken()),
 		slack.OptionHTTPClient(&http.Client{Transport: rec, Timeout: 10 * time.Second}))
 	tap := tapSocket(t, api)
-	tap.wait(t, "hello")
+	tap.Wait(t, "hello frame", frameType("hello"))
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -266,40 +169,40 @@ func TestPayloadsAsDocumented(t *testing.T) {
 
 	// Frames on one socket arrive in order: once the disconnect is in, all are.
 	must(srv.Disconnect("refresh_requested"))
-	tap.wait(t, "disconnect")
+	tap.Wait(t, "disconnect frame", frameType("disconnect"))
 
-	check := newShapeChecker(slackShapes)
+	check := docshape.New(slackShapes)
 	types := map[string]int{}
-	for i, raw := range tap.all() {
+	for i, raw := range tap.All() {
 		where := fmt.Sprintf("frame %d", i)
-		f, _ := decodeJSON(t, where, raw).(map[string]any)
+		f, _ := docshape.DecodeJSON(t, where, raw).(map[string]any)
 		typ, _ := f["type"].(string)
 		types[typ]++
 		switch typ {
 		case "hello":
-			check.check(where, f, "hello")
+			check.Check(where, f, "hello")
 		case "disconnect":
-			check.check(where, f, "disconnect")
+			check.Check(where, f, "disconnect")
 		default:
-			check.check(where, f, "envelope")
+			check.Check(where, f, "envelope")
 			payload, _ := f["payload"].(map[string]any)
 			shape := payloadShape(typ, payload)
 			if shape == "" {
-				check.fail("%s: envelope %s has no shape in the table", where, typ)
+				check.Fail("%s: envelope %s has no shape in the table", where, typ)
 				continue
 			}
-			check.check(where+" "+typ+" payload", payload, shape)
+			check.Check(where+" "+typ+" payload", payload, shape)
 		}
 	}
 
 	// HTTP mode: what Slack POSTs to the app's request URLs.
 	body, _, err := srv.MessageEventBody(slacktest.MessageEvent{Channel: "C1", User: "U1", Text: "over http"})
 	must(err)
-	check.check("HTTP message event", decodeJSON(t, "HTTP message event", body), "event_callback")
+	check.Check("HTTP message event", docshape.DecodeJSON(t, "HTTP message event", body), "event_callback")
 	body, _, err = srv.AppMentionBody(slacktest.MessageEvent{Channel: "C1", User: "U1", Text: "over http"})
 	must(err)
-	check.check("HTTP app_mention", decodeJSON(t, "HTTP app_mention", body), "event_callback")
-	check.check("HTTP url_verification", decodeJSON(t, "HTTP url_verification", slacktest.URLVerificationBody("c")), "url_verification")
+	check.Check("HTTP app_mention", docshape.DecodeJSON(t, "HTTP app_mention", body), "event_callback")
+	check.Check("HTTP url_verification", docshape.DecodeJSON(t, "HTTP url_verification", slacktest.URLVerificationBody("c")), "url_verification")
 	form, _ := srv.SlashCommandBody(slacktest.SlashCommand{Command: "/flow", Text: "x", UserID: "U1", ChannelID: "C1"})
 	values, err := url.ParseQuery(string(form))
 	must(err)
@@ -307,37 +210,37 @@ func TestPayloadsAsDocumented(t *testing.T) {
 	for k := range values {
 		fields[k] = values.Get(k)
 	}
-	check.check("HTTP slash command", fields, "slash_command")
+	check.Check("HTTP slash command", fields, "slash_command")
 	form, _, err = srv.PressButtonBody(posted, "share", "U1")
 	must(err)
 	values, err = url.ParseQuery(string(form))
 	must(err)
-	check.check("HTTP block_actions", decodeJSON(t, "HTTP block_actions", []byte(values.Get("payload"))), "block_actions")
+	check.Check("HTTP block_actions", docshape.DecodeJSON(t, "HTTP block_actions", []byte(values.Get("payload"))), "block_actions")
 
 	methods := map[string]int{}
-	for i, e := range rec.exchanges() {
-		where := fmt.Sprintf("answer %d %s %d", i, e.path, e.status)
-		v := decodeJSON(t, where, e.body)
+	for i, e := range rec.Exchanges() {
+		where := fmt.Sprintf("answer %d %s %d", i, e.Path, e.Status)
+		v := docshape.DecodeJSON(t, where, e.Body)
 		shapes := []string{"api"}
-		if method, ok := strings.CutPrefix(e.path, "/api/"); ok {
+		if method, ok := strings.CutPrefix(e.Path, "/api/"); ok {
 			methods[method]++
 			if obj, _ := v.(map[string]any); obj["ok"] == true {
 				if _, known := slackShapes[method]; known {
 					shapes = append(shapes, method)
 				} else if method != "reactions.add" && method != "reactions.remove" {
-					check.fail("%s: %s has no shape in the table", where, method)
+					check.Fail("%s: %s has no shape in the table", where, method)
 				}
 			}
 		}
-		check.check(where, v, shapes...)
+		check.Check(where, v, shapes...)
 	}
 	for _, typ := range []string{"hello", slacktest.TypeEventsAPI, slacktest.TypeSlashCommands, slacktest.TypeInteractive, "disconnect"} {
 		if types[typ] == 0 {
 			t.Errorf("the scenario sent no %s frame", typ)
 		}
 	}
-	for _, e := range check.errs {
+	for _, e := range check.Errs() {
 		t.Error(e)
 	}
-	t.Logf("checked %d socket frames (%v), 6 HTTP-mode bodies and %d answers (%v); shapes used: %v", len(tap.all()), types, len(rec.exchanges()), methods, check.seen)
+	t.Logf("checked %d socket frames (%v), 6 HTTP-mode bodies and %d answers (%v); shapes used: %v", len(tap.All()), types, len(rec.Exchanges()), methods, check.Seen())
 }
