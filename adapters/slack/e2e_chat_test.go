@@ -2,10 +2,15 @@ package slack
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
+	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/bridge/store"
+	"github.com/flowbridge/flowbridge/sessionmap"
 )
 
 // agentMessages returns what the agent's single session received; it fails
@@ -251,5 +256,59 @@ func TestE2EAgentShareInChannelFindsThreadAnswer(t *testing.T) {
 	p := e.response(ctx, d.ResponseURL, "You said: the deploy plan")
 	if p.ResponseType != "in_channel" {
 		t.Errorf("share response_type = %q, want in_channel", p.ResponseType)
+	}
+}
+
+// fullDisk is the store on a disk that has filled up: every write fails.
+type fullDisk struct {
+	*sessionmap.Store
+	full *atomic.Bool
+}
+
+var errNoSpace = errors.New("write inbox: no space left on device")
+
+func (d fullDisk) Receive(e store.InboxEntry) (bool, error) {
+	if d.full.Load() {
+		return false, errNoSpace
+	}
+	return d.Store.Receive(e)
+}
+
+func (d fullDisk) PutSession(s store.Session) error {
+	if d.full.Load() {
+		return errNoSpace
+	}
+	return d.Store.PutSession(s)
+}
+
+// TestE2EFullDiskCreatesNoSessionAndTells: with the store unable to write,
+// new conversations create no workspace session for nothing; their users are
+// told flowbridge cannot save right now; the core reports not ready; once
+// the disk has room, messages are answered again.
+func TestE2EFullDiskCreatesNoSessionAndTells(t *testing.T) {
+	t.Parallel()
+	var full atomic.Bool
+	full.Store(true)
+	e := startE2E(t, e2eOptions{store: func(st *sessionmap.Store) bridge.Store { return fullDisk{Store: st, full: &full} }})
+	ctx := waitCtx(t)
+	for _, dm := range []string{"D0FULL1", "D0FULL2", "D0FULL3"} {
+		e.ack(ctx, e.sent(e.slack.SendMessage(ctx, slacktest.MessageEvent{Channel: dm, ChannelType: "im", User: e2eUser, Text: "hello from " + dm})))
+		if _, err := e.slack.WaitMessage(ctx, func(m slacktest.Message) bool {
+			return m.Channel == dm && m.User == e2eUser && strings.Contains(m.Text, "cannot save anything right now")
+		}); err != nil {
+			t.Fatalf("the user in %s was not told: %v", dm, err)
+		}
+	}
+	if n := len(e.ws.Sessions(e2eAgent)); n != 0 {
+		t.Errorf("workspace sessions created while the disk was full = %d, want 0", n)
+	}
+	if err := e.core.StoreReady(); err == nil {
+		t.Error("StoreReady() = nil while every write fails, want the error (/readyz is 503)")
+	}
+	full.Store(false)
+	e.ack(ctx, e.sent(e.slack.SendMessage(ctx, slacktest.MessageEvent{Channel: "D0FULL1", ChannelType: "im", User: e2eUser, Text: "room again"})))
+	e.reply(ctx, "D0FULL1", "You said: room again")
+	if err := e.core.StoreReady(); err != nil {
+		t.Errorf("StoreReady() = %v after writes succeed again, want nil", err)
 	}
 }

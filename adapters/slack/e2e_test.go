@@ -15,6 +15,7 @@ import (
 	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/sessionmap"
 )
 
 const (
@@ -48,6 +49,8 @@ type e2eOptions struct {
 	reply func(turn int, msg string) string
 	// adapter, when set, adjusts the adapter before it runs.
 	adapter func(*Adapter)
+	// store, when set, stands between the core and its bbolt store.
+	store func(*sessionmap.Store) bridge.Store
 }
 
 func newFakes(t *testing.T, reply func(int, string) string) (*slacktest.Server, *workspacetest.Server) {
@@ -74,7 +77,7 @@ func startE2E(t *testing.T, o e2eOptions) *e2e {
 	if o.path == "" {
 		o.path = filepath.Join(t.TempDir(), "store.db")
 	}
-	core := newTestCore(t, o.ws, o.path, zaptest.NewLogger(t).Named("core"))
+	core := newTestCoreWith(t, o.ws, o.path, zaptest.NewLogger(t).Named("core"), o.store)
 	cfg := e2eConfig(o.slack)
 	if o.cfg != nil {
 		o.cfg(&cfg)

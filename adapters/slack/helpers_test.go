@@ -73,6 +73,13 @@ func (c *testCore) refusals(reason string) int {
 
 func newTestCore(t *testing.T, ws *workspacetest.Server, path string, log *zap.Logger) *testCore {
 	t.Helper()
+	return newTestCoreWith(t, ws, path, log, nil)
+}
+
+// newTestCoreWith is newTestCore with wrap, when set, between the core and
+// its store (a store that fails as a full disk does).
+func newTestCoreWith(t *testing.T, ws *workspacetest.Server, path string, log *zap.Logger, wrap func(*sessionmap.Store) bridge.Store) *testCore {
+	t.Helper()
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "s.db")
 	}
@@ -86,7 +93,11 @@ func newTestCore(t *testing.T, ws *workspacetest.Server, path string, log *zap.L
 	if err != nil {
 		t.Fatalf("workspace.New() = %v", err)
 	}
-	b, err := bridge.New(bridge.Config{Flows: testFlows(), Agents: []bridge.Agent{{Name: "helper", UUID: e2eAgent, Default: true}}}, wsc, st, log)
+	var bst bridge.Store = st
+	if wrap != nil {
+		bst = wrap(st)
+	}
+	b, err := bridge.New(bridge.Config{Flows: testFlows(), Agents: []bridge.Agent{{Name: "helper", UUID: e2eAgent, Default: true}}}, wsc, bst, log)
 	if err != nil {
 		t.Fatalf("bridge.New() = %v", err)
 	}
