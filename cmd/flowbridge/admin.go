@@ -18,15 +18,24 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
-	"github.com/flowbridge/flowbridge/sessionmap"
+	"github.com/flowbridge/flowbridge/bridge/store"
 )
 
 type adminDeps struct {
-	store    *sessionmap.Store
+	store    adminStore
 	core     interface{ StoreReady() error }
 	registry *prometheus.Registry
 	adapters []namedAdapter
 	log      *zap.Logger
+}
+
+// adminStore is what the admin listener serves of the store: its health,
+// and the sessions and audit the CLI reads while a bridge holds a bbolt file.
+// /backup is served when it is a backupStore too.
+type adminStore interface {
+	store.Sessions
+	store.Audit
+	Health() error
 }
 
 type adminServer struct {
@@ -107,9 +116,14 @@ func adminHandler(cfg AdminConfig, d adminDeps) http.Handler {
 	private := http.NewServeMux()
 	private.Handle("GET /metrics", promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{Registry: d.registry}))
 	private.HandleFunc("GET /backup", func(w http.ResponseWriter, _ *http.Request) {
+		b, ok := d.store.(backupStore)
+		if !ok {
+			http.Error(w, msgNoBackup, http.StatusNotImplemented)
+			return
+		}
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Header().Set("Content-Disposition", `attachment; filename="flowbridge-backup.db"`)
-		if _, err := d.store.Backup(w); err != nil {
+		if _, err := b.Backup(w); err != nil {
 			d.log.Error("backup", zap.Error(err))
 		}
 	})
@@ -122,7 +136,7 @@ func adminHandler(cfg AdminConfig, d adminDeps) http.Handler {
 		writeJSON(w, http.StatusOK, list)
 	})
 	private.HandleFunc("PUT /api/sessions", func(w http.ResponseWriter, r *http.Request) {
-		var s sessionmap.Session
+		var s store.Session
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&s); err != nil || s.Key == "" || s.SessionUUID == "" || s.Agent == "" {
 			http.Error(w, "body must be a session with Key, Agent and SessionUUID", http.StatusBadRequest)
 			return
@@ -167,6 +181,10 @@ func adminHandler(cfg AdminConfig, d adminDeps) http.Handler {
 	return mux
 }
 
+// msgNoBackup is /backup's answer when the store is not a file flowbridge
+// can copy: the database has its own tools.
+const msgNoBackup = "flowbridge keeps its state in PostgreSQL (store.driver = \"postgres\"), which /backup cannot copy: back the database up with pg_dump (e.g. pg_dump --format=custom \"$FLOWBRIDGE_DATABASE_URL\" > flowbridge.dump) or your provider's backups."
+
 func requireToken(token string, next http.Handler) http.Handler {
 	if token == "" {
 		return next
@@ -190,14 +208,14 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // auditFilterFromQuery reads since, until (RFC 3339 or a duration ago), flow,
 // user, outcome and limit.
-func auditFilterFromQuery(q map[string][]string) (sessionmap.AuditFilter, error) {
+func auditFilterFromQuery(q map[string][]string) (store.AuditFilter, error) {
 	get := func(k string) string {
 		if v := q[k]; len(v) > 0 {
 			return v[0]
 		}
 		return ""
 	}
-	var f sessionmap.AuditFilter
+	var f store.AuditFilter
 	var err error
 	if f.Since, err = parseWhen(get("since"), time.Now()); err != nil {
 		return f, fmt.Errorf("since: %w", err)

@@ -27,6 +27,7 @@ import (
 	"github.com/flowbridge/flowbridge/adapters/slack"
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/workspace"
+	"github.com/flowbridge/flowbridge/postgres"
 )
 
 // Config is the whole TOML file; config.example.toml documents every key.
@@ -53,9 +54,16 @@ type WorkspaceConfig struct {
 	MaxRetries        int           `toml:"max_retries"`
 }
 
-// StoreConfig is the bbolt file.
+// StoreConfig chooses where the durable state lives: a bbolt file (the
+// default, one process) or a PostgreSQL database that several replicas share.
 type StoreConfig struct {
+	// Driver is driverBBolt or driverPostgres.
+	Driver string `toml:"driver"`
+	// Path is the bbolt file; driver bbolt only.
 	Path string `toml:"path"`
+	// DSN is the PostgreSQL connection string; driver postgres only. It may
+	// hold a password, so it is a Secret: never logged, never in an error.
+	DSN bridge.Secret `toml:"dsn"`
 	// AuditRetention drops audit entries older than this ("0s" keeps them forever).
 	AuditRetention Duration `toml:"audit_retention"`
 }
@@ -148,7 +156,7 @@ func defaultConfig() Config {
 			ChatTimeout:       Duration(2 * time.Minute),
 			MaxRetries:        2,
 		},
-		Store:  StoreConfig{Path: "flowbridge.db", AuditRetention: Duration(90 * 24 * time.Hour)},
+		Store:  StoreConfig{Driver: driverBBolt, Path: "flowbridge.db", AuditRetention: Duration(90 * 24 * time.Hour)},
 		Bridge: BridgeConfig{QueueSize: 16, MaxInFlight: 256, DefaultFlowTimeout: Duration(60 * time.Second), DedupeTTL: Duration(10 * time.Minute), ShutdownGrace: Duration(30 * time.Second), WorkingIndicatorDelay: Duration(500 * time.Millisecond), MaxMessageBytes: 16000, MaxParams: 32, MaxValueBytes: 4000, RateBurst: 5},
 		Admin:  AdminConfig{Listen: "127.0.0.1:9090"},
 		Log:    LogConfig{Level: "info", Format: "json"},
@@ -823,11 +831,29 @@ func baseURLProblem(raw string) string {
 	return ""
 }
 
+// The store drivers.
+const (
+	driverBBolt    = "bbolt"
+	driverPostgres = "postgres"
+)
+
 func (c *Config) checkStore(ps *problems) {
-	if c.Store.Path == "" {
-		ps.add("store.path", "required")
+	st := c.Store
+	switch st.Driver {
+	case driverBBolt:
+		if st.Path == "" {
+			ps.add("store.path", "required with driver %q", driverBBolt)
+		}
+	case driverPostgres:
+		if st.DSN.IsZero() {
+			ps.add("store.dsn", "required with driver %q (e.g. dsn = \"${FLOWBRIDGE_DATABASE_URL}\")", driverPostgres)
+		} else if _, err := postgres.Describe(st.DSN.Value()); err != nil {
+			ps.add("store.dsn", "%v", err)
+		}
+	default:
+		ps.add("store.driver", "%q is not %q or %q", st.Driver, driverBBolt, driverPostgres)
 	}
-	ps.duration("store.audit_retention", c.Store.AuditRetention, auditRetentionRange)
+	ps.duration("store.audit_retention", st.AuditRetention, auditRetentionRange)
 }
 
 func (c *Config) checkBridge(ps *problems) {
@@ -1053,6 +1079,9 @@ func (c *Config) warnings() []string {
 	}
 	if len(c.Bridge.Admins) == 0 {
 		w = append(w, "bridge.admins: empty, so no one can switch agents with /agent use")
+	}
+	if c.Store.Driver == driverBBolt && !c.Store.DSN.IsZero() {
+		w = append(w, fmt.Sprintf("store.dsn: set, but store.driver is %q, so the state is kept in the file %s, not in PostgreSQL; set driver = %q to use the database", driverBBolt, c.Store.Path, driverPostgres))
 	}
 	return w
 }

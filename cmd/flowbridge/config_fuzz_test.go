@@ -118,6 +118,7 @@ func TestExampleShowsDefaults(t *testing.T) {
 		{"workspace.create_session_path", cfg.Workspace.CreateSessionPath, def.Workspace.CreateSessionPath},
 		{"workspace.chat_timeout", cfg.Workspace.ChatTimeout, def.Workspace.ChatTimeout},
 		{"workspace.max_retries", cfg.Workspace.MaxRetries, def.Workspace.MaxRetries},
+		{"store.driver", cfg.Store.Driver, def.Store.Driver},
 		{"store.path", cfg.Store.Path, def.Store.Path},
 		{"store.audit_retention", cfg.Store.AuditRetention, def.Store.AuditRetention},
 		{"bridge.admins", len(cfg.Bridge.Admins), len(def.Bridge.Admins)},

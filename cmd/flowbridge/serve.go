@@ -23,7 +23,6 @@ import (
 	"github.com/flowbridge/flowbridge/adapters/slack"
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/workspace"
-	"github.com/flowbridge/flowbridge/sessionmap"
 )
 
 // serveInfo tells tests where the running bridge listens.
@@ -77,7 +76,7 @@ func (e *ended) Ready() error {
 // stops taking events and finishes in-flight work within the grace period, the
 // adapters disconnect, and the store closes last.
 func serve(ctx context.Context, env *environment, cfg *Config, log *zap.Logger, opts serveOptions) (err error) {
-	st, err := sessionmap.Open(cfg.Store.Path, sessionmap.Options{Timeout: time.Second})
+	st, err := openStore(ctx, cfg.Store)
 	if err != nil {
 		return err
 	}
@@ -92,6 +91,11 @@ func serve(ctx context.Context, env *environment, cfg *Config, log *zap.Logger, 
 	metrics, err := bridge.NewMetrics(reg)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
+	}
+	if ss, ok := st.(statsStore); ok {
+		if err := reg.Register(newStoreCollector(ss)); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
 	}
 	wcfg := cfg.Workspace.clientConfig()
 	wcfg.UserAgent, wcfg.HTTPClient, wcfg.Observe = "flowbridge/"+version, opts.httpClient, metrics.ObserveAPI
@@ -149,7 +153,7 @@ func serve(ctx context.Context, env *environment, cfg *Config, log *zap.Logger, 
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
 	}
-	log.Info("flowbridge running", zap.String("version", version), zap.Int("flows", len(cfg.Flows)), zap.Int("agents", len(cfg.Agents)), zap.String("admin", admin.addr))
+	log.Info("flowbridge running", zap.String("version", version), zap.String("store", cfg.Store.Driver), zap.Int("flows", len(cfg.Flows)), zap.Int("agents", len(cfg.Agents)), zap.String("admin", admin.addr))
 
 	var runErr error
 wait:
@@ -248,11 +252,18 @@ var (
 	_ commandSyncer       = (*discord.Adapter)(nil)
 )
 
+// expiringStore is what maintain needs of a store.
+type expiringStore interface {
+	ExpireInbox(before time.Time) (int, error)
+	PruneAudit(before time.Time) (int, error)
+}
+
 // maintain expires answered inbox entries older than dedupeTTL (until then a
 // platform retry is recognised) and old audit entries, so the store does not
 // grow without bound. Every minute: expiry is chunked and cheap, and freed
-// pages are reused before the file grows.
-func maintain(ctx context.Context, st *sessionmap.Store, dedupeTTL, retention time.Duration, log *zap.Logger) {
+// pages are reused before the file grows. Replicas sharing a database each
+// run it; their deletions skip one another's rows.
+func maintain(ctx context.Context, st expiringStore, dedupeTTL, retention time.Duration, log *zap.Logger) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+)
+
+// TestConfigStore: the driver decides which of path and dsn is needed, and
+// the dsn, a secret, shows in no problem, however it fails to parse.
+func TestConfigStore(t *testing.T) {
+	const pw = "pw-9a8b7c"
+	tests := []struct {
+		name, store string
+		env         map[string]string
+		want        string // "" means accepted
+	}{
+		{"bbolt by default", "", nil, ""},
+		{"postgres", `driver = "postgres"` + "\n" + `dsn = "postgres://fb:` + pw + `@db:5432/fb"`, nil, ""},
+		{"postgres from the environment", `driver = "postgres"` + "\n" + `dsn = "${DB_URL}"`, map[string]string{"DB_URL": "host=db user=fb password=" + pw}, ""},
+		{"unknown driver", `driver = "sqlite"`, nil, `store.driver: "sqlite" is not "bbolt" or "postgres"`},
+		{"postgres without dsn", `driver = "postgres"`, nil, `store.dsn: required with driver "postgres"`},
+		{"dsn variable unset", `driver = "postgres"` + "\n" + `dsn = "${DB_URL}"`, nil, "store.dsn: environment variable DB_URL is not set"},
+		{"dsn that does not parse", `driver = "postgres"` + "\n" + `dsn = "host=db password = ` + pw + ` port=x"`, nil, "store.dsn: the DSN does not parse: invalid port"},
+		{"bbolt without path", `path = ""`, nil, `store.path: required with driver "bbolt"`},
+		{"postgres needs no path", `driver = "postgres"` + "\n" + `path = ""` + "\n" + `dsn = "postgres://db/fb"`, nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseConfig([]byte(testConfig("", "[store]\n"+tt.store+"\n")), mapEnv(tt.env))
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("parseConfig([store] %s) = %v, want it accepted", tt.store, err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("parseConfig([store] %s) = %v, want %q", tt.store, err, tt.want)
+			case err != nil && strings.Contains(err.Error(), pw):
+				t.Errorf("parseConfig([store] %s) = %v: it shows the password", tt.store, err)
+			}
+		})
+	}
+}
+
+// TestConfigStoreWarnings: a dsn beside driver bbolt is most likely a
+// replica about to keep a file of its own; check-config says so.
+func TestConfigStoreWarnings(t *testing.T) {
+	path := writeFile(t, testConfig("", "[store]\ndsn = \"postgres://fb:pw-9a8b7c@db/fb\"\n"))
+	out, _, err := runCmd(t, nil, "", "check-config", "-config", path)
+	if err != nil {
+		t.Fatalf("check-config = %v, want a warning at most", err)
+	}
+	if !strings.Contains(out, `warning: store.dsn: set, but store.driver is "bbolt"`) || strings.Contains(out, "pw-9a8b7c") {
+		t.Errorf("check-config output:\n%s\nwant the store.dsn warning, without the password", out)
+	}
+	path = writeFile(t, testConfig("", "[store]\ndriver = \"postgres\"\ndsn = \"postgres://fb:pw-9a8b7c@db.internal:6543/fb\"\n"))
+	out, _, err = runCmd(t, nil, "", "check-config", "-config", path)
+	if err != nil || !strings.Contains(out, "store PostgreSQL fb@db.internal:6543/fb") || strings.Contains(out, "pw-9a8b7c") {
+		t.Errorf("check-config = %v:\n%s\nwant the database named, without the password", err, out)
+	}
+}
+
+// TestBackupWithoutFile: /backup cannot copy a database; it says so, and
+// what to use instead.
+func TestBackupWithoutFile(t *testing.T) {
+	h := adminHandler(AdminConfig{}, adminDeps{store: pgStore{}, registry: prometheus.NewRegistry(), log: zaptest.NewLogger(t)})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/backup", nil))
+	if rec.Code != http.StatusNotImplemented || !strings.Contains(rec.Body.String(), "pg_dump") {
+		t.Errorf("GET /backup = %d %q, want 501 pointing to pg_dump", rec.Code, rec.Body)
+	}
+}
