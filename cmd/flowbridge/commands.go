@@ -23,7 +23,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/flowbridge/flowbridge/bridge/store"
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/postgres"
 	"github.com/flowbridge/flowbridge/sessionmap"
 )
 
@@ -193,19 +195,6 @@ func cmdCheckConfig(env *environment, args []string) error {
 	return nil
 }
 
-// openStoreOrAdmin opens the store file, or, when a running bridge holds its
-// lock, returns a client of that bridge's admin API instead.
-func openStoreOrAdmin(cfg *Config) (*sessionmap.Store, *adminClient, error) {
-	st, err := sessionmap.Open(cfg.Store.Path, sessionmap.Options{Timeout: 200 * time.Millisecond})
-	if err == nil {
-		return st, nil, nil
-	}
-	if !errors.Is(err, sessionmap.ErrLocked) || cfg.Admin.Listen == "" || cfg.Admin.Listen == "off" {
-		return nil, nil, storeError(cfg, err)
-	}
-	return nil, &adminClient{base: "http://" + cfg.Admin.Listen, token: cfg.Admin.Token.Value(), viaLock: true}, nil
-}
-
 // storeError adds, to an error that says the store file is damaged, the
 // command that lists all of the damage.
 func storeError(cfg *Config, err error) error {
@@ -218,7 +207,7 @@ func storeError(cfg *Config, err error) error {
 // cmdStore runs the store subcommands: check, the full consistency check of
 // the store file. A running bridge holds the file; check a copy of it from
 // the admin listener's /backup with -file.
-func cmdStore(env *environment, args []string) error {
+func cmdStore(ctx context.Context, env *environment, args []string) error {
 	if len(args) == 0 || args[0] != "check" {
 		return &usageError{"usage: flowbridge store check [-config FILE | -file STORE]"}
 	}
@@ -236,6 +225,9 @@ func cmdStore(env *environment, args []string) error {
 		cfg, err := loadConfig(*path, env.getenv)
 		if err != nil {
 			return err
+		}
+		if cfg.Store.Driver == driverPostgres {
+			return checkDatabase(ctx, env, cfg.Store)
 		}
 		target = cfg.Store.Path
 	}
@@ -262,6 +254,76 @@ func cmdStore(env *environment, args []string) error {
 	return nil
 }
 
+// checkDatabase is store check for PostgreSQL: there is no file to walk, so
+// it checks what the bridge needs of the database, that it answers and has
+// the schema this flowbridge expects.
+func checkDatabase(ctx context.Context, env *environment, cfg StoreConfig) error {
+	st, err := openMigrated(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	current, _, err := st.MigrationStatus(ctx)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	fmt.Fprintf(env.stdout, "%s: OK, the database answers and its schema is at version %d, as this flowbridge expects\n", describeStore(cfg), current)
+	fmt.Fprintln(env.stdout, "(the file check is for bbolt; PostgreSQL checks its own pages: see data checksums and amcheck in its manual)")
+	return nil
+}
+
+// cmdMigrate shows the schema version of the configured PostgreSQL store
+// and, with -apply, brings it up to date. flowbridge run migrates on start
+// too; this is for applying migrations as a step of their own, before
+// replicas of a new version start.
+func cmdMigrate(ctx context.Context, env *environment, args []string) error {
+	fs := newFlagSet(env, "migrate", "migrate [-config FILE] [-apply]")
+	path := configFlag(fs, env)
+	apply := fs.Bool("apply", false, "apply the pending migrations (without it, only show the version)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return &usageError{"usage: flowbridge migrate [-config FILE] [-apply]"}
+	}
+	cfg, err := loadConfig(*path, env.getenv)
+	if err != nil {
+		return err
+	}
+	if cfg.Store.Driver != driverPostgres {
+		fmt.Fprintf(env.stdout, "store.driver is %q: the file %s upgrades itself when flowbridge opens it; there is nothing to migrate\n", cfg.Store.Driver, cfg.Store.Path)
+		return nil
+	}
+	st, err := openPostgres(ctx, cfg.Store)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	where := describeStore(cfg.Store)
+	current, latest, err := st.MigrationStatus(ctx)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	switch {
+	case current > latest:
+		return fmt.Errorf("%s: %w: version %d, this flowbridge knows up to %d; use the flowbridge that migrated it", where, postgres.ErrNewerSchema, current, latest)
+	case current == latest:
+		fmt.Fprintf(env.stdout, "%s: schema version %d of %d, up to date\n", where, current, latest)
+		return nil
+	case !*apply:
+		fmt.Fprintf(env.stdout, "%s: schema version %d of %d; %d migration(s) pending: flowbridge migrate -apply applies them\n", where, current, latest, latest-current)
+		return nil
+	}
+	if err := st.Migrate(ctx); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if current, latest, err = st.MigrationStatus(ctx); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	fmt.Fprintf(env.stdout, "%s: migrated, schema version %d of %d\n", where, current, latest)
+	return nil
+}
+
 func cmdSessions(ctx context.Context, env *environment, args []string) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		return &usageError{"usage: flowbridge sessions list|bind|reset [-config FILE] …"}
@@ -284,7 +346,7 @@ func cmdSessions(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, admin, err := openStoreOrAdmin(cfg)
+	st, admin, err := openCLIStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -293,7 +355,7 @@ func cmdSessions(ctx context.Context, env *environment, args []string) error {
 	}
 	switch sub {
 	case "list":
-		var list []sessionmap.Session
+		var list []store.Session
 		if st != nil {
 			list, err = st.ListSessions(*prefix)
 			err = storeError(cfg, err)
@@ -324,7 +386,7 @@ func cmdSessions(ctx context.Context, env *environment, args []string) error {
 			return fmt.Errorf("agent %q is not in the config", name)
 		}
 		now := time.Now()
-		s := sessionmap.Session{Key: fs.Arg(0), Agent: name, SessionUUID: fs.Arg(1), Created: now, LastUsed: now}
+		s := store.Session{Key: fs.Arg(0), Agent: name, SessionUUID: fs.Arg(1), Created: now, LastUsed: now}
 		if st != nil {
 			err = st.PutSession(s)
 			if err == nil {
@@ -416,11 +478,11 @@ func cmdAudit(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return &usageError{err.Error()}
 	}
-	st, admin, err := openStoreOrAdmin(cfg)
+	st, admin, err := openCLIStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	var list []sessionmap.AuditEntry
+	var list []store.AuditEntry
 	if st != nil {
 		defer st.Close()
 		list, err = st.Audit(filter)

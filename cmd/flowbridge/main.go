@@ -44,6 +44,7 @@ Usage:
   flowbridge sessions list|bind|reset     inspect or change conversation -> session mappings
   flowbridge audit -config FILE           list audited flow runs
   flowbridge store check -config FILE     check the store file for damage (exit 1 if damaged)
+  flowbridge migrate [-apply]             show (and apply) the PostgreSQL store's schema migrations
   flowbridge slack-manifest -config FILE  print the Slack app manifest for the config
   flowbridge discord-invite -config FILE  print the Discord invite URL
   flowbridge health -config FILE          exit 0 when the running bridge's /healthz answers (container health checks)
@@ -72,7 +73,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	case "audit":
 		return cmdAudit(ctx, env, rest)
 	case "store":
-		return cmdStore(env, rest)
+		return cmdStore(ctx, env, rest)
+	case "migrate":
+		return cmdMigrate(ctx, env, rest)
 	case "slack-manifest":
 		return cmdSlackManifest(env, rest)
 	case "discord-invite":
