@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -18,9 +19,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/postgres"
 )
 
 // testDatabaseURL is the PostgreSQL the tests use unless
@@ -393,4 +397,27 @@ func grepLines(text, s string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestReadyzReportsDatabase: /readyz pings the database, and says why when it
+// cannot.
+func TestReadyzReportsDatabase(t *testing.T) {
+	st, err := postgres.Open(t.Context(), testSchema(t), postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	h := adminHandler(AdminConfig{}, adminDeps{store: pgStore{st}, registry: prometheus.NewRegistry(), log: zaptest.NewLogger(t)})
+	readyz := func() (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := readyz(); code != http.StatusOK || !strings.Contains(body, `"store":"ok"`) {
+		t.Errorf("/readyz = %d %s, want the store ok", code, body)
+	}
+	_ = st.Close()
+	if code, body := readyz(); code != http.StatusServiceUnavailable || !strings.Contains(body, `"store":"ping: store is closed"`) {
+		t.Errorf("/readyz with the store closed = %d %s, want 503 saying so", code, body)
+	}
 }
