@@ -105,7 +105,10 @@ type cliStore interface {
 func openCLIStore(ctx context.Context, cfg *Config) (cliStore, *adminClient, error) {
 	if cfg.Store.Driver == driverPostgres {
 		st, err := openMigrated(ctx, cfg.Store)
-		return st, nil, err
+		if err != nil {
+			return nil, nil, err // not a typed nil in the interface
+		}
+		return st, nil, nil
 	}
 	st, err := sessionmap.Open(cfg.Store.Path, sessionmap.Options{Timeout: 200 * time.Millisecond})
 	if err == nil {
