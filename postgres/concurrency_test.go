@@ -17,7 +17,8 @@ func TestReceiveConcurrent(t *testing.T) {
 	// 64 goroutines on four replicas deliver the same keys, each in its own
 	// order: every key is accepted exactly once, and batches of different
 	// replicas meeting the same keys never deadlock.
-	s1, dsn := openTest(t, Options{})
+	t.Parallel()
+	s1, dsn := openEmpty(t, Options{})
 	s2 := openDSN(t, dsn, Options{MaxConns: 8})
 	replicas := []*Store{s1, s2, openDSN(t, dsn, Options{MaxConns: 2}), openDSN(t, dsn, Options{})}
 	const goroutines, keys = 64, 200
@@ -63,7 +64,8 @@ func TestReceiveConcurrent(t *testing.T) {
 func TestFinishRace(t *testing.T) {
 	// Replicas finishing one entry at once: exactly one succeeds, the
 	// others are told it is answered, and the turn is applied once.
-	s1, dsn := openTest(t, Options{})
+	t.Parallel()
+	s1, dsn := openEmpty(t, Options{})
 	s2 := openDSN(t, dsn, Options{})
 	sess := store.Session{Key: "c", Agent: "a", SessionUUID: "s", Created: at(0), LastUsed: at(0)}
 	if err := s1.PutSession(sess); err != nil {
@@ -114,7 +116,8 @@ func mustAtoi(t *testing.T, s string) int64 {
 func TestInsertBatch(t *testing.T) {
 	// One batch: entries inserted in its order, the first of a key wins,
 	// a key held already is not new.
-	s, _ := openTest(t, Options{})
+	t.Parallel()
+	s, _ := openEmpty(t, Options{})
 	if ok, err := s.Receive(store.InboxEntry{Key: "held", Conversation: "c"}); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
@@ -147,6 +150,7 @@ func TestInsertBatch(t *testing.T) {
 }
 
 func TestBatchLen(t *testing.T) {
+	t.Parallel()
 	req := func(size int) *receiveReq { return &receiveReq{e: store.InboxEntry{Event: make([]byte, size)}} }
 	many := make([]*receiveReq, 1000)
 	for i := range many {
@@ -173,6 +177,7 @@ func TestBatchLen(t *testing.T) {
 func TestReceiveBatchFails(t *testing.T) {
 	// A batch whose statement fails answers every member with the error,
 	// and the next batches run as before.
+	t.Parallel()
 	s, dsn := openTest(t, Options{})
 	exec(t, dsn, `ALTER TABLE inbox RENAME TO inbox_away`)
 	var failed atomic.Int32
@@ -196,7 +201,8 @@ func TestReceiveBatchFails(t *testing.T) {
 
 func TestReceiveRefusalAlone(t *testing.T) {
 	// Refused entries among concurrent ones fail alone.
-	s, _ := openTest(t, Options{})
+	t.Parallel()
+	s, _ := openEmpty(t, Options{})
 	var wg sync.WaitGroup
 	for i := range 64 {
 		wg.Go(func() {

@@ -9,7 +9,8 @@ import (
 )
 
 func TestClaim(t *testing.T) {
-	s, dsn := openTest(t, Options{})
+	t.Parallel()
+	s, dsn := openEmpty(t, Options{})
 	ctx := t.Context()
 	const conv = "slack/T1/C1/1.2"
 	claim := func(holder string, want bool) {
@@ -64,7 +65,8 @@ func TestClaim(t *testing.T) {
 func TestClaimContention(t *testing.T) {
 	// Two holders (two replicas: two Stores over one schema) take turns on
 	// one conversation: never both at once, and each gets it.
-	s1, dsn := openTest(t, Options{})
+	t.Parallel()
+	s1, dsn := openEmpty(t, Options{})
 	s2 := openDSN(t, dsn, Options{})
 	const conv, rounds = "discord/g/c", 50
 	var inside atomic.Int32

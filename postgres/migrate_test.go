@@ -30,6 +30,7 @@ func appliedRows(t *testing.T, dsn string) int {
 }
 
 func TestMigrateOnOpen(t *testing.T) {
+	t.Parallel()
 	s, dsn := openTest(t, Options{})
 	current, latest, err := s.MigrationStatus(t.Context())
 	if err != nil || current != latest || latest < 1 {
@@ -60,6 +61,7 @@ func TestMigrateOnOpen(t *testing.T) {
 func TestMigrateConcurrentOpens(t *testing.T) {
 	// Replicas starting at once over a fresh schema: each Open succeeds,
 	// and the migrations are applied once.
+	t.Parallel()
 	dsn := newSchema(t)
 	const replicas = 8
 	stores := make([]*Store, replicas)
@@ -92,6 +94,7 @@ func TestMigrateConcurrentOpens(t *testing.T) {
 }
 
 func TestNoMigrate(t *testing.T) {
+	t.Parallel()
 	dsn := newSchema(t)
 	s := openDSN(t, dsn, Options{NoMigrate: true})
 	current, latest, err := s.MigrationStatus(t.Context())
@@ -118,6 +121,7 @@ func TestNoMigrate(t *testing.T) {
 }
 
 func TestNewerSchemaRefused(t *testing.T) {
+	t.Parallel()
 	s, dsn := openTest(t, Options{})
 	_, latest, err := s.MigrationStatus(t.Context())
 	if err != nil {
@@ -138,6 +142,7 @@ func TestNewerSchemaRefused(t *testing.T) {
 func TestMigrationLockWaits(t *testing.T) {
 	// A replica holding the lock (here a plain session) keeps Migrate
 	// waiting until it lets go; a deadline ends the wait.
+	t.Parallel()
 	s, dsn := openTest(t, Options{})
 	ctx := t.Context()
 	conn, err := pgx.Connect(ctx, dsn)

@@ -14,6 +14,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name  string
 		batch int
@@ -23,11 +24,17 @@ func TestConformance(t *testing.T) {
 		{"batches of 3", 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			// Each variant has schemas of its own; most of the time is
+			// spent waiting on the server, so the two overlap well.
+			t.Parallel()
 			var mu sync.Mutex
 			dsns := make(map[store.Store]string)
 			storetest.Run(t, storetest.Opener{
 				Open: func(t *testing.T) store.Store {
-					s, dsn := openTest(t, Options{})
+					// The schema is migrated already; TestMigrateOnOpen
+					// covers Open over a migrated schema, and Reopen opens
+					// as flowbridge does.
+					s, dsn := openEmpty(t, Options{NoMigrate: true})
 					s.batch = tt.batch
 					mu.Lock()
 					dsns[s] = dsn
@@ -58,7 +65,8 @@ func at(n int) time.Time {
 }
 
 func TestKeyBounds(t *testing.T) {
-	s, _ := openTest(t, Options{})
+	t.Parallel()
+	s, _ := openEmpty(t, Options{})
 	long := strings.Repeat("k", MaxKeyLen+1)
 	fits := strings.Repeat("k", MaxKeyLen)
 	tests := []struct {
@@ -152,6 +160,7 @@ func pendingKeys(t *testing.T, s *Store) []string {
 }
 
 func TestPrefixEnd(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		prefix  string
 		want    string
@@ -175,7 +184,8 @@ func TestPrefixEnd(t *testing.T) {
 }
 
 func TestListSessionsEdges(t *testing.T) {
-	s, _ := openTest(t, Options{})
+	t.Parallel()
+	s, _ := openEmpty(t, Options{})
 	keys := []string{"a\U0010FFFF", "a\U0010FFFFb", "b", "a\uD7FF", "a\uD7FFx", "a\uE000"}
 	for _, k := range keys {
 		if err := s.PutSession(store.Session{Key: k, Agent: "a", SessionUUID: "s"}); err != nil {
@@ -205,7 +215,8 @@ func TestListSessionsEdges(t *testing.T) {
 }
 
 func TestCleanText(t *testing.T) {
-	s, _ := openTest(t, Options{})
+	t.Parallel()
+	s, _ := openEmpty(t, Options{})
 	e := store.AuditEntry{Time: at(1), Flow: "f", Detail: "bad \xff and \x00 bytes", Params: map[string]string{"k\x00": "v\xfe"}}
 	if err := s.AppendAudit(e); err != nil {
 		t.Fatalf("AppendAudit with text PostgreSQL cannot hold = %v, want it kept altered", err)
@@ -234,7 +245,8 @@ func TestCleanText(t *testing.T) {
 }
 
 func TestClosed(t *testing.T) {
-	s, _ := openTest(t, Options{})
+	t.Parallel()
+	s, _ := openEmpty(t, Options{})
 	if err := s.Ping(t.Context()); err != nil {
 		t.Fatalf("Ping() = %v", err)
 	}
@@ -268,6 +280,7 @@ func second[A, B any](_ A, b B) B        { return b }
 func third[A, B, C any](_ A, _ B, c C) C { return c }
 
 func TestOpenErrors(t *testing.T) {
+	t.Parallel()
 	dsn := baseDSN(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -300,7 +313,8 @@ func TestOpenErrors(t *testing.T) {
 func TestTurnAlso(t *testing.T) {
 	// Also keys that repeat, or name the conversation itself, are written
 	// once; a stale turn writes none of them.
-	s, _ := openTest(t, Options{})
+	t.Parallel()
+	s, _ := openEmpty(t, Options{})
 	sess := store.Session{Key: "slack/T/C/1.1", Agent: "a", SessionUUID: "s", Created: at(0), LastUsed: at(0)}
 	if err := s.PutSession(sess); err != nil {
 		t.Fatal(err)
