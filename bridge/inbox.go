@@ -160,6 +160,14 @@ func (b *Bridge) markSent(ctx context.Context, log *zap.Logger, ev Event) bool {
 		return true
 	}
 	err := b.store.MarkSent(e.key, b.cfg.Now())
+	if errors.Is(err, store.ErrAlreadySent) {
+		// Another process (a replica, or one started while this one was
+		// answering) sent it or answered it: it is that one's to answer,
+		// so this one neither sends nor closes the entry.
+		log.Info("event taken by another process; not sent", zap.String("event_key", e.key))
+		e.done = true
+		return false
+	}
 	b.noteStore(err)
 	if err != nil {
 		log.Error("inbox state not recorded; request not sent", zap.Error(err))

@@ -601,3 +601,36 @@ func TestAgentCommandsInThreadScope(t *testing.T) {
 		t.Errorf("sessions of other = %d, want 2: C-other defaults to it", n)
 	}
 }
+
+// TestEntryTakenByAnotherProcessIsNotSent: a replica that starts picks up
+// every unanswered entry, including one a live replica is answering; the
+// compare-and-set of MarkSent lets only one of them send it.
+func TestEntryTakenByAnotherProcessIsNotSent(t *testing.T) {
+	h := newHarness(t, defaultConfig(), nil)
+	crashedStore(t, h.store, []bridge.Event{keyed("c/t", "test/msg/taken", "mine", nil)}, nil)
+	h.restart(defaultConfig())
+	// This replica reads the inbox (the first Attach, of any platform) ...
+	if _, _, err := h.b.Attach("other", &restorer{recs: map[string]*recorder{}}); err != nil {
+		t.Fatal(err)
+	}
+	// ... and the other replica marks the entry sent before this one runs it.
+	if err := h.store.MarkSent("test/msg/taken", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	r := &restorer{recs: map[string]*recorder{}}
+	if resumed, _, err := h.b.Attach("test", r); err != nil || resumed != 1 {
+		t.Fatalf("Attach = %d, %v", resumed, err)
+	}
+	if err := h.b.Shutdown(t.Context()); err != nil { // waits for the resumed work
+		t.Fatal(err)
+	}
+	if got := h.chatMessages(); len(got) != 0 {
+		t.Errorf("agent got %q; the entry was the other replica's to send", got)
+	}
+	if n := len(r.rec("test/msg/taken").all()); n != 0 {
+		t.Errorf("replies = %d, want none from this replica", n)
+	}
+	if p, _ := h.store.Pending(); len(p) != 1 || p[0].State != store.Sent {
+		t.Errorf("Pending = %+v, want the entry left Sent for the replica answering it", p)
+	}
+}

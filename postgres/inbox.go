@@ -227,6 +227,9 @@ func (s *Store) MarkSent(key string, now time.Time) error {
 			key, int16(store.Sent), now, int16(store.Received))
 		return tag.RowsAffected(), err
 	})
+	if errors.Is(err, errAnswered) {
+		err = fmt.Errorf("%w: %w", store.ErrAlreadySent, err)
+	}
 	if err != nil {
 		return fmt.Errorf("mark sent %q: %w", key, err)
 	}
@@ -312,7 +315,9 @@ func (s *Store) moved(ctx context.Context, key string, state store.InboxState, m
 	case cur == store.Answered:
 		return errAnswered
 	case cur == state:
-		return nil
+		// Only MarkSent gets here (Finish moves to Answered, above): the
+		// entry was marked sent by someone else, whose it is to answer.
+		return store.ErrAlreadySent
 	}
 	// The entry moved under the statement, between its snapshot and its lock.
 	return fmt.Errorf("inbox entry changed to %v meanwhile", cur)

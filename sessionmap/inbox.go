@@ -119,9 +119,9 @@ func (s *Store) MarkSent(key string, now time.Time) error {
 		}
 		switch e.State {
 		case store.Sent:
-			return nil
+			return store.ErrAlreadySent
 		case store.Answered:
-			return errAnswered
+			return fmt.Errorf("%w: %w", store.ErrAlreadySent, errAnswered)
 		}
 		e.State, e.Updated = store.Sent, now
 		v, err := appendInbox(nil, e)

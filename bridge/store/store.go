@@ -110,6 +110,13 @@ type InboxEntry struct {
 // inbox does not hold.
 var ErrUnknownEntry = errors.New("no such inbox entry")
 
+// ErrAlreadySent is returned (wrapped) by MarkSent for an entry that is no
+// longer Received: another process (a replica, or one that started while
+// this one was answering) marked it sent or answered it, and it is that
+// process's to answer. MarkSent is the compare-and-set that makes a request
+// leave for the workspace at most once.
+var ErrAlreadySent = errors.New("inbox entry sent or answered already")
+
 // Inbox holds platform events from before their acknowledgement until they
 // are answered, and answered ones until they expire. Every method writes
 // before it returns (durably, for a persistent backend); concurrent writes
@@ -119,8 +126,9 @@ type Inbox interface {
 	// or reports false and writes nothing when an entry with e.Key is already
 	// held, whatever its state.
 	Receive(e InboxEntry) (bool, error)
-	// MarkSent moves the entry to Sent: its request is about to leave for
-	// the workspace.
+	// MarkSent moves the entry from Received to Sent: its request is about
+	// to leave for the workspace. An entry already Sent or Answered gives an
+	// error wrapping ErrAlreadySent, whoever moved it.
 	MarkSent(key string, now time.Time) error
 	// Finish moves the entry to Answered with the reply's reference. When
 	// turn is not nil it is applied in the same write, and only while

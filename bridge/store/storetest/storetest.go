@@ -531,9 +531,10 @@ func testInbox(t *testing.T, o Opener) {
 				t.Errorf("MarkSent(%q) changed %q: %+v, was %+v", key, got[i].Key, got[i], before[i])
 			}
 		}
-		// Again: still Sent.
-		if err := s.MarkSent(key, at(600)); err != nil {
-			t.Errorf("MarkSent(%q) of a sent entry = %v, want nil", key, err)
+		// Again: refused, and still Sent. MarkSent is the compare-and-set
+		// that lets one process only send an entry's request.
+		if err := s.MarkSent(key, at(600)); !errors.Is(err, store.ErrAlreadySent) {
+			t.Errorf("MarkSent(%q) of a sent entry = %v, want ErrAlreadySent", key, err)
 		}
 		if e, ok := pendingEntry(t, s, key); !ok || e.State != store.Sent {
 			t.Errorf("entry after a second MarkSent = %+v, %v, want Sent", e, ok)
