@@ -65,6 +65,7 @@ func editMetas(data []byte, edit func(meta []byte)) []byte {
 }
 
 func TestOpenCorrupt(t *testing.T) {
+	t.Parallel()
 	path, live, _ := realStore(t)
 	real, err := os.ReadFile(path)
 	if err != nil {
@@ -154,6 +155,7 @@ func TestOpenNotAFile(t *testing.T) {
 }
 
 func TestCheckFindsDamagedPage(t *testing.T) {
+	t.Parallel()
 	path, _, leaf := realStore(t)
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -180,6 +182,7 @@ func TestCheckFindsDamagedPage(t *testing.T) {
 }
 
 func TestOpenTurnsPanicIntoErrCorrupt(t *testing.T) {
+	t.Parallel()
 	path, _, _ := realStore(t)
 	s, err := Open(path, Options{})
 	if err != nil {
@@ -221,6 +224,7 @@ func TestOpenTurnsPanicIntoErrCorrupt(t *testing.T) {
 }
 
 func TestOpenChecksBucketRoots(t *testing.T) {
+	t.Parallel()
 	path, live, _ := realStore(t)
 	s, err := Open(path, Options{})
 	if err != nil {

@@ -304,6 +304,7 @@ func callAll(t *testing.T, name string, s *Store) (corrupt []string) {
 // (the default), and with CheckOff, which leaves the damage to the guard of
 // every read.
 func TestDamagedStoreDoesNotCrash(t *testing.T) {
+	t.Parallel()
 	fixture, pages := damageFixture(t)
 	dir := t.TempDir()
 
@@ -578,6 +579,7 @@ func zeroLeaf(t *testing.T, path string, leaf int) string {
 // TestOpenChecksConsistency: Open refuses a file with a damaged page unless
 // told not to check, and then Check finds the damage and marks the store.
 func TestOpenChecksConsistency(t *testing.T) {
+	t.Parallel()
 	sound, _, leaf := realStore(t)
 	path := zeroLeaf(t, sound, leaf)
 	for _, mode := range []CheckMode{CheckAuto, CheckFull} {
@@ -607,6 +609,7 @@ func TestOpenChecksConsistency(t *testing.T) {
 // TestCheckBudget: a walk that runs out of time stops, and reports no
 // damage it did not see (the pages it never reached are not "lost").
 func TestCheckBudget(t *testing.T) {
+	t.Parallel()
 	path, live, _ := realStore(t)
 	pages := live / int64(os.Getpagesize())
 	f, err := os.Open(path)
@@ -628,6 +631,7 @@ func TestCheckBudget(t *testing.T) {
 // TestCheckFile: the check of the store check command reads a file without
 // writing it or opening it for writing.
 func TestCheckFile(t *testing.T) {
+	t.Parallel()
 	path, _, leaf := realStore(t)
 	fixture, err := os.ReadFile(path)
 	if err != nil {
@@ -674,6 +678,7 @@ func TestCheckFile(t *testing.T) {
 // pages, a freelist left by deletions; and in old-format stores before and
 // after their upgrade. A false alarm would keep a sound store from opening.
 func TestCheckAcceptsSoundFiles(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(7, 11))
 	for n := range 5 {

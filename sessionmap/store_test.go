@@ -298,6 +298,7 @@ func TestLockedInProcess(t *testing.T) {
 }
 
 func TestLockedByOtherProcess(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "flowbridge.db")
 	cmd, stdin, out := startHelper(t, modeHoldLock, path)
 	if !out.Scan() || out.Text() != "locked" {
@@ -365,6 +366,7 @@ func TestOperationsAfterClose(t *testing.T) {
 }
 
 func TestConcurrentSessions(t *testing.T) {
+	t.Parallel()
 	s, _ := openTest(t, Options{NoSync: true})
 	const workers, perWorker = 16, 100
 	var wg sync.WaitGroup
@@ -401,6 +403,7 @@ func TestConcurrentSessions(t *testing.T) {
 }
 
 func TestCrashLosesNoAcknowledgedWrite(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "flowbridge.db")
 	cmd, _, out := startHelper(t, modeWriter, path)
 	var acked []string
@@ -434,6 +437,7 @@ func TestCrashLosesNoAcknowledgedWrite(t *testing.T) {
 }
 
 func TestBackup(t *testing.T) {
+	t.Parallel()
 	s, _ := openTest(t, Options{})
 	for i := range 50 {
 		if err := s.PutSession(Session{Key: writerKey(i), Agent: "helper", SessionUUID: testUUID(i), Created: time.Unix(int64(i), 0)}); err != nil {
