@@ -15,10 +15,12 @@ import (
 // TestRunKillSmoke runs -kill-every briefly against the real binary: three
 // SIGKILLs at a low rate, Slack's redeliveries after each restart. The
 // promises must hold (the three zeros), the kills and redeliveries must have
-// happened, and the run must leave no process and no file behind.
+// happened, and the run must leave no process and no file behind. It is not
+// parallel: the processes of other tests' runs would be taken for its own.
 func TestRunKillSmoke(t *testing.T) {
 	tmp := t.TempDir()
-	args := []string{"-json", "-kill-every", "300ms", "-kills", "3", "-rate", "30", "-conversations", "30", "-reply-timeout", "5s", "-tmpdir", tmp}
+	args := []string{"-json", "-kill-every", "300ms", "-kills", "3", "-rate", "30", "-conversations", "30", "-reply-timeout", "5s", "-tmpdir", tmp,
+		"-flowbridge", flowbridgeBin(t)}
 	var out, errOut bytes.Buffer
 	runErr := run(t.Context(), args, &out, &errOut)
 	var got killResult

@@ -25,12 +25,15 @@ func runJSON(t *testing.T, args []string, v any) string {
 }
 
 // TestRunSmoke runs the whole command briefly with small numbers: it must
-// work and report sane figures. Nothing here is a timed assertion.
+// work and report sane figures. Nothing here is a timed assertion. The long
+// flows outlast the measured second.
 func TestRunSmoke(t *testing.T) {
+	t.Parallel()
 	args := []string{
 		"-json", "-platform", "both", "-conversations", "4", "-users", "2",
-		"-duration", "2s", "-api-latency", "5ms", "-think", "20ms",
-		"-long-flows", "2", "-long-flow-duration", "3s", "-ack-interval", "100ms",
+		"-duration", "1s", "-api-latency", "5ms", "-think", "20ms",
+		"-long-flows", "2", "-long-flow-duration", "1500ms", "-ack-interval", "100ms",
+		"-flowbridge", flowbridgeBin(t),
 	}
 	var got struct {
 		Platform       string  `json:"platform"`
@@ -213,7 +216,8 @@ func TestMinuteBuckets(t *testing.T) {
 // TestRunFloorSmoke runs -floor briefly: the relay, started as a child process
 // (this test binary, see TestMain), must answer every message and probe.
 func TestRunFloorSmoke(t *testing.T) {
-	args := []string{"-floor", "-json", "-conversations", "4", "-duration", "2s", "-api-latency", "5ms", "-think", "20ms", "-ack-interval", "100ms"}
+	t.Parallel()
+	args := []string{"-floor", "-json", "-conversations", "4", "-duration", "1s", "-api-latency", "5ms", "-think", "20ms", "-ack-interval", "100ms"}
 	var got struct {
 		Floor        bool            `json:"floor"`
 		Messages     int             `json:"messages"`

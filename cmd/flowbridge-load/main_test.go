@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,7 +19,47 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	goleak.VerifyTestMain(m)
+	// The relay is this binary; built with -race it would otherwise linger
+	// a second at exit.
+	os.Setenv("GORACE", "atexit_sleep_ms=0")
+	goleak.VerifyTestMain(removeBuilt{m})
+}
+
+// built is the flowbridge binary the tests that run one share: go build
+// takes seconds, and each run used to build its own.
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+// flowbridgeBin returns flowbridge built as run builds it without
+// -flowbridge (buildFlowbridge), once for all the tests.
+func flowbridgeBin(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "flowbridge-load-bin-"); built.err != nil {
+			return
+		}
+		built.bin, built.err = buildFlowbridge(context.Background(), built.dir)
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.bin
+}
+
+// removeBuilt runs the tests, then removes the binary they shared.
+type removeBuilt struct{ m *testing.M }
+
+func (r removeBuilt) Run() int {
+	code := r.m.Run()
+	if built.dir != "" {
+		if err := os.RemoveAll(built.dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+	return code
 }
 
 func TestResolveRate(t *testing.T) {
