@@ -19,6 +19,7 @@ import (
 // cannot connect, 200 once it has, and 503 again when Slack goes away; the
 // bridge keeps running throughout and /healthz stays 200.
 func TestReadyzFollowsSlack(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{slack: true})
 	// auth.test works, but no socket can be opened.
 	s.slack.InjectFault("apps.connections.open", -1, slacktest.Fault{Error: "internal_error"})
@@ -70,6 +71,7 @@ func TestReadyzFollowsSlack(t *testing.T) {
 // TestAdminToken: with admin.token set, everything but the health checks
 // needs it as a bearer token, and the CLI sends it.
 func TestAdminToken(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{adminToken: true})
 	r := s.start(t)
 	r.send(t, "hello")
@@ -210,6 +212,7 @@ func auditFixture(t *testing.T, s *stack) {
 // TestAuditCommand checks the filters and both outputs of flowbridge audit,
 // on the store file and, while a bridge holds it, through the admin API.
 func TestAuditCommand(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{adminToken: true})
 	auditFixture(t, s)
 
@@ -333,6 +336,7 @@ func TestHealthCommand(t *testing.T) {
 // an over-long line before it) does not stop Slack, and says so in the log
 // and /readyz.
 func TestConsoleEndingLeavesOthersRunning(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{slack: true})
 	r := s.start(t)
 	ctx := waitCtx(t)

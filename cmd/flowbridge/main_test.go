@@ -75,6 +75,7 @@ func runCmd(t *testing.T, env map[string]string, stdin string, args ...string) (
 }
 
 func TestDevTranscript(t *testing.T) {
+	t.Parallel()
 	script := "hello\nhow are you\n/agent status\n/flow healthcheck host=web1 service=nginx\n/flow healthcheck\n/flow nosuch\n/agent reset\nagain\n"
 	out, errOut, err := runCmd(t, nil, script, "dev")
 	if err != nil {
@@ -106,6 +107,7 @@ func TestDevTranscript(t *testing.T) {
 // TestDevStoreContinues: dev -store keeps the fake workspace's sessions
 // beside the store, so a second run continues the conversation.
 func TestDevStoreContinues(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "dev.db")
 	out, errOut, err := runCmd(t, nil, "hello\n", "dev", "-store", path)
 	if err != nil || !strings.Contains(out, "[turn 1]") {
@@ -162,6 +164,7 @@ enabled = true
 }
 
 func TestRunAgainstWorkspace(t *testing.T) {
+	t.Parallel()
 	fake := workspacetest.NewServer(workspacetest.Options{Token: "secret-token-123"})
 	t.Cleanup(fake.Close)
 	fake.AddAgent(workspacetest.Agent{UUID: "agent-1"})
@@ -290,6 +293,7 @@ func TestUsage(t *testing.T) {
 }
 
 func TestAdminEndpoints(t *testing.T) {
+	t.Parallel()
 	fake := workspacetest.NewServer(workspacetest.Options{})
 	t.Cleanup(fake.Close)
 	fake.AddAgent(workspacetest.Agent{UUID: "agent-1"})

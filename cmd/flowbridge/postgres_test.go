@@ -157,6 +157,7 @@ func (s *serving) stop(t *testing.T) error {
 // audit in the database while the bridge runs; and the DSN's password is
 // nowhere in what flowbridge wrote.
 func TestRunOnPostgres(t *testing.T) {
+	t.Parallel()
 	fake := workspacetest.NewServer(workspacetest.Options{Token: "secret-token-123"})
 	t.Cleanup(fake.Close)
 	fake.AddAgent(workspacetest.Agent{UUID: "agent-1"})
@@ -249,6 +250,7 @@ func TestRunOnPostgres(t *testing.T) {
 // is pending, and again finds nothing to do; the CLI refuses a database not
 // migrated yet, with the way out. bbolt has nothing to migrate.
 func TestMigrateCommand(t *testing.T) {
+	t.Parallel()
 	path := writeConfig(t, "http://127.0.0.1:1", "")
 	onPostgres(t, path)
 	env := map[string]string{"TEST_TOKEN": "x", "FB_DATABASE_URL": testSchema(t)}
@@ -293,6 +295,7 @@ func TestMigrateCommand(t *testing.T) {
 // lock); both answer; and an event Slack delivers again, on the other
 // replica's connection, is recognised there and not answered twice.
 func TestReplicasShareOnePostgres(t *testing.T) {
+	t.Parallel()
 	fake := workspacetest.NewServer(workspacetest.Options{Token: "secret-token-123"})
 	t.Cleanup(fake.Close)
 	fake.AddAgent(workspacetest.Agent{UUID: "agent-1"})
@@ -402,6 +405,7 @@ func grepLines(text, s string) string {
 // TestReadyzReportsDatabase: /readyz pings the database, and says why when it
 // cannot.
 func TestReadyzReportsDatabase(t *testing.T) {
+	t.Parallel()
 	st, err := postgres.Open(t.Context(), testSchema(t), postgres.Options{})
 	if err != nil {
 		t.Fatal(err)

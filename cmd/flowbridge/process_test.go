@@ -96,9 +96,13 @@ func (p *process) wait(t *testing.T, within time.Duration) error {
 }
 
 func TestProcess(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t, t.TempDir())
 
+	// Each subtest runs its own processes on a stack of its own.
+
 	t.Run("SIGTERM during a chat delivers the reply, then exits 0", func(t *testing.T) {
+		t.Parallel()
 		s := newStack(t, stackOptions{})
 		s.ws.AddAgent(workspacetest.Agent{UUID: stackAgentUUID, Delay: stackSlowAgentDelay})
 		p := startProcess(t, bin, s.env, "run", "-config", s.path)
@@ -130,6 +134,7 @@ func TestProcess(t *testing.T) {
 	})
 
 	t.Run("SIGTERM past the grace tells the cut-off users, then exits 0", func(t *testing.T) {
+		t.Parallel()
 		s := newStack(t, stackOptions{slack: true, grace: "1s"})
 		hold := make(chan struct{})
 		t.Cleanup(func() { close(hold) }) // before the fakes close
@@ -180,6 +185,7 @@ func TestProcess(t *testing.T) {
 	})
 
 	t.Run("SIGHUP with a broken file keeps the running config", func(t *testing.T) {
+		t.Parallel()
 		s := newStack(t, stackOptions{})
 		s.ws.AddFlow(workspacetest.Flow{UUID: "flow-new", Template: "the new flow ran on {target}"})
 		p := startProcess(t, bin, s.env, "run", "-config", s.path)
@@ -230,6 +236,7 @@ allow = ["everyone"]
 	})
 
 	t.Run("a second process gets the lock error; the CLI goes through the admin API", func(t *testing.T) {
+		t.Parallel()
 		s := newStack(t, stackOptions{})
 		p := startProcess(t, bin, s.env, "run", "-config", s.path)
 		p.errOut.waitFor(t, "flowbridge running", p.done)

@@ -230,6 +230,7 @@ func slackHas(m slacktest.Message, text string) bool {
 // console, Slack and Discord, chats and runs a flow on each, and then finds
 // none of the secrets in anything it wrote or sent.
 func TestFullSessionLeaksNoSecret(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{slack: true, discord: true, adminToken: true})
 	r := s.start(t)
 	ctx := waitCtx(t)
