@@ -296,7 +296,17 @@ func sameOptions(a, b []optionShape) bool {
 // globally or in each configured guild, with one bulk overwrite per scope and
 // only where the registered commands differ. Reload calls it after the
 // catalog changed.
+//
+// Only the process that holds shard 0 registers; elsewhere SyncCommands does
+// nothing. Replicas share one catalog, so one writer is enough: it spares
+// every other replica its lookups (one per scope, at each start and reload)
+// and keeps two versions from overwriting each other while replicas are
+// upgraded one by one. Shard 0 must run somewhere anyway, for the DMs.
 func (a *Adapter) SyncCommands(ctx context.Context) error {
+	if !a.holdsShard(0) {
+		a.log.Debug("slash commands left to the process holding shard 0")
+		return nil
+	}
 	wanted := Commands(a.core.Flows(), a.core.Agents())
 	if wanted == nil {
 		wanted = []*discordgo.ApplicationCommand{} // nil would send JSON null

@@ -32,6 +32,12 @@ const (
 	MaxOpenTimeout = 5 * time.Minute
 )
 
+// MaxShardCount is the largest shard_count. 1024 shards of at most 2,500
+// guilds each hold 2.5 million guilds; a bot beyond that is moved by Discord
+// to large bot sharding (shard counts in multiples of its max_concurrency,
+// identifies in buckets), which flowbridge does not do.
+const MaxShardCount = 1024
+
 // MaxFlowTimeout caps a flow started by an interaction: Discord's
 // interaction token lasts 15 minutes, and the result must replace the
 // deferred response before it expires.
@@ -68,6 +74,15 @@ type Config struct {
 	StartThreads bool `toml:"start_threads"`
 	// OpenTimeout bounds one gateway connection attempt, default "30s".
 	OpenTimeout Duration `toml:"open_timeout"`
+	// ShardCount is how many shards the bot's guilds are split over, 1 (the
+	// default) to MaxShardCount: Discord sends a guild's events to shard
+	// (guild_id >> 22) % shard_count, and DMs to shard 0 only.
+	ShardCount int `toml:"shard_count"`
+	// ShardIDs are the shards this process connects, one gateway connection
+	// each; empty (the default) is every shard, 0 to ShardCount-1. Replicas
+	// split a bot by listing different shards; shard 0 must run in one of
+	// them, or no DM is answered and no slash command registered.
+	ShardIDs []int `toml:"shard_ids"`
 }
 
 // Duration is a time.Duration written in config as a string such as "30s".
@@ -96,6 +111,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.OpenTimeout == 0 {
 		c.OpenTimeout = Duration(DefaultOpenTimeout)
+	}
+	if c.ShardCount == 0 {
+		c.ShardCount = 1
+	}
+	if len(c.ShardIDs) == 0 && c.ShardCount >= 1 && c.ShardCount <= MaxShardCount {
+		c.ShardIDs = make([]int, c.ShardCount)
+		for i := range c.ShardIDs {
+			c.ShardIDs[i] = i
+		}
 	}
 	return c
 }
@@ -145,6 +169,28 @@ func (c Config) Validate() error {
 	}
 	if d := time.Duration(c.OpenTimeout); d < MinOpenTimeout || d > MaxOpenTimeout {
 		add("open_timeout", "%s is out of range: allowed 0s (the default, %s) or %s to %s", short(d), short(DefaultOpenTimeout), short(MinOpenTimeout), short(MaxOpenTimeout))
+	}
+	countOK := c.ShardCount >= 1 && c.ShardCount <= MaxShardCount
+	switch {
+	case c.ShardCount > MaxShardCount:
+		add("shard_count", "%d is more than %d: a bot that needs more shards (over 2.5 million guilds) is moved to Discord's large bot sharding, which flowbridge does not do", c.ShardCount, MaxShardCount)
+	case !countOK:
+		add("shard_count", "%d is out of range: allowed 1 to %d", c.ShardCount, MaxShardCount)
+	}
+	held := make(map[int]bool)
+	for i, id := range c.ShardIDs {
+		key := fmt.Sprintf("shard_ids[%d]", i)
+		switch {
+		case id < 0 || (countOK && id >= c.ShardCount):
+			if countOK {
+				add(key, "%d is out of range: with shard_count = %d the shards are 0 to %d", id, c.ShardCount, c.ShardCount-1)
+			} else {
+				add(key, "%d is not a shard ID", id)
+			}
+		case held[id]:
+			add(key, "%d is listed twice", id)
+		}
+		held[id] = true
 	}
 	return errors.Join(errs...)
 }

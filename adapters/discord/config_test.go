@@ -1,6 +1,7 @@
 package discord
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +35,15 @@ func TestConfigValidate(t *testing.T) {
 		{"tiny timeout", func(c *Config) { c.OpenTimeout = Duration(time.Nanosecond) }, []string{"discord.open_timeout: 1ns is out of range"}},
 		{"huge timeout", func(c *Config) { c.OpenTimeout = Duration(time.Hour) }, []string{"discord.open_timeout: 60m is out of range"}},
 		{"longest timeout", func(c *Config) { c.OpenTimeout = Duration(MaxOpenTimeout) }, nil},
+		{"two shards, all held", func(c *Config) { c.ShardCount = 2 }, nil},
+		{"one replica's shard", func(c *Config) { c.ShardCount = 2; c.ShardIDs = []int{1} }, nil},
+		{"most shards", func(c *Config) { c.ShardCount = MaxShardCount; c.ShardIDs = []int{MaxShardCount - 1} }, nil},
+		{"shard id out of range", func(c *Config) { c.ShardCount = 2; c.ShardIDs = []int{0, 2} }, []string{"discord.shard_ids[1]: 2 is out of range: with shard_count = 2 the shards are 0 to 1"}},
+		{"shard ids without shard count", func(c *Config) { c.ShardIDs = []int{1} }, []string{"discord.shard_ids[0]: 1 is out of range: with shard_count = 1 the shards are 0 to 0"}},
+		{"negative shard id", func(c *Config) { c.ShardCount = 2; c.ShardIDs = []int{-1} }, []string{"discord.shard_ids[0]: -1 is out of range"}},
+		{"shard listed twice", func(c *Config) { c.ShardCount = 4; c.ShardIDs = []int{3, 1, 3} }, []string{"discord.shard_ids[2]: 3 is listed twice"}},
+		{"negative shard count", func(c *Config) { c.ShardCount = -2 }, []string{"discord.shard_count: -2 is out of range: allowed 1 to 1024"}},
+		{"too many shards", func(c *Config) { c.ShardCount = 1025; c.ShardIDs = []int{-1, 1024} }, []string{"discord.shard_count: 1025 is more than 1024", "large bot sharding", "discord.shard_ids[0]: -1 is not a shard ID"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,6 +80,8 @@ api_url = "http://127.0.0.1:1"
 allow_bots = true
 start_threads = false
 open_timeout = "5s"
+shard_count = 4
+shard_ids = [3, 1]
 `
 	var c Config
 	dec := toml.NewDecoder(strings.NewReader(doc))
@@ -80,7 +92,8 @@ open_timeout = "5s"
 	if err := c.Validate(); err != nil {
 		t.Fatalf("Validate() = %v", err)
 	}
-	if c.Token.Value() != "secret-token" || time.Duration(c.OpenTimeout) != 5*time.Second || c.SessionScope != ScopeChannel || !c.AllowBots || !c.MessageContentIntent {
+	if c.Token.Value() != "secret-token" || time.Duration(c.OpenTimeout) != 5*time.Second || c.SessionScope != ScopeChannel || !c.AllowBots || !c.MessageContentIntent ||
+		c.ShardCount != 4 || !slices.Equal(c.ShardIDs, []int{3, 1}) {
 		t.Errorf("decoded %+v", c)
 	}
 	if s := c.Token.String(); strings.Contains(s, "secret") {
@@ -94,8 +107,14 @@ open_timeout = "5s"
 
 func TestConfigDefaults(t *testing.T) {
 	c := validConfig().withDefaults()
-	if c.SessionScope != ScopeThread || c.APIURL != DefaultAPIURL || time.Duration(c.OpenTimeout) != DefaultOpenTimeout {
+	if c.SessionScope != ScopeThread || c.APIURL != DefaultAPIURL || time.Duration(c.OpenTimeout) != DefaultOpenTimeout ||
+		c.ShardCount != 1 || !slices.Equal(c.ShardIDs, []int{0}) {
 		t.Errorf("withDefaults() = %+v", c)
+	}
+	sharded := validConfig()
+	sharded.ShardCount = 3
+	if got := sharded.withDefaults().ShardIDs; !slices.Equal(got, []int{0, 1, 2}) {
+		t.Errorf("withDefaults() with shard_count = 3: shard_ids = %v, want [0 1 2]", got)
 	}
 }
 

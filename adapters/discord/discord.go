@@ -2,11 +2,14 @@
 package discord
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +53,9 @@ const (
 	// the API at start and to connect the gateway.
 	minBackoff = time.Second
 	maxBackoff = 2 * time.Minute
+	// identifyEvery is Discord's window for identifies: each bucket of
+	// shards (shard_id % max_concurrency) may identify once in it.
+	identifyEvery = 5 * time.Second
 	// restTimeout bounds each REST call that has no context of its own.
 	restTimeout = 30 * time.Second
 	// maxRemembered bounds the in-memory channel and thread caches.
@@ -62,19 +68,22 @@ const (
 
 // Adapter is the Discord side of flowbridge. Create it with New and start it with Run.
 type Adapter struct {
-	cfg     Config
-	core    Core
-	log     *zap.Logger
+	cfg  Config
+	core Core
+	log  *zap.Logger
+	// session makes every REST call, so that one rate limiter sees them all:
+	// the session of the first shard held (REST needs no gateway connection).
 	session *discordgo.Session
-	gw      *gatewayConn
+	// shards are the gateway connections, one per shard held, in ID order.
+	shards  []*shard
 	apiBase *url.URL
 
-	// reconnect is signalled when the gateway connection ended unasked.
-	reconnect chan struct{}
-	stopping  atomic.Bool
-	connected atomic.Bool
-	botID     atomic.Pointer[string]
-	lastErr   atomic.Pointer[string] // why the gateway is not connected
+	stopping atomic.Bool
+	botID    atomic.Pointer[string]
+
+	// identifyEvery spaces the identifies of one bucket of shards
+	// (identifyEvery by default; tests shorten it).
+	identifyEvery time.Duration
 
 	// typingEvery renews the typing indicator (typingEvery by default; tests shorten it).
 	typingEvery time.Duration
@@ -114,17 +123,16 @@ func New(cfg Config, core Core, log *zap.Logger) (*Adapter, error) {
 	}
 	cfg = cfg.withDefaults()
 	a := &Adapter{
-		cfg:         cfg,
-		core:        core,
-		log:         log.Named("discord"),
-		gw:          &gatewayConn{timeout: time.Duration(cfg.OpenTimeout)},
-		typingEvery: typingEvery,
-		retryMin:    minBackoff,
-		async:       make(chan struct{}, maxAsync),
-		reconnect:   make(chan struct{}, 1),
-		done:        make(chan struct{}),
-		channels:    make(map[string]channelInfo),
-		followed:    make(map[string]bool),
+		cfg:           cfg,
+		core:          core,
+		log:           log.Named("discord"),
+		identifyEvery: identifyEvery,
+		typingEvery:   typingEvery,
+		retryMin:      minBackoff,
+		async:         make(chan struct{}, maxAsync),
+		done:          make(chan struct{}),
+		channels:      make(map[string]channelInfo),
+		followed:      make(map[string]bool),
 	}
 	base, err := url.Parse(cfg.APIURL)
 	if err != nil {
@@ -134,18 +142,39 @@ func New(cfg Config, core Core, log *zap.Logger) (*Adapter, error) {
 		a.apiBase = base
 	}
 
-	s, err := discordgo.New("Bot " + cfg.Token.Value())
-	if err != nil {
-		return nil, fmt.Errorf("discord session: %w", err)
-	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	// Replies to many channels at once go to one host; the default of 2 idle
 	// connections per host would make most of them dial anew.
 	transport.MaxIdleConnsPerHost = 64
-	s.Client = &http.Client{Timeout: restTimeout, Transport: &rewriteTransport{base: a.apiBase, next: transport}}
+	// One client for every shard's session, so each one's GET /gateway goes
+	// where the REST calls go.
+	client := &http.Client{Timeout: restTimeout, Transport: &rewriteTransport{base: a.apiBase, next: transport}}
+	for _, id := range cfg.ShardIDs {
+		sh, err := a.newShard(client, id)
+		if err != nil {
+			return nil, err
+		}
+		a.shards = append(a.shards, sh)
+	}
+	slices.SortFunc(a.shards, func(x, y *shard) int { return cmp.Compare(x.id, y.id) })
+	a.session = a.shards[0].session
+	return a, nil
+}
+
+// newShard builds the discordgo session of one shard; nothing connects yet.
+func (a *Adapter) newShard(client *http.Client, id int) (*shard, error) {
+	cfg := a.cfg
+	sh := &shard{id: id, count: cfg.ShardCount, gw: &gatewayConn{timeout: time.Duration(cfg.OpenTimeout)}, reconnect: make(chan struct{}, 1)}
+	s, err := discordgo.New("Bot " + cfg.Token.Value())
+	if err != nil {
+		return nil, fmt.Errorf("discord session: %w", err)
+	}
+	s.Client = client
+	// discordgo sends shard [id, count] in IDENTIFY when count > 1.
+	s.ShardID, s.ShardCount = id, cfg.ShardCount
 	s.Dialer = &websocket.Dialer{
 		Proxy:            http.ProxyFromEnvironment,
-		NetDialContext:   a.gw.dial,
+		NetDialContext:   sh.gw.dial,
 		HandshakeTimeout: time.Duration(cfg.OpenTimeout),
 	}
 	s.Identify.Intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages | discordgo.IntentsDirectMessages
@@ -156,11 +185,13 @@ func New(cfg Config, core Core, log *zap.Logger) (*Adapter, error) {
 	// to 10 minutes between attempts, then reconnects even after Close) and
 	// retries a rejected token forever.
 	s.ShouldReconnectOnError = false
-	// Handlers run on the read loop, one event after the other, in the order
-	// the gateway sent them (discordgo would otherwise start a goroutine per
-	// event, and the order is lost). They only translate and hand the event
-	// to the core, which returns at once; the REST calls an event needs run
-	// later, in the core's order (Prepare, Ack, the responders).
+	// Handlers run on the shard's read loop, one event after the other, in
+	// the order the gateway sent them (discordgo would otherwise start a
+	// goroutine per event, and the order is lost). A conversation lives in
+	// one guild, or in a DM, so on one shard: its order holds with several.
+	// Handlers only translate and hand the event to the core, which returns
+	// at once; the REST calls an event needs run later, in the core's order
+	// (Prepare, Ack, the responders).
 	s.SyncEvents = true
 	s.StateEnabled = true
 	s.State.TrackMembers = false
@@ -172,45 +203,47 @@ func New(cfg Config, core Core, log *zap.Logger) (*Adapter, error) {
 	// discordgo logs with the standard log package; the adapter logs what
 	// matters (connects, drops, rate limits, failed calls) through zap.
 	s.LogLevel = -1
-	a.session = s
-	return a, nil
+	sh.session = s
+	return sh, nil
 }
 
-// Ready reports nil when the gateway is connected and heard from recently.
+// Ready reports nil when the gateway connection of every shard held is up
+// and heard from recently; otherwise it names each one that is not.
 func (a *Adapter) Ready() error {
-	if !a.connected.Load() {
-		if msg := a.lastErr.Load(); msg != nil {
-			return fmt.Errorf("discord gateway not connected: %s", *msg)
+	var problems []string
+	for _, sh := range a.shards {
+		if p := sh.problem(); p != "" {
+			problems = append(problems, p)
 		}
-		return errors.New("discord gateway not connected")
 	}
-	if last := a.gw.lastActivity(); !last.IsZero() && time.Since(last) > staleAfter {
-		return fmt.Errorf("discord gateway silent for %s", time.Since(last).Round(time.Second))
+	if len(problems) == 0 {
+		return nil
 	}
-	return nil
+	return errors.New(strings.Join(problems, "; "))
 }
 
 // Run reaches the API (retrying with backoff while Discord is unreachable),
 // hands the core the unfinished events of the previous process (Attach),
-// connects to the gateway, registers the slash commands where they changed,
-// and handles events until ctx is done; then it closes the connection and
-// returns nil once every goroutine it started has ended. Only a token or
-// intent Discord refuses is returned as an error.
+// connects the gateway of every shard held and keeps each connected,
+// registers the slash commands where they changed (when it holds shard 0),
+// and handles events until ctx is done; then it closes the connections and
+// returns nil once every goroutine it started has ended. Only a token,
+// intent or shard Discord refuses is returned as an error.
 func (a *Adapter) Run(ctx context.Context) error {
-	removers := []func(){
-		a.session.AddHandler(func(_ *discordgo.Session, r *discordgo.Ready) { a.onReady(r) }),
-		a.session.AddHandler(func(*discordgo.Session, *discordgo.Connect) { a.onConnect() }),
-		a.session.AddHandler(func(*discordgo.Session, *discordgo.Resumed) { a.log.Info("gateway session resumed") }),
-		a.session.AddHandler(func(*discordgo.Session, *discordgo.Disconnect) { a.onDisconnect() }),
-		a.session.AddHandler(func(_ *discordgo.Session, r *discordgo.RateLimit) { a.onRateLimit(r) }),
-		a.session.AddHandler(func(_ *discordgo.Session, m *discordgo.MessageCreate) { a.onMessage(m) }),
-		a.session.AddHandler(func(_ *discordgo.Session, i *discordgo.InteractionCreate) { a.onInteraction(ctx, i) }),
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var removers []func()
+	for _, sh := range a.shards {
+		removers = append(removers, a.addHandlers(runCtx, sh)...)
 	}
 	defer func() {
 		for _, remove := range removers {
 			remove()
 		}
 	}()
+	if !a.holdsShard(0) {
+		a.log.Info("shard 0 is not held here: the process that holds it receives the DMs and registers the slash commands", zap.Ints("shard_ids", a.cfg.ShardIDs), zap.Int("shard_count", a.cfg.ShardCount))
+	}
 
 	if err := a.reachAPI(ctx); err != nil {
 		a.shutdown()
@@ -227,35 +260,81 @@ func (a *Adapter) Run(ctx context.Context) error {
 		a.log.Info("unfinished events of the previous run taken up", zap.Int("resumed", resumed), zap.Int("told", told))
 	}
 
-	backoff := time.Duration(0)
-	if err := a.open(ctx); err != nil {
-		if fatal := fatalError(err); fatal != nil {
-			a.shutdown()
-			return fatal
-		}
-		backoff = a.retryMin
-		a.log.Warn("gateway connection failed; retrying", zap.Error(err), zap.Duration("retry_in", backoff))
-		a.signalReconnect()
+	pacer := a.newPacer(ctx)
+	fatal := make(chan error, len(a.shards))
+	var supervisors sync.WaitGroup
+	for _, sh := range a.shards {
+		supervisors.Go(func() {
+			if err := a.supervise(runCtx, sh, pacer); err != nil {
+				fatal <- err
+				cancel()
+			}
+		})
 	}
-	// Commands are registered over REST, so a gateway still connecting does
+	// Commands are registered over REST, so gateways still connecting do
 	// not stop them.
-	if err := a.SyncCommands(ctx); err != nil {
+	if err := a.SyncCommands(runCtx); err != nil && runCtx.Err() == nil {
 		a.log.Error("slash commands not registered", zap.Error(err))
 	}
+	<-runCtx.Done()
+	supervisors.Wait()
+	a.shutdown()
+	select {
+	case err := <-fatal:
+		return err
+	default:
+		return nil
+	}
+}
 
+// addHandlers registers the adapter's gateway handlers on one shard's
+// session and returns what removes them.
+func (a *Adapter) addHandlers(ctx context.Context, sh *shard) []func() {
+	s := sh.session
+	return []func(){
+		s.AddHandler(func(_ *discordgo.Session, r *discordgo.Ready) { a.onReady(sh, r) }),
+		s.AddHandler(func(*discordgo.Session, *discordgo.Connect) { a.onConnect(sh) }),
+		s.AddHandler(func(*discordgo.Session, *discordgo.Resumed) { a.shardLog(sh).Info("gateway session resumed") }),
+		s.AddHandler(func(*discordgo.Session, *discordgo.Disconnect) { a.onDisconnect(sh) }),
+		s.AddHandler(func(_ *discordgo.Session, r *discordgo.RateLimit) { a.onRateLimit(r) }),
+		s.AddHandler(func(_ *discordgo.Session, m *discordgo.MessageCreate) { a.onMessage(m) }),
+		s.AddHandler(func(_ *discordgo.Session, i *discordgo.InteractionCreate) { a.onInteraction(ctx, i) }),
+	}
+}
+
+// supervise keeps one shard's gateway connected until ctx ends: it opens
+// it, and after a failed attempt or a drop opens it again with backoff. A
+// first attempt Discord refuses for good (token, intents, shard) is returned.
+func (a *Adapter) supervise(ctx context.Context, sh *shard, pacer *identifyPacer) error {
+	log := a.shardLog(sh)
+	backoff := time.Duration(0)
+	if err := a.open(ctx, sh, pacer); err != nil {
+		if fatal := fatalError(err); fatal != nil {
+			if sh.count > 1 {
+				fatal = fmt.Errorf("shard %d of %d: %w", sh.id, sh.count, fatal)
+			}
+			msg := fatal.Error()
+			sh.lastErr.Store(&msg)
+			return fatal
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		backoff = a.retryMin
+		log.Warn("gateway connection failed; retrying", zap.Error(err), zap.Duration("retry_in", backoff))
+		sh.signalReconnect()
+	}
 	for {
 		select {
 		case <-ctx.Done():
-			a.shutdown()
 			return nil
-		case <-a.reconnect:
+		case <-sh.reconnect:
 		}
 		for {
 			if backoff > 0 && !sleep(ctx, backoff) {
-				a.shutdown()
 				return nil
 			}
-			err := a.open(ctx)
+			err := a.open(ctx, sh, pacer)
 			if err == nil || errors.Is(err, discordgo.ErrWSAlreadyOpen) {
 				backoff = 0
 				break
@@ -264,7 +343,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 				break
 			}
 			backoff = min(max(2*backoff, a.retryMin), maxBackoff)
-			a.log.Warn("gateway reconnection failed", zap.Error(err), zap.Duration("retry_in", backoff))
+			log.Warn("gateway reconnection failed", zap.Error(err), zap.Duration("retry_in", backoff))
 		}
 	}
 }
@@ -285,21 +364,49 @@ func (a *Adapter) reachAPI(ctx context.Context) error {
 			return nil
 		}
 		if fatal := fatalError(err); fatal != nil {
-			msg := fatal.Error()
-			a.lastErr.Store(&msg)
+			a.notConnected(fatal.Error())
 			return fatal
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		msg := "API unreachable: " + err.Error()
-		a.lastErr.Store(&msg)
+		a.notConnected("API unreachable: " + err.Error())
 		a.log.Warn("discord API unreachable; retrying", zap.Error(err), zap.Duration("retry_in", backoff))
 		if !sleep(ctx, backoff) {
 			return ctx.Err()
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// notConnected gives every shard the reason it is not connected yet.
+func (a *Adapter) notConnected(msg string) {
+	for _, sh := range a.shards {
+		sh.lastErr.Store(&msg)
+	}
+}
+
+// newPacer returns what spaces the identifies of the shards held, or
+// nil when one is held: Discord lets each bucket of shards (shard_id %
+// max_concurrency, from GET /gateway/bot) identify once per 5 seconds. It
+// also warns when Discord recommends more shards than shard_count.
+func (a *Adapter) newPacer(ctx context.Context) *identifyPacer {
+	if a.cfg.ShardCount == 1 {
+		return nil
+	}
+	buckets := 1
+	if gb, err := a.session.GatewayBot(discordgo.WithContext(ctx)); err != nil {
+		a.log.Warn("shard recommendation not read (GET /gateway/bot); identifying one shard at a time", zap.Error(err))
+	} else {
+		if gb.Shards > a.cfg.ShardCount {
+			a.log.Warn("Discord recommends more shards than discord.shard_count", zap.Int("recommended", gb.Shards), zap.Int("shard_count", a.cfg.ShardCount))
+		}
+		buckets = max(gb.SessionStartLimit.MaxConcurrency, 1)
+	}
+	if len(a.shards) == 1 {
+		return nil
+	}
+	return newIdentifyPacer(buckets, a.identifyEvery)
 }
 
 // sleep waits for d, and reports false when ctx ends first.
@@ -314,21 +421,25 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// open connects once, cutting the attempt when it exceeds the open timeout
-// or ctx ends: discordgo's Open waits for Hello and READY with no deadline.
-func (a *Adapter) open(ctx context.Context) error {
-	stopCtx := context.AfterFunc(ctx, a.gw.cut)
+// open connects one shard once, when the pacer lets it, cutting the attempt
+// when it exceeds the open timeout or ctx ends: discordgo's Open waits for
+// Hello and READY with no deadline.
+func (a *Adapter) open(ctx context.Context, sh *shard, pacer *identifyPacer) error {
+	if !pacer.wait(ctx, sh.id) {
+		return ctx.Err()
+	}
+	stopCtx := context.AfterFunc(ctx, sh.gw.cut)
 	defer stopCtx()
-	timer := time.AfterFunc(time.Duration(a.cfg.OpenTimeout), a.gw.cut)
+	timer := time.AfterFunc(time.Duration(a.cfg.OpenTimeout), sh.gw.cut)
 	defer timer.Stop()
-	err := a.session.Open()
+	err := sh.session.Open()
 	if err != nil && !errors.Is(err, discordgo.ErrWSAlreadyOpen) {
 		msg := err.Error()
 		if ctx.Err() == nil && !timer.Stop() {
 			msg = fmt.Sprintf("no READY within %s (%v)", time.Duration(a.cfg.OpenTimeout), err)
 			err = fmt.Errorf("gateway open: no READY within %s: %w", time.Duration(a.cfg.OpenTimeout), err)
 		}
-		a.lastErr.Store(&msg)
+		sh.lastErr.Store(&msg)
 	}
 	return err
 }
@@ -341,7 +452,11 @@ func fatalError(err error) error {
 			return fmt.Errorf("discord: the gateway refused the token (close 4004 %q): check discord.token", closeErr.Text)
 		case 4014:
 			return fmt.Errorf("discord: the gateway refused the message content intent (close 4014): enable it in the Developer Portal or set discord.message_content_intent = false")
-		case 4013, 4010, 4011, 4012:
+		case 4011:
+			return fmt.Errorf("discord: the gateway requires more shards (close 4011 %q): a shard takes at most 2,500 guilds; raise discord.shard_count", closeErr.Text)
+		case 4010:
+			return fmt.Errorf("discord: the gateway refused the shard (close 4010 %q): check discord.shard_count and discord.shard_ids", closeErr.Text)
+		case 4013, 4012:
 			return fmt.Errorf("discord: the gateway refused the connection (close %d %q)", closeErr.Code, closeErr.Text)
 		}
 	}
@@ -351,29 +466,29 @@ func fatalError(err error) error {
 	return nil
 }
 
-func (a *Adapter) onReady(r *discordgo.Ready) {
+func (a *Adapter) onReady(sh *shard, r *discordgo.Ready) {
 	if r.User != nil {
 		id := r.User.ID
 		a.botID.Store(&id)
 	}
-	a.log.Info("gateway ready", zap.Int("guilds", len(r.Guilds)))
+	a.shardLog(sh).Info("gateway ready", zap.Int("guilds", len(r.Guilds)))
 }
 
-func (a *Adapter) onConnect() {
-	a.connected.Store(true)
-	a.lastErr.Store(nil)
-	a.log.Info("gateway connected")
+func (a *Adapter) onConnect(sh *shard) {
+	sh.connected.Store(true)
+	sh.lastErr.Store(nil)
+	a.shardLog(sh).Info("gateway connected")
 }
 
-func (a *Adapter) onDisconnect() {
-	a.connected.Store(false)
+func (a *Adapter) onDisconnect(sh *shard) {
+	sh.connected.Store(false)
 	if a.stopping.Load() {
 		return
 	}
 	msg := "connection lost"
-	a.lastErr.Store(&msg)
-	a.log.Warn("gateway disconnected; reconnecting")
-	a.signalReconnect()
+	sh.lastErr.Store(&msg)
+	a.shardLog(sh).Warn("gateway disconnected; reconnecting")
+	sh.signalReconnect()
 }
 
 func (a *Adapter) onRateLimit(r *discordgo.RateLimit) {
@@ -384,19 +499,33 @@ func (a *Adapter) onRateLimit(r *discordgo.RateLimit) {
 	a.log.Info("rate limited; waiting", zap.String("url", r.URL), zap.Duration("retry_after", after))
 }
 
-func (a *Adapter) signalReconnect() {
-	select {
-	case a.reconnect <- struct{}{}:
-	default:
+// shardLog is the adapter's logger, naming the shard when there are several.
+func (a *Adapter) shardLog(sh *shard) *zap.Logger {
+	if sh.count == 1 {
+		return a.log
 	}
+	return a.log.With(zap.Int("shard", sh.id))
 }
 
-// shutdown closes the gateway, stops new work and waits for the work started.
+// holdsShard reports whether this process connects shard id.
+func (a *Adapter) holdsShard(id int) bool {
+	return slices.ContainsFunc(a.shards, func(sh *shard) bool { return sh.id == id })
+}
+
+// shutdown closes the gateways, stops new work and waits for the work started.
 func (a *Adapter) shutdown() {
 	a.stopping.Store(true)
-	if err := a.session.Close(); err != nil {
-		a.log.Debug("gateway close", zap.Error(err))
+	// discordgo's Close waits a second for the close handshake; the shards
+	// wait at once.
+	var closing sync.WaitGroup
+	for _, sh := range a.shards {
+		closing.Go(func() {
+			if err := sh.session.Close(); err != nil {
+				a.shardLog(sh).Debug("gateway close", zap.Error(err))
+			}
+		})
 	}
+	closing.Wait()
 	a.mu.Lock()
 	if !a.closed {
 		a.closed = true
@@ -404,7 +533,9 @@ func (a *Adapter) shutdown() {
 	}
 	a.mu.Unlock()
 	a.wg.Wait()
-	a.connected.Store(false)
+	for _, sh := range a.shards {
+		sh.connected.Store(false)
+	}
 	a.log.Info("stopped")
 }
 

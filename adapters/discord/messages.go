@@ -189,16 +189,19 @@ func (a *Adapter) prepareMessage(rt route, r *messageResponder) func(context.Con
 	}
 }
 
-// knownChannel reads the gateway state (filled by GUILD_CREATE and
-// THREAD_CREATE), then the cache of earlier lookups; it makes no network
-// call. It copies what it needs under the state's lock: state objects are
-// mutated in place.
+// knownChannel reads the gateway state of each shard (filled by
+// GUILD_CREATE and THREAD_CREATE), then the cache of earlier lookups; it
+// makes no network call. It copies what it needs under the state's lock:
+// state objects are mutated in place.
 func (a *Adapter) knownChannel(channelID string) (channelInfo, bool) {
-	if ch, err := a.session.State.Channel(channelID); err == nil {
-		a.session.State.RLock()
-		info := channelInfo{thread: ch.IsThread(), parent: ch.ParentID, owner: ch.OwnerID}
-		a.session.State.RUnlock()
-		return info, true
+	for _, sh := range a.shards {
+		state := sh.session.State
+		if ch, err := state.Channel(channelID); err == nil {
+			state.RLock()
+			info := channelInfo{thread: ch.IsThread(), parent: ch.ParentID, owner: ch.OwnerID}
+			state.RUnlock()
+			return info, true
+		}
 	}
 	a.cacheMu.Lock()
 	defer a.cacheMu.Unlock()

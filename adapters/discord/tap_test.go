@@ -44,15 +44,17 @@ func newTap(t *testing.T, fake *discordtest.Server) *tap {
 	return tp
 }
 
-// route makes an adapter dial the tap for its gateway connections; REST
-// still goes to the fake.
+// route makes an adapter dial the tap for the gateway connections of all
+// its shards; REST still goes to the fake.
 func (tp *tap) route(a *Adapter) {
 	addr := tp.srv.Listener.Addr().String()
-	d := *a.session.Dialer
-	d.NetDialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
-		return a.gw.dial(ctx, network, addr)
+	for _, sh := range a.shards {
+		d := *sh.session.Dialer
+		d.NetDialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return sh.gw.dial(ctx, network, addr)
+		}
+		sh.session.Dialer = &d
 	}
-	a.session.Dialer = &d
 }
 
 // replay arms the frame of an event seen earlier ("INTERACTION_CREATE" and

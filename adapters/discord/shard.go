@@ -1,0 +1,89 @@
+package discord
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+)
+
+// shard is one gateway connection: a discordgo session that identifies as
+// shard id of count, and receives the events of the guilds Discord routes
+// there, (guild_id >> 22) % count, and with id 0 the DMs.
+type shard struct {
+	id, count int
+	session   *discordgo.Session
+	gw        *gatewayConn
+
+	// reconnect is signalled when the connection ended unasked.
+	reconnect chan struct{}
+	connected atomic.Bool
+	lastErr   atomic.Pointer[string] // why the shard is not connected
+}
+
+func (sh *shard) signalReconnect() {
+	select {
+	case sh.reconnect <- struct{}{}:
+	default:
+	}
+}
+
+// problem says why the shard is not ready, "" when it is: not connected,
+// or silent for longer than staleAfter.
+func (sh *shard) problem() string {
+	name := "discord gateway"
+	if sh.count > 1 {
+		name = fmt.Sprintf("discord gateway shard %d of %d", sh.id, sh.count)
+	}
+	if !sh.connected.Load() {
+		if msg := sh.lastErr.Load(); msg != nil {
+			return name + " not connected: " + *msg
+		}
+		return name + " not connected"
+	}
+	if last := sh.gw.lastActivity(); !last.IsZero() && time.Since(last) > staleAfter {
+		return fmt.Sprintf("%s silent for %s", name, time.Since(last).Round(time.Second))
+	}
+	return ""
+}
+
+// identifyPacer spaces the gateway connections of the shards one process
+// holds as Discord allows: shards fall in max_concurrency buckets (shard_id
+// % max_concurrency), and each bucket identifies at most once per window. A
+// reconnection may resume instead, which Discord does not count; the pacer
+// cannot tell, and spaces it too. A nil pacer never waits.
+type identifyPacer struct {
+	buckets int
+	every   time.Duration
+
+	mu   sync.Mutex
+	next map[int]time.Time // by bucket: when it may identify again
+}
+
+func newIdentifyPacer(buckets int, every time.Duration) *identifyPacer {
+	return &identifyPacer{buckets: max(buckets, 1), every: every, next: make(map[int]time.Time)}
+}
+
+// wait blocks until shard shardID may identify, taking its bucket's turn; it
+// reports false when ctx ends first.
+func (p *identifyPacer) wait(ctx context.Context, shardID int) bool {
+	if p == nil {
+		return ctx.Err() == nil
+	}
+	bucket := shardID % p.buckets
+	p.mu.Lock()
+	now := time.Now()
+	at := p.next[bucket]
+	if at.Before(now) {
+		at = now
+	}
+	p.next[bucket] = at.Add(p.every)
+	p.mu.Unlock()
+	if at.Equal(now) {
+		return ctx.Err() == nil
+	}
+	return sleep(ctx, at.Sub(now))
+}
