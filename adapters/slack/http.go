@@ -350,7 +350,11 @@ func (a *Adapter) runHTTP(ctx context.Context) error {
 	case err := <-serveErr:
 		return fmt.Errorf("serve %s: %w", addr, err)
 	}
-	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	// By now the core has stopped; a request still being read is answered
+	// within this second or cut (Slack retries it), and an idle keep-alive
+	// connection, which Shutdown would otherwise wait on, does not hold the
+	// process past its grace.
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutCtx); err != nil {
 		_ = srv.Close()
