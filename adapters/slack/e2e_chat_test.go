@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/bridge"
@@ -247,16 +248,42 @@ func blockTexts(t *testing.T, raw json.RawMessage) []string {
 // channel's conversation as their Parent).
 func TestE2EAgentShareInChannelFindsThreadAnswer(t *testing.T) {
 	t.Parallel()
-	e := startE2E(t, e2eOptions{})
+	recorded := make(chan string, 1)
+	e := startE2E(t, e2eOptions{store: func(st *sessionmap.Store) bridge.Store { return turnsRecorded{Store: st, keys: recorded} }})
 	ctx := waitCtx(t)
 	bot := "<@" + e.slack.BotUserID() + "> "
 	e.sent(e.slack.SendAppMention(ctx, slacktest.MessageEvent{Channel: e2eChannel, User: e2eUser, Text: bot + "the deploy plan"}))
 	e.reply(ctx, e2eChannel, "You said: the deploy plan")
+	// The core records the turn just after it delivers the answer; a share
+	// sent before that would rightly find nothing.
+	select {
+	case <-recorded:
+	case <-ctx.Done():
+		t.Fatal("the answer's turn was not recorded")
+	}
 	d := e.sent(e.slack.SendSlashCommand(ctx, slacktest.SlashCommand{Command: "/agent", Text: "share", UserID: e2eUser, ChannelID: e2eChannel}))
 	p := e.response(ctx, d.ResponseURL, "You said: the deploy plan")
 	if p.ResponseType != "in_channel" {
 		t.Errorf("share response_type = %q, want in_channel", p.ResponseType)
 	}
+}
+
+// turnsRecorded is the store, telling keys (when it has room) the key of
+// every inbox entry closed with a turn, once closed.
+type turnsRecorded struct {
+	*sessionmap.Store
+	keys chan<- string
+}
+
+func (r turnsRecorded) Finish(key, reply string, turn *store.Turn, now time.Time) error {
+	err := r.Store.Finish(key, reply, turn, now)
+	if turn != nil {
+		select {
+		case r.keys <- key:
+		default:
+		}
+	}
+	return err
 }
 
 // fullDisk is the store on a disk that has filled up: every write fails.
