@@ -71,6 +71,7 @@ func TestChatRecoversFromExpiredSession(t *testing.T) {
 }
 
 func TestChatErrorsBecomeSentences(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		status int
@@ -335,6 +336,7 @@ func TestFlowRunAcknowledgesThenReplaces(t *testing.T) {
 }
 
 func TestFlowOutcomes(t *testing.T) {
+	t.Parallel()
 	t.Run("json output", func(t *testing.T) {
 		h := newHarness(t, defaultConfig(), func(s *workspacetest.Server) {
 			s.AddFlow(workspacetest.Flow{UUID: flowUUID, Output: map[string]any{"hosts": []string{"a", "b"}}})

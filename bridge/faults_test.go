@@ -106,6 +106,7 @@ func (s *switchTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // TestAPIRefusingConnections: while the API refuses connections, chats and
 // flows get a clear sentence; once it is back, the next conversation is served.
 func TestAPIRefusingConnections(t *testing.T) {
+	t.Parallel()
 	dead := workspacetest.NewServer(workspacetest.Options{})
 	deadURL, err := url.Parse(dead.URL)
 	if err != nil {
@@ -154,7 +155,9 @@ func (s slowQuery) RoundTrip(req *http.Request) (*http.Response, error) {
 // client's deadline with a clear sentence, is not sent again (it may have
 // run), and the bridge serves the next conversation.
 func TestAPIHangingPastDeadline(t *testing.T) {
+	t.Parallel()
 	t.Run("chat", func(t *testing.T) {
+		t.Parallel()
 		h := newHarnessWith(t, defaultConfig(), workspace.Config{ChatTimeout: 300 * time.Millisecond, MaxRetries: 2}, func(s *workspacetest.Server) {
 			s.AddAgent(workspacetest.Agent{UUID: agentUUID, Delay: time.Hour})
 		})
@@ -166,6 +169,7 @@ func TestAPIHangingPastDeadline(t *testing.T) {
 		wantContains(t, "next conversation", h.ask("c/next", "hello").Text, "You said: hello")
 	})
 	t.Run("flow", func(t *testing.T) {
+		t.Parallel()
 		var fake *workspacetest.Server
 		cfg := defaultConfig()
 		cfg.Flows[0].Timeout = time.Second
@@ -198,6 +202,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // give a short sentence without the body, no retry, and the next conversation
 // is served normally.
 func TestAPIBadAnswers(t *testing.T) {
+	t.Parallel()
 	huge := `{"result":{"output":"` + strings.Repeat("x", 20<<20) + `"}}`
 	cases := []struct {
 		name   string

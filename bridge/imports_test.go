@@ -13,6 +13,7 @@ import (
 // core knows no platform SDK, no bbolt and no adapter; the API client and the
 // store import nothing of the project; each SDK stays inside its adapter.
 func TestImportRules(t *testing.T) {
+	t.Parallel()
 	const mod = "github.com/flowbridge/flowbridge"
 	out, err := exec.Command("go", "list", "-deps=false", "-json", mod+"/...").Output()
 	if err != nil {

@@ -97,6 +97,7 @@ func (h *harness) chatMessages() []string {
 }
 
 func TestConversationOrderWithInbox(t *testing.T) {
+	t.Parallel()
 	cfg := defaultConfig()
 	cfg.QueueSize = 64
 	h := newHarness(t, cfg, func(s *workspacetest.Server) {
