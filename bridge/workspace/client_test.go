@@ -450,6 +450,7 @@ func TestPathEscaping(t *testing.T) {
 }
 
 func TestBadResponses(t *testing.T) {
+	t.Parallel()
 	huge := `{"meta":{"status":"SUCCESS"},"result":{"output":{"response":"` + strings.Repeat("x", workspace.MaxResponseSize) + `"}}}`
 	tests := []struct {
 		name string

@@ -84,6 +84,7 @@ func TestDeadlineDrippingBody(t *testing.T) {
 // standard transport. It runs on the real clock, so it only bounds the time
 // from above, generously.
 func TestDeadlineDrippingBodyLoopback(t *testing.T) {
+	t.Parallel()
 	fake := workspacetest.NewServer(workspacetest.Options{})
 	t.Cleanup(fake.Close)
 	fake.AddFlow(workspacetest.Flow{UUID: flowUUID, Template: "done", Drip: 500 * time.Millisecond})
