@@ -95,6 +95,7 @@ func TestSocketDeliveryPolicy(t *testing.T) {
 // never acks comes back after the ack timeout, as retry 1, on the next
 // replica; once that one acks it, it is not sent again.
 func TestSocketRedeliveredOnAnotherConnection(t *testing.T) {
+	t.Parallel()
 	srv := newServer(t, slacktest.Options{Redeliver: true, AckTimeout: time.Second})
 	apps := replicas(t, srv, ignoreEvents, ackAll)
 	ctx := timeout(t)
@@ -142,6 +143,7 @@ func TestSocketRedeliveredOnAnotherConnection(t *testing.T) {
 // TestSocketRedeliveryGivesUp: Slack retries an unacknowledged event three
 // times, and never retries a slash command (the user sees an error instead).
 func TestSocketRedeliveryGivesUp(t *testing.T) {
+	t.Parallel()
 	srv := newServer(t, slacktest.Options{Redeliver: true, AckTimeout: 50 * time.Millisecond})
 	app := replicas(t, srv, func(socketmode.Event, *socketmode.Client) {})[0]
 	ctx := timeout(t)

@@ -261,6 +261,7 @@ func TestSocketUnknownEventType(t *testing.T) {
 // incoming_error one ping interval later. Envelopes sent meanwhile wait for
 // the new socket, as Slack queues them.
 func TestSocketReconnect(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		cut  func(*slacktest.Server) error

@@ -130,6 +130,7 @@ func section(text string) slack.Block {
 }
 
 func TestPostMessageRules(t *testing.T) {
+	t.Parallel()
 	srv := newServer(t, slacktest.Options{Channels: []slacktest.Channel{{ID: "C1"}}})
 	api := newClient(t, srv, srv.BotToken())
 	many := make([]slack.Block, 51)
