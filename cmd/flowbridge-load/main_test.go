@@ -25,8 +25,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(removeBuilt{m})
 }
 
-// built is the flowbridge binary the tests that run one share: go build
-// takes seconds, and each run used to build its own.
+// built is the flowbridge binary the tests that run one share, built once:
+// go build takes seconds.
 var built struct {
 	once     sync.Once
 	dir, bin string

@@ -31,8 +31,8 @@ func (a afterClosing) Run() int {
 
 // closing closes the sessions and fakes of ended tests in the background. discordgo's
 // Session.Close sleeps a second after sending its close frame ("TODO: Wait for Discord to
-// actually close the connection"); a test ending need not wait for that, and with a
-// second per session the package took twenty. A fake still closes after its sessions.
+// actually close the connection"); a test ending need not wait for that. A fake still
+// closes after its sessions.
 var closing struct {
 	wg       sync.WaitGroup
 	mu       sync.Mutex
