@@ -225,10 +225,13 @@ func withSearchPath(t testing.TB, dsn, schema string) string {
 		}
 		q := u.Query()
 		q.Set("search_path", schema)
+		// Tests need no durability; commits that wait for no WAL flush keep
+		// the suite fast. The store's own behaviour does not depend on it.
+		q.Set("synchronous_commit", "off")
 		u.RawQuery = q.Encode()
 		return u.String()
 	}
-	return dsn + " search_path=" + schema
+	return dsn + " search_path=" + schema + " synchronous_commit=off"
 }
 
 // exec runs one statement on a connection of its own.
