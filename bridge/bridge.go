@@ -25,9 +25,6 @@ type Config struct {
 	Agents []Agent
 	// Admins are the user IDs that may switch a conversation's agent.
 	Admins []string
-	// ChannelAgents maps platform channel IDs to the agent their
-	// conversations use unless one was chosen with /agent use.
-	ChannelAgents map[string]string
 	// QueueSize bounds the events waiting in one conversation (default 16).
 	QueueSize int
 	// MaxInFlight bounds the API calls running at once (default 256).
@@ -147,11 +144,6 @@ func New(cfg Config, ws Workspace, store Store, log *zap.Logger) (*Bridge, error
 	cat, err := newCatalog(cfg.Flows, cfg.Agents, cfg.Admins)
 	if err != nil {
 		return nil, err
-	}
-	for channel, name := range cfg.ChannelAgents {
-		if _, ok := cat.agents[name]; !ok {
-			return nil, fmt.Errorf("bridge: channel %s: no agent %q", channel, name)
-		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Bridge{

@@ -46,6 +46,9 @@ type Agent struct {
 	Default bool
 	// Channels, when set, limits chat with this agent to these channel IDs.
 	Channels []string
+	// DefaultChannels are the channel IDs whose conversations use this agent
+	// unless /agent use chose another there.
+	DefaultChannels []string
 }
 
 // catalog is an immutable snapshot of flows, agents and admins; a reload swaps
@@ -54,16 +57,19 @@ type catalog struct {
 	flows        map[string]*Flow
 	agents       map[string]*Agent
 	defaultAgent *Agent
-	admins       map[string]bool
-	flowNames    []string
-	agentNames   []string
+	// channelAgents maps a channel ID to its default agent (DefaultChannels).
+	channelAgents map[string]*Agent
+	admins        map[string]bool
+	flowNames     []string
+	agentNames    []string
 }
 
 func newCatalog(flows []Flow, agents []Agent, admins []string) (*catalog, error) {
 	c := &catalog{
-		flows:  make(map[string]*Flow, len(flows)),
-		agents: make(map[string]*Agent, len(agents)),
-		admins: make(map[string]bool, len(admins)),
+		flows:         make(map[string]*Flow, len(flows)),
+		agents:        make(map[string]*Agent, len(agents)),
+		channelAgents: make(map[string]*Agent),
+		admins:        make(map[string]bool, len(admins)),
 	}
 	var errs []error
 	for i := range flows {
@@ -93,6 +99,17 @@ func newCatalog(flows []Flow, agents []Agent, admins []string) (*catalog, error)
 		}
 		c.agents[a.Name] = &a
 		c.agentNames = append(c.agentNames, a.Name)
+		for _, ch := range a.DefaultChannels {
+			if other, dup := c.channelAgents[ch]; dup {
+				errs = append(errs, fmt.Errorf("agents[%d]: channel %s is already the default of %q", i, ch, other.Name))
+				continue
+			}
+			if len(a.Channels) > 0 && !slices.Contains(a.Channels, ch) {
+				errs = append(errs, fmt.Errorf("agents[%d]: default channel %s is not one of its channels", i, ch))
+				continue
+			}
+			c.channelAgents[ch] = &a
+		}
 		if a.Default {
 			if c.defaultAgent != nil {
 				errs = append(errs, fmt.Errorf("agents[%d]: only one agent can be the default (%q already is)", i, c.defaultAgent.Name))

@@ -176,7 +176,8 @@ func (e *sessionError) Unwrap() error { return e.err }
 
 // conversationAgent returns the agent an event's conversation uses: its
 // stored choice while that agent still exists, else its channel's (for a
-// thread), else the configured channel default, else the default agent.
+// thread), else its channel's configured default (Agent.DefaultChannels),
+// else the default agent.
 func (b *Bridge) conversationAgent(cat *catalog, ev Event) (*Agent, error) {
 	for _, key := range []string{ev.Conversation, ev.Parent} {
 		if key == "" {
@@ -192,10 +193,8 @@ func (b *Bridge) conversationAgent(cat *catalog, ev Event) (*Agent, error) {
 			}
 		}
 	}
-	if name, ok := b.cfg.ChannelAgents[ev.Channel]; ok {
-		if a, found := cat.agents[name]; found {
-			return a, nil
-		}
+	if a, ok := cat.channelAgents[ev.Channel]; ok {
+		return a, nil
 	}
 	return cat.defaultAgent, nil
 }

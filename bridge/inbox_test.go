@@ -557,7 +557,7 @@ func TestFlowRateLimitedSaysWhen(t *testing.T) {
 // (Slack sends no thread with them), while conversations are threads.
 func TestAgentCommandsInThreadScope(t *testing.T) {
 	cfg := defaultConfig()
-	cfg.ChannelAgents = map[string]string{"C-other": "other"}
+	cfg.Agents[1].DefaultChannels = []string{"C-other"}
 	h := newHarness(t, cfg, nil)
 	const channel = "slack/T1/C1"
 	inThread := func(ts, user, text string) bridge.Reply {

@@ -106,6 +106,9 @@ type AgentConfig struct {
 	Description string   `toml:"description"`
 	Default     bool     `toml:"default"`
 	Channels    []string `toml:"channels"`
+	// DefaultChannels are channel IDs whose conversations use this agent
+	// unless /agent use chose another there.
+	DefaultChannels []string `toml:"default_channels"`
 }
 
 // FlowConfig is one [[flows]] entry.
@@ -907,6 +910,7 @@ func (c *Config) checkLog(ps *problems) {
 
 func (c *Config) checkAgents(ps *problems) {
 	agents := map[string]bool{}
+	defaultOf := map[string]string{} // channel ID -> the agent it defaults to
 	defaults := 0
 	for i, a := range c.Agents {
 		key := fmt.Sprintf("agents[%d]", i)
@@ -928,6 +932,19 @@ func (c *Config) checkAgents(ps *problems) {
 		for j, ch := range a.Channels {
 			if strings.TrimSpace(ch) == "" {
 				ps.add(fmt.Sprintf("%s.channels[%d]", key, j), "empty: give a channel ID")
+			}
+		}
+		for j, ch := range a.DefaultChannels {
+			k := fmt.Sprintf("%s.default_channels[%d]", key, j)
+			switch other, dup := defaultOf[ch]; {
+			case strings.TrimSpace(ch) == "":
+				ps.add(k, "empty: give a channel ID")
+			case dup:
+				ps.add(k, "channel %s is already the default of agent %q: a channel has one default agent", ch, other)
+			case len(a.Channels) > 0 && !slices.Contains(a.Channels, ch):
+				ps.add(k, "channel %s is not one of the agent's channels, where it may talk", ch)
+			default:
+				defaultOf[ch] = a.Name
 			}
 		}
 	}
@@ -1178,7 +1195,7 @@ func (c *Config) catalog() ([]bridge.Flow, []bridge.Agent) {
 	}
 	agents := make([]bridge.Agent, 0, len(c.Agents))
 	for _, a := range c.Agents {
-		agents = append(agents, bridge.Agent{Name: a.Name, UUID: a.UUID, Description: a.Description, Default: a.Default, Channels: a.Channels})
+		agents = append(agents, bridge.Agent{Name: a.Name, UUID: a.UUID, Description: a.Description, Default: a.Default, Channels: a.Channels, DefaultChannels: a.DefaultChannels})
 	}
 	return flows, agents
 }

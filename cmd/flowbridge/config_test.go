@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -685,4 +687,32 @@ func exampleEntry(lines []string, section, name string) (string, bool) {
 		return strings.Join(lines[j:i+1], "\n"), true
 	}
 	return "", false
+}
+
+// TestConfigAgentDefaultChannels: a channel's default agent is configured on
+// the agent; one agent per channel, within the agent's own channels.
+func TestConfigAgentDefaultChannels(t *testing.T) {
+	c := defaultConfig()
+	c.Agents = []AgentConfig{
+		{Name: "helper", UUID: "a1", Default: true, DefaultChannels: []string{"C1"}},
+		{Name: "other", UUID: "a2", Channels: []string{"C2"}, DefaultChannels: []string{"C1", "C3", "C2"}},
+	}
+	var ps problems
+	c.checkAgents(&ps)
+	got := fmt.Sprint(ps)
+	for _, want := range []string{
+		`agents[1].default_channels[0]: channel C1 is already the default of agent "helper"`,
+		`agents[1].default_channels[1]: channel C3 is not one of the agent's channels`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems = %s, want %q", got, want)
+		}
+	}
+	if strings.Contains(got, "default_channels[2]") {
+		t.Errorf("problems = %s; C2 is one of other's channels and nobody's default yet", got)
+	}
+	_, agents := c.catalog()
+	if !slices.Equal(agents[1].DefaultChannels, []string{"C1", "C3", "C2"}) {
+		t.Errorf("catalog agent = %+v, want its default channels passed to the core", agents[1])
+	}
 }
