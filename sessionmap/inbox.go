@@ -53,10 +53,11 @@ const indexFill = 0.9
 // Receive records e, with State Received, a new Seq and Updated equal to
 // Received, and reports true; or reports false and writes nothing when the
 // inbox holds e.Key already, whatever its state. A zero e.Received is the
-// current time. The check and the write are one transaction, so of two
-// concurrent deliveries of one key exactly one is new. An empty key or one
-// bbolt cannot store (over bolt.MaxKeySize bytes) is an error of this call
-// alone.
+// current time. The check and the change are one step under the journal's
+// lock, so of two concurrent deliveries of one key exactly one is new. An
+// empty key or one bbolt cannot store (over bolt.MaxKeySize bytes) is an
+// error of this call alone. It returns once the change is in the journal
+// (written and synced with the changes made at the same moment).
 func (s *Store) Receive(e store.InboxEntry) (bool, error) {
 	if err := checkKey("inbox key", e.Key); err != nil {
 		return false, fmt.Errorf("receive: %w", err)
@@ -64,80 +65,77 @@ func (s *Store) Receive(e store.InboxEntry) (bool, error) {
 	if e.Received.IsZero() {
 		e.Received = time.Now()
 	}
-	e.State, e.Seq, e.Updated = store.Received, 0, e.Received
-	v, err := appendInbox(nil, e)
-	if err != nil {
+	e.State, e.Seq, e.Updated, e.Reply = store.Received, 0, e.Received, ""
+	if _, err := appendInbox(nil, e); err != nil {
 		return false, fmt.Errorf("receive %q: %w", e.Key, err)
 	}
-	k := []byte(e.Key)
-	var isNew bool
-	err = s.update(func(tx *bolt.Tx) error {
-		isNew = false
-		inbox := tx.Bucket(bucketInbox)
-		if inbox.Get(k) != nil {
-			return nil
-		}
-		seq, err := inbox.NextSequence()
+	h := &s.hot
+	h.mu.Lock()
+	if h.entries[e.Key] != nil {
+		h.mu.Unlock()
+		return false, nil
+	}
+	held, fileSeq, err := s.fileHolds(e.Key)
+	if err != nil || held {
+		h.mu.Unlock()
 		if err != nil {
-			return err
+			return false, fmt.Errorf("receive %q: %w", e.Key, err)
 		}
-		// v is this call's alone, and a rolled-back attempt of the batch
-		// let go of it, so writing the seq in place is safe.
-		binary.BigEndian.PutUint64(v[inboxSeqAt:], seq)
-		if err := inbox.Put(k, v); err != nil {
-			return err
-		}
-		pending := tx.Bucket(bucketInboxSeq)
-		pending.FillPercent = indexFill
-		if err := pending.Put(seqKey(seq), k); err != nil {
-			return err
-		}
-		isNew = true
-		return addCounter(tx, metaInbox, 1)
-	})
-	if err != nil {
-		return false, fmt.Errorf("receive %q: %w", e.Key, err)
+		return false, nil
 	}
-	return isNew, nil
+	e.Seq = max(h.seq, fileSeq) + 1
+	wait, err := s.changeLocked(e, nil, false, receiveFrame(e), nil)
+	if err == nil {
+		h.seq = e.Seq
+	}
+	h.mu.Unlock()
+	if err == nil {
+		err = wait()
+	}
+	if err != nil {
+		return false, fmt.Errorf("receive %q: %w", e.Key, mapClosed(err))
+	}
+	return true, nil
 }
 
 // MarkSent moves the entry to Sent: its request is about to leave for the
-// workspace. An entry already Sent stays as it is; an Answered one is an
-// error, since an entry never goes back. A key the inbox does not hold gives
-// an error wrapping store.ErrUnknownEntry. A zero now is the current time.
+// workspace. An entry already Sent or Answered gives an error wrapping
+// store.ErrAlreadySent, since an entry never goes back and whoever marked it
+// sent owns it. A key the inbox does not hold gives an error wrapping
+// store.ErrUnknownEntry. A zero now is the current time.
 func (s *Store) MarkSent(key string, now time.Time) error {
 	now, err := stamp(now)
 	if err != nil {
 		return fmt.Errorf("mark sent %q: %w", key, err)
 	}
-	k := []byte(key)
-	err = s.update(func(tx *bolt.Tx) error {
-		inbox := tx.Bucket(bucketInbox)
-		e, err := getInbox(inbox, k)
-		if err != nil {
-			return err
-		}
-		switch e.State {
+	h := &s.hot
+	h.mu.Lock()
+	cur, prev, err := s.currentLocked(key)
+	if err == nil {
+		switch cur.State {
 		case store.Sent:
-			return store.ErrAlreadySent
+			err = store.ErrAlreadySent
 		case store.Answered:
-			return fmt.Errorf("%w: %w", store.ErrAlreadySent, errAnswered)
+			err = fmt.Errorf("%w: %w", store.ErrAlreadySent, errAnswered)
 		}
-		e.State, e.Updated = store.Sent, now
-		v, err := appendInbox(nil, e)
-		if err != nil {
-			return err
-		}
-		return inbox.Put(k, v)
-	})
+	}
+	var wait func() error
+	if err == nil {
+		cur.State, cur.Updated = store.Sent, now
+		wait, err = s.changeLocked(cur, prev, prev == nil || prev.inFile, sentFrame(key, now), nil)
+	}
+	h.mu.Unlock()
+	if err == nil {
+		err = wait()
+	}
 	if err != nil {
-		return fmt.Errorf("mark sent %q: %w", key, err)
+		return fmt.Errorf("mark sent %q: %w", key, mapClosed(err))
 	}
 	return nil
 }
 
 // Finish moves the entry (Received or Sent) to Answered with the reply's
-// reference. When turn is not nil it is applied in the same transaction, by
+// reference. When turn is not nil it is applied in the same step, by
 // PutTurns' rule: only while turn.Session.Key still maps to
 // turn.Session.SessionUUID. A key the inbox does not hold gives an error
 // wrapping store.ErrUnknownEntry, and an entry answered already an error;
@@ -148,48 +146,37 @@ func (s *Store) Finish(key, reply string, turn *store.Turn, now time.Time) error
 	if err != nil {
 		return fmt.Errorf("finish %q: %w", key, err)
 	}
-	var t *encodedTurn
+	var ht *hotTurn
+	var et *encodedTurn
 	if turn != nil {
-		et, err := encodeTurn(*turn)
+		t, err := encodeTurn(*turn)
+		if err == nil {
+			ht, err = newHotTurn(t)
+		}
 		if err != nil {
 			return fmt.Errorf("finish %q: %w", key, err)
 		}
-		t = &et
+		et = &t
 	}
-	k := []byte(key)
-	nowKey := timeKey(now)
-	err = s.update(func(tx *bolt.Tx) error {
-		inbox := tx.Bucket(bucketInbox)
-		e, err := getInbox(inbox, k)
-		if err != nil {
-			return err
+	h := &s.hot
+	h.mu.Lock()
+	cur, prev, err := s.currentLocked(key)
+	if err == nil && cur.State == store.Answered {
+		err = errAnswered
+	}
+	var wait func() error
+	if err == nil {
+		cur.State, cur.Reply, cur.Updated, cur.Event = store.Answered, reply, now, nil
+		if _, err = appendInbox(nil, cur); err == nil {
+			wait, err = s.changeLocked(cur, prev, prev == nil || prev.inFile, answeredFrame(key, reply, now, et), ht)
 		}
-		if e.State == store.Answered {
-			return errAnswered
-		}
-		e.State, e.Reply, e.Updated, e.Event = store.Answered, reply, now, nil
-		v, err := appendInbox(nil, e)
-		if err != nil {
-			return err
-		}
-		if err := inbox.Put(k, v); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketInboxSeq).Delete(seqKey(e.Seq)); err != nil {
-			return err
-		}
-		done := tx.Bucket(bucketInboxDone)
-		done.FillPercent = indexFill
-		if err := done.Put(binary.BigEndian.AppendUint64(nowKey[:], e.Seq), k); err != nil {
-			return err
-		}
-		if t != nil {
-			_, err = t.apply(tx)
-		}
-		return err
-	})
+	}
+	h.mu.Unlock()
+	if err == nil {
+		err = wait()
+	}
 	if err != nil {
-		return fmt.Errorf("finish %q: %w", key, err)
+		return fmt.Errorf("finish %q: %w", key, mapClosed(err))
 	}
 	return nil
 }
@@ -198,9 +185,13 @@ func (s *Store) Finish(key, reply string, turn *store.Turn, now time.Time) error
 var errAnswered = errors.New("inbox entry is answered already")
 
 // Pending returns the entries not yet answered (Received or Sent), in Seq
-// order, with their events. It reads in chunks of short transactions, so an
-// entry answered meanwhile may or may not be in the result.
+// order, with their events. It applies the journal to the file first, then
+// reads in chunks of short transactions, so an entry answered meanwhile may
+// or may not be in the result.
 func (s *Store) Pending() ([]store.InboxEntry, error) {
+	if err := s.checkpoint(); err != nil {
+		return nil, fmt.Errorf("pending inbox: %w", err)
+	}
 	var out []store.InboxEntry
 	err := s.scanTx(bucketInboxSeq, nil, func([]byte) bool { return true },
 		func(tx *bolt.Tx, k, key []byte) (bool, error) {
@@ -233,6 +224,11 @@ func (s *Store) Pending() ([]store.InboxEntry, error) {
 // never holds the writer lock for long. Entries not yet answered stay,
 // however old.
 func (s *Store) ExpireInbox(before time.Time) (int, error) {
+	// Answered entries still in the journal would be missed until the next
+	// pass; apply them first.
+	if err := s.checkpoint(); err != nil {
+		return 0, fmt.Errorf("expire inbox: %w", err)
+	}
 	hi := timeKey(clampTime(before))
 	total := 0
 	for {

@@ -78,6 +78,9 @@ func putRawInbox(t testing.TB, s *Store, key string, seq uint64, v []byte) {
 // of entries; answered entries keep no event. It returns the entries.
 func inboxLayout(t testing.TB, s *Store) map[string]store.InboxEntry {
 	t.Helper()
+	if err := s.checkpoint(); err != nil {
+		t.Fatalf("checkpoint: %v", err)
+	}
 	entries := map[string]store.InboxEntry{}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		err := tx.Bucket(bucketInbox).ForEach(func(k, v []byte) error {

@@ -109,6 +109,9 @@ type Options struct {
 	// guarded: a read that faults or panics on damage fails with
 	// ErrCorrupt, not the process (see Health).
 	Check CheckMode
+	// CheckpointEvery is how often the inbox journal is applied to the file
+	// (see hot.go); zero or negative means DefaultCheckpointEvery.
+	CheckpointEvery time.Duration
 }
 
 // Store is the bbolt-backed state of a flowbridge process. It is safe for
@@ -122,6 +125,16 @@ type Store struct {
 	chunk int // keys per transaction in scans and bulk deletes; tests shrink it
 
 	commits committer
+
+	// The inbox journal and the state it holds that the file does not yet
+	// (hot.go). ckMu lets one checkpoint run at a time.
+	jrn     *journal
+	hot     hot
+	ckMu    sync.Mutex
+	ckKick  chan struct{}
+	ckStop  chan struct{}
+	ckDone  chan struct{}
+	ckErr   atomic.Pointer[error]
 
 	// damage is the first damage a read ran into; once set, every call
 	// fails with it (see guard).
@@ -228,7 +241,23 @@ func Open(path string, opts Options) (s *Store, err error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	return &Store{db: db, file: file, path: path, chunk: defaultChunk}, nil
+	s = &Store{db: db, file: file, path: path, chunk: defaultChunk, ckKick: make(chan struct{}, 1)}
+	s.hot.init()
+	next, err := s.replay()
+	if err == nil {
+		s.jrn, err = openJournal(path, next, opts.NoSync)
+	}
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	every := opts.CheckpointEvery
+	if every <= 0 {
+		every = DefaultCheckpointEvery
+	}
+	s.ckStop, s.ckDone = make(chan struct{}), make(chan struct{})
+	go s.checkpointer(every, s.ckStop, s.ckDone)
+	return s, nil
 }
 
 // closeAfterPanic closes db, itself guarded: a damaged file may make even the
@@ -368,15 +397,23 @@ func upgradeDedupe(tx *bolt.Tx, checkRoot func(b *bolt.Bucket, name string) erro
 // waiting for bbolt when a panic left bbolt's transaction unfinished.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		// The journal stops first, so that the last checkpoint covers
+		// every change that was accepted; what it cannot apply stays in
+		// the journal for the next Open.
+		close(s.ckStop)
+		<-s.ckDone
+		err := s.jrn.close()
+		if err == nil && s.Health() == nil {
+			err = s.finalCheckpoint()
+		}
 		s.closed.Store(true)
-		var err error
 		if s.wedged.Load() {
 			// bbolt's rollback did not finish: its Close would wait for
 			// locks nobody will release. Release the file lock and the
 			// descriptor ourselves; the mapping goes with the process.
-			err = errors.Join(unlock(s.file), s.file.Close())
+			err = errors.Join(err, unlock(s.file), s.file.Close())
 		} else {
-			err = closeAfterPanic(s.db)
+			err = errors.Join(err, closeAfterPanic(s.db))
 		}
 		if err != nil {
 			s.closeErr = fmt.Errorf("close store %s: %w", s.path, err)
@@ -453,6 +490,13 @@ func (s *Store) Stats() Stats {
 	if err != nil {
 		return Stats{}
 	}
+	s.hot.mu.Lock()
+	for _, he := range s.hot.entries {
+		if !he.inFile {
+			st.Inbox++
+		}
+	}
+	s.hot.mu.Unlock()
 	return st
 }
 
@@ -499,6 +543,9 @@ func (s *Store) Check() error {
 // or ordinary writes. A store found damaged (see Health) refuses, so that a
 // damaged copy never replaces a good backup.
 func (s *Store) Backup(w io.Writer) (int64, error) {
+	if err := s.checkpoint(); err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
 	var n int64
 	err := s.view(func(tx *bolt.Tx) error {
 		var err error

@@ -1,0 +1,348 @@
+package sessionmap
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The journal is an append-only log beside the bbolt file that makes the
+// inbox's state changes durable at the cost of one sequential write and one
+// fdatasync per batch, where a bbolt commit costs a page-tree rewrite and two
+// fdatasyncs. A checkpoint later applies what the journal holds to the bbolt
+// file in one transaction and drops the segments it covered (hot.go).
+//
+// A segment is the file <store path>.journal.<n>, n counting up from 1. It is
+// a sequence of frames:
+//
+//	length   uint32 little-endian, of the payload
+//	crc      uint32 little-endian, CRC-32C of the payload
+//	payload
+//
+// A crash can leave a torn frame only at a segment's end, since frames are
+// written in order and a segment is only ever appended to: reading stops at
+// the first frame whose length or checksum does not hold.
+const (
+	journalSuffix   = ".journal."
+	frameHeader     = 8
+	maxJournalFrame = 64 << 20
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// errJournalBroken is a journal whose last write or sync failed in a way
+// that leaves the segment's end unknown: nothing more is written to it.
+var errJournalBroken = errors.New("journal unusable after a failed write")
+
+// journal appends frames. Each append writes its frame at once, in order
+// (into the kernel's cache: a crash of the process cannot lose it), and a
+// durable append then waits for an fdatasync covering it: whichever waiter
+// takes syncMu first syncs everything written so far, so appends made during
+// a sync share the next one (group commit). Nothing waits for a goroutine
+// to be scheduled, which on a busy machine costs more than the sync.
+type journal struct {
+	base   string // the store's path; segments are base + journalSuffix + n
+	noSync bool
+
+	mu        sync.Mutex // guards the fields below, and writes to f
+	f         *os.File
+	seg       int   // the segment being written
+	off       int64 // its end
+	allocated int64 // bytes of it allocated ahead (segmentChunk)
+	broken    error
+	stopped   bool
+	lazyArmed bool // a timer will sync lazy frames
+
+	syncMu     sync.Mutex // one fdatasync at a time; guards synced*
+	syncedSeg  int
+	syncedOff  int64
+	lazyTimers sync.WaitGroup
+}
+
+// lazySync bounds how long a lazy frame (one nothing outside waits on) waits
+// for an fdatasync, given by a later durable append or by this timer.
+const lazySync = 5 * time.Millisecond
+
+// segmentChunk is how far ahead a segment's space is allocated: an
+// fdatasync that need not also commit the file's new size to the
+// filesystem's journal costs a quarter less CPU.
+const segmentChunk = 8 << 20
+
+// openJournal starts a journal writing to segment seg (which must not exist).
+func openJournal(base string, seg int, noSync bool) (*journal, error) {
+	f, err := createSegment(base, seg)
+	if err != nil {
+		return nil, err
+	}
+	return &journal{base: base, noSync: noSync, f: f, seg: seg, syncedSeg: seg}, nil
+}
+
+func createSegment(base string, seg int) (*os.File, error) {
+	f, err := os.OpenFile(segmentPath(base, seg), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	// The new name must survive a crash for its frames to be found.
+	if err := syncDir(filepath.Dir(base)); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	return f, nil
+}
+
+func segmentPath(base string, seg int) string {
+	return base + journalSuffix + fmt.Sprintf("%06d", seg)
+}
+
+// segments lists the journal segments of base, oldest first.
+func segments(base string) ([]int, error) {
+	names, err := filepath.Glob(base + journalSuffix + "*")
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, name := range names {
+		n, err := strconv.Atoi(strings.TrimPrefix(name, base+journalSuffix))
+		if err != nil || n <= 0 {
+			continue // not ours
+		}
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	return errors.Join(err, d.Close())
+}
+
+// frame returns payload framed for a segment.
+func frame(payload []byte) []byte {
+	out := make([]byte, frameHeader, frameHeader+len(payload))
+	binary.LittleEndian.PutUint32(out, uint32(len(payload)))
+	binary.LittleEndian.PutUint32(out[4:], crc32.Checksum(payload, crcTable))
+	return append(out, payload...)
+}
+
+// append writes a framed payload at the end of the segment and returns
+// where that end now is, for syncTo. A lazy frame (one nothing outside
+// waits on) is synced within lazySync without anyone asking. After a failed
+// write or sync, or once stopped, the journal refuses.
+func (j *journal) append(fr []byte, lazy bool) (seg int, end int64, err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.usableLocked(); err != nil {
+		return 0, 0, err
+	}
+	j.allocateLocked(int64(len(fr)))
+	if _, err := j.f.WriteAt(fr, j.off); err != nil {
+		// Cut the segment back to its last whole frame, or give up on it:
+		// a frame after a torn one would never be read back.
+		if terr := j.f.Truncate(j.off); terr != nil {
+			j.broken = fmt.Errorf("%w: %w", errJournalBroken, err)
+		}
+		j.allocated = j.off
+		return 0, 0, fmt.Errorf("journal write: %w", err)
+	}
+	j.off += int64(len(fr))
+	if lazy && !j.lazyArmed {
+		j.lazyArmed = true
+		j.lazyTimers.Add(1)
+		time.AfterFunc(lazySync, func() {
+			defer j.lazyTimers.Done()
+			j.mu.Lock()
+			j.lazyArmed = false
+			seg, end := j.seg, j.off
+			j.mu.Unlock()
+			_ = j.syncTo(seg, end) // a failure breaks the journal; the next append says so
+		})
+	}
+	return j.seg, j.off, nil
+}
+
+func (j *journal) usableLocked() error {
+	switch {
+	case j.stopped:
+		return ErrClosed
+	case j.broken != nil:
+		return j.broken
+	}
+	return nil
+}
+
+// syncTo returns once segment seg is synced up to end at least.
+func (j *journal) syncTo(seg int, end int64) error {
+	j.syncMu.Lock()
+	defer j.syncMu.Unlock()
+	if j.syncedSeg > seg || (j.syncedSeg == seg && j.syncedOff >= end) {
+		return nil
+	}
+	j.mu.Lock()
+	f, cur, off, broken := j.f, j.seg, j.off, j.broken
+	j.mu.Unlock()
+	if broken != nil {
+		return broken
+	}
+	if !j.noSync {
+		if err := fdatasync(f); err != nil {
+			// After a failed sync the kernel may have dropped the pages:
+			// what the segment holds is unknown.
+			j.mu.Lock()
+			j.broken = fmt.Errorf("%w: %w", errJournalBroken, err)
+			j.mu.Unlock()
+			return fmt.Errorf("journal sync: %w", err)
+		}
+	}
+	j.syncedSeg, j.syncedOff = cur, off
+	return nil
+}
+
+// allocateLocked makes room for n more bytes ahead of time, in segmentChunk
+// steps. Failing (a filesystem without fallocate, a full disk) is left to
+// the write, which says so.
+func (j *journal) allocateLocked(n int64) {
+	if j.off+n <= j.allocated {
+		return
+	}
+	size := (j.off + n + segmentChunk - 1) / segmentChunk * segmentChunk
+	if err := fallocate(j.f, size); err == nil {
+		j.allocated = size
+	}
+}
+
+// rotate syncs and closes the segment being written and starts the next:
+// every frame appended before it returns nil is durable in a segment below
+// current().
+func (j *journal) rotate() error {
+	j.syncMu.Lock()
+	defer j.syncMu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.usableLocked(); err != nil {
+		return err
+	}
+	if !j.noSync {
+		if err := fdatasync(j.f); err != nil {
+			j.broken = fmt.Errorf("%w: %w", errJournalBroken, err)
+			return fmt.Errorf("journal sync: %w", err)
+		}
+	}
+	f, err := createSegment(j.base, j.seg+1)
+	if err != nil {
+		return err
+	}
+	cerr := j.f.Close()
+	j.f, j.seg, j.off, j.allocated = f, j.seg+1, 0, 0
+	j.syncedSeg, j.syncedOff = j.seg, 0
+	if cerr != nil {
+		return fmt.Errorf("journal: %w", cerr)
+	}
+	return nil
+}
+
+// empty reports whether nothing was written since the last rotation.
+func (j *journal) empty() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.off == 0
+}
+
+// current returns the segment being written.
+func (j *journal) current() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.seg
+}
+
+// close syncs what is written and closes the segment; later appends fail
+// with ErrClosed.
+func (j *journal) close() error {
+	j.mu.Lock()
+	j.stopped = true
+	j.mu.Unlock()
+	j.lazyTimers.Wait()
+	j.syncMu.Lock()
+	defer j.syncMu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var err error
+	if j.broken == nil && !j.noSync {
+		err = fdatasync(j.f)
+	}
+	return errors.Join(err, j.f.Close())
+}
+
+// removeBefore deletes the segments numbered below seg.
+func removeBefore(base string, seg int) error {
+	segs, err := segments(base)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, n := range segs {
+		if n < seg {
+			if err := os.Remove(segmentPath(base, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// readSegment calls fn with each whole frame's payload of segment seg, in
+// order, and returns the number of bytes after the last whole frame (a torn
+// tail, which a crash in the middle of a write leaves).
+func readSegment(base string, seg int, fn func(payload []byte) error) (torn int64, err error) {
+	f, err := os.Open(segmentPath(base, seg))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	r := bufio.NewReaderSize(f, 1<<16)
+	var off int64
+	var hdr [frameHeader]byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return st.Size() - off, nil
+		}
+		n := binary.LittleEndian.Uint32(hdr[:])
+		if n == 0 {
+			// Space allocated ahead and never written: the end. No frame
+			// is empty.
+			return st.Size() - off, nil
+		}
+		if n > maxJournalFrame || int64(n) > st.Size()-off-frameHeader {
+			return st.Size() - off, nil
+		}
+		payload := make([]byte, n)
+		if _, err := io.ReadFull(r, payload); err != nil {
+			return st.Size() - off, nil
+		}
+		if crc32.Checksum(payload, crcTable) != binary.LittleEndian.Uint32(hdr[4:]) {
+			return st.Size() - off, nil
+		}
+		if err := fn(payload); err != nil {
+			return 0, err
+		}
+		off += frameHeader + int64(n)
+	}
+}

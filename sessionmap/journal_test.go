@@ -1,0 +1,307 @@
+package sessionmap
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/flowbridge/flowbridge/bridge/store"
+)
+
+// crashCopy copies the store file and its journal segments as they are on
+// disk now, into a new directory, and returns the copy's path: what a
+// process killed at this moment leaves behind (its writes are in the
+// kernel's cache, which the copy reads).
+func crashCopy(t *testing.T, path string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), filepath.Base(path))
+	names, err := filepath.Glob(path + "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		copyFile(t, name, dst+name[len(path):])
+	}
+	return dst
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	in, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// noCheckpoints keeps every change in the journal for the test's length.
+var noCheckpoints = Options{CheckpointEvery: time.Hour}
+
+const journalUUID = "7f0c9a52-3b9e-4d43-9d6e-0c0a3e6c1b11"
+
+// TestJournalSurvivesACrash changes entries and turns, copies the files as a
+// SIGKILL would leave them (nothing checkpointed), and opens the copy: every
+// change is there, in the file, and the journal is gone.
+func TestJournalSurvivesACrash(t *testing.T) {
+	s, path := openTest(t, noCheckpoints)
+	t0 := time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC)
+	sess := store.Session{Key: "conv", Agent: "a", SessionUUID: journalUUID, Created: t0, LastUsed: t0}
+	if err := s.PutSession(sess); err != nil {
+		t.Fatal(err)
+	}
+	for i, key := range []string{"k-received", "k-sent", "k-answered"} {
+		if ok, err := s.Receive(store.InboxEntry{Key: key, Conversation: "conv", Event: []byte("event " + key), Received: t0}); err != nil || !ok {
+			t.Fatalf("Receive(%s) = %v, %v", key, ok, err)
+		}
+		if i >= 1 {
+			if err := s.MarkSent(key, t0.Add(time.Second)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	later := sess
+	later.LastUsed = t0.Add(time.Minute)
+	if err := s.Finish("k-answered", "ref-1", &store.Turn{Session: later, Reply: "the answer", Also: []string{"conv/u1"}}, t0.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// Seen at once, before any checkpoint.
+	if got, ok, err := s.Session("conv"); err != nil || !ok || !got.LastUsed.Equal(later.LastUsed) {
+		t.Errorf("Session before a checkpoint = %+v, %v, %v; want LastUsed %v", got, ok, err, later.LastUsed)
+	}
+	if segs, _ := segments(path); len(segs) == 0 {
+		t.Fatal("no journal segment beside the file")
+	}
+
+	c, err := Open(crashCopy(t, path), Options{})
+	if err != nil {
+		t.Fatalf("Open after the crash: %v", err)
+	}
+	defer c.Close()
+	pending, err := c.Pending()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pending) != 2 || pending[0].Key != "k-received" || pending[0].State != store.Received ||
+		pending[1].Key != "k-sent" || pending[1].State != store.Sent || string(pending[1].Event) != "event k-sent" {
+		t.Errorf("Pending after the crash = %+v, want k-received (received), k-sent (sent)", pending)
+	}
+	if pending[0].Seq >= pending[1].Seq {
+		t.Errorf("seqs after the crash = %d, %d, want increasing", pending[0].Seq, pending[1].Seq)
+	}
+	if ok, err := c.Receive(store.InboxEntry{Key: "k-answered", Event: []byte("retry")}); err != nil || ok {
+		t.Errorf("Receive(answered key) after the crash = %v, %v, want a duplicate", ok, err)
+	}
+	if err := c.MarkSent("k-answered", time.Time{}); !errors.Is(err, store.ErrAlreadySent) {
+		t.Errorf("MarkSent(answered) after the crash = %v, want ErrAlreadySent", err)
+	}
+	if got, ok, err := c.Session("conv"); err != nil || !ok || !got.LastUsed.Equal(later.LastUsed) {
+		t.Errorf("Session after the crash = %+v, %v, %v; want the turn's LastUsed", got, ok, err)
+	}
+	for _, k := range []string{"conv", "conv/u1"} {
+		if text, ok, err := c.LastReply(k); err != nil || !ok || text != "the answer" {
+			t.Errorf("LastReply(%s) after the crash = %q, %v, %v", k, text, ok, err)
+		}
+	}
+	// A new entry continues the sequence.
+	if ok, err := c.Receive(store.InboxEntry{Key: "k-new", Event: []byte("e")}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	pending, _ = c.Pending()
+	if last := pending[len(pending)-1]; last.Key != "k-new" || last.Seq <= pending[1].Seq {
+		t.Errorf("new entry after the crash = %+v, want the highest seq", last)
+	}
+	if st := c.Stats(); st.Inbox != 4 {
+		t.Errorf("Stats().Inbox after the crash = %d, want 4", st.Inbox)
+	}
+	// The replayed segments are gone; only the one being written remains.
+	if segs, _ := segments(c.Path()); len(segs) != 1 {
+		t.Errorf("segments after replay = %v, want the current one only", segs)
+	}
+}
+
+// TestJournalTornTail cuts the last frame short, as a crash in the middle of
+// a write does: the frames before it are replayed, the torn one is not.
+func TestJournalTornTail(t *testing.T) {
+	s, path := openTest(t, noCheckpoints)
+	for i := range 3 {
+		if _, err := s.Receive(store.InboxEntry{Key: fmt.Sprintf("k%d", i), Event: []byte("event")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cp := crashCopy(t, path)
+	segs, err := segments(cp)
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("segments = %v, %v", segs, err)
+	}
+	// The segment is allocated ahead: its frames end before its size.
+	var end int64
+	if _, err := readSegment(cp, segs[0], func(p []byte) error { end += frameHeader + int64(len(p)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(segmentPath(cp, segs[0]), end-3); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(cp, Options{})
+	if err != nil {
+		t.Fatalf("Open with a torn journal: %v", err)
+	}
+	defer c.Close()
+	pending, err := c.Pending()
+	if err != nil || len(pending) != 2 || pending[0].Key != "k0" || pending[1].Key != "k1" {
+		t.Errorf("Pending after a torn tail = %+v, %v; want k0, k1", pending, err)
+	}
+	if ok, err := c.Receive(store.InboxEntry{Key: "k2", Event: []byte("again")}); err != nil || !ok {
+		t.Errorf("Receive(torn key) = %v, %v; want new: its frame never completed", ok, err)
+	}
+}
+
+// TestJournalCheckpoint applies the journal to the file while changes keep
+// coming: each change is in the file once checkpointed, and segments do not
+// pile up.
+func TestJournalCheckpoint(t *testing.T) {
+	s, path := openTest(t, noCheckpoints)
+	for i := range 50 {
+		key := fmt.Sprintf("k%02d", i)
+		if _, err := s.Receive(store.InboxEntry{Key: key, Event: []byte("e")}); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			if err := s.Finish(key, "r", nil, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i%10 == 9 {
+			if err := s.checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+			got := inboxLayout(t, s)
+			if len(got) != i+1 {
+				t.Fatalf("file holds %d entries after %d, want all", len(got), i+1)
+			}
+			if segs, _ := segments(path); len(segs) != 1 {
+				t.Fatalf("segments after a checkpoint = %v, want one", segs)
+			}
+		}
+	}
+	s.hot.mu.Lock()
+	n := len(s.hot.entries)
+	s.hot.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d entries still hot after the last checkpoint", n)
+	}
+}
+
+// TestJournalWriteFails breaks the journal's file under it: the change is
+// refused and undone (not held, not pending), and nothing later is
+// accepted on top of a segment whose end is unknown.
+func TestJournalWriteFails(t *testing.T) {
+	s, _ := openTest(t, noCheckpoints)
+	if _, err := s.Receive(store.InboxEntry{Key: "before", Event: []byte("e")}); err != nil {
+		t.Fatal(err)
+	}
+	// The writer goroutine owns the file; closing it makes its next write
+	// and truncate fail, as a vanished disk would.
+	s.jrn.mu.Lock()
+	_ = s.jrn.f.Close()
+	s.jrn.mu.Unlock()
+	if ok, err := s.Receive(store.InboxEntry{Key: "lost", Event: []byte("e")}); err == nil || ok {
+		t.Fatalf("Receive on a broken journal = %v, %v; want an error", ok, err)
+	}
+	if err := s.MarkSent("before", time.Time{}); err == nil {
+		t.Error("MarkSent on a broken journal succeeded")
+	}
+	s.hot.mu.Lock()
+	lost, before := s.hot.entries["lost"], s.hot.entries["before"]
+	s.hot.mu.Unlock()
+	if lost != nil {
+		t.Error("the refused entry is still hot")
+	}
+	if before == nil || before.e.State != store.Received {
+		t.Errorf("entry after a refused MarkSent = %+v, want still received", before)
+	}
+	if ok, err := s.Receive(store.InboxEntry{Key: "lost", Event: []byte("e")}); err == nil {
+		t.Errorf("second Receive on a broken journal = %v, nil; want an error", ok)
+	}
+}
+
+// TestJournalTurnOrder keeps PutTurns' rule across the journal: a turn in
+// the journal does not bring back a session replaced or reset after it.
+func TestJournalTurnOrder(t *testing.T) {
+	s, _ := openTest(t, noCheckpoints)
+	t0 := time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC)
+	old := store.Session{Key: "conv", Agent: "a", SessionUUID: journalUUID, Created: t0, LastUsed: t0}
+	if err := s.PutSession(old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Receive(store.InboxEntry{Key: "k", Event: []byte("e")}); err != nil {
+		t.Fatal(err)
+	}
+	turn := old
+	turn.LastUsed = t0.Add(time.Hour)
+	if err := s.Finish("k", "r", &store.Turn{Session: turn, Reply: "old reply"}, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	newer := store.Session{Key: "conv", Agent: "b", SessionUUID: "0e3f2a6b-1c4d-4e5f-8a9b-0c1d2e3f4a5b", Created: t0, LastUsed: t0}
+	if err := s.PutSession(newer); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := s.Session("conv")
+	if err != nil || !ok || got.SessionUUID != newer.SessionUUID || !got.LastUsed.Equal(t0) {
+		t.Errorf("Session = %+v, %v, %v; want the newer session untouched by the older turn", got, ok, err)
+	}
+	if text, _, _ := s.LastReply("conv"); text != "old reply" {
+		t.Errorf("LastReply = %q, want the turn's reply, written before the new session", text)
+	}
+}
+
+// TestJournalLazySync: an answer's frame is written when Finish returns and
+// synced within lazySync with nobody asking; a Receive's is synced before
+// Receive returns.
+func TestJournalLazySync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := openTest(t, noCheckpoints)
+		if _, err := s.Receive(store.InboxEntry{Key: "k", Event: []byte("e")}); err != nil {
+			t.Fatal(err)
+		}
+		synced := func() (int64, int64) {
+			j := s.jrn
+			j.syncMu.Lock()
+			defer j.syncMu.Unlock()
+			j.mu.Lock()
+			defer j.mu.Unlock()
+			return j.syncedOff, j.off
+		}
+		if got, end := synced(); got != end {
+			t.Fatalf("after Receive: synced to %d of %d", got, end)
+		}
+		if err := s.Finish("k", "r", nil, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		if got, end := synced(); got == end {
+			t.Fatalf("after Finish: synced to %d of %d at once, want it left to the timer", got, end)
+		}
+		time.Sleep(lazySync)
+		synctest.Wait()
+		if got, end := synced(); got != end {
+			t.Errorf("lazySync after Finish: synced to %d of %d", got, end)
+		}
+	})
+}
