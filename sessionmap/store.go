@@ -128,13 +128,13 @@ type Store struct {
 
 	// The inbox journal and the state it holds that the file does not yet
 	// (hot.go). ckMu lets one checkpoint run at a time.
-	jrn     *journal
-	hot     hot
-	ckMu    sync.Mutex
-	ckKick  chan struct{}
-	ckStop  chan struct{}
-	ckDone  chan struct{}
-	ckErr   atomic.Pointer[error]
+	jrn    *journal
+	hot    hot
+	ckMu   sync.Mutex
+	ckKick chan struct{}
+	ckStop chan struct{}
+	ckDone chan struct{}
+	ckErr  atomic.Pointer[error]
 
 	// damage is the first damage a read ran into; once set, every call
 	// fails with it (see guard).
