@@ -36,7 +36,7 @@ func (b *Bridge) shareResult(ctx context.Context, log *zap.Logger, ev Event) {
 		return
 	}
 	footer := s.footer + " · shared by " + displayName(ev.User)
-	if _, err := ev.Reply.Send(ctx, Reply{Kind: ReplyFlow, Text: s.text, Footer: footer}); err != nil {
+	if _, err := ev.Reply.Send(ctx, b.asFile(ev, Reply{Kind: ReplyFlow, Text: s.text, Footer: footer}, "result", nil)); err != nil {
 		log.Warn("share not posted", zap.Error(err))
 		b.shares.put(s, b.cfg.Now()) // let the user try again
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "The result could not be posted to the channel. Please try again."})

@@ -42,6 +42,8 @@ type Config struct {
 	IndicatorDelay time.Duration
 	// Limits on user input.
 	Limits Limits
+	// Files is the policy for attached files and replies posted as files.
+	Files FileLimits
 	// Metrics, when set, receives the bridge's counters.
 	Metrics *Metrics
 	// Now is the clock (default time.Now).
@@ -91,6 +93,7 @@ func (c *Config) setDefaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	c.Files.setDefaults()
 }
 
 // Bridge routes platform events to the AI workspace and replies.

@@ -18,7 +18,7 @@ import (
 // chat sends a message to the conversation's agent and replies with its answer.
 func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	text := sanitize(ev.Text)
-	if strings.TrimSpace(text) == "" {
+	if strings.TrimSpace(text) == "" && len(ev.Files) == 0 {
 		return // a bare mention: nothing to ask
 	}
 	if len(text) > b.limitsNow().MaxMessageBytes {
@@ -53,6 +53,14 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	}
 	defer b.release()
 
+	text, skipped := b.readFiles(ctx, ev, text)
+	if len(skipped) > 0 {
+		b.metrics.refused("file")
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: skippedText(skipped, strings.TrimSpace(text) != "")})
+	}
+	if strings.TrimSpace(text) == "" {
+		return // nothing the agent could read
+	}
 	if !b.markSent(ctx, log, ev) {
 		return
 	}
@@ -73,7 +81,7 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	if strings.TrimSpace(out) == "" {
 		out = msgEmptyReply
 	}
-	ref := b.send(ctx, ev, Reply{Kind: ReplyAgent, Text: out})
+	ref := b.send(ctx, ev, b.asFile(ev, Reply{Kind: ReplyAgent, Text: out}, "reply", nil))
 	sess.LastUsed = b.cfg.Now()
 	turn := &Turn{Session: sess, Reply: out}
 	if ev.Parent != "" {

@@ -79,6 +79,9 @@ type Event struct {
 	// text. Flow "" means Text holds the command line.
 	Flow   string
 	Params map[string]string
+	// Files are the files attached to a chat message; the core reads the
+	// text ones into the message (see Fetcher).
+	Files []Attachment
 
 	// Key is the event's platform key, unique per platform event, such as
 	// "slack/msg/C0456/1716212345.000100" or "discord/int/1234". An event
@@ -155,6 +158,9 @@ type Reply struct {
 	// or Cancel): adapters put it in place of the message the button was
 	// on, where the platform can, so no live buttons are left behind.
 	Replace bool
+	// File, when set, is posted as an attachment with Text as its summary
+	// (set only where the responder's FileSender accepted it).
+	File *File
 }
 
 // Button is a pressable control on a reply.

@@ -140,7 +140,7 @@ func (b *Bridge) runFlow(ctx context.Context, log *zap.Logger, ev Event, f *Flow
 		id := b.shares.put(share{text: r.Text, footer: footer, owner: ev.User.ID}, b.cfg.Now())
 		r.Buttons = []Button{{Action: Action{ID: ActionShare, Value: id}, Label: "Share with channel", Style: "primary"}}
 	}
-	ref = b.replace(ctx, ev, ref, r)
+	ref = b.replace(ctx, ev, ref, b.asFile(ev, r, fileBase(f.Name), jsonResult(run)))
 	b.answered(log, ev, ref, nil)
 }
 

@@ -85,13 +85,14 @@ type storedEvent struct {
 	Params         map[string]string `json:"params,omitempty"`
 	MaxFlowTimeout time.Duration     `json:"max_flow_timeout,omitempty"`
 	Route          json.RawMessage   `json:"route,omitempty"`
+	Files          []Attachment      `json:"files,omitempty"`
 }
 
 func encodeEvent(ev Event) ([]byte, error) {
 	return json.Marshal(storedEvent{
 		Kind: ev.Kind, Platform: ev.Platform, Conversation: ev.Conversation, Parent: ev.Parent, Team: ev.Team, Channel: ev.Channel,
 		User: ev.User, Text: ev.Text, Command: ev.Command, Action: ev.Action, Flow: ev.Flow, Params: ev.Params,
-		MaxFlowTimeout: ev.MaxFlowTimeout, Route: ev.Route,
+		MaxFlowTimeout: ev.MaxFlowTimeout, Route: ev.Route, Files: ev.Files,
 	})
 }
 
@@ -103,7 +104,7 @@ func decodeEvent(key string, data []byte) (Event, error) {
 	return Event{
 		Kind: s.Kind, Platform: s.Platform, Conversation: s.Conversation, Parent: s.Parent, Team: s.Team, Channel: s.Channel,
 		User: s.User, Text: s.Text, Command: s.Command, Action: s.Action, Flow: s.Flow, Params: s.Params,
-		MaxFlowTimeout: s.MaxFlowTimeout, Route: s.Route, Key: key,
+		MaxFlowTimeout: s.MaxFlowTimeout, Route: s.Route, Key: key, Files: s.Files,
 	}, nil
 }
 
