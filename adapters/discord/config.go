@@ -83,6 +83,10 @@ type Config struct {
 	// split a bot by listing different shards; shard 0 must run in one of
 	// them, or no DM is answered and no slash command registered.
 	ShardIDs []int `toml:"shard_ids"`
+	// Files lets text files attached to messages reach the Agent (downloaded
+	// from Discord's CDN) and posts long replies as file attachments, which
+	// needs the Attach Files permission in channels. Off by default.
+	Files bool `toml:"files"`
 }
 
 // Duration is a time.Duration written in config as a string such as "30s".

@@ -40,6 +40,7 @@ type env struct {
 	flows     []bridge.Flow
 	agents    []bridge.Agent
 	admins    []string
+	files     bridge.FileLimits
 	starts    int
 	// tap, when set, carries the gateway connections (see tap).
 	tap *tap
@@ -130,7 +131,7 @@ func (e *env) build(t *testing.T) *bridgeRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	core, err := bridge.New(bridge.Config{Flows: e.flows, Agents: e.agents, Admins: e.admins, Metrics: metrics}, wsc, store, zaptest.NewLogger(t))
+	core, err := bridge.New(bridge.Config{Flows: e.flows, Agents: e.agents, Admins: e.admins, Metrics: metrics, Files: e.files}, wsc, store, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -481,7 +481,7 @@ func (r *interactionResponder) Dismiss(ctx context.Context) error {
 func (r *interactionResponder) followUps(ctx context.Context, msgs []message, ephemeral bool) ([]string, error) {
 	var ids []string
 	for _, m := range msgs {
-		params := &discordgo.WebhookParams{Content: m.Content, Components: m.Components, AllowedMentions: noMentions()}
+		params := &discordgo.WebhookParams{Content: m.Content, Components: m.Components, AllowedMentions: noMentions(), Files: discordFiles(m.File)}
 		if ephemeral {
 			params.Flags = discordgo.MessageFlagsEphemeral
 		}
@@ -571,7 +571,13 @@ func (a *Adapter) editWebhook(ctx context.Context, i *discordgo.Interaction, mes
 	edit := &discordgo.WebhookEdit{Content: &m.Content, Components: &comps, AllowedMentions: noMentions()}
 	uri := discordgo.EndpointWebhookMessage(i.AppID, i.Token, messageID)
 	bucket := discordgo.EndpointWebhookToken(i.AppID, i.Token) + "/messages"
-	if _, err := a.session.RequestWithBucketID(http.MethodPatch, uri, edit, bucket, discordgo.WithContext(ctx)); err != nil {
+	var err error
+	if m.File == nil {
+		_, err = a.session.RequestWithBucketID(http.MethodPatch, uri, edit, bucket, discordgo.WithContext(ctx))
+	} else {
+		err = a.editWebhookWithFile(ctx, uri, bucket, edit, m.File)
+	}
+	if err != nil {
 		return fmt.Errorf("edit interaction message %s: %w", messageID, err)
 	}
 	return nil

@@ -21,12 +21,16 @@ const BasePermissions int64 = discordgo.PermissionViewChannel |
 	discordgo.PermissionReadMessageHistory |
 	discordgo.PermissionSendMessagesInThreads
 
-// Permissions is what the bot needs with cfg: BasePermissions, and Create
-// Public Threads (1<<35) only with start_threads (309237730304 then).
+// Permissions is what the bot needs with cfg: BasePermissions, Create
+// Public Threads (1<<35) only with start_threads (309237730304 then), and
+// Attach Files (1<<15) only with files.
 func Permissions(cfg Config) int64 {
 	p := BasePermissions
 	if cfg.StartThreads {
 		p |= discordgo.PermissionCreatePublicThreads
+	}
+	if cfg.Files {
+		p |= discordgo.PermissionAttachFiles
 	}
 	return p
 }

@@ -23,6 +23,8 @@ func TestInviteURL(t *testing.T) {
 			url.Values{"client_id": {app}, "scope": {"bot applications.commands"}, "permissions": {"274877991936"}}},
 		{"start_threads asks for Create Public Threads", Config{ApplicationID: app, StartThreads: true}, "",
 			url.Values{"client_id": {app}, "scope": {"bot applications.commands"}, "permissions": {"309237730304"}}},
+		{"files asks for Attach Files", Config{ApplicationID: app, Files: true}, "",
+			url.Values{"client_id": {app}, "scope": {"bot applications.commands"}, "permissions": {"274878024704"}}},
 		{"guild preselected", Config{ApplicationID: app}, "7",
 			url.Values{"client_id": {app}, "scope": {"bot applications.commands"}, "permissions": {"274877991936"}, "guild_id": {"7"}, "disable_guild_select": {"true"}}},
 	}

@@ -83,6 +83,7 @@ func (a *Adapter) onMessage(m *discordgo.MessageCreate) {
 		Channel:  m.ChannelID,
 		User:     userOf(m.Author, m.Member),
 		Text:     text,
+		Files:    attachmentsOf(m.Message),
 		Key:      messageEventKey(m.ID),
 	}
 	if m.GuildID == "" {
@@ -115,7 +116,7 @@ func (a *Adapter) onMessage(m *discordgo.MessageCreate) {
 			}
 		}
 	}
-	if strings.TrimSpace(text) == "" {
+	if strings.TrimSpace(text) == "" && len(ev.Files) == 0 {
 		a.log.Debug("empty message skipped (no message content intent?)", zap.String("message", m.ID))
 		return
 	}
@@ -447,7 +448,7 @@ func (a *Adapter) typing(ctx context.Context, channel string) func() {
 func (a *Adapter) sendChannel(ctx context.Context, channel string, msgs []message, ref *discordgo.MessageReference, allow *discordgo.MessageAllowedMentions) ([]string, error) {
 	var ids []string
 	for i, m := range msgs {
-		send := &discordgo.MessageSend{Content: m.Content, Components: m.Components, AllowedMentions: noMentions()}
+		send := &discordgo.MessageSend{Content: m.Content, Components: m.Components, AllowedMentions: noMentions(), Files: discordFiles(m.File)}
 		if i == 0 {
 			send.Reference = ref
 			if allow != nil {
@@ -468,7 +469,7 @@ func (a *Adapter) editChannel(ctx context.Context, channel, id string, m message
 	if comps == nil {
 		comps = []discordgo.MessageComponent{}
 	}
-	edit := &discordgo.MessageEdit{ID: id, Channel: channel, Content: &m.Content, Components: &comps, AllowedMentions: noMentions()}
+	edit := &discordgo.MessageEdit{ID: id, Channel: channel, Content: &m.Content, Components: &comps, AllowedMentions: noMentions(), Files: discordFiles(m.File)}
 	if _, err := a.session.ChannelMessageEditComplex(edit, discordgo.WithContext(ctx)); err != nil {
 		return fmt.Errorf("edit message %s: %w", id, err)
 	}

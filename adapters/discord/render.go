@@ -22,6 +22,8 @@ const (
 type message struct {
 	Content    string
 	Components []discordgo.MessageComponent
+	// File is uploaded with the message.
+	File *bridge.File
 }
 
 // noMentions lets a message ping no one: Parse is an empty, non-nil list, so
@@ -53,6 +55,7 @@ func render(r bridge.Reply) []message {
 		msgs[i].Content = p
 	}
 	msgs[len(msgs)-1].Components = components(r.Buttons)
+	msgs[len(msgs)-1].File = r.File
 	return msgs
 }
 

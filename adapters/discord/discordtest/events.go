@@ -31,6 +31,8 @@ type MessageCreate struct {
 	ReplyPing bool
 	// WebhookID marks a message sent by a webhook.
 	WebhookID string
+	// Files are attached to the message and served by the fake's CDN.
+	Files []File
 }
 
 // AddGuild makes the bot a member of a guild: READY lists it and GUILD_CREATE describes it.
@@ -182,6 +184,10 @@ func (s *Server) SendMessage(ctx context.Context, mc MessageCreate) (Message, er
 		ID: mc.ID, ChannelID: mc.ChannelID, GuildID: mc.GuildID, Author: mc.Author, Content: mc.Content,
 		Reference: mc.Reference, Source: SourceUser, Timestamp: s.now(), WebhookID: mc.WebhookID,
 	}
+	for _, f := range mc.Files {
+		m.Attachments = append(m.Attachments, Attachment{Filename: f.Name, ContentType: f.ContentType, Content: f.Content})
+	}
+	m.Attachments = s.storeAttachmentsLocked(mc.ChannelID, m.Attachments)
 	if mc.GuildID != "" {
 		roles := append([]string{}, mc.Roles...)
 		m.Member = &discordgo.Member{Roles: roles, JoinedAt: s.now().UTC()}
@@ -219,6 +225,7 @@ func (s *Server) SendMessage(ctx context.Context, mc MessageCreate) (Message, er
 		blank.Content = ""
 		blank.Embeds = []*discordgo.MessageEmbed{}
 		blank.Components = json.RawMessage("[]")
+		blank.Attachments = []map[string]any{}
 		return &blank
 	})
 	return *m, err

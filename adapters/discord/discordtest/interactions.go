@@ -101,7 +101,7 @@ func (s *Server) SendInteraction(ctx context.Context, in Interaction) (SentInter
 		"channel_id": in.ChannelID, "channel": s.wireChannelLocked(s.channels[in.ChannelID]),
 		"locale": in.Locale, "app_permissions": "2147483647", "data": data,
 		"entitlements": []any{}, "authorizing_integration_owners": st.owners(),
-		"attachment_size_limit": attachmentSizeLimit,
+		"attachment_size_limit": s.opts.AttachmentSizeLimit,
 	}
 	if in.GuildID != "" {
 		u := in.User
@@ -520,7 +520,7 @@ func (s *Server) webhookMessageLocked(st *interaction, id string) (*Message, *ap
 const followupFlags = discordgo.MessageFlagsEphemeral | discordgo.MessageFlagsSuppressEmbeds | discordgo.MessageFlagsSuppressNotifications | discordgo.MessageFlagsIsComponentsV2
 
 func (s *Server) handleFollowup(c *call) (reply, *apiError) {
-	b, aerr := parseMessageBody(c.body)
+	b, aerr := s.parseMessageCall(c)
 	if aerr != nil {
 		return reply{}, aerr
 	}
@@ -565,6 +565,7 @@ func (s *Server) handleFollowup(c *call) (reply, *apiError) {
 		ID: s.newIDLocked(), ChannelID: st.channelID, GuildID: st.guildID, Author: s.bot,
 		Content: b.content, Embeds: b.embeds, Components: b.components, rawComponents: b.rawComponents,
 		AllowedMentions: b.allowedMentions, Flags: b.flags, Source: SourceFollowup, InteractionID: st.id, Timestamp: s.now(),
+		Attachments: s.storeAttachmentsLocked(st.channelID, b.files),
 	}
 	m.Pings = pings(m.Content, m.AllowedMentions, SourceFollowup, "")
 	s.addBotMessageLocked(m)
@@ -589,7 +590,7 @@ func (s *Server) handleGetWebhookMessage(c *call) (reply, *apiError) {
 }
 
 func (s *Server) handleEditWebhookMessage(c *call) (reply, *apiError) {
-	b, aerr := parseMessageBody(c.body)
+	b, aerr := s.parseMessageCall(c)
 	if aerr != nil {
 		return reply{}, aerr
 	}

@@ -76,6 +76,8 @@ type Message struct {
 	Edits   int
 	Edited  time.Time
 	Deleted bool
+	// Attachments are the message's files: a user's, or those the bot uploaded.
+	Attachments []Attachment
 
 	rawComponents json.RawMessage
 }

@@ -68,6 +68,7 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /gw", s.serveGateway)
 	mux.HandleFunc("GET /gw/", s.serveGateway)
+	mux.HandleFunc("GET /attachments/{channel}/{id}/{name}", s.serveCDN)
 	api := func(route string, mode authMode, h handlerFunc) {
 		mux.Handle(route, s.api(route, mode, h))
 	}
@@ -102,7 +103,14 @@ func (s *Server) routes() http.Handler {
 // scripted rate limits, JSON encoding.
 func (s *Server) api(route string, mode authMode, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
+		// Discord refuses a request over its size limit without reading it.
+		if r.ContentLength > MaxUploadRequest {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+			w.Write(newAPIError(http.StatusRequestEntityTooLarge, CodeRequestTooLarge, "Request entity too large").body())
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxUploadRequest))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -297,7 +305,7 @@ func (s *Server) handleTyping(c *call) (reply, *apiError) {
 const channelMessageFlags = discordgo.MessageFlagsSuppressEmbeds | discordgo.MessageFlagsSuppressNotifications | discordgo.MessageFlagsIsComponentsV2
 
 func (s *Server) handleCreateMessage(c *call) (reply, *apiError) {
-	b, aerr := parseMessageBody(c.body)
+	b, aerr := s.parseMessageCall(c)
 	if aerr != nil {
 		return reply{}, aerr
 	}
@@ -339,7 +347,7 @@ func (s *Server) handleCreateMessage(c *call) (reply, *apiError) {
 		ID: s.newIDLocked(), ChannelID: channelID, GuildID: ch.GuildID, Author: s.bot,
 		Content: b.content, Embeds: b.embeds, Components: b.components, rawComponents: b.rawComponents,
 		AllowedMentions: b.allowedMentions, Reference: b.reference, Flags: b.flags,
-		Source: SourceChannel, Timestamp: s.now(),
+		Source: SourceChannel, Timestamp: s.now(), Attachments: s.storeAttachmentsLocked(channelID, b.files),
 	}
 	m.Pings = pings(m.Content, m.AllowedMentions, SourceChannel, repliedTo)
 	s.addBotMessageLocked(m)
@@ -381,7 +389,7 @@ func (s *Server) handleGetMessage(c *call) (reply, *apiError) {
 }
 
 func (s *Server) handleEditMessage(c *call) (reply, *apiError) {
-	b, aerr := parseMessageBody(c.body)
+	b, aerr := s.parseMessageCall(c)
 	if aerr != nil {
 		return reply{}, aerr
 	}
@@ -426,6 +434,10 @@ func (s *Server) applyEditLocked(m *Message, b msgBody, allowFlags bool) (*Messa
 	if b.has["allowed_mentions"] {
 		next.AllowedMentions = b.allowedMentions
 	}
+	if len(b.files) > 0 {
+		// New files join those the message has.
+		next.Attachments = append(append([]Attachment(nil), m.Attachments...), s.storeAttachmentsLocked(m.ChannelID, b.files)...)
+	}
 	var fe formErrors
 	check := b
 	// The rules apply to what the message becomes, but allowed_mentions only to what the
@@ -449,7 +461,7 @@ func (s *Server) applyEditLocked(m *Message, b msgBody, allowFlags bool) (*Messa
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
-	if next.Content == "" && len(next.Embeds) == 0 && len(next.Components) == 0 {
+	if next.Content == "" && len(next.Embeds) == 0 && len(next.Components) == 0 && len(next.Attachments) == 0 {
 		return nil, newAPIError(http.StatusBadRequest, CodeEmptyMessage, "Cannot send an empty message")
 	}
 	next.Flags &^= discordgo.MessageFlagsLoading
@@ -618,7 +630,7 @@ type wireMessage struct {
 	Author              map[string]any            `json:"author"`
 	Embeds              []*discordgo.MessageEmbed `json:"embeds"`
 	Components          json.RawMessage           `json:"components"`
-	Attachments         []struct{}                `json:"attachments"`
+	Attachments         []map[string]any          `json:"attachments"`
 	Pinned              bool                      `json:"pinned"`
 	MessageReference    map[string]any            `json:"message_reference,omitempty"`
 	ReferencedMessage   *wireMessage              `json:"referenced_message,omitempty"`
@@ -638,7 +650,7 @@ func (s *Server) wireLocked(m *Message) *wireMessage {
 	w := &wireMessage{
 		ID: m.ID, ChannelID: m.ChannelID, GuildID: m.GuildID, Content: m.Content,
 		Timestamp: timestamp(m.Timestamp), Author: wireUser(m.Author),
-		Embeds: m.Embeds, Components: m.rawComponents, Attachments: []struct{}{}, Flags: m.Flags,
+		Embeds: m.Embeds, Components: m.rawComponents, Attachments: wireAttachments(m.Attachments), Flags: m.Flags,
 		Mentions: []any{}, MentionRoles: []string{}, WebhookID: m.WebhookID,
 	}
 	if w.Embeds == nil {

@@ -60,6 +60,10 @@ type Options struct {
 	// and a session's replay log drops the dispatches its client has confirmed by
 	// heartbeat, so Dispatches lists only those since the last one.
 	NoRecord bool
+	// AttachmentSizeLimit is the guild's upload limit per file, which interactions report as
+	// attachment_size_limit and uploads may not exceed (default MaxAttachmentBytes, a guild
+	// without boosts; boosted guilds allow 50 or 100 MiB).
+	AttachmentSizeLimit int
 }
 
 // Server is a fake Discord serving the REST API under URL + "/api/v9/" and the gateway at
@@ -99,6 +103,8 @@ type Server struct {
 	commandIDs   map[string]string                          // guild + "/" + name -> id, stable across overwrites
 	overwrites   []CommandOverwrite
 	limits       map[string][]RateLimit // by route
+	cdn          map[string]Attachment  // by CDN path
+	cdnGets      int
 
 	conns       map[*conn]struct{}
 	connRecords []Connection
@@ -125,6 +131,9 @@ func NewServer(opts Options) *Server {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.AttachmentSizeLimit <= 0 {
+		opts.AttachmentSizeLimit = MaxAttachmentBytes
 	}
 	if opts.Shards < 1 {
 		opts.Shards = 1
@@ -211,6 +220,7 @@ type rewriteTransport struct {
 var discordHosts = map[string]bool{
 	"discord.com": true, "discordapp.com": true, "gateway.discord.gg": true,
 	"canary.discord.com": true, "ptb.discord.com": true,
+	cdnHost: true, "media.discordapp.net": true,
 }
 
 func (t rewriteTransport) RoundTrip(r *http.Request) (*http.Response, error) {

@@ -45,6 +45,7 @@ type msgBody struct {
 	flags           discordgo.MessageFlags
 	stickers        []string
 	choices         []*discordgo.ApplicationCommandOptionChoice
+	files           []Attachment // uploaded as multipart files[n]
 }
 
 func errBadJSON(err error) *apiError {
@@ -107,7 +108,7 @@ func parseMessageBody(raw []byte) (msgBody, *apiError) {
 
 // hasVisible reports whether the body would show anything.
 func (b msgBody) hasVisible() bool {
-	return b.content != "" || len(b.embeds) > 0 || len(b.components) > 0 || len(b.stickers) > 0
+	return b.content != "" || len(b.embeds) > 0 || len(b.components) > 0 || len(b.stickers) > 0 || len(b.files) > 0
 }
 
 // validate checks limits and the fake's allowed_mentions rule. Flags are checked by callers,
