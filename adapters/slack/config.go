@@ -78,6 +78,11 @@ type Config struct {
 	// DisableMarkdownBlock always renders converted mrkdwn sections instead of
 	// Slack's markdown block (for workspaces or proxies that reject it).
 	DisableMarkdownBlock bool `toml:"disable_markdown_block"`
+	// Files lets text files shared with a message reach the agent (downloaded
+	// with the bot token; needs files:read) and posts long replies as files
+	// (files.getUploadURLExternal and completeUploadExternal; needs
+	// files:write). Off by default.
+	Files bool `toml:"files"`
 }
 
 // DefaultConfig returns the configuration defaults; New also fills any empty

@@ -51,6 +51,8 @@ type e2eOptions struct {
 	adapter func(*Adapter)
 	// store, when set, stands between the core and its bbolt store.
 	store func(*sessionmap.Store) bridge.Store
+	// core, when set, adjusts the core's configuration.
+	core func(*bridge.Config)
 }
 
 func newFakes(t *testing.T, reply func(int, string) string) (*slacktest.Server, *workspacetest.Server) {
@@ -77,7 +79,11 @@ func startE2E(t *testing.T, o e2eOptions) *e2e {
 	if o.path == "" {
 		o.path = filepath.Join(t.TempDir(), "store.db")
 	}
-	core := newTestCoreWith(t, o.ws, o.path, zaptest.NewLogger(t).Named("core"), o.store)
+	var change []func(*bridge.Config)
+	if o.core != nil {
+		change = append(change, o.core)
+	}
+	core := newTestCoreWith(t, o.ws, o.path, zaptest.NewLogger(t).Named("core"), o.store, change...)
 	cfg := e2eConfig(o.slack)
 	if o.cfg != nil {
 		o.cfg(&cfg)

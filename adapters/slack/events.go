@@ -26,6 +26,7 @@ type incoming struct {
 	user   string
 	ts     string // the message itself
 	text   string
+	files  []bridge.Attachment
 	rt     route
 }
 
@@ -75,6 +76,7 @@ func (a *Adapter) receiveEventsAPI(ev slackevents.EventsAPIEvent, retry int) *br
 		Channel:      in.rt.Channel,
 		User:         bridge.User{ID: in.user},
 		Text:         in.text,
+		Files:        in.files,
 		// The channel and ts name a message, whichever event brought it: the
 		// key catches Slack's retries and the app_mention and message pair
 		// of one mention alike.
@@ -106,6 +108,7 @@ func (a *Adapter) fromMention(team string, e *slackevents.AppMentionEvent) (*inc
 	if err != nil {
 		return nil, err
 	}
+	in.files = attachmentsOf(e.Files)
 	root := e.ThreadTimeStamp
 	if root == "" {
 		root = e.TimeStamp
@@ -160,6 +163,10 @@ func (a *Adapter) fromMessage(team string, e *slackevents.MessageEvent) (*incomi
 	in, err := a.chatMessage(team, e.Channel, e.User, e.TimeStamp, e.ThreadTimeStamp, e.Text)
 	if err != nil {
 		return nil, err
+	}
+	if e.Message != nil {
+		// slack-go keeps a message event's fields, files among them, in Message.
+		in.files = attachmentsOf(e.Message.Files)
 	}
 	in.rt.Thread = e.ThreadTimeStamp
 	switch {

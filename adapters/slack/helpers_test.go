@@ -78,7 +78,7 @@ func newTestCore(t *testing.T, ws *workspacetest.Server, path string, log *zap.L
 
 // newTestCoreWith is newTestCore with wrap, when set, between the core and
 // its store (a store that fails as a full disk does).
-func newTestCoreWith(t *testing.T, ws *workspacetest.Server, path string, log *zap.Logger, wrap func(*sessionmap.Store) bridge.Store) *testCore {
+func newTestCoreWith(t *testing.T, ws *workspacetest.Server, path string, log *zap.Logger, wrap func(*sessionmap.Store) bridge.Store, change ...func(*bridge.Config)) *testCore {
 	t.Helper()
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "s.db")
@@ -97,7 +97,11 @@ func newTestCoreWith(t *testing.T, ws *workspacetest.Server, path string, log *z
 	if wrap != nil {
 		bst = wrap(st)
 	}
-	b, err := bridge.New(bridge.Config{Flows: testFlows(), Agents: []bridge.Agent{{Name: "helper", UUID: e2eAgent, Default: true}}}, wsc, bst, log)
+	cfg := bridge.Config{Flows: testFlows(), Agents: []bridge.Agent{{Name: "helper", UUID: e2eAgent, Default: true}}}
+	for _, c := range change {
+		c(&cfg)
+	}
+	b, err := bridge.New(cfg, wsc, bst, log)
 	if err != nil {
 		t.Fatalf("bridge.New() = %v", err)
 	}

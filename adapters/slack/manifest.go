@@ -115,6 +115,9 @@ func manifestTree(cfg Config, flows []bridge.Flow, botName string) *node {
 	if cfg.UserGroups {
 		scopes = append(scopes, "usergroups:read")
 	}
+	if cfg.Files {
+		scopes = append(scopes, FileScopes...)
+	}
 
 	events := mapping()
 	if http {

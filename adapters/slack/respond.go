@@ -108,6 +108,9 @@ var (
 // placeholder), for a slash command through its response_url, and for a
 // button press publicly in the channel or privately through the response_url.
 func (r *responder) Send(ctx context.Context, rep bridge.Reply) (bridge.MessageRef, error) {
+	if rep.File != nil {
+		return r.sendWithFile(ctx, rep)
+	}
 	msgs := render(rep, !r.a.cfg.DisableMarkdownBlock)
 	if rep.Ephemeral {
 		if r.ResponseURL != "" {
@@ -146,6 +149,9 @@ func (r *responder) Send(ctx context.Context, rep bridge.Reply) (bridge.MessageR
 // Update replaces a message sent earlier with a new reply; where Slack cannot
 // (ephemeral chat messages, a change of visibility) it sends the reply anew.
 func (r *responder) Update(ctx context.Context, ref bridge.MessageRef, rep bridge.Reply) error {
+	if rep.File != nil {
+		return r.updateWithFile(ctx, ref, rep)
+	}
 	s := string(ref)
 	switch {
 	case strings.HasPrefix(s, refMessage):

@@ -27,6 +27,9 @@ type MessageEvent struct {
 	PreviousText string         // message_changed and message_deleted: the text before
 	EventID      string         // minted when empty
 	Extra        map[string]any // merged into the inner event last, to add or override fields
+	// Files are shared with the message: the event carries their file objects (a message
+	// event gets subtype "file_share") and the fake serves their content.
+	Files []File
 }
 
 // eventCallbackLocked completes e, learns its channel and message, and
@@ -84,6 +87,12 @@ func (s *Server) eventCallbackLocked(typ string, e *MessageEvent) map[string]any
 	default:
 		maps.Copy(ev, author)
 		ev["type"] = typ
+		if len(e.Files) > 0 {
+			ev["files"], ev["upload"] = s.eventFilesLocked(e), false
+			if typ == "message" && e.Subtype == "" {
+				ev["subtype"] = "file_share"
+			}
+		}
 		if e.Subtype != "" {
 			ev["subtype"] = e.Subtype
 		}
@@ -167,7 +176,7 @@ func (s *Server) SendBoth(ctx context.Context, e MessageEvent) (mention, message
 	me.EventID = ""
 	pm := s.eventCallbackLocked("app_mention", &me)
 	msg := e
-	msg.TS, msg.Text, msg.EventID = me.TS, me.Text, ""
+	msg.TS, msg.Text, msg.EventID, msg.Files = me.TS, me.Text, "", me.Files // one message, one set of files
 	pg := s.eventCallbackLocked("message", &msg)
 	s.mu.Unlock()
 	if mention, err = s.sendEvent(ctx, pm); err != nil {

@@ -115,6 +115,10 @@ type Options struct {
 	// users' messages are not remembered for threads, reactions and
 	// conversations.replies. Other envelopes' acks are still kept.
 	NoRecord bool
+
+	// Scopes are the bot token's scopes the file methods and downloads check
+	// (files:read, files:write), answering missing_scope without them. Nil grants every scope.
+	Scopes []string
 }
 
 // DeliveryPolicy chooses the live socket an envelope goes to.
@@ -169,6 +173,10 @@ type Server struct {
 	faults   map[string][]fault
 	channels map[string]Channel
 	groups   []UserGroup
+
+	files     map[string]File    // shared and uploaded files, by ID
+	uploads   map[string]*upload // open upload URLs, by key
+	downloads int
 
 	msgs    map[msgKey]*stored // current state, app messages and user messages
 	order   []msgKey
@@ -243,6 +251,10 @@ func NewServer(opts Options) *Server {
 	mux.HandleFunc("/api/{method}", s.handleAPI)
 	mux.HandleFunc("GET /link/", s.handleSocket)
 	mux.HandleFunc("POST /response/{id}", s.handleResponseURL)
+	mux.HandleFunc("POST /upload/v1/{key}", s.handleUpload)
+	mux.HandleFunc("GET /files-pri/{teamfile}/{name}", s.serveFile)
+	mux.HandleFunc("GET /files-pri/{teamfile}/download/{name}", s.serveFile)
+	mux.HandleFunc("GET /signin", s.serveSignin)
 	s.srv = httptest.NewServer(mux)
 	if opts.Redeliver {
 		s.wg.Go(s.redeliverLoop)

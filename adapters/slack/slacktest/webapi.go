@@ -161,6 +161,9 @@ var botMethods = map[string]apiMethod{
 	"users.info":            (*Server).usersInfo,
 	"usergroups.list":       (*Server).usergroupsList,
 	"usergroups.users.list": (*Server).usergroupsUsersList,
+
+	"files.getUploadURLExternal":   (*Server).filesGetUploadURLExternal,
+	"files.completeUploadExternal": (*Server).filesCompleteUploadExternal,
 }
 
 const maxAPIBody = 8 << 20
@@ -340,12 +343,14 @@ type Message struct {
 	Reactions      []string // names, in the order added
 	Edits          int      // updates applied so far
 	Deleted        bool
+	Files          []string   // IDs of the files a files.completeUploadExternal share carries
 	Params         url.Values // everything the creating or updating request carried
 	At             time.Time
 }
 
 func (m Message) clone() Message {
 	m.Reactions = slices.Clone(m.Reactions)
+	m.Files = slices.Clone(m.Files)
 	return m
 }
 

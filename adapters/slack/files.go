@@ -1,0 +1,148 @@
+package slack
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	slackgo "github.com/slack-go/slack"
+	"go.uber.org/zap"
+
+	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/bridge/markdown"
+)
+
+// FileScopes are the bot scopes the files setting needs: files:read to
+// download what users share, files:write to post replies as files.
+var FileScopes = []string{"files:read", "files:write"}
+
+// maxUploadBytes is Slack's file size limit (1 GB).
+const maxUploadBytes = 1 << 30
+
+// attachmentsOf lists a message's files for the core. A file the bot cannot
+// download (an external file, one of a Slack Connect channel that needs
+// files.info first, one hidden by the plan's limits) keeps no URL, so that
+// the user hears it was not sent.
+func attachmentsOf(files []slackgo.File) []bridge.Attachment {
+	var out []bridge.Attachment
+	for _, f := range files {
+		at := bridge.Attachment{ID: f.ID, Name: f.Name, Size: int64(f.Size), MIME: f.Mimetype}
+		if at.Name == "" {
+			at.Name = f.Title
+		}
+		if f.Mode != "tombstone" && f.Mode != "hidden_by_limit" && !f.IsExternal && f.FileAccess != "check_file_info" {
+			at.URL = f.URLPrivateDownload
+			if at.URL == "" {
+				at.URL = f.URLPrivate
+			}
+		}
+		out = append(out, at)
+	}
+	return out
+}
+
+var (
+	_ bridge.Fetcher    = (*responder)(nil)
+	_ bridge.FileSender = (*responder)(nil)
+)
+
+// errOverLimit stops a download past the size the core asked for.
+var errOverLimit = errors.New("over the size limit")
+
+// cappedBuffer keeps at most max bytes and fails past them.
+type cappedBuffer struct {
+	bytes.Buffer
+	max int64
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if int64(b.Len()+len(p)) > b.max {
+		return 0, errOverLimit
+	}
+	return b.Buffer.Write(p)
+}
+
+// Fetch downloads a shared file from its url_private_download with the bot
+// token. slack-go sends the token only to Slack's hosts and the API URL.
+func (r *responder) Fetch(ctx context.Context, at bridge.Attachment, max int64) ([]byte, error) {
+	if !r.a.cfg.Files {
+		return nil, bridge.ErrFilesOff
+	}
+	if at.URL == "" {
+		return nil, fmt.Errorf("file %s: Slack gives no download URL for it", at.ID)
+	}
+	buf := &cappedBuffer{max: max}
+	if err := r.a.api.GetFileContext(ctx, at.URL, buf); err != nil {
+		if errors.Is(err, errOverLimit) {
+			return nil, bridge.ErrFileTooLarge
+		}
+		return nil, fmt.Errorf("file %s: %w", at.ID, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// AcceptsFile reports whether a reply's file is posted: with files on, for
+// replies everyone in the conversation sees (a Slack file cannot be
+// ephemeral, so a private reply stays text), within Slack's size limit.
+func (r *responder) AcceptsFile(rep bridge.Reply) bool {
+	return r.a.cfg.Files && !rep.Ephemeral && rep.File != nil && len(rep.File.Content) <= maxUploadBytes
+}
+
+// sendWithFile posts the reply's summary, then its file after it in the same
+// place. When the upload fails, the whole text follows as messages instead:
+// nothing is lost.
+func (r *responder) sendWithFile(ctx context.Context, rep bridge.Reply) (bridge.MessageRef, error) {
+	f := rep.File
+	rep.File = nil
+	ref, err := r.Send(ctx, rep)
+	if err != nil {
+		return ref, err
+	}
+	return ref, r.attach(ctx, f, rep)
+}
+
+// updateWithFile puts the summary in place of ref, then posts the file.
+func (r *responder) updateWithFile(ctx context.Context, ref bridge.MessageRef, rep bridge.Reply) error {
+	f := rep.File
+	rep.File = nil
+	if err := r.Update(ctx, ref, rep); err != nil {
+		return err
+	}
+	return r.attach(ctx, f, rep)
+}
+
+// attach uploads f into the responder's channel and thread, or sends its
+// text when Slack refuses the upload.
+func (r *responder) attach(ctx context.Context, f *bridge.File, rep bridge.Reply) error {
+	err := r.upload(ctx, f)
+	if err == nil {
+		return nil
+	}
+	r.a.log.Warn("file not uploaded; sending its text", zap.String("file", f.Name), zap.Error(err))
+	text := string(f.Content)
+	if len(f.Name) > 5 && f.Name[len(f.Name)-5:] == ".json" {
+		text = markdown.CodeBlock("json", text)
+	}
+	_, err = r.Send(ctx, bridge.Reply{Kind: rep.Kind, Text: text})
+	return err
+}
+
+// upload runs Slack's three-step upload: files.getUploadURLExternal, the
+// bytes to the upload URL, files.completeUploadExternal sharing it where
+// the responder posts.
+func (r *responder) upload(ctx context.Context, f *bridge.File) error {
+	unlock, err := r.a.locks.lock(ctx, r.Channel)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	_, err = r.a.api.UploadFileContext(ctx, slackgo.UploadFileParameters{
+		Filename: f.Name, Title: f.Name, FileSize: len(f.Content), Reader: bytes.NewReader(f.Content),
+		Channel: r.Channel, ThreadTimestamp: r.Thread,
+	})
+	if err != nil {
+		return fmt.Errorf("upload %s: %w", f.Name, err)
+	}
+	return nil
+}

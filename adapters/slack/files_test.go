@@ -1,0 +1,143 @@
+package slack
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
+	"github.com/flowbridge/flowbridge/bridge"
+)
+
+func filesOn(c *Config) { c.Files = true }
+
+func TestE2ESharedFilesReachTheAgent(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t, e2eOptions{cfg: filesOn, core: func(c *bridge.Config) { c.Files.MaxFileBytes = 1000 }})
+	ctx := waitCtx(t)
+	e.ack(ctx, e.sent(e.slack.SendMessage(ctx, slacktest.MessageEvent{Channel: e2eDM, User: e2eUser, Text: "check this", Files: []slacktest.File{
+		{Name: "nginx.conf", Mimetype: "text/plain", Content: []byte("server { listen 80; }\n")},
+		{Name: "diagram.png", Content: []byte("\x89PNG\r\n\x1a\n")},
+		{Name: "dump.log", Mimetype: "text/plain", Content: []byte(strings.Repeat("y", 1001))},
+	}})))
+	e.reply(ctx, e2eDM, "You said: check this")
+	notice, err := e.slack.WaitMessage(ctx, func(m slacktest.Message) bool {
+		return m.Ephemeral && strings.Contains(m.Text, "not sent to the agent")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"diagram.png", "not a text file", "dump.log", "too large"} {
+		if !strings.Contains(notice.Text, want) {
+			t.Errorf("notice = %q, want it to contain %q", notice.Text, want)
+		}
+	}
+	got := e.agentMessages()
+	want := "check this\n\nAttached file \"nginx.conf\" (22 bytes):\n```\nserver { listen 80; }\n```"
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("agent got %q, want %q", got, want)
+	}
+	if n := e.slack.FileDownloads(); n != 1 {
+		t.Errorf("downloads = %d, want 1 (the text file within the limit)", n)
+	}
+}
+
+func TestE2EFilesOffReportsThemAndSendsTheText(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t, e2eOptions{})
+	ctx := waitCtx(t)
+	e.ack(ctx, e.sent(e.slack.SendMessage(ctx, slacktest.MessageEvent{Channel: e2eDM, User: e2eUser, Text: "see file", Files: []slacktest.File{{Name: "a.txt", Content: []byte("x")}}})))
+	e.reply(ctx, e2eDM, "You said: see file")
+	if _, err := e.slack.WaitMessage(ctx, func(m slacktest.Message) bool {
+		return m.Ephemeral && strings.Contains(m.Text, "reading files is turned off here")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.slack.FileDownloads(); n != 0 {
+		t.Errorf("downloads = %d with files off, want 0", n)
+	}
+}
+
+func TestE2ELongReplyIsUploadedInTheThread(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("A long line of the agent's answer.\n", 400) // 14,000 characters
+	e := startE2E(t, e2eOptions{cfg: filesOn, reply: func(int, string) string { return long },
+		core: func(c *bridge.Config) { c.Files.ReplyOver = 4000 }})
+	ctx := waitCtx(t)
+	d := e.sent(e.slack.SendAppMention(ctx, slacktest.MessageEvent{Channel: e2eChannel, User: e2eUser, Text: "<@" + e.slack.BotUserID() + "> report"}))
+	summary := e.reply(ctx, e2eChannel, "attached as reply.md")
+	share, err := e.slack.WaitMessage(ctx, func(m slacktest.Message) bool { return m.Via == "files.completeUploadExternal" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if summary.ThreadTS != d.TS || share.ThreadTS != d.TS {
+		t.Errorf("summary in thread %q, file in thread %q; want both in %q", summary.ThreadTS, share.ThreadTS, d.TS)
+	}
+	if len(share.Files) != 1 {
+		t.Fatalf("share carries files %v, want one", share.Files)
+	}
+	f, ok := e.slack.UploadedFile(share.Files[0])
+	if !ok || f.Name != "reply.md" || string(f.Content) != long {
+		t.Errorf("uploaded file = %q (%d bytes), want reply.md with the whole reply", f.Name, len(f.Content))
+	}
+	for _, m := range e.slack.Messages() {
+		if m.Channel == e2eChannel && m.TS != summary.TS && m.TS != share.TS && m.Text != "" && !strings.Contains(m.Text, "Thinking") {
+			t.Errorf("extra message %q: the reply should be one summary and one file", m.Text)
+		}
+	}
+}
+
+func TestE2EFailedUploadSendsTheText(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("word ", 1000)
+	e := startE2E(t, e2eOptions{cfg: filesOn, reply: func(int, string) string { return long },
+		core: func(c *bridge.Config) { c.Files.ReplyOver = 1000 }})
+	ctx := waitCtx(t)
+	e.slack.FailNext("files.getUploadURLExternal", 1, "file_uploads_disabled")
+	e.ack(ctx, e.sent(e.slack.SendMessage(ctx, slacktest.MessageEvent{Channel: e2eDM, User: e2eUser, Text: "go"})))
+	e.reply(ctx, e2eDM, "attached as reply.md")
+	// The whole reply follows as a message (in a markdown block, which holds 12,000 characters).
+	if _, err := e.slack.WaitMessage(ctx, func(m slacktest.Message) bool {
+		return m.Channel == e2eDM && !strings.Contains(m.Text, "attached as") && strings.Count(string(m.Blocks), "word") == 1000
+	}); err != nil {
+		t.Fatalf("the whole reply was not sent after the failed upload: %v", err)
+	}
+}
+
+func TestE2EPrivateLongResultStaysText(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t, e2eOptions{cfg: filesOn, core: func(c *bridge.Config) { c.Files.ReplyOver = 10 }})
+	ctx := waitCtx(t)
+	e.ack(ctx, e.sent(e.slack.SendSlashCommand(ctx, slacktest.SlashCommand{Command: "/flow", Text: "healthcheck host=web1 service=nginx", ChannelID: e2eChannel, UserID: e2eUser})))
+	if _, err := e.slack.WaitMessage(ctx, func(m slacktest.Message) bool { return strings.Contains(m.Text, "Checked web1 nginx") }); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.slack.CallCount("files.getUploadURLExternal"); n != 0 {
+		t.Errorf("files.getUploadURLExternal called %d times for a private result, want 0: a Slack file cannot be ephemeral", n)
+	}
+}
+
+func TestManifestAsksForFileScopesOnlyWithFiles(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		js, err := Manifest(Config{Files: on}, nil, "", "json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			OAuth struct {
+				Scopes struct {
+					Bot []string `json:"bot"`
+				} `json:"scopes"`
+			} `json:"oauth_config"`
+		}
+		if err := json.Unmarshal(js, &m); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range FileScopes {
+			if got := slices.Contains(m.OAuth.Scopes.Bot, s); got != on {
+				t.Errorf("files = %v: %s in bot scopes %v = %v, want %v", on, s, m.OAuth.Scopes.Bot, got, on)
+			}
+		}
+	}
+}
