@@ -192,6 +192,9 @@ func cmdCheckConfig(env *environment, args []string) error {
 	for _, w := range cfg.warnings() {
 		fmt.Fprintf(env.stdout, "  warning: %s\n", w)
 	}
+	for _, n := range cfg.needs() {
+		fmt.Fprintf(env.stdout, "  needs: %s\n", n)
+	}
 	return nil
 }
 

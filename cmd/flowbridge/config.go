@@ -85,6 +85,10 @@ type BridgeConfig struct {
 	ChatPerMinute         float64  `toml:"chat_per_minute"`
 	FlowsPerMinute        float64  `toml:"flows_per_minute"`
 	RateBurst             int      `toml:"rate_burst"`
+	// Files attached to messages and replies posted as files (see files.go).
+	MaxFiles      int `toml:"max_files"`
+	MaxFileBytes  int `toml:"max_file_bytes"`
+	FileReplyOver int `toml:"file_reply_over"`
 }
 
 // AdminConfig is the admin HTTP listener.
@@ -160,7 +164,7 @@ func defaultConfig() Config {
 			MaxRetries:        2,
 		},
 		Store:  StoreConfig{Driver: driverBBolt, Path: "flowbridge.db", AuditRetention: Duration(90 * 24 * time.Hour)},
-		Bridge: BridgeConfig{QueueSize: 16, MaxInFlight: 256, DefaultFlowTimeout: Duration(60 * time.Second), DedupeTTL: Duration(10 * time.Minute), ShutdownGrace: Duration(30 * time.Second), WorkingIndicatorDelay: Duration(500 * time.Millisecond), MaxMessageBytes: 16000, MaxParams: 32, MaxValueBytes: 4000, RateBurst: 5},
+		Bridge: BridgeConfig{QueueSize: 16, MaxInFlight: 256, DefaultFlowTimeout: Duration(60 * time.Second), DedupeTTL: Duration(10 * time.Minute), ShutdownGrace: Duration(30 * time.Second), WorkingIndicatorDelay: Duration(500 * time.Millisecond), MaxMessageBytes: 16000, MaxParams: 32, MaxValueBytes: 4000, RateBurst: 5, MaxFiles: 5, MaxFileBytes: 100000, FileReplyOver: 4000},
 		Admin:  AdminConfig{Listen: "127.0.0.1:9090"},
 		Log:    LogConfig{Level: "info", Format: "json"},
 	}
@@ -873,6 +877,7 @@ func (c *Config) checkBridge(ps *problems) {
 	ps.float("bridge.chat_per_minute", b.ChatPerMinute, perMinuteRange)
 	ps.float("bridge.flows_per_minute", b.FlowsPerMinute, perMinuteRange)
 	ps.int("bridge.rate_burst", b.RateBurst, rateBurstRange)
+	c.checkFiles(ps)
 	for i, a := range b.Admins {
 		if strings.TrimSpace(a) == "" {
 			ps.add(fmt.Sprintf("bridge.admins[%d]", i), "empty: give a user ID")
@@ -1180,6 +1185,7 @@ func (c *Config) bridgeConfig() bridge.Config {
 			ChatPerMinute: c.Bridge.ChatPerMinute, FlowsPerMinute: c.Bridge.FlowsPerMinute, Burst: c.Bridge.RateBurst,
 		},
 	}
+	bc.Files = c.fileLimits()
 	bc.Flows, bc.Agents = c.catalog()
 	return bc
 }
