@@ -237,6 +237,9 @@ type commandShape struct {
 	Name        string
 	Description string
 	Options     []optionShape
+	// Installs and Contexts are where the command may be installed and used
+	// (see installShape).
+	Installs, Contexts string
 }
 
 type optionShape struct {
@@ -256,7 +259,8 @@ func shapes(cmds []*discordgo.ApplicationCommand) []commandShape {
 		if t == 0 {
 			t = discordgo.ChatApplicationCommand
 		}
-		out = append(out, commandShape{Type: t, Name: c.Name, Description: c.Description, Options: optionShapes(c.Options)})
+		installs, contexts := installShape(c)
+		out = append(out, commandShape{Type: t, Name: c.Name, Description: c.Description, Options: optionShapes(c.Options), Installs: installs, Contexts: contexts})
 	}
 	slices.SortFunc(out, func(a, b commandShape) int { return cmp.Compare(a.Name, b.Name) })
 	return out
@@ -280,7 +284,8 @@ func optionShapes(opts []*discordgo.ApplicationCommandOption) []optionShape {
 func sameCommands(registered, wanted []*discordgo.ApplicationCommand) bool {
 	a, b := shapes(registered), shapes(wanted)
 	return slices.EqualFunc(a, b, func(x, y commandShape) bool {
-		return x.Type == y.Type && x.Name == y.Name && x.Description == y.Description && sameOptions(x.Options, y.Options)
+		return x.Type == y.Type && x.Name == y.Name && x.Description == y.Description && sameOptions(x.Options, y.Options) &&
+			x.Installs == y.Installs && x.Contexts == y.Contexts
 	})
 }
 
@@ -314,6 +319,9 @@ func (a *Adapter) SyncCommands(ctx context.Context) error {
 	scopes := a.cfg.GuildIDs
 	if len(scopes) == 0 {
 		scopes = []string{""}
+		if a.cfg.UserInstall {
+			userInstallable(wanted)
+		}
 	}
 	var errs []error
 	for _, guildID := range scopes {

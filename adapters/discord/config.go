@@ -87,6 +87,11 @@ type Config struct {
 	// from Discord's CDN) and posts long replies as file attachments, which
 	// needs the Attach Files permission in channels. Off by default.
 	Files bool `toml:"files"`
+	// UserInstall registers the commands for user installs too: people
+	// add the app to their account and run /flow and /agent in any server,
+	// DM or group DM, where the bot itself is not a member. Needs global
+	// commands (no guild_ids). Off by default.
+	UserInstall bool `toml:"user_install"`
 }
 
 // Duration is a time.Duration written in config as a string such as "30s".
@@ -160,6 +165,9 @@ func (c Config) Validate() error {
 	case ScopeThread, ScopeChannel:
 	default:
 		add("session_scope", "%q is not %q or %q", c.SessionScope, ScopeThread, ScopeChannel)
+	}
+	if c.UserInstall && len(c.GuildIDs) > 0 {
+		add("user_install", "needs the commands registered globally: leave guild_ids empty (guild commands cannot be installed by users)")
 	}
 	if c.StartThreads && c.SessionScope == ScopeChannel {
 		add("start_threads", "needs session_scope = %q", ScopeThread)

@@ -186,6 +186,7 @@ func (a *Adapter) receiveInteraction(i *discordgo.Interaction, ev bridge.Event, 
 		ID: i.ID, AppID: i.AppID, Token: i.Token, User: ev.User.ID,
 		Component: i.Type == discordgo.InteractionMessageComponent, Ephemeral: ephemeral,
 		ReplaceOnSend: ev.Kind == bridge.KindAction && (ev.Action.ID == bridge.ActionConfirm || ev.Action.ID == bridge.ActionCancel),
+		WebhookOnly:   botAbsent(i),
 	}}
 	if i.Message != nil {
 		rt.Message = i.Message.ID
@@ -193,6 +194,9 @@ func (a *Adapter) receiveInteraction(i *discordgo.Interaction, ev bridge.Event, 
 	}
 	if i.GuildID == "" {
 		ev.Conversation = dmKey(i.ChannelID)
+	} else if rt.Interaction.WebhookOnly {
+		// The bot cannot look the channel up: a thread here is its own conversation.
+		ev.Conversation = channelKey(i.GuildID, i.ChannelID)
 	} else if info, known := a.knownChannel(i.ChannelID); !known {
 		rt.Lookup = true
 		ev.Conversation = channelKey(i.GuildID, i.ChannelID)
@@ -351,7 +355,7 @@ func filterPrefix(values []string, typed string, n int) []string {
 
 func (a *Adapter) interactionResponder(rt route) *interactionResponder {
 	return &interactionResponder{a: a, i: rt.interaction(), component: rt.Interaction.Component, ephemeral: rt.Interaction.Ephemeral, userID: rt.Interaction.User,
-		replaceOnSend: rt.Interaction.ReplaceOnSend}
+		replaceOnSend: rt.Interaction.ReplaceOnSend, webhookOnly: rt.Interaction.WebhookOnly}
 }
 
 // interactionResponder answers an acknowledged interaction: a command's
@@ -364,6 +368,9 @@ type interactionResponder struct {
 	component bool
 	ephemeral bool // the deferred response, or the message the button is on
 	userID    string
+	// webhookOnly: the bot is not a member where the interaction happened,
+	// so nothing goes to the channel's REST routes.
+	webhookOnly bool
 
 	mu            sync.Mutex
 	originalUsed  bool
@@ -395,6 +402,9 @@ func (r *interactionResponder) Send(ctx context.Context, reply bridge.Reply) (br
 	if expired {
 		return r.toChannel(ctx, reply)
 	}
+	if r.webhookOnly {
+		reply = r.withinFollowups(reply)
+	}
 	if replace {
 		// A deferred update's @original is the message the button is on.
 		msgs := render(reply)
@@ -407,7 +417,7 @@ func (r *interactionResponder) Send(ctx context.Context, reply bridge.Reply) (br
 			r.a.log.Debug("pressed message not replaced; answering apart", zap.Error(err))
 		}
 	}
-	if r.component && !reply.Ephemeral {
+	if r.component && !reply.Ephemeral && !r.webhookOnly {
 		ids, err := r.a.sendChannel(ctx, r.i.ChannelID, render(reply), nil, nil)
 		if len(ids) == 0 {
 			return "", err
@@ -451,6 +461,9 @@ func (r *interactionResponder) Update(ctx context.Context, ref bridge.MessageRef
 	if expired {
 		_, err := r.toChannel(ctx, reply)
 		return err
+	}
+	if r.webhookOnly {
+		reply = r.withinFollowups(reply)
 	}
 	msgs := render(reply)
 	if err := r.a.editWebhook(ctx, r.i, id, msgs[0]); err != nil {
@@ -512,6 +525,9 @@ func (r *interactionResponder) fallback(ctx context.Context, reply bridge.Reply,
 // become public: it goes to the user by DM, and the channel only hears that it
 // did.
 func (r *interactionResponder) toChannel(ctx context.Context, reply bridge.Reply) (bridge.MessageRef, error) {
+	if r.webhookOnly {
+		return "", errNoChannel
+	}
 	reply.Buttons = nil // the share button needs the private message it would retire
 	allow := noMentions()
 	if r.userID != "" {

@@ -51,6 +51,9 @@ type interactionRoute struct {
 	// Source is the content of the message a pressed button is on, which
 	// Dismiss keeps when that message is public.
 	Source string `json:"source,omitempty"`
+	// WebhookOnly marks an interaction from where the bot is not a member
+	// (a user install): every reply goes through the interaction's webhook.
+	WebhookOnly bool `json:"webhook_only,omitempty"`
 }
 
 // check refuses a route whose IDs are not Discord IDs: they become URL paths

@@ -41,6 +41,9 @@ func (c *Config) needs() []string {
 	if c.Slack.Enabled && c.Slack.Files {
 		out = append(out, fmt.Sprintf("slack.files: add the bot scopes %s to the Slack app and reinstall it (slack-manifest lists them)", strings.Join(slack.FileScopes, ", ")))
 	}
+	if c.Discord.Enabled && c.Discord.UserInstall {
+		out = append(out, "discord.user_install: turn on User Install in the Developer Portal (Installation → Installation Contexts) and share the second link discord-invite prints; a user install adds no bot and needs no permission")
+	}
 	if c.Discord.Enabled && c.Discord.Files {
 		out = append(out, "discord.files: the bot needs the Attach Files permission where it posts in channels (discord-invite asks for it; an existing install: grant it to the bot's role)")
 	}

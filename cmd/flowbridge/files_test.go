@@ -63,3 +63,24 @@ func TestFileKeysRanges(t *testing.T) {
 		t.Errorf("bridgeConfig().Files = %+v, want never as files, 3 files of 100000 bytes", got)
 	}
 }
+
+func TestDiscordInvitePrintsTheUserInstallLink(t *testing.T) {
+	text := testConfig("", "\n[discord]\nenabled = true\ntoken = \"a.b.c\"\napplication_id = \"900000000000000001\"\nuser_install = true\n")
+	out, errOut, err := runCmd(t, nil, "", "discord-invite", "-config", writeFile(t, text))
+	if err != nil {
+		t.Fatalf("discord-invite = %v\n%s", err, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "scope=bot+applications.commands") ||
+		lines[1] != "https://discord.com/oauth2/authorize?client_id=900000000000000001&integration_type=1&scope=applications.commands" {
+		t.Errorf("discord-invite with user_install = %q, want the server invite, then the user install link", out)
+	}
+	out, _, err = runCmd(t, nil, "", "check-config", "-config", writeFile(t, text))
+	if err != nil || !strings.Contains(out, "needs: discord.user_install") {
+		t.Errorf("check-config with user_install = %v\n%s, want what it needs named", err, out)
+	}
+	_, err = parseConfig([]byte(text+"guild_ids = [\"1\"]\n"), mapEnv(nil))
+	if err == nil || !strings.Contains(err.Error(), "discord.user_install") {
+		t.Errorf("user_install with guild_ids = %v, want it refused", err)
+	}
+}

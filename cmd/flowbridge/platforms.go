@@ -152,6 +152,14 @@ func cmdDiscordInvite(env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Discord.UserInstall {
+		// The second link adds the app to a user's account.
+		user, err := discord.UserInstallURL(cfg.Discord)
+		if err != nil {
+			return err
+		}
+		u += "\n" + user
+	}
 	return writeOutput(env, *out, []byte(u+"\n"))
 }
 

@@ -30,6 +30,14 @@ type Interaction struct {
 	MessageID string
 	// Locale defaults to "en-US".
 	Locale string
+	// UserInstall sends the interaction through the user's install of the app
+	// (authorizing_integration_owners "1"): the command must be registered globally for
+	// user installs and the interaction's context. In a guild the bot was not added to
+	// (AddGuild), the bot is no member: the channel's REST routes answer 403 50001.
+	UserInstall bool
+	// PrivateChannel sends it from a group DM (context 2), which only a user install
+	// reaches and the bot never joins; GuildID must be empty.
+	PrivateChannel bool
 }
 
 // SentInteraction identifies a dispatched interaction.
@@ -49,6 +57,10 @@ type interaction struct {
 	acked              bool
 	ackType            discordgo.InteractionResponseType
 	originalID         string // the @original message, once there is one
+	context            discordgo.InteractionContextType
+	userInstall        bool // authorized by the user's install
+	guildInstall       bool // authorized by the app's install in the guild (or a DM with the bot)
+	followups          int
 	sourceMessageID    string // the message a component was on
 	responses          []InteractionResponse
 }
@@ -56,10 +68,17 @@ type interaction struct {
 // owners is the interaction's authorizing_integration_owners: the app is installed to
 // guilds (key "0"), which maps to the guild, or to "0" in a DM with the bot.
 func (in *interaction) owners() map[string]string {
-	if in.guildID == "" {
-		return map[string]string{"0": "0"}
+	out := map[string]string{}
+	if in.guildInstall {
+		out["0"] = "0"
+		if in.guildID != "" {
+			out["0"] = in.guildID
+		}
 	}
-	return map[string]string{"0": in.guildID}
+	if in.userInstall {
+		out["1"] = in.user.ID
+	}
+	return out
 }
 
 // SendInteraction dispatches INTERACTION_CREATE. A command must be registered (guild or
@@ -78,11 +97,15 @@ func (s *Server) SendInteraction(ctx context.Context, in Interaction) (SentInter
 	if in.User.Discriminator == "" {
 		in.User.Discriminator = "0"
 	}
-	if err := s.ensureChannel(ctx, in.ChannelID, in.GuildID, in.User); err != nil {
+	where, err := s.interactionPlace(ctx, in)
+	if err != nil {
 		return SentInteraction{}, err
 	}
 	s.mu.Lock()
 	data, source, err := s.interactionDataLocked(in)
+	if err == nil && in.UserInstall {
+		err = s.checkUserInstallLocked(in, where.context)
+	}
 	if err != nil {
 		s.mu.Unlock()
 		return SentInteraction{}, fmt.Errorf("discordtest: send interaction: %w", err)
@@ -90,6 +113,7 @@ func (s *Server) SendInteraction(ctx context.Context, in Interaction) (SentInter
 	st := &interaction{
 		typ: in.Type, guildID: in.GuildID, channelID: in.ChannelID, user: in.User,
 		dispatchedAt: s.now(), sourceMessageID: source,
+		context: where.context, userInstall: in.UserInstall, guildInstall: where.botPresent,
 	}
 	st.id = s.newIDLocked()
 	st.token = "fake-interaction-token-" + st.id
@@ -99,7 +123,7 @@ func (s *Server) SendInteraction(ctx context.Context, in Interaction) (SentInter
 	payload := map[string]any{
 		"id": st.id, "application_id": s.opts.ApplicationID, "type": in.Type, "token": st.token, "version": 1,
 		"channel_id": in.ChannelID, "channel": s.wireChannelLocked(s.channels[in.ChannelID]),
-		"locale": in.Locale, "app_permissions": "2147483647", "data": data,
+		"locale": in.Locale, "app_permissions": where.appPermissions, "data": data,
 		"entitlements": []any{}, "authorizing_integration_owners": st.owners(),
 		"attachment_size_limit": s.opts.AttachmentSizeLimit,
 	}
@@ -108,12 +132,12 @@ func (s *Server) SendInteraction(ctx context.Context, in Interaction) (SentInter
 		payload["guild_id"] = in.GuildID
 		payload["guild"] = map[string]any{"id": in.GuildID, "locale": "en-US", "features": []string{}}
 		payload["guild_locale"] = "en-US"
-		payload["context"] = discordgo.InteractionContextGuild
+		payload["context"] = where.context
 		member := wireMember(&discordgo.Member{Roles: in.Roles, JoinedAt: s.now()}, &u)
 		member["permissions"] = everyonePermissions
 		payload["member"] = member
 	} else {
-		payload["context"] = discordgo.InteractionContextBotDM
+		payload["context"] = where.context
 		payload["user"] = wireUser(in.User)
 	}
 	if source != "" {
@@ -561,6 +585,11 @@ func (s *Server) handleFollowup(c *call) (reply, *apiError) {
 		s.echo(c.r.Context(), "MESSAGE_UPDATE", next)
 		return reply{body: out}, nil
 	}
+	if !st.guildInstall && st.followups >= MaxUserInstallFollowups {
+		s.mu.Unlock()
+		return reply{}, errTooManyFollowups()
+	}
+	st.followups++
 	m := &Message{
 		ID: s.newIDLocked(), ChannelID: st.channelID, GuildID: st.guildID, Author: s.bot,
 		Content: b.content, Embeds: b.embeds, Components: b.components, rawComponents: b.rawComponents,

@@ -134,6 +134,8 @@ func (s *Server) api(route string, mode authMode, h handlerFunc) http.Handler {
 			if auth != "" && !strings.HasPrefix(auth, "Bot ") {
 				aerr.fields = []fieldError{{path: "authorization", code: "DISCORDTEST", message: "bot tokens need the \"Bot \" prefix"}}
 			}
+		case s.isForeign(r.PathValue("channel")):
+			aerr = errMissingAccess()
 		case limited:
 			s.writeRateLimited(w, route, limit)
 			s.finishRequest(idx, http.StatusTooManyRequests, 0, "rate limited (scripted)")

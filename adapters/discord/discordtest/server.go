@@ -104,6 +104,7 @@ type Server struct {
 	overwrites   []CommandOverwrite
 	limits       map[string][]RateLimit // by route
 	cdn          map[string]Attachment  // by CDN path
+	foreign      map[string]bool        // channels the bot is no member of (user installs)
 	cdnGets      int
 
 	conns       map[*conn]struct{}
