@@ -12,6 +12,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/flowbridge/flowbridge/adapters/discord/discordtest"
+	"github.com/flowbridge/flowbridge/internal/docshape"
 )
 
 type zeros struct{}
@@ -110,5 +111,39 @@ func TestUploadLimits(t *testing.T) {
 	}
 	if _, err := s.ChannelMessageSendComplex("3000", &discordgo.MessageSend{Files: files(10, 10)}, discordgo.WithContext(ctx(t))); err != nil {
 		t.Errorf("ten files and no content: %v, want them accepted", err)
+	}
+}
+
+// attachmentShape is resources/message#attachment-object: what Discord always sends.
+var attachmentShape = map[string]shape{
+	"attachment": {Doc: discordDocs + "resources/message#attachment-object",
+		Fields: []string{"id:string", "filename:string", "size:int", "url:string", "proxy_url:string", "content_type?:string"}},
+}
+
+func TestAttachmentsAsDocumented(t *testing.T) {
+	t.Parallel()
+	fake := newFake(t, discordtest.Options{})
+	if err := fake.AddChannel(t.Context(), discordgo.Channel{ID: "3000", GuildID: "1", Type: discordgo.ChannelTypeGuildText}); err != nil {
+		t.Fatal(err)
+	}
+	rec := docshape.NewRecorder(fake.Transport())
+	s := newSession(t, fake, bridgeIntents)
+	s.Client = &http.Client{Transport: rec}
+	if _, err := s.ChannelMessageSendComplex("3000", &discordgo.MessageSend{Content: "x", AllowedMentions: noMentions, Files: files(2, 3)}, discordgo.WithContext(ctx(t))); err != nil {
+		t.Fatal(err)
+	}
+	check := docshape.New(attachmentShape)
+	for _, e := range rec.Exchanges() {
+		m, _ := docshape.DecodeJSON(t, "message", e.Body).(map[string]any)
+		list, _ := m["attachments"].([]any)
+		if len(list) != 2 {
+			t.Fatalf("attachments = %v, want 2", m["attachments"])
+		}
+		for _, a := range list {
+			check.Check("attachment", a, "attachment")
+		}
+	}
+	for _, e := range check.Errs() {
+		t.Error(e)
 	}
 }
