@@ -105,7 +105,7 @@ func TestE2EFailedUploadSendsTheText(t *testing.T) {
 	}
 }
 
-func TestE2EPrivateLongResultStaysText(t *testing.T) {
+func TestE2EOnlyPublicResultsBecomeFiles(t *testing.T) {
 	t.Parallel()
 	e := startE2E(t, e2eOptions{cfg: filesOn, core: func(c *bridge.Config) { c.Files.ReplyOver = 10 }})
 	ctx := waitCtx(t)
@@ -115,6 +115,21 @@ func TestE2EPrivateLongResultStaysText(t *testing.T) {
 	}
 	if n := e.slack.CallCount("files.getUploadURLExternal"); n != 0 {
 		t.Errorf("files.getUploadURLExternal called %d times for a private result, want 0: a Slack file cannot be ephemeral", n)
+	}
+
+	// A public result replaces its "Running…" through the response_url, then the file follows in the channel.
+	e.ack(ctx, e.sent(e.slack.SendSlashCommand(ctx, slacktest.SlashCommand{Command: "/flow", Text: "publiccheck host=db1", ChannelID: e2eChannel, UserID: e2eUser})))
+	share, err := e.slack.WaitMessage(ctx, func(m slacktest.Message) bool { return m.Via == "files.completeUploadExternal" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := e.slack.UploadedFile(share.Files[0]); share.Channel != e2eChannel || f.Name != "publiccheck.md" || !strings.Contains(string(f.Content), "Checked db1") {
+		t.Errorf("shared %s in %s with %q, want publiccheck.md with the result in %s", f.Name, share.Channel, f.Content, e2eChannel)
+	}
+	if _, err := e.slack.WaitMessage(ctx, func(m slacktest.Message) bool {
+		return m.ResponseType == "in_channel" && strings.Contains(m.Text, "attached as publiccheck.md")
+	}); err != nil {
+		t.Errorf("summary not posted through the response_url: %v", err)
 	}
 }
 
