@@ -3,9 +3,9 @@
 // # Tables
 //
 // One table per record of bridge/store: sessions, conversation_agents,
-// last_replies, inbox, audit; and leases. They live in the first schema of
-// the connection's search_path, so a deployment that shares a database
-// gives flowbridge a schema of its own through the DSN
+// last_replies, inbox, audit, conversation_contexts; and leases. They live
+// in the first schema of the connection's search_path, so a deployment
+// that shares a database gives flowbridge a schema of its own through the DSN
 // (postgres://…/db?search_path=flowbridge). Keys are text compared as bytes
 // (COLLATE "C"), so ListSessions returns the order bbolt does and a prefix is
 // a range of the primary key. Times are timestamptz, kept to the

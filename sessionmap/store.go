@@ -67,8 +67,9 @@ var (
 	bucketInboxSeq  = []byte("inbox_seq")  // seq -> key, of entries not yet answered
 	bucketInboxDone = []byte("inbox_done") // updated time, seq -> key, of answered entries
 	bucketAudit     = []byte("audit")
+	bucketContexts  = []byte("contexts") // conversation key -> context, see context.go
 
-	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketAgents, bucketReplies, bucketInbox, bucketInboxSeq, bucketInboxDone, bucketAudit}
+	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketAgents, bucketReplies, bucketInbox, bucketInboxSeq, bucketInboxDone, bucketAudit, bucketContexts}
 
 	// The de-duplication buckets of formats 1 (events, events_by_expiry)
 	// and 2 (dedupe, whose generations are nested buckets), dropped on
