@@ -226,6 +226,8 @@ const (
 	jobFlow
 	jobAgent
 	jobAction
+	jobOpen
+	jobContext
 )
 
 // classify decides how an event is handled. Text commands (!flow, !agent) work
@@ -234,6 +236,10 @@ func classify(ev Event) job {
 	switch ev.Kind {
 	case KindAction:
 		return job{ev: ev, kind: jobAction}
+	case KindOpen:
+		return job{ev: ev, kind: jobOpen}
+	case KindContext:
+		return job{ev: ev, kind: jobContext}
 	case KindCommand:
 		if ev.Flow != "" {
 			return job{ev: ev, kind: jobFlow}
@@ -282,7 +288,7 @@ func textCommand(text, word string) (string, bool) {
 // wait its turn behind earlier messages of the conversation.
 func (j job) ordered() bool {
 	switch j.kind {
-	case jobChat:
+	case jobChat, jobOpen, jobContext:
 		return true
 	case jobAgent:
 		sub, _, _ := strings.Cut(strings.TrimSpace(j.args), " ")
@@ -511,6 +517,10 @@ func (b *Bridge) run(j job) {
 		b.agentCommand(ctx, log, j.ev, j.args)
 	case jobAction:
 		b.action(ctx, log, j.ev)
+	case jobOpen:
+		b.open(ctx, log, j.ev)
+	case jobContext:
+		b.keepContext(log, j.ev)
 	}
 	// Whatever did not close its entry with a reply of its own is done now.
 	b.answered(log, j.ev, "", nil)

@@ -49,6 +49,11 @@ type Agent struct {
 	// DefaultChannels are the channel IDs whose conversations use this agent
 	// unless /agent use chose another there.
 	DefaultChannels []string
+	// Greeting opens a conversation the platform starts for the bot (Slack's
+	// assistant threads); "" uses a default naming the agent.
+	Greeting string
+	// SuggestedPrompts are offered with the greeting.
+	SuggestedPrompts []Prompt
 }
 
 // catalog is an immutable snapshot of flows, agents and admins; a reload swaps

@@ -67,8 +67,16 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	stop := b.indicate(ctx, ev.Reply)
 	log = log.WithLazy(zap.String("agent", agent.Name))
 	log.Debug("chat message", zap.String("text", text))
-	out, sess, renewed, err := b.ask(ctx, log, ev.Conversation, agent, text)
+	titler := b.titler(log, ev)
+	asked, told := b.withContext(log, ev, text)
+	out, sess, renewed, err := b.ask(ctx, log, ev.Conversation, agent, asked)
 	stop()
+	if err == nil {
+		told()
+	}
+	if titler != nil {
+		defer b.title(ctx, log, titler, titleSource(ev, text))
+	}
 	if err != nil {
 		log.Warn("chat failed", zap.Error(err))
 		ref := b.send(ctx, ev, Reply{Kind: ReplyError, Text: chatErrorText(ctx, err)})

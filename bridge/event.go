@@ -18,6 +18,16 @@ const (
 	KindCommand
 	// KindAction is a button press on a message the bridge sent earlier.
 	KindAction
+	// KindOpen is a conversation the platform opened for the bot (Slack's
+	// assistant thread): the core greets it with its agent's suggested
+	// prompts. Text holds what the user has open beside it, if anything
+	// (see KindContext).
+	KindOpen
+	// KindContext says what the user of a conversation now has open beside
+	// it (Slack's assistant thread context: the channel they are viewing),
+	// as a sentence for the agent in Text; "" when nothing. The core keeps
+	// it and passes it to the agent with the next message.
+	KindContext
 )
 
 func (k Kind) String() string {
@@ -28,6 +38,10 @@ func (k Kind) String() string {
 		return "command"
 	case KindAction:
 		return "action"
+	case KindOpen:
+		return "open"
+	case KindContext:
+		return "context"
 	}
 	return "unknown"
 }
@@ -161,6 +175,9 @@ type Reply struct {
 	// File, when set, is posted as an attachment with Text as its summary
 	// (set only where the responder's FileSender accepted it).
 	File *File
+	// Prompts are suggestions the user can pick as their next message (a
+	// greeting's); adapters show them where the platform can.
+	Prompts []Prompt
 }
 
 // Button is a pressable control on a reply.

@@ -1,0 +1,143 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/flowbridge/flowbridge/bridge/store"
+)
+
+// Prompt is a suggestion offered to the user of a new conversation (Slack's
+// assistant suggested prompts): a short title, and the message sent for
+// them when they pick it.
+type Prompt struct {
+	Title   string
+	Message string
+}
+
+// Titler is implemented by responders whose conversation can carry a title
+// (Slack's assistant threads): the core names the conversation from the
+// first message of its session.
+type Titler interface {
+	Title(ctx context.Context, text string) error
+}
+
+// maxContextBytes bounds a conversation's context, which the platform sends
+// and the agent receives with a message.
+const maxContextBytes = 2000
+
+// open greets a conversation the platform opened for the bot with its
+// agent's greeting and suggested prompts, and keeps its context.
+func (b *Bridge) open(ctx context.Context, log *zap.Logger, ev Event) {
+	b.keepContext(log, ev)
+	agent, err := b.conversationAgent(b.cat.Load(), ev)
+	var r Reply
+	switch {
+	case err != nil:
+		log.Error("agent lookup", zap.Error(err))
+		r = Reply{Kind: ReplyError, Text: msgStoreFailed}
+	case agent == nil:
+		r = Reply{Kind: ReplyError, Text: msgNoAgent}
+	case len(agent.Channels) > 0 && !slices.Contains(agent.Channels, ev.Channel):
+		r = Reply{Kind: ReplyError, Text: fmt.Sprintf(msgAgentChannel, agent.Name)}
+	default:
+		r = Reply{Kind: ReplyInfo, Text: agent.Greeting, Prompts: agent.SuggestedPrompts}
+		if r.Text == "" {
+			r.Text = fmt.Sprintf(msgGreeting, agent.Name)
+		}
+	}
+	ref := b.send(ctx, ev, r)
+	b.answered(log, ev, ref, nil)
+}
+
+// keepContext records what the user of the event's conversation has open
+// beside it (ev.Text), for the agent to hear with the next message. An
+// open event without one leaves what is known alone; a context event
+// without one forgets it. A context the conversation already has, told or
+// not, is not written again.
+func (b *Bridge) keepContext(log *zap.Logger, ev Event) {
+	cs, ok := b.store.(store.Contexts)
+	if !ok {
+		return
+	}
+	text := truncate(sanitize(ev.Text), maxContextBytes)
+	if text == "" && ev.Kind == KindOpen {
+		return
+	}
+	cur, found, err := cs.ConversationContext(ev.Conversation)
+	if err != nil {
+		log.Warn("context not read", zap.Error(err))
+	} else if found && cur.Text == text || !found && text == "" {
+		return
+	}
+	err = cs.PutConversationContext(store.Context{Key: ev.Conversation, Text: text, Updated: b.cfg.Now()})
+	b.noteStore(err)
+	if err != nil {
+		b.metrics.storeFailed("save_context")
+		log.Warn("context not kept", zap.Error(err))
+	}
+}
+
+// withContext returns text led by the conversation's context when the agent
+// has not been told it yet, and the function that records that it has,
+// to call once the agent answered.
+func (b *Bridge) withContext(log *zap.Logger, ev Event, text string) (string, func()) {
+	cs, ok := b.store.(store.Contexts)
+	if !ok {
+		return text, func() {}
+	}
+	c, found, err := cs.ConversationContext(ev.Conversation)
+	if err != nil {
+		log.Warn("context not read", zap.Error(err))
+		return text, func() {}
+	}
+	if !found || c.Told {
+		return text, func() {}
+	}
+	return fmt.Sprintf(msgContextLead, c.Text) + text, func() {
+		c.Told, c.Updated = true, b.cfg.Now()
+		if err := cs.PutConversationContext(c); err != nil {
+			// The agent hears the context once more with the next message.
+			log.Debug("context not marked told", zap.Error(err))
+		}
+	}
+}
+
+// titler returns the responder's Titler when the event's message is the
+// first of its conversation's session, so the conversation takes its name
+// from it; otherwise nil.
+func (b *Bridge) titler(log *zap.Logger, ev Event) Titler {
+	t, ok := ev.Reply.(Titler)
+	if !ok {
+		return nil
+	}
+	_, has, err := b.store.Session(ev.Conversation)
+	if err != nil {
+		log.Debug("session not read for the title", zap.Error(err))
+		return nil
+	}
+	if has {
+		return nil
+	}
+	return t
+}
+
+// title names the conversation after its first message.
+func (b *Bridge) title(ctx context.Context, log *zap.Logger, t Titler, text string) {
+	if err := t.Title(ctx, text); err != nil {
+		log.Debug("conversation not named", zap.Error(err))
+	}
+}
+
+// titleSource is what names a conversation: the user's own words, else
+// what the agent was sent (a message of attached files only).
+func titleSource(ev Event, sent string) string {
+	if own := strings.TrimSpace(sanitize(ev.Text)); own != "" {
+		return own
+	}
+	return sent
+}

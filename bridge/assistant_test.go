@@ -1,0 +1,136 @@
+package bridge_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/flowbridge/flowbridge/bridge"
+)
+
+// titleRecorder is a recorder whose conversation can carry a title.
+type titleRecorder struct {
+	*recorder
+	mu     sync.Mutex
+	titles []string
+}
+
+func (r *titleRecorder) Title(_ context.Context, text string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.titles = append(r.titles, text)
+	return nil
+}
+
+func (r *titleRecorder) got() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.titles)
+}
+
+func TestOpenGreetsWithTheAgentsPrompts(t *testing.T) {
+	t.Parallel()
+	prompts := []bridge.Prompt{{Title: "Status", Message: "What is the status of prod?"}, {Title: "Help", Message: "What can you do?"}}
+	cfg := defaultConfig()
+	cfg.Agents[0].SuggestedPrompts = prompts
+	cfg.Agents[1].Greeting = "Other here."
+	h := newHarness(t, cfg, nil)
+
+	rec := newRecorder()
+	if err := h.do(event("t/1", bridge.KindOpen, "", rec)); err != nil {
+		t.Fatal(err)
+	}
+	r := rec.last(t)
+	if r.Kind != bridge.ReplyInfo || !slices.Equal(r.Prompts, prompts) {
+		t.Errorf("greeting = %+v, want an info reply with the default agent's prompts %v", r, prompts)
+	}
+	wantContains(t, "greeting", r.Text, "*helper*")
+
+	// A thread whose channel chose another agent is greeted by that agent.
+	if err := h.store.SetConversationAgent("dm/1", "other"); err != nil {
+		t.Fatal(err)
+	}
+	rec = newRecorder()
+	ev := event("dm/1/t/2", bridge.KindOpen, "", rec)
+	ev.Parent = "dm/1"
+	if err := h.do(ev); err != nil {
+		t.Fatal(err)
+	}
+	if r := rec.last(t); r.Text != "Other here." || len(r.Prompts) != 0 {
+		t.Errorf("greeting in the other agent's channel = %+v, want its own greeting and no prompts", r)
+	}
+}
+
+func TestContextReachesTheAgentOncePerChange(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, defaultConfig(), nil)
+	conv := "t/ctx"
+	rec := newRecorder()
+	if err := h.do(event(conv, bridge.KindOpen, "The user is viewing <#C1>.", rec)); err != nil {
+		t.Fatal(err)
+	}
+	h.ask(conv, "one")
+	h.ask(conv, "two")
+	// An unchanged context is not told again; a new one is.
+	for _, text := range []string{"The user is viewing <#C1>.", "The user is viewing <#C2>."} {
+		if err := h.do(event(conv, bridge.KindContext, text, newRecorder())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.ask(conv, "three")
+	// Nothing in view any more: forgotten.
+	if err := h.do(event(conv, bridge.KindContext, "", newRecorder())); err != nil {
+		t.Fatal(err)
+	}
+	h.ask(conv, "four")
+
+	sessions := h.fake.Sessions(agentUUID)
+	if len(sessions) != 1 {
+		t.Fatalf("agent has %d sessions, want 1", len(sessions))
+	}
+	want := []string{"[Context: The user is viewing <#C1>.]\n\none", "two", "[Context: The user is viewing <#C2>.]\n\nthree", "four"}
+	if got := h.fake.Messages(sessions[0]); !slices.Equal(got, want) {
+		t.Errorf("agent received %q, want %q", got, want)
+	}
+}
+
+func TestContextEventsSendNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, defaultConfig(), nil)
+	rec := newRecorder()
+	if err := h.do(event("t/quiet", bridge.KindContext, "The user is viewing <#C9>.", rec)); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.all(); len(got) != 0 {
+		t.Errorf("a context change was answered with %+v, want nothing", got)
+	}
+	if len(h.fake.Sessions(agentUUID)) != 0 {
+		t.Error("a context change created an agent session")
+	}
+}
+
+func TestFirstMessageNamesTheConversation(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, defaultConfig(), nil)
+	rec := &titleRecorder{recorder: newRecorder()}
+	say := func(text string) {
+		t.Helper()
+		ev := event("t/title", bridge.KindMessage, text, rec.recorder)
+		ev.Reply = rec
+		if err := h.do(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	say("How do I restart nginx?")
+	say("and apache?")
+	if got := rec.got(); !slices.Equal(got, []string{"How do I restart nginx?"}) {
+		t.Errorf("titles = %q, want the first message only", got)
+	}
+	// After /agent reset the next message starts a new session: it names the conversation anew.
+	h.command("t/title", bridge.CommandAgent, "reset")
+	say("new topic")
+	if got := rec.got(); !slices.Equal(got, []string{"How do I restart nginx?", "new topic"}) {
+		t.Errorf("titles after reset = %q", got)
+	}
+}
