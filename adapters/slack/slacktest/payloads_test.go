@@ -109,6 +109,9 @@ func TestPayloadsAsDocumented(t *testing.T) {
 	sent(srv.SendEvent(ctx, map[string]any{"type": "reaction_added", "user": "U1", "reaction": "eyes",
 		"item": map[string]any{"type": "message", "channel": "C1", "ts": root.TS}, "item_user": "U1"}))
 	sent(srv.Redeliver(ctx, root.EnvelopeID))
+	thread := sent(srv.SendAssistantThreadStarted(ctx, slacktest.AssistantThreadEvent{User: "U1", Channel: "D1", ContextChannel: "C1"}))
+	sent(srv.SendAssistantThreadContextChanged(ctx, slacktest.AssistantThreadEvent{User: "U1", Channel: "D1", ThreadTS: thread.TS}))
+	sent(srv.SendMessage(ctx, slacktest.MessageEvent{Channel: "D1", User: "U1", Text: "in the assistant thread", ThreadTS: thread.TS}))
 
 	// The app's messages, and what users do with them.
 	blocks := slack.MsgOptionBlocks(
@@ -166,6 +169,14 @@ func TestPayloadsAsDocumented(t *testing.T) {
 	}
 	_, _, err = api.DeleteMessageContext(ctx, "C1", ts)
 	must(err)
+	must(api.SetAssistantThreadsStatusContext(ctx, slack.AssistantThreadsSetStatusParameters{ChannelID: "D1", ThreadTS: thread.TS, Status: "is thinking…"}))
+	must(api.SetAssistantThreadsTitleContext(ctx, slack.AssistantThreadsSetTitleParameters{ChannelID: "D1", ThreadTS: thread.TS, Title: "A question"}))
+	must(api.SetAssistantThreadsSuggestedPromptsContext(ctx, slack.AssistantThreadsSetSuggestedPromptsParameters{ChannelID: "D1", ThreadTS: thread.TS,
+		Prompts: []slack.AssistantThreadsPrompt{{Title: "Status", Message: "What is the status?"}}}))
+	if err := api.SetAssistantThreadsStatusContext(ctx, slack.AssistantThreadsSetStatusParameters{ChannelID: "D1", ThreadTS: thread.TS,
+		Status: strings.Repeat("s", slacktest.MaxStatusLength+1)}); err == nil {
+		t.Fatal("setStatus with an oversized status succeeded")
+	}
 
 	// Frames on one socket arrive in order: once the disconnect is in, all are.
 	must(srv.Disconnect("refresh_requested"))
@@ -202,6 +213,9 @@ func TestPayloadsAsDocumented(t *testing.T) {
 	body, _, err = srv.AppMentionBody(slacktest.MessageEvent{Channel: "C1", User: "U1", Text: "over http"})
 	must(err)
 	check.Check("HTTP app_mention", docshape.DecodeJSON(t, "HTTP app_mention", body), "event_callback")
+	body, _, err = srv.AssistantThreadBody(slacktest.AssistantThreadEvent{User: "U1", Channel: "D1", ContextChannel: "C1"})
+	must(err)
+	check.Check("HTTP assistant_thread_started", docshape.DecodeJSON(t, "HTTP assistant_thread_started", body), "event_callback")
 	check.Check("HTTP url_verification", docshape.DecodeJSON(t, "HTTP url_verification", slacktest.URLVerificationBody("c")), "url_verification")
 	form, _ := srv.SlashCommandBody(slacktest.SlashCommand{Command: "/flow", Text: "x", UserID: "U1", ChannelID: "C1"})
 	values, err := url.ParseQuery(string(form))
@@ -242,5 +256,5 @@ func TestPayloadsAsDocumented(t *testing.T) {
 	for _, e := range check.Errs() {
 		t.Error(e)
 	}
-	t.Logf("checked %d socket frames (%v), 6 HTTP-mode bodies and %d answers (%v); shapes used: %v", len(tap.All()), types, len(rec.Exchanges()), methods, check.Seen())
+	t.Logf("checked %d socket frames (%v), 7 HTTP-mode bodies and %d answers (%v); shapes used: %v", len(tap.All()), types, len(rec.Exchanges()), methods, check.Seen())
 }

@@ -196,6 +196,8 @@ type Server struct {
 
 	responseURLs  map[string]*responseURL
 	responsePosts []ResponsePost
+
+	assistant map[msgKey]*AssistantThread // see assistant.go
 }
 
 // NewServer starts a fake Slack on loopback. Close it when done.

@@ -48,6 +48,8 @@ var slackShapes = map[string]shape{
 				return []string{"message_event"}
 			case "app_mention":
 				return []string{"app_mention_event"}
+			case "assistant_thread_started", "assistant_thread_context_changed":
+				return []string{"assistant_thread_event"}
 			}
 			return nil
 		}},
@@ -76,6 +78,13 @@ var slackShapes = map[string]shape{
 		Fields: []string{"hidden:bool", "deleted_ts:string", "previous_message:object"}},
 	"app_mention_event": {Doc: slackDocs + "reference/events/app_mention",
 		Fields: []string{"user:string", "text:string", "ts:string", "channel:string"}},
+	"assistant_thread_event": {Doc: slackDocs + "reference/events/assistant_thread_started",
+		Fields: []string{"assistant_thread:assistant_thread"}},
+	"assistant_thread": {Doc: slackDocs + "reference/events/assistant_thread_started",
+		Fields: []string{"user_id:string", "context:assistant_context", "channel_id:string", "thread_ts:string"}},
+	// An empty object when the user views no channel.
+	"assistant_context": {Doc: slackDocs + "reference/events/assistant_thread_context_changed",
+		Fields: []string{"channel_id?:string", "team_id?:string", "enterprise_id?:?string"}},
 
 	// interactivity/implementing-slash-commands#app_command_handling
 	"slash_command": {Doc: slackDocs + "interactivity/implementing-slash-commands#app_command_handling",
@@ -156,4 +165,9 @@ var slackShapes = map[string]shape{
 			"created_by:string", "updated_by:string", "deleted_by:?string", "prefs:usergroup_prefs", "user_count:any", "users?:[]string"}},
 	"usergroup_prefs":       {Doc: slackDocs + "reference/methods/usergroups.list", Fields: []string{"channels:[]string", "groups:[]string"}},
 	"usergroups.users.list": {Doc: slackDocs + "reference/methods/usergroups.users.list", Fields: []string{"users:[]string"}},
+
+	// The assistant thread methods answer ok and nothing more.
+	"assistant.threads.setStatus":           {Doc: slackDocs + "reference/methods/assistant.threads.setStatus"},
+	"assistant.threads.setTitle":            {Doc: slackDocs + "reference/methods/assistant.threads.setTitle"},
+	"assistant.threads.setSuggestedPrompts": {Doc: slackDocs + "reference/methods/assistant.threads.setSuggestedPrompts"},
 }

@@ -164,6 +164,10 @@ var botMethods = map[string]apiMethod{
 
 	"files.getUploadURLExternal":   (*Server).filesGetUploadURLExternal,
 	"files.completeUploadExternal": (*Server).filesCompleteUploadExternal,
+
+	"assistant.threads.setStatus":           (*Server).assistantSetStatus,
+	"assistant.threads.setTitle":            (*Server).assistantSetTitle,
+	"assistant.threads.setSuggestedPrompts": (*Server).assistantSetSuggestedPrompts,
 }
 
 const maxAPIBody = 8 << 20
@@ -317,7 +321,7 @@ type stored struct {
 // a response_url or a slash-command ack payload.
 type Message struct {
 	Seq            uint64 // order among everything the server recorded
-	Op             string // what produced this version: chat.postMessage, chat.update, chat.delete, chat.postEphemeral, reactions.add, reactions.remove, response_url, ack
+	Op             string // what produced this version: chat.postMessage, chat.update, chat.delete, chat.postEphemeral, reactions.add, reactions.remove, response_url, ack, assistant (the root of an assistant thread)
 	Via            string // what created the message (one of the Op values that create)
 	Channel        string
 	TS             string // assigned by the fake; message_ts for ephemeral messages
@@ -564,6 +568,7 @@ func (s *Server) chatPostMessage(p url.Values, _ *http.Request) apiResult {
 	m.TS = s.nextTSLocked()
 	s.fillFromParams(m, p)
 	s.recordLocked(m, "chat.postMessage")
+	s.replyPostedLocked(ch, m.ThreadTS)
 	return ok(map[string]any{"channel": ch, "ts": m.TS, "message": s.botMessageJSON(m)})
 }
 
