@@ -83,6 +83,16 @@ type Config struct {
 	// (files.getUploadURLExternal and completeUploadExternal; needs
 	// files:write). Off by default.
 	Files bool `toml:"files"`
+
+	// Assistant serves Slack's assistant container (the app's split view):
+	// each thread there is a conversation of its own, greeted with the
+	// agent's suggested prompts, titled after its first message, showing
+	// AssistantStatus while the agent works. It needs the assistant:write
+	// scope and the assistant_view feature.
+	Assistant bool `toml:"assistant"`
+	// AssistantStatus is the status shown in an assistant thread while the
+	// agent works, at most 50 characters.
+	AssistantStatus string `toml:"assistant_status"`
 }
 
 // DefaultConfig returns the configuration defaults; New also fills any empty
@@ -97,6 +107,7 @@ func DefaultConfig() Config {
 		SessionScope:     ScopeThread,
 		WorkingIndicator: IndicatorPlaceholder,
 		WorkingReaction:  "hourglass_flowing_sand",
+		AssistantStatus:  DefaultAssistantStatus,
 	}
 }
 
@@ -115,6 +126,7 @@ func (c Config) withDefaults() Config {
 	set(&c.SessionScope, d.SessionScope)
 	set(&c.WorkingIndicator, d.WorkingIndicator)
 	set(&c.WorkingReaction, d.WorkingReaction)
+	set(&c.AssistantStatus, d.AssistantStatus)
 	return c
 }
 
@@ -206,6 +218,9 @@ func (c Config) settingProblems() error {
 	case IndicatorPlaceholder, IndicatorReaction, IndicatorNone:
 	default:
 		bad(&errs, "working_indicator", "%q is not one of \"placeholder\", \"reaction\", \"none\"", c.WorkingIndicator)
+	}
+	if n := runes(c.AssistantStatus); n > MaxStatusLength || strings.ContainsAny(c.AssistantStatus, "\n\r") {
+		bad(&errs, "assistant_status", "%q must be one line of at most %d characters (Slack's limit)", truncate(c.AssistantStatus, 60), MaxStatusLength)
 	}
 	if strings.ContainsAny(c.WorkingReaction, ": \t") {
 		bad(&errs, "working_reaction", "%q must be an emoji name without colons, e.g. \"eyes\"", c.WorkingReaction)

@@ -50,6 +50,10 @@ func (a *Adapter) receiveEventsAPI(ev slackevents.EventsAPIEvent, retry int) *br
 		in, err = a.fromMention(cb.TeamID, e)
 	case *slackevents.MessageEvent:
 		in, err = a.fromMessage(cb.TeamID, e)
+	case *slackevents.AssistantThreadStartedEvent:
+		return a.receiveAssistant(log, cb.TeamID, cb.EventID, bridge.KindOpen, e.AssistantThread)
+	case *slackevents.AssistantThreadContextChangedEvent:
+		return a.receiveAssistant(log, cb.TeamID, cb.EventID, bridge.KindContext, e.AssistantThread)
 	}
 	if err != nil {
 		a.refuse(log, err)
@@ -170,6 +174,10 @@ func (a *Adapter) fromMessage(team string, e *slackevents.MessageEvent) (*incomi
 	}
 	in.rt.Thread = e.ThreadTimeStamp
 	switch {
+	case e.ChannelType == "im" && a.cfg.Assistant && e.ThreadTimeStamp != "":
+		// Each thread of the assistant container is a conversation of its own.
+		in.key, in.parent = conversationKey(team, e.Channel, e.ThreadTimeStamp), conversationKey(team, e.Channel, "")
+		in.rt.Assistant = true
 	case e.ChannelType == "im":
 		in.key = conversationKey(team, e.Channel, "")
 	case a.cfg.SessionScope == ScopeChannel:
@@ -324,7 +332,11 @@ func (a *Adapter) receive(log *zap.Logger, ev bridge.Event, rt route) *bridge.Re
 
 // complete gives an event its responder and Prepare, from its route.
 func (a *Adapter) complete(ev *bridge.Event, rt route) {
-	ev.Reply = a.newResponder(rt)
+	if rt.Assistant {
+		ev.Reply = &assistantResponder{responder: a.newResponder(rt)}
+	} else {
+		ev.Reply = a.newResponder(rt)
+	}
 	ev.Prepare = a.prepare(rt)
 }
 

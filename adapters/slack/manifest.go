@@ -105,46 +105,45 @@ func manifestTree(cfg Config, flows []bridge.Flow, botName string) *node {
 		return c
 	}
 
-	scopes := []string{
-		"app_mentions:read", "channels:history", "chat:write", "commands",
-		"groups:history", "im:history", "mpim:history", "users:read",
-	}
-	if cfg.WorkingIndicator == IndicatorReaction {
-		scopes = append(scopes, "reactions:write")
-	}
-	if cfg.UserGroups {
-		scopes = append(scopes, "usergroups:read")
-	}
-	if cfg.Files {
-		scopes = append(scopes, FileScopes...)
+	scopes := Scopes(cfg)
+	botEvents := []string{"app_mention", "message.channels", "message.groups", "message.im", "message.mpim"}
+	if cfg.Assistant {
+		botEvents = append(botEvents, "assistant_thread_started", "assistant_thread_context_changed")
 	}
 
 	events := mapping()
 	if http {
 		events.set("request_url", str(requestURL))
 	}
-	events.set("bot_events", strs("app_mention", "message.channels", "message.groups", "message.im", "message.mpim"))
+	events.set("bot_events", strs(botEvents...))
 	interactivity := mapping().set("is_enabled", boolean(true))
 	if http {
 		interactivity.set("request_url", str(requestURL))
 	}
 
+	features := mapping().
+		set("app_home", mapping().
+			set("home_tab_enabled", boolean(false)).
+			set("messages_tab_enabled", boolean(true)).
+			set("messages_tab_read_only_enabled", boolean(false))).
+		set("bot_user", mapping().
+			set("display_name", str(truncate(name, 80))).
+			set("always_online", boolean(true)))
+	if cfg.Assistant {
+		// The agent's suggested prompts are set per thread when it starts.
+		features.set("assistant_view", mapping().
+			set("assistant_description", str("Ask the AI agent; each thread is a conversation of its own")))
+	}
+	features.set("slash_commands", list(
+		command(cfg.FlowCommand, "Run an AI flow", flowHint),
+		command(cfg.AgentCommand, "Talk to the AI agent: help, status, reset, use NAME, share", "help | status | reset | use NAME | share"),
+	))
+
 	return mapping().
 		set("display_information", mapping().
 			set("name", str(truncate(name, 35))).
 			set("description", str("Talk to AI agents and run AI flows from Slack"))).
-		set("features", mapping().
-			set("app_home", mapping().
-				set("home_tab_enabled", boolean(false)).
-				set("messages_tab_enabled", boolean(true)).
-				set("messages_tab_read_only_enabled", boolean(false))).
-			set("bot_user", mapping().
-				set("display_name", str(truncate(name, 80))).
-				set("always_online", boolean(true))).
-			set("slash_commands", list(
-				command(cfg.FlowCommand, "Run an AI flow", flowHint),
-				command(cfg.AgentCommand, "Talk to the AI agent: help, status, reset, use NAME, share", "help | status | reset | use NAME | share"),
-			))).
+		set("features", features).
 		set("oauth_config", mapping().
 			set("scopes", mapping().set("bot", strs(scopes...)))).
 		set("settings", mapping().

@@ -22,6 +22,7 @@ func TestManifest(t *testing.T) {
 		{"socket", Config{}, "flowbridge"},
 		{"http", Config{Mode: ModeHTTP, PublicURL: "https://bot.example.com/", FlowCommand: "/run", UserGroups: true, WorkingIndicator: IndicatorReaction}, "Ops \"Bot\": #1"},
 		{"http placeholder url", Config{Mode: ModeHTTP}, ""},
+		{"assistant", Config{Assistant: true}, "flowbridge"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,6 +99,24 @@ func checkManifest(t *testing.T, cfg Config, m map[string]any) {
 	}
 	if slices.Contains(scopes, "reactions:write") != (cfg.WorkingIndicator == IndicatorReaction) {
 		t.Errorf("reactions:write in %v, want %v", scopes, cfg.WorkingIndicator == IndicatorReaction)
+	}
+	if slices.Contains(scopes, AssistantScope) != cfg.Assistant {
+		t.Errorf("%s in %v, want %v", AssistantScope, scopes, cfg.Assistant)
+	}
+	if got := get("features", "assistant_view") != nil; got != cfg.Assistant {
+		t.Errorf("assistant_view present = %v, want %v", got, cfg.Assistant)
+	}
+	var events []string
+	for _, e := range get("settings", "event_subscriptions", "bot_events").([]any) {
+		events = append(events, e.(string))
+	}
+	for _, e := range []string{"assistant_thread_started", "assistant_thread_context_changed"} {
+		if slices.Contains(events, e) != cfg.Assistant {
+			t.Errorf("bot event %s in %v, want %v", e, events, cfg.Assistant)
+		}
+	}
+	if got := Scopes(cfg); !slices.Equal(got, scopes) {
+		t.Errorf("Scopes() = %v, want the manifest's %v", got, scopes)
 	}
 	if url, _ := get("settings", "event_subscriptions", "request_url").(string); http && !strings.HasSuffix(url, "/slack/events") {
 		t.Errorf("event request_url = %q, want …/slack/events", url)

@@ -62,6 +62,9 @@ type route struct {
 	CheckThread bool `json:"check_thread,omitempty"`
 	// JoinThread makes Prepare remember Thread as the bot's (a mention there).
 	JoinThread bool `json:"join_thread,omitempty"`
+	// Assistant marks a thread of the app's assistant container: replies
+	// there use its status, title and suggested prompts.
+	Assistant bool `json:"assistant,omitempty"`
 }
 
 // check applies the same rules to a route read back from the inbox as to

@@ -1,0 +1,47 @@
+package slack
+
+// baseScopes are the bot scopes every configuration needs.
+var baseScopes = []string{
+	"app_mentions:read", "channels:history", "chat:write", "commands",
+	"groups:history", "im:history", "mpim:history", "users:read",
+}
+
+// Scopes returns the bot scopes the configuration needs, those of the
+// features it turns on included, in the order the manifest lists them.
+func Scopes(cfg Config) []string {
+	cfg = cfg.withDefaults()
+	scopes := append([]string(nil), baseScopes...)
+	if cfg.WorkingIndicator == IndicatorReaction {
+		scopes = append(scopes, "reactions:write")
+	}
+	if cfg.UserGroups {
+		scopes = append(scopes, "usergroups:read")
+	}
+	if cfg.Files {
+		scopes = append(scopes, FileScopes...)
+	}
+	if cfg.Assistant {
+		scopes = append(scopes, AssistantScope)
+	}
+	return scopes
+}
+
+// Requirements says, for each feature the configuration turns on beyond
+// the basics, what the Slack app must have for it: the scopes, features and
+// events to add before reinstalling the app. check-config prints them
+// (slack.files' own note is check-config's).
+func Requirements(cfg Config) []string {
+	cfg = cfg.withDefaults()
+	var out []string
+	if cfg.WorkingIndicator == IndicatorReaction {
+		out = append(out, "slack.working_indicator = \"reaction\" needs the reactions:write scope")
+	}
+	if cfg.UserGroups {
+		out = append(out, "slack.user_groups needs the usergroups:read scope")
+	}
+	if cfg.Assistant {
+		out = append(out, "slack.assistant needs the "+AssistantScope+" scope, the Agents & AI Apps feature (assistant_view) "+
+			"and the assistant_thread_started and assistant_thread_context_changed bot events")
+	}
+	return out
+}
