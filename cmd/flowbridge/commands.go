@@ -189,6 +189,9 @@ func cmdCheckConfig(env *environment, args []string) error {
 	fmt.Fprintf(env.stdout, "  workspace %s at %s\n", cfg.Workspace.WorkspaceUUID, cfg.Workspace.BaseURL)
 	fmt.Fprintf(env.stdout, "  %d agent(s), %d flow(s); store %s\n", len(cfg.Agents), len(cfg.Flows), describeStore(cfg.Store))
 	fmt.Fprintf(env.stdout, "  adapters: %s\n", strings.Join(enabledAdapters(cfg), ", "))
+	for _, n := range slackNotes(cfg) {
+		fmt.Fprintf(env.stdout, "  %s\n", n)
+	}
 	for _, w := range cfg.warnings() {
 		fmt.Fprintf(env.stdout, "  warning: %s\n", w)
 	}

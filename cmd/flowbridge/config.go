@@ -113,6 +113,16 @@ type AgentConfig struct {
 	// DefaultChannels are channel IDs whose conversations use this agent
 	// unless /agent use chose another there.
 	DefaultChannels []string `toml:"default_channels"`
+	// Greeting opens a Slack assistant thread ("" names the agent).
+	Greeting string `toml:"greeting"`
+	// SuggestedPrompts are offered with the greeting, at most four.
+	SuggestedPrompts []PromptConfig `toml:"suggested_prompts"`
+}
+
+// PromptConfig is one of an agent's suggested prompts.
+type PromptConfig struct {
+	Title   string `toml:"title"`
+	Message string `toml:"message"`
 }
 
 // FlowConfig is one [[flows]] entry.
@@ -939,6 +949,7 @@ func (c *Config) checkAgents(ps *problems) {
 				ps.add(fmt.Sprintf("%s.channels[%d]", key, j), "empty: give a channel ID")
 			}
 		}
+		checkPrompts(ps, key, a)
 		for j, ch := range a.DefaultChannels {
 			k := fmt.Sprintf("%s.default_channels[%d]", key, j)
 			switch other, dup := defaultOf[ch]; {
@@ -1201,7 +1212,12 @@ func (c *Config) catalog() ([]bridge.Flow, []bridge.Agent) {
 	}
 	agents := make([]bridge.Agent, 0, len(c.Agents))
 	for _, a := range c.Agents {
-		agents = append(agents, bridge.Agent{Name: a.Name, UUID: a.UUID, Description: a.Description, Default: a.Default, Channels: a.Channels, DefaultChannels: a.DefaultChannels})
+		prompts := make([]bridge.Prompt, 0, len(a.SuggestedPrompts))
+		for _, p := range a.SuggestedPrompts {
+			prompts = append(prompts, bridge.Prompt{Title: p.Title, Message: p.Message})
+		}
+		agents = append(agents, bridge.Agent{Name: a.Name, UUID: a.UUID, Description: a.Description, Default: a.Default, Channels: a.Channels, DefaultChannels: a.DefaultChannels,
+			Greeting: a.Greeting, SuggestedPrompts: prompts})
 	}
 	return flows, agents
 }
