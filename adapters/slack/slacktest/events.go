@@ -248,6 +248,7 @@ func (s *Server) fillCommandLocked(c *SlashCommand) {
 	if c.TriggerID == "" {
 		c.TriggerID = s.triggerIDLocked()
 	}
+	s.registerTriggerLocked(c.TriggerID, c.UserID)
 	s.learnChannelLocked(c.ChannelID, false, c.UserID)
 	if c.ResponseURL == "" {
 		c.ResponseURL = s.newResponseURLLocked("commands", c.ChannelID, c.UserID, "")
@@ -360,6 +361,7 @@ func (s *Server) blockActionPayloadLocked(a *BlockAction) map[string]any {
 	if a.TriggerID == "" {
 		a.TriggerID = s.triggerIDLocked()
 	}
+	s.registerTriggerLocked(a.TriggerID, a.UserID)
 	if a.Label == "" {
 		a.Label = a.ActionID
 	}

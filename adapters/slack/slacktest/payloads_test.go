@@ -58,8 +58,14 @@ func payloadShape(envelopeType string, payload map[string]any) string {
 	case slacktest.TypeSlashCommands:
 		return "slash_command"
 	case slacktest.TypeInteractive:
-		if payload["type"] == "block_actions" {
+		switch payload["type"] {
+		case "block_actions":
+			if c, _ := payload["container"].(map[string]any); c["type"] == "view" {
+				return "view_block_actions"
+			}
 			return "block_actions"
+		case "view_submission", "message_action":
+			return payload["type"].(string)
 		}
 	}
 	return ""
@@ -136,6 +142,21 @@ func TestPayloadsAsDocumented(t *testing.T) {
 	cmd := sent(srv.SendSlashCommand(ctx, slacktest.SlashCommand{Command: "/flow", Text: "run", UserID: "U1", ChannelID: "C1"}))
 	_, _, err = api.PostMessageContext(ctx, "", slack.MsgOptionResponseURL(cmd.ResponseURL, slack.ResponseTypeEphemeral), slack.MsgOptionText("done", false))
 	must(err)
+	// A modal: opened with the command's trigger, updated, chosen in, submitted; a message shortcut.
+	modalView := slack.ModalViewRequest{Type: slack.VTModal, Title: slack.NewTextBlockObject(slack.PlainTextType, "Run a flow", false, false),
+		Submit: slack.NewTextBlockObject(slack.PlainTextType, "Run", false, false), CallbackID: "flow_form",
+		Blocks: slack.Blocks{BlockSet: []slack.Block{slack.NewInputBlock("flow", slack.NewTextBlockObject(slack.PlainTextType, "Flow", false, false), nil,
+			slack.NewOptionsSelectBlockElement(slack.OptTypeStatic, nil, "flow",
+				slack.NewOptionBlockObject("healthcheck", slack.NewTextBlockObject(slack.PlainTextType, "healthcheck", false, false), nil)))}}}
+	view, err := api.OpenViewContext(ctx, cmd.TriggerID, modalView)
+	must(err)
+	view, err = api.UpdateViewContext(ctx, modalView, "", view.Hash, view.ID)
+	must(err)
+	sent(srv.SelectInView(ctx, view.ID, "U1", "flow", "flow", "healthcheck"))
+	submissionBody, err := srv.ViewSubmissionBody(slacktest.ViewSubmission{ViewID: view.ID, UserID: "U1", Values: map[string]map[string]string{"flow": {"flow": "healthcheck"}}})
+	must(err)
+	sent(srv.SubmitView(ctx, slacktest.ViewSubmission{ViewID: view.ID, UserID: "U1", Values: map[string]map[string]string{"flow": {"flow": "healthcheck"}}}))
+	sent(srv.SendMessageShortcut(ctx, slacktest.MessageShortcut{CallbackID: "run_flow", UserID: "U1", ChannelID: "C1", MessageTS: root.TS, Text: "hello"}))
 
 	// The Web API the bridge uses, refusals included.
 	_, err = api.AuthTestContext(ctx)
@@ -230,6 +251,9 @@ func TestPayloadsAsDocumented(t *testing.T) {
 	values, err = url.ParseQuery(string(form))
 	must(err)
 	check.Check("HTTP block_actions", docshape.DecodeJSON(t, "HTTP block_actions", []byte(values.Get("payload"))), "block_actions")
+	values, err = url.ParseQuery(string(submissionBody))
+	must(err)
+	check.Check("HTTP view_submission", docshape.DecodeJSON(t, "HTTP view_submission", []byte(values.Get("payload"))), "view_submission")
 
 	methods := map[string]int{}
 	for i, e := range rec.Exchanges() {
@@ -256,5 +280,5 @@ func TestPayloadsAsDocumented(t *testing.T) {
 	for _, e := range check.Errs() {
 		t.Error(e)
 	}
-	t.Logf("checked %d socket frames (%v), 7 HTTP-mode bodies and %d answers (%v); shapes used: %v", len(tap.All()), types, len(rec.Exchanges()), methods, check.Seen())
+	t.Logf("checked %d socket frames (%v), 8 HTTP-mode bodies and %d answers (%v); shapes used: %v", len(tap.All()), types, len(rec.Exchanges()), methods, check.Seen())
 }

@@ -198,6 +198,10 @@ type Server struct {
 	responsePosts []ResponsePost
 
 	assistant map[msgKey]*AssistantThread // see assistant.go
+
+	triggers  map[string]*trigger // trigger IDs handed to the app, see views.go
+	views     map[string]*View
+	viewOrder []string
 }
 
 // NewServer starts a fake Slack on loopback. Close it when done.

@@ -168,6 +168,9 @@ var botMethods = map[string]apiMethod{
 	"assistant.threads.setStatus":           (*Server).assistantSetStatus,
 	"assistant.threads.setTitle":            (*Server).assistantSetTitle,
 	"assistant.threads.setSuggestedPrompts": (*Server).assistantSetSuggestedPrompts,
+
+	"views.open":   (*Server).viewsOpen,
+	"views.update": (*Server).viewsUpdate,
 }
 
 const maxAPIBody = 8 << 20
