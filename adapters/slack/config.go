@@ -93,6 +93,10 @@ type Config struct {
 	// AssistantStatus is the status shown in an assistant thread while the
 	// agent works, at most 50 characters.
 	AssistantStatus string `toml:"assistant_status"`
+	// FlowForms opens a form (a modal) for "/flow" alone and for a flow
+	// command without a required parameter, and serves the "Run a flow"
+	// message shortcut. DefaultConfig turns it on; it needs no scope.
+	FlowForms bool `toml:"flow_forms"`
 }
 
 // DefaultConfig returns the configuration defaults; New also fills any empty
@@ -108,6 +112,7 @@ func DefaultConfig() Config {
 		WorkingIndicator: IndicatorPlaceholder,
 		WorkingReaction:  "hourglass_flowing_sand",
 		AssistantStatus:  DefaultAssistantStatus,
+		FlowForms:        true,
 	}
 }
 

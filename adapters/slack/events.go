@@ -215,7 +215,7 @@ func (a *Adapter) chatMessage(team, channel, user, ts, thread, text string) (*in
 // receiveCommand hands a slash command to the core. immediate, when not nil,
 // is the acknowledgement's payload and the command was not handed on; rec is
 // nil when the command was refused.
-func (a *Adapter) receiveCommand(cmd slackgo.SlashCommand) (rec *bridge.Receipt, immediate any) {
+func (a *Adapter) receiveCommand(ctx context.Context, cmd slackgo.SlashCommand) (rec *bridge.Receipt, immediate any) {
 	var word string
 	switch cmd.Command {
 	case a.cfg.FlowCommand:
@@ -242,6 +242,9 @@ func (a *Adapter) receiveCommand(cmd slackgo.SlashCommand) (rec *bridge.Receipt,
 	if err != nil {
 		a.refuse(log, err)
 		return nil, nil
+	}
+	if word == bridge.CommandFlow && a.commandForm(ctx, log, cmd) {
+		return nil, nil // the form is open; its submission is the event
 	}
 	return a.receive(log, bridge.Event{
 		Kind:         bridge.KindCommand,

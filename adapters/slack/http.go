@@ -184,13 +184,18 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 		rec = a.receiveEventsAPI(req.event, retry)
 	case kindCommandRequest:
 		var immediate any
-		rec, immediate = a.receiveCommand(req.command)
+		rec, immediate = a.receiveCommand(r.Context(), req.command)
 		if immediate != nil {
 			writeJSON(w, immediate)
 			return
 		}
 	case kindInteraction:
-		rec = a.receiveInteraction(req.action)
+		var answer any
+		rec, answer = a.receiveInteractive(r.Context(), req.action)
+		if answer != nil {
+			writeJSON(w, answer)
+			return
+		}
 	}
 	// The empty 200 is the ack, sent once the event is recorded (or known,
 	// or refused with its user told).

@@ -134,6 +134,14 @@ func manifestTree(cfg Config, flows []bridge.Flow, botName string) *node {
 		features.set("assistant_view", mapping().
 			set("assistant_description", str("Ask the AI agent; each thread is a conversation of its own")))
 	}
+	if cfg.FlowForms {
+		// Opens the flow form from inside a thread, where slash commands cannot be used.
+		features.set("shortcuts", list(mapping().
+			set("name", str("Run a flow")).
+			set("type", str("message")).
+			set("callback_id", str(ShortcutCallback)).
+			set("description", str("Run an AI flow; the result goes to this thread"))))
+	}
 	features.set("slash_commands", list(
 		command(cfg.FlowCommand, "Run an AI flow", flowHint),
 		command(cfg.AgentCommand, "Talk to the AI agent: help, status, reset, use NAME, share", "help | status | reset | use NAME | share"),

@@ -23,6 +23,7 @@ func TestManifest(t *testing.T) {
 		{"http", Config{Mode: ModeHTTP, PublicURL: "https://bot.example.com/", FlowCommand: "/run", UserGroups: true, WorkingIndicator: IndicatorReaction}, "Ops \"Bot\": #1"},
 		{"http placeholder url", Config{Mode: ModeHTTP}, ""},
 		{"assistant", Config{Assistant: true}, "flowbridge"},
+		{"flow forms", Config{FlowForms: true}, "flowbridge"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -114,6 +115,19 @@ func checkManifest(t *testing.T, cfg Config, m map[string]any) {
 		if slices.Contains(events, e) != cfg.Assistant {
 			t.Errorf("bot event %s in %v, want %v", e, events, cfg.Assistant)
 		}
+	}
+	var shortcuts []string
+	if list, ok := get("features", "shortcuts").([]any); ok {
+		for _, s := range list {
+			sc := s.(map[string]any)
+			if sc["type"] != "message" || sc["name"] == "" {
+				t.Errorf("shortcut %v, want a named message shortcut", sc)
+			}
+			shortcuts = append(shortcuts, sc["callback_id"].(string))
+		}
+	}
+	if got := slices.Equal(shortcuts, []string{ShortcutCallback}); got != cfg.FlowForms {
+		t.Errorf("shortcuts = %v with flow forms %v", shortcuts, cfg.FlowForms)
 	}
 	if got := Scopes(cfg); !slices.Equal(got, scopes) {
 		t.Errorf("Scopes() = %v, want the manifest's %v", got, scopes)

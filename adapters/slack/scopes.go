@@ -43,5 +43,8 @@ func Requirements(cfg Config) []string {
 		out = append(out, "slack.assistant needs the "+AssistantScope+" scope, the Agents & AI Apps feature (assistant_view) "+
 			"and the assistant_thread_started and assistant_thread_context_changed bot events")
 	}
+	if cfg.FlowForms {
+		out = append(out, "slack.flow_forms needs no scope; its \"Run a flow\" message shortcut needs the shortcut with callback_id "+ShortcutCallback)
+	}
 	return out
 }

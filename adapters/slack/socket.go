@@ -113,16 +113,19 @@ func (a *Adapter) onSocketEvent(ctx context.Context, acks *acker, evt socketmode
 			immediate any
 		)
 		if cmd, ok := evt.Data.(slackgo.SlashCommand); ok {
-			rec, immediate = a.receiveCommand(cmd)
+			rec, immediate = a.receiveCommand(ctx, cmd)
 		}
 		acks.request(ctx, evt.Request, rec, immediate)
 	case socketmode.EventTypeInteractive:
 		a.touch()
-		var rec *bridge.Receipt
+		var (
+			rec     *bridge.Receipt
+			payload any
+		)
 		if cb, ok := evt.Data.(slackgo.InteractionCallback); ok {
-			rec = a.receiveInteraction(cb)
+			rec, payload = a.receiveInteractive(ctx, cb)
 		}
-		acks.request(ctx, evt.Request, rec, nil)
+		acks.request(ctx, evt.Request, rec, payload)
 	default:
 		acks.request(ctx, evt.Request, nil, nil)
 	}
