@@ -177,6 +177,8 @@ func defaultConfig() Config {
 		Bridge: BridgeConfig{QueueSize: 16, MaxInFlight: 256, DefaultFlowTimeout: Duration(60 * time.Second), DedupeTTL: Duration(10 * time.Minute), ShutdownGrace: Duration(30 * time.Second), WorkingIndicatorDelay: Duration(500 * time.Millisecond), MaxMessageBytes: 16000, MaxParams: 32, MaxValueBytes: 4000, RateBurst: 5, MaxFiles: 5, MaxFileBytes: 100000, FileReplyOver: 4000},
 		Admin:  AdminConfig{Listen: "127.0.0.1:9090"},
 		Log:    LogConfig{Level: "info", Format: "json"},
+		// Flow forms need no scope: on unless turned off.
+		Slack: slack.Config{FlowForms: true},
 	}
 }
 
