@@ -75,7 +75,8 @@ func (a *Adapter) forms() formCore {
 	return fc
 }
 
-// formUser is the user with the groups the access rules need.
+// formEvent is the user's event where a form is used, with the groups
+// the access rules need.
 func (a *Adapter) formEvent(ctx context.Context, meta formMeta, user, name string) bridge.Event {
 	return bridge.Event{Platform: platform, Team: meta.Team, Channel: meta.Channel, User: a.users.lookup(ctx, user, name)}
 }
