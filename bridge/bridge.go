@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/flowbridge/flowbridge/bridge/store"
 )
 
 // Errors Handle returns after it has told the user.
@@ -44,6 +46,9 @@ type Config struct {
 	Limits Limits
 	// Files is the policy for attached files and replies posted as files.
 	Files FileLimits
+	// Replicas tunes the sharing of work between replicas, when the store
+	// is one they share (it implements Leases and SharedInbox).
+	Replicas ReplicaConfig
 	// Metrics, when set, receives the bridge's counters.
 	Metrics *Metrics
 	// Now is the clock (default time.Now).
@@ -110,6 +115,7 @@ type Bridge struct {
 	limits  atomic.Pointer[rateLimits]
 	lim     atomic.Pointer[Limits]     // the limits in force; SetLimits replaces them
 	fault   atomic.Pointer[storeFault] // the latest failed store write, until one succeeds
+	rep     *replicas                  // set when replicas share the store
 
 	// ctx is the parent of all work; cancel cuts it off when the shutdown grace ends.
 	ctx    context.Context
@@ -139,8 +145,8 @@ const workerIdle = 10 * time.Second
 
 // New checks the catalog and returns a Bridge ready for Handle. It starts nothing
 // until events arrive; call Shutdown to end it.
-func New(cfg Config, ws Workspace, store Store, log *zap.Logger) (*Bridge, error) {
-	if ws == nil || store == nil || log == nil {
+func New(cfg Config, ws Workspace, st Store, log *zap.Logger) (*Bridge, error) {
+	if ws == nil || st == nil || log == nil {
 		return nil, errors.New("bridge: workspace, store and logger are required")
 	}
 	cfg.setDefaults()
@@ -153,7 +159,7 @@ func New(cfg Config, ws Workspace, store Store, log *zap.Logger) (*Bridge, error
 		cfg:     cfg,
 		log:     log,
 		ws:      ws,
-		store:   store,
+		store:   st,
 		metrics: cfg.Metrics,
 		slots:   make(chan struct{}, cfg.MaxInFlight),
 		shares:  newShareCache(cfg.ShareTTL, 10000),
@@ -163,6 +169,9 @@ func New(cfg Config, ws Workspace, store Store, log *zap.Logger) (*Bridge, error
 		convs:   make(map[string]*conversation),
 		handoff: make(chan func()),
 		quit:    make(chan struct{}),
+	}
+	if rs, ok := st.(replicaStore); ok {
+		b.rep = newReplicas(rs, cfg.Replicas)
 	}
 	b.cat.Store(cat)
 	b.SetLimits(cfg.Limits)
@@ -329,6 +338,14 @@ func (b *Bridge) Receive(ev Event) *Receipt {
 		rec.settle(ErrClosed)
 		return rec
 	}
+	if b.rep != nil && ev.Key != "" {
+		if j.ordered() {
+			b.receiveLeasedLocked(&j)
+		} else {
+			b.goLocked(func() { b.runAlone(&j) })
+		}
+		return rec
+	}
 	if !j.ordered() {
 		b.goLocked(func() {
 			err := b.record(&j)
@@ -386,6 +403,18 @@ func (b *Bridge) busy(j *job) {
 		return
 	}
 	j.rec.settle(ErrBusy)
+	if b.rep != nil {
+		// Recorded as an entry of its own (ev.alone): the replica holding
+		// the conversation leaves it to this one.
+		name := store.EntryLease(ev.Key)
+		if !b.claimLease(name) {
+			if ev.Done != nil {
+				ev.Done()
+			}
+			return
+		}
+		defer b.releaseLease(name)
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 10*time.Second)
 	defer cancel()
 	ref := b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgQueueFull, b.cfg.QueueSize)})
@@ -594,15 +623,20 @@ func (b *Bridge) Shutdown(ctx context.Context) error {
 		b.wg.Wait()
 		close(done)
 	}()
+	var err error
 	select {
 	case <-done:
-		b.cancel()
-		return nil
 	case <-ctx.Done():
 		b.cancel()
 		<-done
-		return fmt.Errorf("shutdown: %w", ctx.Err())
+		err = fmt.Errorf("shutdown: %w", ctx.Err())
 	}
+	if b.rep != nil {
+		// Only now: the leases of the work that ran until here were renewed.
+		b.stopReplicas()
+	}
+	b.cancel()
+	return err
 }
 
 // Close waits for the events recorded after Shutdown began. Call it after

@@ -127,6 +127,9 @@ type Event struct {
 
 	// entry follows the event's inbox entry through its states.
 	entry *entry
+	// alone marks an event answered outside its conversation's order (a
+	// busy reply), which replicas must not run as a turn of it.
+	alone bool
 }
 
 // User is the person behind an event.

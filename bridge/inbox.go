@@ -86,13 +86,14 @@ type storedEvent struct {
 	MaxFlowTimeout time.Duration     `json:"max_flow_timeout,omitempty"`
 	Route          json.RawMessage   `json:"route,omitempty"`
 	Files          []Attachment      `json:"files,omitempty"`
+	Alone          bool              `json:"alone,omitempty"`
 }
 
 func encodeEvent(ev Event) ([]byte, error) {
 	return json.Marshal(storedEvent{
 		Kind: ev.Kind, Platform: ev.Platform, Conversation: ev.Conversation, Parent: ev.Parent, Team: ev.Team, Channel: ev.Channel,
 		User: ev.User, Text: ev.Text, Command: ev.Command, Action: ev.Action, Flow: ev.Flow, Params: ev.Params,
-		MaxFlowTimeout: ev.MaxFlowTimeout, Route: ev.Route, Files: ev.Files,
+		MaxFlowTimeout: ev.MaxFlowTimeout, Route: ev.Route, Files: ev.Files, Alone: ev.alone,
 	})
 }
 
@@ -104,7 +105,7 @@ func decodeEvent(key string, data []byte) (Event, error) {
 	return Event{
 		Kind: s.Kind, Platform: s.Platform, Conversation: s.Conversation, Parent: s.Parent, Team: s.Team, Channel: s.Channel,
 		User: s.User, Text: s.Text, Command: s.Command, Action: s.Action, Flow: s.Flow, Params: s.Params,
-		MaxFlowTimeout: s.MaxFlowTimeout, Route: s.Route, Key: key, Files: s.Files,
+		MaxFlowTimeout: s.MaxFlowTimeout, Route: s.Route, Key: key, Files: s.Files, alone: s.Alone,
 	}, nil
 }
 
@@ -229,7 +230,15 @@ type recovered struct {
 // delivered; events already Sent are never sent again: their users are told
 // flowbridge restarted while answering. Later calls for the same platform
 // find nothing more.
+//
+// When replicas share the store, Attach takes up only the work no live
+// replica holds a lease on, in the background (resumed and told are then
+// 0): entries a live replica is answering are left to it.
 func (b *Bridge) Attach(platform string, r Restorer) (resumed, told int, err error) {
+	if b.rep != nil {
+		b.attachReplica(platform, r)
+		return 0, 0, nil
+	}
 	entries, err := b.takeRecovered(platform)
 	if err != nil {
 		return 0, 0, err
@@ -317,29 +326,32 @@ func (b *Bridge) resume(ev Event) {
 func (b *Bridge) tellRestarted(log *zap.Logger, ev Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 10*time.Second)
-		defer cancel()
-		j := classify(ev)
-		text := msgRestartedChat
-		if j.kind == jobFlow || (j.kind == jobAction && ev.Action.ID == ActionConfirm) {
-			name := ev.Flow
-			if name == "" && j.kind == jobFlow {
-				name, _, _ = ParseFlowArgs(j.args)
-			}
-			if name == "" {
-				name = "your flow"
-			} else {
-				name = "*" + name + "*"
-			}
-			text = fmt.Sprintf(msgRestartedFlow, name)
-			entry := b.auditEntry(ev, ev.Flow, ev.Params)
-			entry.Flow, entry.Outcome = stripStars(name), OutcomeInterrupted
-			b.audit(log, entry)
+	b.wg.Go(func() { b.tellRestartedNow(log, ev) })
+}
+
+// tellRestartedNow is tellRestarted on the caller's goroutine.
+func (b *Bridge) tellRestartedNow(log *zap.Logger, ev Event) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 10*time.Second)
+	defer cancel()
+	j := classify(ev)
+	text := msgRestartedChat
+	if j.kind == jobFlow || (j.kind == jobAction && ev.Action.ID == ActionConfirm) {
+		name := ev.Flow
+		if name == "" && j.kind == jobFlow {
+			name, _, _ = ParseFlowArgs(j.args)
 		}
-		ref := b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: text})
-		b.answered(log, ev, ref, nil)
-	})
+		if name == "" {
+			name = "your flow"
+		} else {
+			name = "*" + name + "*"
+		}
+		text = fmt.Sprintf(msgRestartedFlow, name)
+		entry := b.auditEntry(ev, ev.Flow, ev.Params)
+		entry.Flow, entry.Outcome = stripStars(name), OutcomeInterrupted
+		b.audit(log, entry)
+	}
+	ref := b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: text})
+	b.answered(log, ev, ref, nil)
 }
 
 func stripStars(s string) string {

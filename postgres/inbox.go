@@ -331,13 +331,40 @@ func (s *Store) Pending() ([]store.InboxEntry, error) {
 		return nil, fmt.Errorf("pending inbox: %w", err)
 	}
 	defer cancel()
-	rows, err := s.pool.Query(ctx, `
+	out, err := s.pending(ctx, `
 		SELECT key, seq, conversation, state, event, reply, received, updated
 		FROM inbox WHERE state < $1 ORDER BY seq`, int16(store.Answered))
 	if err != nil {
 		return nil, fmt.Errorf("pending inbox: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.InboxEntry, error) {
+	return out, nil
+}
+
+// PendingOf returns the conversation's entries not yet answered, in Seq
+// order, with their events: the work of the replica holding the
+// conversation's lease.
+func (s *Store) PendingOf(ctx context.Context, conversation string) ([]store.InboxEntry, error) {
+	if s.closed.Load() {
+		return nil, fmt.Errorf("pending inbox of %q: %w", conversation, ErrClosed)
+	}
+	if !storable(conversation) {
+		return nil, nil
+	}
+	out, err := s.pending(ctx, `
+		SELECT key, seq, conversation, state, event, reply, received, updated
+		FROM inbox WHERE conversation = $2 AND state < $1 ORDER BY seq`, int16(store.Answered), conversation)
+	if err != nil {
+		return nil, fmt.Errorf("pending inbox of %q: %w", conversation, err)
+	}
+	return out, nil
+}
+
+func (s *Store) pending(ctx context.Context, q string, args ...any) ([]store.InboxEntry, error) {
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.InboxEntry, error) {
 		var e store.InboxEntry
 		var seq int64
 		var state int16
@@ -345,10 +372,6 @@ func (s *Store) Pending() ([]store.InboxEntry, error) {
 		e.Seq, e.State = uint64(seq), store.InboxState(state)
 		return e, err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("pending inbox: %w", err)
-	}
-	return out, nil
 }
 
 // ExpireInbox deletes the answered entries last updated before before, and

@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flowbridge/flowbridge/bridge/store"
 )
 
 // Claim takes or renews the lease of holder on the conversation for ttl, and
@@ -50,4 +54,59 @@ func (s *Store) Release(ctx context.Context, conversation, holder string) error 
 		return fmt.Errorf("release %q: %w", conversation, err)
 	}
 	return nil
+}
+
+// Renew moves on, to ttl from now, the leases of holder among names, and
+// returns the names it renewed: a name missing from them is no longer
+// holder's (another holder took it over after it expired). One statement
+// renews every lease a replica holds, so a heartbeat costs one round trip
+// however many conversations it runs.
+func (s *Store) Renew(ctx context.Context, holder string, names []string, ttl time.Duration) ([]string, error) {
+	if ttl < time.Microsecond {
+		return nil, fmt.Errorf("renew: lease of %v: want a microsecond or more", ttl)
+	}
+	if s.closed.Load() {
+		return nil, fmt.Errorf("renew: %w", ErrClosed)
+	}
+	if len(names) == 0 || !storable(holder) {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `
+		UPDATE leases SET expires_at = now() + $3 * interval '1 microsecond'
+		WHERE holder = $1 AND conversation = ANY($2::text[])
+		RETURNING conversation`, holder, names, ttl.Microseconds())
+	if err != nil {
+		return nil, fmt.Errorf("renew: %w", err)
+	}
+	renewed, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("renew: %w", err)
+	}
+	return renewed, nil
+}
+
+// Unleased returns, in no particular order and at most limit of them, the
+// conversations that have unanswered inbox entries received more than
+// minAge ago, none of whose leases is live: neither the conversation's nor
+// the entry's own (store.EntryLease). They are the work of a replica that
+// died (its leases expired) or whose signal was missed. minAge leaves the
+// replica that just recorded an entry the time to claim it.
+func (s *Store) Unleased(ctx context.Context, minAge time.Duration, limit int) ([]string, error) {
+	if s.closed.Load() {
+		return nil, fmt.Errorf("unleased: %w", ErrClosed)
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT DISTINCT i.conversation FROM inbox i
+		WHERE i.state < $1 AND i.received < now() - $2 * interval '1 microsecond'
+		AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.conversation = i.conversation AND l.expires_at >= now())
+		AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.conversation = $4 || i.key AND l.expires_at >= now())
+		LIMIT $3`, int16(store.Answered), minAge.Microseconds(), limit, store.EntryLease(""))
+	if err != nil {
+		return nil, fmt.Errorf("unleased: %w", err)
+	}
+	convs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("unleased: %w", err)
+	}
+	return convs, nil
 }

@@ -212,3 +212,10 @@ type Store interface {
 	Inbox
 	Audit
 }
+
+// EntryLease names the lease under which one inbox entry runs on its own,
+// beside its conversation's order (a flow run, a button press), when
+// replicas share a store: the conversation's lease is the conversation key,
+// an entry's is this name of its key, so a replica that dies while running
+// it loses it like any other lease.
+func EntryLease(key string) string { return "entry:" + key }

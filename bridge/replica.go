@@ -1,0 +1,689 @@
+package bridge
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/flowbridge/flowbridge/bridge/store"
+)
+
+// Leases is implemented by a store several replicas share (postgres.Store).
+// A lease names a conversation (its key) or one inbox entry
+// (store.EntryLease); its holder alone runs that work until the lease
+// expires, by the store's clock.
+type Leases interface {
+	// Claim takes or renews holder's lease on name for ttl and reports
+	// whether holder has it.
+	Claim(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
+	// Renew renews holder's leases among names and returns those renewed.
+	Renew(ctx context.Context, holder string, names []string, ttl time.Duration) ([]string, error)
+	// Release gives up holder's lease on name.
+	Release(ctx context.Context, name, holder string) error
+}
+
+// SharedInbox is implemented by an inbox several replicas share
+// (postgres.Store): what a replica needs to find the work it is to do.
+type SharedInbox interface {
+	// PendingOf returns the conversation's unanswered entries in Seq order.
+	PendingOf(ctx context.Context, conversation string) ([]store.InboxEntry, error)
+	// Unleased returns conversations with unanswered entries older than
+	// minAge and no live lease, neither the conversation's nor the entry's.
+	Unleased(ctx context.Context, minAge time.Duration, limit int) ([]string, error)
+	// Listen calls f with the conversation of every entry recorded, by any
+	// replica, until ctx ends or the connection fails; f("") first.
+	Listen(ctx context.Context, f func(conversation string)) error
+}
+
+// replicaStore is a store that replicas share: with it, the bridge runs a
+// conversation only under its lease, in the shared inbox's order.
+type replicaStore interface {
+	Leases
+	SharedInbox
+}
+
+// ReplicaConfig tunes how replicas sharing a store (one that implements
+// Leases and SharedInbox) split the work. Zero values take the defaults.
+type ReplicaConfig struct {
+	// Holder names this process in its leases (default: the host name, the
+	// process ID and a random suffix, so a restarted process inherits none).
+	Holder string
+	// LeaseTTL is how long a lease lasts unless renewed (default 15s): how
+	// long a dead replica's conversations wait for another. Leases are
+	// renewed every third of it.
+	LeaseTTL time.Duration
+	// SweepEvery is how often unleased work is looked for (default a third of LeaseTTL).
+	SweepEvery time.Duration
+	// ClaimGrace is how old an entry must be before a replica that did not
+	// record it takes it without being signalled (default 2s): the
+	// recording replica claims it in far less.
+	ClaimGrace time.Duration
+}
+
+func (c *ReplicaConfig) setDefaults() {
+	if c.Holder == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		c.Holder = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 15 * time.Second
+	}
+	if c.SweepEvery <= 0 {
+		c.SweepEvery = c.LeaseTTL / 3
+	}
+	if c.ClaimGrace <= 0 {
+		c.ClaimGrace = 2 * time.Second
+	}
+}
+
+// replicas is the bridge's side of sharing a store: the conversations this
+// process records or runs, the leases it holds, and the loops that renew
+// them and find work. Its maps are guarded by Bridge.mu.
+type replicas struct {
+	st  replicaStore
+	cfg ReplicaConfig
+
+	convs     map[string]*leasedConv
+	held      map[string]time.Time // lease name -> when it lapses unless renewed
+	restorers map[string]Restorer  // by platform, from Attach
+
+	start sync.Once
+	stop  context.CancelFunc // ends the loops
+	loops sync.WaitGroup
+	sweep chan struct{} // asks the loop for a sweep now
+}
+
+// leasedConv is one conversation this process records events for or runs.
+type leasedConv struct {
+	key       string
+	recording []*job          // in Receive order; the first is being recorded
+	live      map[string]*job // recorded here, by entry key, with the adapter's callbacks
+	running   bool            // a process goroutine works on it
+	again     bool            // signalled while running: look at the inbox once more
+}
+
+// storeOpTimeout bounds one store call of the replica machinery.
+const storeOpTimeout = 10 * time.Second
+
+func newReplicas(st replicaStore, cfg ReplicaConfig) *replicas {
+	cfg.setDefaults()
+	return &replicas{
+		st: st, cfg: cfg,
+		convs:     make(map[string]*leasedConv),
+		held:      make(map[string]time.Time),
+		restorers: make(map[string]Restorer),
+		sweep:     make(chan struct{}, 1),
+	}
+}
+
+// opCtx is the context of one store call: bounded, and not cut by the end
+// of the shutdown grace (a lease is still released then).
+func (b *Bridge) opCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(b.ctx), storeOpTimeout)
+}
+
+// startReplicas starts the loops that renew leases, listen for new entries
+// and sweep for unleased work, once.
+func (b *Bridge) startReplicas() {
+	r := b.rep
+	r.start.Do(func() {
+		ctx, cancel := context.WithCancel(context.WithoutCancel(b.ctx))
+		r.stop = cancel
+		r.loops.Go(func() { b.heartbeat(ctx) })
+		r.loops.Go(func() { b.listen(ctx) })
+		b.log.Info("sharing the store with other replicas", zap.String("holder", r.cfg.Holder), zap.Duration("lease_ttl", r.cfg.LeaseTTL))
+	})
+}
+
+// stopReplicas ends the loops, once no work of this process holds a lease.
+func (b *Bridge) stopReplicas() {
+	r := b.rep
+	r.start.Do(func() {}) // never start them after this
+	if r.stop != nil {
+		r.stop()
+	}
+	r.loops.Wait()
+}
+
+// heartbeat renews the leases this process holds every third of their
+// TTL, and looks for unleased work every SweepEvery or when asked.
+func (b *Bridge) heartbeat(ctx context.Context) {
+	r := b.rep
+	renew := time.NewTicker(r.cfg.LeaseTTL / 3)
+	defer renew.Stop()
+	sweep := time.NewTicker(r.cfg.SweepEvery)
+	defer sweep.Stop()
+	b.sweepUnleased(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-renew.C:
+			b.renewLeases(ctx)
+		case <-sweep.C:
+			b.sweepUnleased(ctx)
+		case <-r.sweep:
+			b.sweepUnleased(ctx)
+		}
+	}
+}
+
+func (b *Bridge) renewLeases(ctx context.Context) {
+	r := b.rep
+	b.mu.Lock()
+	names := make([]string, 0, len(r.held))
+	for n := range r.held {
+		names = append(names, n)
+	}
+	b.mu.Unlock()
+	if len(names) == 0 {
+		return
+	}
+	at := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.LeaseTTL/3)
+	defer cancel()
+	renewed, err := r.st.Renew(ctx, r.cfg.Holder, names, r.cfg.LeaseTTL)
+	if err != nil {
+		// Each lease lapses at its own deadline unless a later renewal
+		// succeeds; the work under it stops before its next step.
+		b.log.Warn("leases not renewed", zap.Int("leases", len(names)), zap.Error(err))
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	kept := make(map[string]bool, len(renewed))
+	for _, n := range renewed {
+		kept[n] = true
+		if _, ok := r.held[n]; ok {
+			r.held[n] = at.Add(r.cfg.LeaseTTL)
+		}
+	}
+	for _, n := range names {
+		if !kept[n] {
+			if _, ok := r.held[n]; ok {
+				b.log.Warn("lease lost to another replica", zap.String("lease", n))
+				delete(r.held, n)
+			}
+		}
+	}
+}
+
+// sweepUnleased starts work on the conversations whose entries no live
+// replica holds: those of a replica that died, or that a missed signal
+// left waiting.
+func (b *Bridge) sweepUnleased(ctx context.Context) {
+	r := b.rep
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
+	defer cancel()
+	convs, err := r.st.Unleased(ctx, r.cfg.ClaimGrace, 1000)
+	if err != nil {
+		b.log.Warn("unleased work not looked for", zap.Error(err))
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	for _, key := range convs {
+		b.kickLocked(r.conv(key))
+	}
+}
+
+// listen keeps a Listen running, so the holder of a conversation's lease
+// learns at once of an entry another replica recorded.
+func (b *Bridge) listen(ctx context.Context) {
+	r := b.rep
+	wait := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		began := time.Now()
+		err := r.st.Listen(ctx, func(conv string) {
+			if conv == "" {
+				select { // notifications may have been missed
+				case r.sweep <- struct{}{}:
+				default:
+				}
+				return
+			}
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			// Only a running holder needs telling: a replica that records an
+			// entry claims the conversation itself, and a holder that stops
+			// looks at the inbox once more after it lets go (see process).
+			if c := r.convs[conv]; c != nil && c.running {
+				c.again = true
+			}
+		})
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if time.Since(began) > time.Minute {
+			wait = 100 * time.Millisecond
+		}
+		b.log.Warn("not listening for new inbox entries; retrying", zap.Duration("in", wait), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+func (r *replicas) conv(key string) *leasedConv {
+	c := r.convs[key]
+	if c == nil {
+		c = &leasedConv{key: key, live: make(map[string]*job)}
+		r.convs[key] = c
+	}
+	return c
+}
+
+// dropIdleLocked forgets c once nothing of it is left in this process.
+func (r *replicas) dropIdleLocked(c *leasedConv) {
+	if !c.running && len(c.recording) == 0 && len(c.live) == 0 && r.convs[c.key] == c {
+		delete(r.convs, c.key)
+	}
+}
+
+// receiveLeasedLocked takes an event of a conversation's order when
+// replicas share the store: it is recorded in Receive order with the
+// conversation's other events of this process, then run by whichever
+// replica holds the conversation's lease, in the inbox's order.
+func (b *Bridge) receiveLeasedLocked(j *job) {
+	r := b.rep
+	b.startReplicas()
+	c := r.conv(j.ev.Conversation)
+	if len(c.recording)+len(c.live) >= b.cfg.QueueSize {
+		b.metrics.refused("queue_full")
+		j.ev.alone = true
+		b.wg.Go(func() { b.busy(j) })
+		return
+	}
+	c.recording = append(c.recording, j)
+	if len(c.recording) == 1 {
+		b.wg.Go(func() { b.recordInOrder(c) })
+	}
+}
+
+// recordInOrder records c's events one after another, so that the inbox's
+// order (Seq) is the order Receive took them in, and signals the
+// conversation's work after each.
+func (b *Bridge) recordInOrder(c *leasedConv) {
+	r := b.rep
+	for {
+		b.mu.Lock()
+		if len(c.recording) == 0 {
+			r.dropIdleLocked(c)
+			b.mu.Unlock()
+			return
+		}
+		j := c.recording[0]
+		b.mu.Unlock()
+		err := b.record(j)
+		j.rec.settle(err)
+		b.mu.Lock()
+		c.recording[0] = nil
+		c.recording = c.recording[1:]
+		if err == nil {
+			c.live[j.ev.Key] = j
+			b.kickLocked(c)
+		} else if j.ev.Done != nil {
+			j.ev.Done()
+		}
+		b.mu.Unlock()
+	}
+}
+
+// kickLocked makes sure c's inbox entries are looked at: by its running
+// process goroutine once more, or by a new one.
+func (b *Bridge) kickLocked(c *leasedConv) {
+	if c.running {
+		c.again = true
+		return
+	}
+	c.running = true
+	b.goLocked(func() { b.process(c) })
+}
+
+// holdsLocked reports whether this process holds the lease name and may
+// still count on it.
+func (r *replicas) holdsLocked(name string) bool {
+	until, ok := r.held[name]
+	return ok && time.Now().Before(until)
+}
+
+// claimLease takes the lease name for this process and reports whether it has it.
+func (b *Bridge) claimLease(name string) bool {
+	r := b.rep
+	ctx, cancel := b.opCtx()
+	defer cancel()
+	at := time.Now()
+	ok, err := r.st.Claim(ctx, name, r.cfg.Holder, r.cfg.LeaseTTL)
+	if err != nil {
+		b.log.Warn("lease not claimed", zap.String("lease", name), zap.Error(err))
+		return false
+	}
+	if ok {
+		b.mu.Lock()
+		r.held[name] = at.Add(r.cfg.LeaseTTL)
+		b.mu.Unlock()
+	}
+	return ok
+}
+
+// releaseLease gives up the lease name.
+func (b *Bridge) releaseLease(name string) {
+	r := b.rep
+	b.mu.Lock()
+	delete(r.held, name)
+	b.mu.Unlock()
+	ctx, cancel := b.opCtx()
+	defer cancel()
+	if err := r.st.Release(ctx, name, r.cfg.Holder); err != nil {
+		// It lapses at the end of its TTL instead.
+		b.log.Warn("lease not released", zap.String("lease", name), zap.Error(err))
+	}
+}
+
+// process runs c's entries under c's lease, in the inbox's order, until
+// none is left, then lets the lease go. When another replica holds the
+// lease, the entries are that one's to run, and this process lets go of
+// its own events of c.
+func (b *Bridge) process(c *leasedConv) {
+	r := b.rep
+	log := b.log.With(zap.String("conversation", c.key))
+	handled := make(map[string]bool) // run or set aside by this goroutine
+	for {
+		b.mu.Lock()
+		c.again = false
+		holds := r.holdsLocked(c.key)
+		b.mu.Unlock()
+		if b.ctx.Err() != nil {
+			// The shutdown grace has ended: what is left is the others'.
+			b.endProcess(c, holds)
+			return
+		}
+		if !holds && !b.claimLease(c.key) {
+			b.endProcess(c, false)
+			return
+		}
+		ctx, cancel := b.opCtx()
+		entries, err := r.st.PendingOf(ctx, c.key)
+		cancel()
+		if err != nil {
+			log.Warn("pending entries not read; left for a sweep", zap.Error(err))
+			b.endProcess(c, true)
+			return
+		}
+		j, next := b.nextEntry(log, c, entries, handled)
+		switch next {
+		case entryRun:
+			b.mu.Lock()
+			holds = r.holdsLocked(c.key)
+			b.mu.Unlock()
+			if !holds {
+				// The lease lapsed (renewals went unanswered): the entry,
+				// still pending, is whoever's claims the conversation next.
+				log.Warn("conversation lease lapsed; its work is left to the next holder")
+				if j.ev.Done != nil {
+					j.ev.Done()
+				}
+				b.endProcess(c, false)
+				return
+			}
+			handled[j.ev.Key] = true
+			b.runTaken(log, j)
+			continue
+		case entryStop:
+			b.endProcess(c, true)
+			return
+		}
+		b.mu.Lock()
+		again := c.again
+		b.mu.Unlock()
+		if again {
+			continue
+		}
+		// Drained. An entry another replica recorded while this one held
+		// the lease, and whose signal came too late, is found by one more
+		// look once the lease is free: that replica's own claim failed.
+		b.releaseLease(c.key)
+		ctx, cancel = b.opCtx()
+		entries, err = r.st.PendingOf(ctx, c.key)
+		cancel()
+		if err == nil && hasWork(entries, handled) && b.ctx.Err() == nil {
+			continue
+		}
+		b.mu.Lock()
+		if c.again && b.ctx.Err() == nil {
+			b.mu.Unlock()
+			continue
+		}
+		b.endLocked(c)
+		b.mu.Unlock()
+		return
+	}
+}
+
+// endProcess ends c's process goroutine, releasing c's lease when held.
+// The events of c this process recorded and has not run are another
+// replica's now: it runs them from the inbox.
+func (b *Bridge) endProcess(c *leasedConv, release bool) {
+	if release {
+		b.releaseLease(c.key)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.endLocked(c)
+}
+
+func (b *Bridge) endLocked(c *leasedConv) {
+	for key, j := range c.live {
+		delete(c.live, key)
+		if j.ev.Done != nil {
+			j.ev.Done()
+		}
+	}
+	c.running = false
+	b.rep.dropIdleLocked(c)
+}
+
+// hasWork reports whether entries hold one not yet run or set aside.
+func hasWork(entries []store.InboxEntry, handled map[string]bool) bool {
+	for _, e := range entries {
+		if !handled[e.Key] {
+			return true
+		}
+	}
+	return false
+}
+
+// What nextEntry found.
+const (
+	entryNone = iota // nothing of the conversation's order is left
+	entryRun         // the job to run next
+	entryStop        // the next entry cannot run here; let the conversation go
+)
+
+// nextEntry returns the job of the first entry of c's order not yet run,
+// with the adapter's callbacks when this process recorded it, restored from
+// its route otherwise. Entries that run on their own (flows, button
+// presses) are the replica's that recorded them, under their entry's
+// lease; one older than the claim grace whose lease is free was left by a
+// replica that went away, and runs here first.
+func (b *Bridge) nextEntry(log *zap.Logger, c *leasedConv, entries []store.InboxEntry, handled map[string]bool) (*job, int) {
+	for _, e := range entries {
+		if handled[e.Key] {
+			continue
+		}
+		b.mu.Lock()
+		j := c.live[e.Key]
+		delete(c.live, e.Key)
+		b.mu.Unlock()
+		if j == nil {
+			var next int
+			if j, next = b.restoreEntry(log, e); next == entryStop {
+				return nil, entryStop
+			} else if j == nil {
+				handled[e.Key] = true // dropped
+				continue
+			}
+		}
+		j.ev.entry.sent = e.State == store.Sent
+		if j.ordered() && !j.ev.alone {
+			return j, entryRun
+		}
+		handled[e.Key] = true
+		if time.Since(e.Received) < b.rep.cfg.ClaimGrace {
+			continue
+		}
+		name := store.EntryLease(e.Key)
+		if !b.claimLease(name) {
+			continue
+		}
+		// The lease may have been let go because the entry was just
+		// answered: only what is still pending runs.
+		if state, ok := b.entryState(c.key, e.Key); ok {
+			j.ev.entry.sent = state == store.Sent
+			b.runTaken(log, j)
+		}
+		b.releaseLease(name)
+	}
+	return nil, entryNone
+}
+
+// entryState returns the state of the unanswered entry key of conv; ok is
+// false when it is answered (or cannot be read).
+func (b *Bridge) entryState(conv, key string) (store.InboxState, bool) {
+	ctx, cancel := b.opCtx()
+	defer cancel()
+	entries, err := b.rep.st.PendingOf(ctx, conv)
+	if err != nil {
+		return 0, false
+	}
+	for _, e := range entries {
+		if e.Key == key {
+			return e.State, true
+		}
+	}
+	return 0, false
+}
+
+// restoreEntry rebuilds the job of an entry this process did not record,
+// through its platform's Restorer, as after a restart. It returns nil and
+// entryStop when the platform does not run here, nil and entryNone when
+// the entry could not be restored and was dropped.
+func (b *Bridge) restoreEntry(log *zap.Logger, e store.InboxEntry) (*job, int) {
+	ev, err := decodeEvent(e.Key, e.Event)
+	if err != nil {
+		log.Error("inbox entry unreadable; dropped", zap.String("event_key", e.Key), zap.Error(err))
+		b.finishDropped(log, e.Key)
+		return nil, entryNone
+	}
+	b.mu.Lock()
+	rs := b.rep.restorers[ev.Platform]
+	b.mu.Unlock()
+	if rs == nil {
+		// This process does not run the platform (or not yet): a replica
+		// that does takes the conversation in a sweep.
+		return nil, entryStop
+	}
+	if err = rs.Restore(&ev); err == nil && ev.Reply == nil {
+		err = errors.New("restored without a responder")
+	}
+	if err != nil {
+		log.Error("inbox entry cannot be resumed; dropped", zap.String("event_key", e.Key), zap.Error(err))
+		b.finishDropped(log, e.Key)
+		return nil, entryNone
+	}
+	ev.entry = &entry{key: e.Key}
+	j := classify(ev)
+	j.rec = newReceipt()
+	j.rec.settle(nil)
+	return &j, entryRun
+}
+
+func (b *Bridge) finishDropped(log *zap.Logger, key string) {
+	if err := b.store.Finish(key, "", nil, b.cfg.Now()); err != nil {
+		log.Warn("inbox entry not closed", zap.Error(err))
+	}
+}
+
+// runTaken runs a job whose lease this process holds, with the inbox's
+// crash policy: an entry sent by a replica that went away is not sent
+// again, its user is told.
+func (b *Bridge) runTaken(log *zap.Logger, j *job) {
+	if j.ev.entry != nil && j.ev.entry.sent {
+		b.metrics.recoveredEvent(j.ev.Platform, "told")
+		b.tellRestartedNow(log.With(zap.String("platform", j.ev.Platform)), j.ev)
+		if j.ev.Done != nil {
+			j.ev.Done()
+		}
+		return
+	}
+	if b.ctx.Err() != nil {
+		b.leave(*j)
+		return
+	}
+	b.run(*j)
+}
+
+// runAlone runs an event outside its conversation's order (a flow, a
+// button press, a busy reply) when replicas share the store: recorded, then
+// run under its entry's own lease, so that a replica starting meanwhile
+// leaves it alone and one that finds it after this process died takes it.
+func (b *Bridge) runAlone(j *job) {
+	err := b.record(j)
+	j.rec.settle(err)
+	if err != nil {
+		if j.ev.Done != nil {
+			j.ev.Done()
+		}
+		return
+	}
+	b.startReplicas()
+	name := store.EntryLease(j.ev.Key)
+	if !b.claimLease(name) {
+		// Taken by a sweep of another replica: that one answers it.
+		if j.ev.Done != nil {
+			j.ev.Done()
+		}
+		return
+	}
+	defer b.releaseLease(name)
+	b.run(*j)
+}
+
+// attachReplica registers the platform's Restorer and looks for the
+// platform's unleased work at once: entries a live replica works on are
+// left to it, so no user hears of a restart that did not happen.
+func (b *Bridge) attachReplica(platform string, rs Restorer) {
+	b.mu.Lock()
+	b.rep.restorers[platform] = rs
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return
+	}
+	b.startReplicas()
+	select {
+	case b.rep.sweep <- struct{}{}:
+	default:
+	}
+}

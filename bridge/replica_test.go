@@ -1,0 +1,375 @@
+package bridge_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/bridge/store"
+	"github.com/flowbridge/flowbridge/bridge/workspace"
+	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/postgres"
+)
+
+// The PostgreSQL store is what replicas share.
+var (
+	_ bridge.Leases      = (*postgres.Store)(nil)
+	_ bridge.SharedInbox = (*postgres.Store)(nil)
+)
+
+// sharedSchema creates an empty schema on the test database, dropped when t
+// ends, and returns a DSN that uses it; it skips t when no PostgreSQL
+// answers (fails it under CI, which runs one).
+func sharedSchema(t *testing.T) string {
+	t.Helper()
+	dsn := os.Getenv("FLOWBRIDGE_TEST_DATABASE_URL")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("PostgreSQL does not answer, and CI must run these tests: %v", err)
+		}
+		t.Skipf("PostgreSQL does not answer (%v); to run these tests: FLOWBRIDGE_TEST_DATABASE_URL=postgres://user@host:5432/db?sslmode=disable go test ./bridge/ -run Replica", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	schema := "bridge_" + hex.EncodeToString(b[:])
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Error(err)
+		}
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("FLOWBRIDGE_TEST_DATABASE_URL: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	q.Set("synchronous_commit", "off") // the tests need no durability
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// openShared opens a store over dsn, as one replica does; it is closed
+// when t ends, after the bridges using it.
+func openShared(t *testing.T, dsn string) *postgres.Store {
+	t.Helper()
+	st, err := postgres.Open(t.Context(), dsn, postgres.Options{MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// chatPlatform is the platform the replicas answer: one responder per
+// event, found by the event's route, whichever replica answers it.
+type chatPlatform struct {
+	mu      sync.Mutex
+	replies map[string][]bridge.Reply // by event key
+	notify  chan string
+}
+
+func newChatPlatform() *chatPlatform {
+	return &chatPlatform{replies: make(map[string][]bridge.Reply), notify: make(chan string, 1000)}
+}
+
+type keyResponder struct {
+	p   *chatPlatform
+	key string
+}
+
+func (r keyResponder) Send(_ context.Context, rep bridge.Reply) (bridge.MessageRef, error) {
+	r.p.mu.Lock()
+	r.p.replies[r.key] = append(r.p.replies[r.key], rep)
+	n := len(r.p.replies[r.key])
+	r.p.mu.Unlock()
+	r.p.notify <- r.key
+	return bridge.MessageRef(fmt.Sprintf("%s#%d", r.key, n)), nil
+}
+
+// Restore rebuilds an event's responder from its route, as an adapter does.
+func (p *chatPlatform) Restore(ev *bridge.Event) error {
+	var rt struct{ To string }
+	if err := json.Unmarshal(ev.Route, &rt); err != nil || rt.To == "" {
+		return fmt.Errorf("route %s: %v", ev.Route, err)
+	}
+	ev.Reply = keyResponder{p, rt.To}
+	return nil
+}
+
+func (p *chatPlatform) event(conv, key, text string) bridge.Event {
+	return keyed(conv, key, text, keyResponder{p, key})
+}
+
+func (p *chatPlatform) repliesTo(key string) []bridge.Reply {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.replies[key])
+}
+
+// waitReplies waits until every key has at least one reply.
+func (p *chatPlatform) waitReplies(t *testing.T, keys ...string) {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		missing := 0
+		for _, k := range keys {
+			if len(p.repliesTo(k)) == 0 {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return
+		}
+		select {
+		case <-p.notify:
+		case <-timeout:
+			t.Fatalf("%d of %d events unanswered", missing, len(keys))
+		}
+	}
+}
+
+// replica is one bridge on its own connection pool to the shared schema.
+type replica struct {
+	b  *bridge.Bridge
+	st *postgres.Store
+}
+
+func newReplica(t *testing.T, dsn string, fake *workspacetest.Server, p *chatPlatform, rc bridge.ReplicaConfig) *replica {
+	t.Helper()
+	st := openShared(t, dsn)
+	ws, err := workspace.New(workspace.Config{BaseURL: fake.URL, WorkspaceUUID: "ws-test", Token: "test-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := defaultConfig()
+	cfg.Replicas = rc
+	b, err := bridge.New(cfg, ws, st, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		b.Shutdown(ctx)
+		b.Close()
+	})
+	if _, _, err := b.Attach("test", p); err != nil {
+		t.Fatal(err)
+	}
+	return &replica{b: b, st: st}
+}
+
+func newReplicaFake(t *testing.T, agent workspacetest.Agent) *workspacetest.Server {
+	t.Helper()
+	fake := workspacetest.NewServer(workspacetest.Options{WorkspaceUUID: "ws-test", Token: "test-token"})
+	t.Cleanup(fake.Close)
+	agent.UUID = agentUUID
+	fake.AddAgent(agent)
+	return fake
+}
+
+// convMessages returns the messages of the session of each conversation
+// the agent has (one session each), keyed by the first message's prefix.
+func convMessages(t *testing.T, fake *workspacetest.Server) map[string][]string {
+	t.Helper()
+	out := make(map[string][]string)
+	for _, s := range fake.Sessions(agentUUID) {
+		msgs := fake.Messages(s)
+		if len(msgs) == 0 {
+			continue
+		}
+		conv, _, _ := strings.Cut(msgs[0], " ")
+		if _, dup := out[conv]; dup {
+			t.Errorf("conversation %s has two sessions", conv)
+		}
+		out[conv] = msgs
+	}
+	return out
+}
+
+func TestReplicasKeepOrderAndAnswerOnce(t *testing.T) {
+	// A conversation's messages arrive alternately at two replicas: each
+	// is answered once, and the agent reads them in the order they came.
+	t.Parallel()
+	dsn := sharedSchema(t)
+	fake := newReplicaFake(t, workspacetest.Agent{Delay: 2 * time.Millisecond})
+	p := newChatPlatform()
+	rs := []*replica{
+		newReplica(t, dsn, fake, p, bridge.ReplicaConfig{Holder: "r0"}),
+		newReplica(t, dsn, fake, p, bridge.ReplicaConfig{Holder: "r1"}),
+	}
+	const convs, perConv = 4, 8
+	var keys []string
+	want := make(map[string][]string)
+	for c := range convs {
+		for m := range perConv {
+			keys = append(keys, fmt.Sprintf("test/msg/%d/%d", c, m))
+			want[fmt.Sprintf("c%d", c)] = append(want[fmt.Sprintf("c%d", c)], fmt.Sprintf("c%d m%d", c, m))
+		}
+	}
+	var wg sync.WaitGroup
+	for c := range convs {
+		wg.Go(func() {
+			for m := range perConv {
+				ev := p.event(fmt.Sprintf("c/%d", c), fmt.Sprintf("test/msg/%d/%d", c, m), fmt.Sprintf("c%d m%d", c, m))
+				// Each delivery is acknowledged before the platform sends the
+				// next, as Slack and Discord deliver a conversation's events.
+				if err := rs[(c+m)%2].b.Receive(ev).Wait(t.Context()); err != nil {
+					t.Errorf("Receive(%s) = %v", ev.Key, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	p.waitReplies(t, keys...)
+	for _, k := range keys {
+		if got := p.repliesTo(k); len(got) != 1 || got[0].Kind != bridge.ReplyAgent {
+			t.Errorf("replies to %s = %+v, want one agent answer", k, got)
+		}
+	}
+	got := convMessages(t, fake)
+	for conv, msgs := range want {
+		if !slices.Equal(got[conv], msgs) {
+			t.Errorf("agent read %s as %q, want %q", conv, got[conv], msgs)
+		}
+	}
+	// A redelivery to either replica is recognised.
+	for _, r := range rs {
+		if err := r.b.Receive(p.event("c/0", "test/msg/0/0", "c0 m0")).Wait(t.Context()); err != bridge.ErrDuplicate {
+			t.Errorf("redelivery = %v, want ErrDuplicate", err)
+		}
+	}
+}
+
+func TestReplicaTakesOverFromDeadOne(t *testing.T) {
+	// A replica dies (its store stops answering; its leases are not
+	// released) while the agent answers a message of a conversation, with
+	// another message of it queued at the other replica. Once the lease
+	// expires, the survivor tells the first user there is no answer
+	// (never sending it again) and answers the second.
+	t.Parallel()
+	dsn := sharedSchema(t)
+	started := make(chan string, 10)
+	unblock := make(chan struct{})
+	fake := newReplicaFake(t, workspacetest.Agent{Reply: func(turn int, msg string) string {
+		started <- msg
+		if msg == "slow" {
+			<-unblock
+		}
+		return "answer to " + msg
+	}})
+	t.Cleanup(func() { close(unblock) }) // before the fake closes
+	p := newChatPlatform()
+	fast := bridge.ReplicaConfig{LeaseTTL: time.Second, SweepEvery: 100 * time.Millisecond, ClaimGrace: 50 * time.Millisecond}
+	dying := fast
+	dying.Holder = "dying"
+	r1 := newReplica(t, dsn, fake, p, dying)
+	survivor := fast
+	survivor.Holder = "survivor"
+	r2 := newReplica(t, dsn, fake, p, survivor)
+
+	if err := r1.b.Receive(p.event("c/1", "test/msg/1", "slow")).Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-started; got != "slow" {
+		t.Fatalf("agent asked %q first", got)
+	}
+	if err := r2.b.Receive(p.event("c/1", "test/msg/2", "next")).Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r1.st.Close() // dies: no renewal, no release
+
+	p.waitReplies(t, "test/msg/1", "test/msg/2")
+	if got := p.repliesTo("test/msg/1"); len(got) != 1 || !strings.Contains(got[0].Text, "restarted") {
+		t.Errorf("replies to the message under way = %+v, want one restart notice", got)
+	}
+	if got := p.repliesTo("test/msg/2"); len(got) != 1 || got[0].Text != "answer to next" {
+		t.Errorf("replies to the queued message = %+v, want its answer", got)
+	}
+	if got := <-started; got != "next" {
+		t.Errorf("agent then asked %q, want %q (the message under way is never sent twice)", got, "next")
+	}
+}
+
+func TestStartingReplicaLeavesLiveWork(t *testing.T) {
+	// A replica starting while another answers tells no one of that work;
+	// it takes up only what no live replica holds: a dead one's entries,
+	// with the crash policy (received: answered; sent: its user told).
+	t.Parallel()
+	dsn := sharedSchema(t)
+	started := make(chan string, 10)
+	unblock := make(chan struct{})
+	fake := newReplicaFake(t, workspacetest.Agent{Reply: func(turn int, msg string) string {
+		started <- msg
+		if msg == "slow" {
+			<-unblock
+		}
+		return "answer to " + msg
+	}})
+	t.Cleanup(func() { close(unblock) })
+	p := newChatPlatform()
+	live := newReplica(t, dsn, fake, p, bridge.ReplicaConfig{Holder: "live"})
+	if err := live.b.Receive(p.event("c/live", "test/msg/live", "slow")).Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-started; got != "slow" {
+		t.Fatalf("agent asked %q first", got)
+	}
+	// A replica that died left two entries, long ago: one received, one
+	// sent to the workspace.
+	old := time.Now().Add(-time.Minute)
+	for _, e := range []struct{ conv, key, text string }{{"c/a", "test/msg/a", "orphan"}, {"c/b", "test/msg/b", "lost"}} {
+		ev := fmt.Appendf(nil, `{"kind":%d,"platform":"test","conversation":%q,"channel":"C1","user":{"ID":"U1"},"text":%q,"route":{"to":%q}}`,
+			bridge.KindMessage, e.conv, e.text, e.key)
+		if fresh, err := live.st.Receive(store.InboxEntry{Key: e.key, Conversation: e.conv, Event: ev, Received: old}); err != nil || !fresh {
+			t.Fatalf("Receive(%s) = %v, %v", e.key, fresh, err)
+		}
+	}
+	if err := live.st.MarkSent("test/msg/b", old); err != nil {
+		t.Fatal(err)
+	}
+
+	newReplica(t, dsn, fake, p, bridge.ReplicaConfig{Holder: "starting", ClaimGrace: time.Millisecond})
+	p.waitReplies(t, "test/msg/a", "test/msg/b")
+	if got := p.repliesTo("test/msg/a"); len(got) != 1 || got[0].Text != "answer to orphan" {
+		t.Errorf("replies to the received entry = %+v, want its answer", got)
+	}
+	if got := p.repliesTo("test/msg/b"); len(got) != 1 || !strings.Contains(got[0].Text, "restarted") {
+		t.Errorf("replies to the sent entry = %+v, want one restart notice", got)
+	}
+	// The sweep that found them found the live work leased.
+	if got := p.repliesTo("test/msg/live"); len(got) != 0 {
+		t.Errorf("the message a live replica answers got %+v from the starting one, want nothing", got)
+	}
+}
