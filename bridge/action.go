@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -30,7 +31,7 @@ func (b *Bridge) action(ctx context.Context, log *zap.Logger, ev Event) {
 // shareResult posts a private flow result to the channel, attributed to the
 // person who shared it, and removes the private copy.
 func (b *Bridge) shareResult(ctx context.Context, log *zap.Logger, ev Event) {
-	s, ok := b.shares.take(ev.Action.Value, b.cfg.Now())
+	s, ok := b.takeShare(ctx, log, ev.Action.Value)
 	if !ok {
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "This result can no longer be shared (it was shared already, or it expired)."})
 		return
@@ -38,7 +39,7 @@ func (b *Bridge) shareResult(ctx context.Context, log *zap.Logger, ev Event) {
 	footer := s.footer + " · shared by " + displayName(ev.User)
 	if _, err := ev.Reply.Send(ctx, b.asFile(ev, Reply{Kind: ReplyFlow, Text: s.text, Footer: footer}, "result", nil)); err != nil {
 		log.Warn("share not posted", zap.Error(err))
-		b.shares.put(s, b.cfg.Now()) // let the user try again
+		b.putShare(ctx, log, s) // let the user try again
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "The result could not be posted to the channel. Please try again."})
 		return
 	}
@@ -137,17 +138,12 @@ func newConfirmCache(ttl time.Duration) *confirmCache {
 }
 
 func (b *Bridge) askConfirmation(ctx context.Context, log *zap.Logger, ev Event, f *Flow, params map[string]string) {
-	id := randomID()
-	now := b.cfg.Now()
 	c := b.confirm
-	c.mu.Lock()
-	for k, p := range c.m {
-		if now.After(p.expires) {
-			delete(c.m, k)
-		}
+	id, ok := b.putPending(ctx, log, pending{flow: f, params: params, owner: ev.User.ID, expires: b.cfg.Now().Add(c.ttl)})
+	if !ok {
+		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotSaved})
+		return
 	}
-	c.m[id] = pending{flow: f, params: params, owner: ev.User.ID, expires: now.Add(c.ttl)}
-	c.mu.Unlock()
 	entry := b.auditEntry(ev, f.Name, params)
 	entry.Outcome = OutcomeConfirm
 	b.audit(log, entry)
@@ -168,16 +164,11 @@ func (b *Bridge) askConfirmation(ctx context.Context, log *zap.Logger, ev Event,
 }
 
 func (b *Bridge) answerConfirmation(ctx context.Context, log *zap.Logger, ev Event) {
-	c := b.confirm
-	c.mu.Lock()
-	p, ok := c.m[ev.Action.Value]
-	if ok && p.owner != ev.User.ID {
-		c.mu.Unlock()
+	p, ok, mine := b.takePending(ctx, log, ev.Action.Value, ev.User.ID)
+	if ok && !mine {
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "Only the person who asked for this flow can confirm or cancel it."})
 		return
 	}
-	delete(c.m, ev.Action.Value)
-	c.mu.Unlock()
 	if !ok || b.cfg.Now().After(p.expires) {
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Replace: true, Text: "This confirmation has expired or was already answered. Run the flow again if you still need it."})
 		return
@@ -212,4 +203,143 @@ func (b *Bridge) answerConfirmation(ctx context.Context, log *zap.Logger, ev Eve
 		return
 	}
 	b.runFlow(ctx, log.WithLazy(zap.String("flow", p.flow.Name)), ev, p.flow, p.params, fmt.Sprintf("Run by %s at %s. ", displayName(ev.User), at))
+}
+
+// Tokens is implemented by a store replicas share (postgres.Store): what a
+// button names (a result that may be shared, a flow run waiting for its
+// Run), kept where a press reaching any replica finds it. Without it the
+// bridge keeps them in memory: one process receives every press.
+type Tokens interface {
+	// PutToken keeps data under id until expires, replacing what id held.
+	PutToken(ctx context.Context, id string, data []byte, expires, now time.Time) error
+	// TakeToken removes the token id and returns it; of several takers,
+	// one gets it. ok is false when there is none.
+	TakeToken(ctx context.Context, id string) (data []byte, expires time.Time, ok bool, err error)
+}
+
+// storedShare and storedPending are a share and a pending confirmation as
+// Tokens keep them.
+type storedShare struct {
+	Text   string `json:"text"`
+	Footer string `json:"footer,omitempty"`
+	Owner  string `json:"owner"`
+}
+
+type storedPending struct {
+	Flow   string            `json:"flow"`
+	Params map[string]string `json:"params,omitempty"`
+	Owner  string            `json:"owner"`
+}
+
+// tokenOpTimeout bounds a token's store call: a button press waits on it.
+const tokenOpTimeout = 5 * time.Second
+
+func (b *Bridge) putToken(ctx context.Context, log *zap.Logger, prefix, id string, v any, expires time.Time) bool {
+	data, err := json.Marshal(v)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tokenOpTimeout)
+		defer cancel()
+		err = b.tokens.PutToken(ctx, prefix+id, data, expires, b.cfg.Now())
+	}
+	if err != nil {
+		log.Warn("button state not saved", zap.String("token", prefix), zap.Error(err))
+		b.metrics.storeFailed("put_token")
+		return false
+	}
+	return true
+}
+
+func (b *Bridge) takeToken(ctx context.Context, log *zap.Logger, prefix, id string, v any) (time.Time, bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tokenOpTimeout)
+	defer cancel()
+	data, expires, ok, err := b.tokens.TakeToken(ctx, prefix+id)
+	if err == nil && ok {
+		err = json.Unmarshal(data, v)
+	}
+	if err != nil {
+		log.Warn("button state not read", zap.String("token", prefix), zap.Error(err))
+		b.metrics.storeFailed("take_token")
+		return time.Time{}, false
+	}
+	return expires, ok
+}
+
+// putShare keeps a result that may be shared and returns its ID; ok is
+// false when it could not be kept (the result is then shown without a
+// Share button).
+func (b *Bridge) putShare(ctx context.Context, log *zap.Logger, s share) (string, bool) {
+	if b.tokens == nil {
+		return b.shares.put(s, b.cfg.Now()), true
+	}
+	if s.id == "" {
+		s.id = randomID()
+	}
+	return s.id, b.putToken(ctx, log, "share:", s.id, storedShare{Text: s.text, Footer: s.footer, Owner: s.owner}, b.cfg.Now().Add(b.shares.ttl))
+}
+
+// takeShare removes and returns an unexpired share: one press, one post.
+func (b *Bridge) takeShare(ctx context.Context, log *zap.Logger, id string) (share, bool) {
+	if b.tokens == nil {
+		return b.shares.take(id, b.cfg.Now())
+	}
+	var s storedShare
+	expires, ok := b.takeToken(ctx, log, "share:", id, &s)
+	if !ok || b.cfg.Now().After(expires) {
+		return share{}, false
+	}
+	return share{id: id, text: s.Text, footer: s.Footer, owner: s.Owner, expires: expires}, true
+}
+
+// putPending keeps a flow run waiting for its caller's Run and returns its
+// ID; ok is false when it could not be kept.
+func (b *Bridge) putPending(ctx context.Context, log *zap.Logger, p pending) (string, bool) {
+	id := randomID()
+	if b.tokens == nil {
+		c := b.confirm
+		now := b.cfg.Now()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for k, p := range c.m {
+			if now.After(p.expires) {
+				delete(c.m, k)
+			}
+		}
+		c.m[id] = p
+		return id, true
+	}
+	return id, b.putToken(ctx, log, "confirm:", id, storedPending{Flow: p.flow.Name, Params: p.params, Owner: p.owner}, p.expires)
+}
+
+// takePending removes and returns the pending run id when user asked for
+// it (mine); another user's is left in place. ok is false when there is
+// none. A run whose flow left the catalog since keeps its name only: the
+// press is refused by the catalog in force.
+func (b *Bridge) takePending(ctx context.Context, log *zap.Logger, id, user string) (p pending, ok, mine bool) {
+	if b.tokens == nil {
+		c := b.confirm
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		p, ok = c.m[id]
+		if ok && p.owner != user {
+			return p, true, false
+		}
+		delete(c.m, id)
+		return p, ok, true
+	}
+	var s storedPending
+	expires, ok := b.takeToken(ctx, log, "confirm:", id, &s)
+	if !ok {
+		return pending{}, false, true
+	}
+	f, known := b.cat.Load().flows[s.Flow]
+	if !known {
+		f = &Flow{Name: s.Flow}
+	}
+	p = pending{flow: f, params: s.Params, owner: s.Owner, expires: expires}
+	if s.Owner != user {
+		// Put back: it stays its owner's to answer.
+		b.putToken(ctx, log, "confirm:", id, s, expires)
+		return p, true, false
+	}
+	return p, true, true
 }

@@ -116,6 +116,7 @@ type Bridge struct {
 	lim     atomic.Pointer[Limits]     // the limits in force; SetLimits replaces them
 	fault   atomic.Pointer[storeFault] // the latest failed store write, until one succeeds
 	rep     *replicas                  // set when replicas share the store
+	tokens  Tokens                     // set when replicas share the store: button state
 
 	// ctx is the parent of all work; cancel cuts it off when the shutdown grace ends.
 	ctx    context.Context
@@ -172,6 +173,9 @@ func New(cfg Config, ws Workspace, st Store, log *zap.Logger) (*Bridge, error) {
 	}
 	if rs, ok := st.(replicaStore); ok {
 		b.rep = newReplicas(rs, cfg.Replicas)
+	}
+	if t, ok := st.(Tokens); ok {
+		b.tokens = t
 	}
 	b.cat.Store(cat)
 	b.SetLimits(cfg.Limits)

@@ -137,8 +137,9 @@ func (b *Bridge) runFlow(ctx context.Context, log *zap.Logger, ev Event, f *Flow
 	log.Info("flow finished", zap.Duration("duration", elapsed))
 	r := Reply{Kind: ReplyFlow, Ephemeral: !f.Public, Text: renderFlowOutput(run), Footer: footer}
 	if r.Ephemeral {
-		id := b.shares.put(share{text: r.Text, footer: footer, owner: ev.User.ID}, b.cfg.Now())
-		r.Buttons = []Button{{Action: Action{ID: ActionShare, Value: id}, Label: "Share with channel", Style: "primary"}}
+		if id, ok := b.putShare(ctx, log, share{text: r.Text, footer: footer, owner: ev.User.ID}); ok {
+			r.Buttons = []Button{{Action: Action{ID: ActionShare, Value: id}, Label: "Share with channel", Style: "primary"}}
+		}
 	}
 	ref = b.replace(ctx, ev, ref, b.asFile(ev, r, fileBase(f.Name), jsonResult(run)))
 	b.answered(log, ev, ref, nil)

@@ -28,6 +28,7 @@ import (
 var (
 	_ bridge.Leases      = (*postgres.Store)(nil)
 	_ bridge.SharedInbox = (*postgres.Store)(nil)
+	_ bridge.Tokens      = (*postgres.Store)(nil)
 )
 
 // sharedSchema creates an empty schema on the test database, dropped when t
@@ -167,12 +168,16 @@ type replica struct {
 
 func newReplica(t *testing.T, dsn string, fake *workspacetest.Server, p *chatPlatform, rc bridge.ReplicaConfig) *replica {
 	t.Helper()
+	return newReplicaWith(t, defaultConfig(), dsn, fake, p, rc)
+}
+
+func newReplicaWith(t *testing.T, cfg bridge.Config, dsn string, fake *workspacetest.Server, p *chatPlatform, rc bridge.ReplicaConfig) *replica {
+	t.Helper()
 	st := openShared(t, dsn)
 	ws, err := workspace.New(workspace.Config{BaseURL: fake.URL, WorkspaceUUID: "ws-test", Token: "test-token"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := defaultConfig()
 	cfg.Replicas = rc
 	b, err := bridge.New(cfg, ws, st, zaptest.NewLogger(t))
 	if err != nil {
@@ -196,6 +201,7 @@ func newReplicaFake(t *testing.T, agent workspacetest.Agent) *workspacetest.Serv
 	t.Cleanup(fake.Close)
 	agent.UUID = agentUUID
 	fake.AddAgent(agent)
+	fake.AddFlow(workspacetest.Flow{UUID: flowUUID, Template: "checked {host} {service}"})
 	return fake
 }
 
@@ -372,4 +378,81 @@ func TestStartingReplicaLeavesLiveWork(t *testing.T) {
 	if got := p.repliesTo("test/msg/live"); len(got) != 0 {
 		t.Errorf("the message a live replica answers got %+v from the starting one, want nothing", got)
 	}
+}
+
+func TestReplicasShareButtons(t *testing.T) {
+	// A button works on whichever replica its press reaches: a flow's Run
+	// asked on one replica and pressed on the other runs once; a result
+	// shared from the other replica is posted once.
+	t.Parallel()
+	dsn := sharedSchema(t)
+	fake := newReplicaFake(t, workspacetest.Agent{})
+	p := newChatPlatform()
+	cfg := defaultConfig()
+	cfg.Flows[0].Confirm = true
+	rs := []*replica{
+		newReplicaWith(t, cfg, dsn, fake, p, bridge.ReplicaConfig{Holder: "r0"}),
+		newReplicaWith(t, cfg, dsn, fake, p, bridge.ReplicaConfig{Holder: "r1"}),
+	}
+	seq := 0
+	do := func(r *replica, ev bridge.Event) bridge.Reply {
+		t.Helper()
+		seq++
+		ev.Key = fmt.Sprintf("test/int/%d", seq)
+		ev.Route = fmt.Appendf(nil, `{"to":%q}`, ev.Key)
+		ev.Reply = keyResponder{p, ev.Key}
+		if err := r.b.Receive(ev).Wait(t.Context()); err != nil {
+			t.Fatalf("Receive(%s) = %v", ev.Key, err)
+		}
+		p.waitReplies(t, ev.Key)
+		got := p.repliesTo(ev.Key)
+		return got[len(got)-1]
+	}
+	ask := func() bridge.Reply {
+		ev := command("c/1", bridge.CommandFlow, "healthcheck host=web1", nil)
+		r := do(rs[0], ev)
+		if r.Kind != bridge.ReplyConfirm || len(r.Buttons) != 2 {
+			t.Fatalf("reply = %+v, want a confirmation", r)
+		}
+		return r
+	}
+	press := func(r *replica, user string, b bridge.Button) bridge.Reply {
+		ev := event("c/1", bridge.KindAction, "", nil)
+		ev.User.ID, ev.Action = user, b.Action
+		return do(r, ev)
+	}
+	q := ask()
+	wantContains(t, "other user", press(rs[1], "U2", q.Buttons[0]).Text, "Only the person who asked")
+	// The run's reply replaces its progress message: wait for the result.
+	run := press(rs[1], "U1", q.Buttons[0])
+	for !strings.Contains(run.Text, "checked web1") {
+		select {
+		case <-p.notify:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("Run pressed on the other replica = %+v, want the flow's result", run)
+		}
+		got := p.repliesTo(fmt.Sprintf("test/int/%d", seq))
+		run = got[len(got)-1]
+	}
+	wantContains(t, "second press", press(rs[0], "U1", q.Buttons[0]).Text, "expired or was already answered")
+	runs := 0
+	for _, req := range fake.Requests() {
+		if strings.Contains(req.Path, "/run/sync") {
+			runs++
+		}
+	}
+	if runs != 1 {
+		t.Errorf("flow runs = %d, want 1", runs)
+	}
+	if len(run.Buttons) != 1 || run.Buttons[0].Action.ID != bridge.ActionShare {
+		t.Fatalf("result buttons = %+v, want a share button", run.Buttons)
+	}
+	shared := press(rs[0], "U2", run.Buttons[0])
+	if shared.Ephemeral || shared.Text != run.Text || !strings.Contains(shared.Footer, "shared by") {
+		t.Errorf("shared from the other replica = %+v, want the public result", shared)
+	}
+	wantContains(t, "second share", press(rs[1], "U2", run.Buttons[0]).Text, "can no longer be shared")
+
+	q = ask()
+	wantContains(t, "cancel", press(rs[1], "U1", q.Buttons[1]).Text, "Cancelled")
 }
