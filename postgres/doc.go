@@ -3,9 +3,10 @@
 // # Tables
 //
 // One table per record of bridge/store: sessions, conversation_agents,
-// last_replies, inbox, audit, conversation_contexts; and leases. They live
-// in the first schema of the connection's search_path, so a deployment
-// that shares a database gives flowbridge a schema of its own through the DSN
+// last_replies, inbox, audit, conversation_contexts; and leases and tokens,
+// which replicas share. They live in the first schema of the connection's
+// search_path, so a deployment that shares a database gives flowbridge a
+// schema of its own through the DSN
 // (postgres://…/db?search_path=flowbridge). Keys are text compared as bytes
 // (COLLATE "C"), so ListSessions returns the order bbolt does and a prefix is
 // a range of the primary key. Times are timestamptz, kept to the
@@ -58,6 +59,21 @@
 // the row lock of the upsert makes two claimants of one conversation see
 // each other: one wins. Expiry is judged by the database's clock alone, so
 // replicas' clocks do not matter. A holder renews well within the ttl while
-// it works and Releases when done; a replica that dies loses its leases when
-// they expire, and another takes them over.
+// it works (Renew: one statement for all of a replica's leases) and
+// Releases when done; a replica that dies loses its leases when they
+// expire, and another takes them over. A flow run or button press, which
+// runs beside its conversation's order, is leased under its entry's name
+// (store.EntryLease).
+//
+// The holder of a conversation reads its work with PendingOf. A trigger on
+// inbox inserts notifies the conversation key on a channel named after the
+// schema, which Listen hears, so the holder learns at once of an entry
+// another replica recorded; Unleased finds the entries whose replica died
+// (no live lease of their conversation or their own), for a periodic sweep.
+//
+// # Tokens
+//
+// What a button names (a flow run waiting for its Run, a result that may be
+// shared) is a row of tokens, taken once with DELETE … RETURNING, so a press
+// that reaches any replica finds it, and only one press acts on it.
 package postgres

@@ -1,0 +1,226 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flowbridge/flowbridge/bridge/store"
+)
+
+func TestPendingOf(t *testing.T) {
+	t.Parallel()
+	s, _ := openEmpty(t, Options{})
+	ctx := t.Context()
+	for i, conv := range []string{"c/1", "c/2", "c/1", "c/1", "c/2"} {
+		if _, err := s.Receive(store.InboxEntry{Key: fmt.Sprintf("k/%d", i), Conversation: conv, Event: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.MarkSent("k/0", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish("k/2", "ref", nil, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.PendingOf(ctx, "c/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, e := range got {
+		keys = append(keys, e.Key)
+		if e.Conversation != "c/1" || len(e.Event) == 0 {
+			t.Errorf("entry %+v: want conversation c/1 with its event", e)
+		}
+	}
+	if !slices.Equal(keys, []string{"k/0", "k/3"}) || got[0].State != store.Sent || got[1].State != store.Received || got[0].Seq >= got[1].Seq {
+		t.Errorf("PendingOf(c/1) = %+v, want k/0 (sent) then k/3 (received), in seq order", got)
+	}
+	if got, err := s.PendingOf(ctx, "c/none"); err != nil || len(got) != 0 {
+		t.Errorf("PendingOf of a conversation without entries = %v, %v", got, err)
+	}
+}
+
+func TestRenew(t *testing.T) {
+	t.Parallel()
+	s, dsn := openEmpty(t, Options{})
+	ctx := t.Context()
+	for _, c := range []string{"c/1", "c/2"} {
+		if ok, err := s.Claim(ctx, c, "a", time.Minute); err != nil || !ok {
+			t.Fatalf("Claim(%s) = %v, %v", c, ok, err)
+		}
+	}
+	if ok, err := s.Claim(ctx, "c/3", "b", time.Minute); err != nil || !ok {
+		t.Fatalf("Claim(c/3) = %v, %v", ok, err)
+	}
+	// c/2 expired and was taken over by b: it is not a's to renew.
+	exec(t, dsn, `UPDATE leases SET expires_at = now() - interval '1 second' WHERE conversation = 'c/2'`)
+	if ok, err := s.Claim(ctx, "c/2", "b", time.Minute); err != nil || !ok {
+		t.Fatalf("takeover of c/2 = %v, %v", ok, err)
+	}
+	exec(t, dsn, `UPDATE leases SET expires_at = now() + interval '1 second' WHERE conversation = 'c/1'`)
+	got, err := s.Renew(ctx, "a", []string{"c/1", "c/2", "c/3", "c/none"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []string{"c/1"}) {
+		t.Errorf("Renew = %q, want only c/1, a's own", got)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var left float64
+	if err := conn.QueryRow(ctx, `SELECT extract(epoch FROM expires_at - now()) FROM leases WHERE conversation = 'c/1'`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left < 59*60 {
+		t.Errorf("renewed lease runs %vs more, want about an hour", left)
+	}
+	if got, err := s.Renew(ctx, "a", nil, time.Hour); err != nil || len(got) != 0 {
+		t.Errorf("Renew of nothing = %v, %v", got, err)
+	}
+}
+
+func TestUnleased(t *testing.T) {
+	t.Parallel()
+	s, _ := openEmpty(t, Options{})
+	ctx := t.Context()
+	old := time.Now().Add(-time.Minute)
+	for _, e := range []store.InboxEntry{
+		{Key: "k/free", Conversation: "c/free", Received: old},       // no lease: unleased
+		{Key: "k/held", Conversation: "c/held", Received: old},       // its conversation is leased
+		{Key: "k/alone", Conversation: "c/alone", Received: old},     // its own entry is leased
+		{Key: "k/young", Conversation: "c/young"},                    // just received
+		{Key: "k/done", Conversation: "c/done", Received: old},       // answered
+		{Key: "k/expired", Conversation: "c/expired", Received: old}, // its lease expired
+	} {
+		if _, err := s.Receive(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Finish("k/done", "", nil, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for name, ttl := range map[string]time.Duration{"c/held": time.Minute, store.EntryLease("k/alone"): time.Minute, "c/expired": time.Microsecond} {
+		if ok, err := s.Claim(ctx, name, "r", ttl); err != nil || !ok {
+			t.Fatalf("Claim(%s) = %v, %v", name, ok, err)
+		}
+	}
+	got, err := s.Unleased(ctx, time.Second, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	if want := []string{"c/expired", "c/free"}; !slices.Equal(got, want) {
+		t.Errorf("Unleased = %q, want %q", got, want)
+	}
+	if got, err := s.Unleased(ctx, time.Second, 1); err != nil || len(got) != 1 {
+		t.Errorf("Unleased with limit 1 = %q, %v", got, err)
+	}
+}
+
+func TestListen(t *testing.T) {
+	// A replica listening hears of every entry recorded, by any replica on
+	// its schema, and of none on another schema.
+	t.Parallel()
+	s1, dsn := openEmpty(t, Options{})
+	s2 := openDSN(t, dsn, Options{})
+	other, _ := openEmpty(t, Options{})
+	got := make(chan string, 100)
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	t.Cleanup(cancel) // first: cleanups run last-in, first-out
+	wg.Go(func() {
+		done <- s1.Listen(ctx, func(conv string) {
+			select {
+			case got <- conv:
+			case <-ctx.Done():
+			}
+		})
+	})
+	if c := <-got; c != "" {
+		t.Fatalf("first call = %q, want \"\" (listening)", c)
+	}
+	if _, err := other.Receive(store.InboxEntry{Key: "k/other", Conversation: "c/other"}); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range []*Store{s2, s1} {
+		if _, err := s.Receive(store.InboxEntry{Key: fmt.Sprintf("k/%d", i), Conversation: fmt.Sprintf("c/%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case c := <-got:
+			if want := fmt.Sprintf("c/%d", i); c != want {
+				t.Errorf("notified of %q, want %q", c, want)
+			}
+		case err := <-done:
+			t.Fatalf("Listen ended: %v", err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no notification of c/%d", i)
+		}
+	}
+	// A duplicate records nothing, so it is not announced.
+	if fresh, err := s2.Receive(store.InboxEntry{Key: "k/0", Conversation: "c/dup"}); err != nil || fresh {
+		t.Fatalf("duplicate Receive = %v, %v", fresh, err)
+	}
+	if _, err := s2.Receive(store.InboxEntry{Key: "k/last", Conversation: "c/last"}); err != nil {
+		t.Fatal(err)
+	}
+	if c := <-got; c != "c/last" {
+		t.Errorf("notified of %q, want c/last (no duplicate, no other schema)", c)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Listen after its context ended = %v, want nil", err)
+	}
+	s1.Close()
+	if err := s1.Listen(t.Context(), func(string) {}); err == nil {
+		t.Error("Listen on a closed store = nil, want an error")
+	}
+}
+
+func TestTokens(t *testing.T) {
+	t.Parallel()
+	s, dsn := openEmpty(t, Options{})
+	s2 := openDSN(t, dsn, Options{})
+	ctx := t.Context()
+	now := time.Now()
+	if err := s.PutToken(ctx, "confirm:1", []byte(`{"flow":"hc"}`), now.Add(time.Minute), now); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutToken(ctx, "share:old", []byte(`x`), now.Add(-time.Minute), now.Add(-2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	// Taken once, from any replica.
+	data, exp, ok, err := s2.TakeToken(ctx, "confirm:1")
+	if err != nil || !ok || string(data) != `{"flow":"hc"}` || !exp.Round(time.Second).Equal(now.Add(time.Minute).Round(time.Second)) {
+		t.Fatalf("TakeToken = %s, %v, %v, %v", data, exp, ok, err)
+	}
+	if _, _, ok, err := s.TakeToken(ctx, "confirm:1"); err != nil || ok {
+		t.Errorf("second TakeToken = %v, %v, want none", ok, err)
+	}
+	// An expired token is returned for the caller to say so, until a later
+	// PutToken sweeps it away.
+	if _, _, ok, err := s.TakeToken(ctx, "share:none"); err != nil || ok {
+		t.Errorf("TakeToken of an unknown token = %v, %v", ok, err)
+	}
+	if err := s.PutToken(ctx, "share:new", []byte(`y`), now.Add(time.Minute), now); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok, err := s.TakeToken(ctx, "share:old"); err != nil || ok {
+		t.Errorf("expired token after a PutToken = %v, %v, want swept", ok, err)
+	}
+	if err := s.PutToken(ctx, "", nil, now, now); err == nil {
+		t.Error("PutToken with an empty ID = nil, want an error")
+	}
+}
