@@ -420,7 +420,17 @@ func (b *Bridge) process(c *leasedConv) {
 			return
 		}
 		if !holds && !b.claimLease(c.key) {
-			b.endProcess(c, false)
+			b.mu.Lock()
+			if c.again && b.ctx.Err() == nil {
+				// An event recorded since the claim failed: the holder may
+				// have let go before it was committed, so claim once more.
+				// A holder that still has the lease then looks at the inbox
+				// after letting go, and finds it.
+				b.mu.Unlock()
+				continue
+			}
+			b.endLocked(c)
+			b.mu.Unlock()
 			return
 		}
 		ctx, cancel := b.opCtx()

@@ -2,19 +2,14 @@ package bridge_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/flowbridge/flowbridge/bridge"
@@ -22,6 +17,7 @@ import (
 	"github.com/flowbridge/flowbridge/bridge/workspace"
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
 	"github.com/flowbridge/flowbridge/postgres"
+	"github.com/flowbridge/flowbridge/postgres/pgtest"
 )
 
 // The PostgreSQL store is what replicas share.
@@ -30,55 +26,6 @@ var (
 	_ bridge.SharedInbox = (*postgres.Store)(nil)
 	_ bridge.Tokens      = (*postgres.Store)(nil)
 )
-
-// sharedSchema creates an empty schema on the test database, dropped when t
-// ends, and returns a DSN that uses it; it skips t when no PostgreSQL
-// answers (fails it under CI, which runs one).
-func sharedSchema(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("FLOWBRIDGE_TEST_DATABASE_URL")
-	if dsn == "" {
-		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL does not answer, and CI must run these tests: %v", err)
-		}
-		t.Skipf("PostgreSQL does not answer (%v); to run these tests: FLOWBRIDGE_TEST_DATABASE_URL=postgres://user@host:5432/db?sslmode=disable go test ./bridge/ -run Replica", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	schema := "bridge_" + hex.EncodeToString(b[:])
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Error(err)
-		}
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatalf("FLOWBRIDGE_TEST_DATABASE_URL: %v", err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	q.Set("synchronous_commit", "off") // the tests need no durability
-	u.RawQuery = q.Encode()
-	return u.String()
-}
 
 // openShared opens a store over dsn, as one replica does; it is closed
 // when t ends, after the bridges using it.
@@ -228,7 +175,7 @@ func TestReplicasKeepOrderAndAnswerOnce(t *testing.T) {
 	// A conversation's messages arrive alternately at two replicas: each
 	// is answered once, and the agent reads them in the order they came.
 	t.Parallel()
-	dsn := sharedSchema(t)
+	dsn := pgtest.Schema(t)
 	fake := newReplicaFake(t, workspacetest.Agent{Delay: 2 * time.Millisecond})
 	p := newChatPlatform()
 	rs := []*replica{
@@ -285,7 +232,7 @@ func TestReplicaTakesOverFromDeadOne(t *testing.T) {
 	// expires, the survivor tells the first user there is no answer
 	// (never sending it again) and answers the second.
 	t.Parallel()
-	dsn := sharedSchema(t)
+	dsn := pgtest.Schema(t)
 	started := make(chan string, 10)
 	unblock := make(chan struct{})
 	fake := newReplicaFake(t, workspacetest.Agent{Reply: func(turn int, msg string) string {
@@ -301,16 +248,17 @@ func TestReplicaTakesOverFromDeadOne(t *testing.T) {
 	dying := fast
 	dying.Holder = "dying"
 	r1 := newReplica(t, dsn, fake, p, dying)
-	survivor := fast
-	survivor.Holder = "survivor"
-	r2 := newReplica(t, dsn, fake, p, survivor)
-
 	if err := r1.b.Receive(p.event("c/1", "test/msg/1", "slow")).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if got := <-started; got != "slow" {
 		t.Fatalf("agent asked %q first", got)
 	}
+	// Started once the first runs the conversation, the survivor finds it
+	// leased.
+	survivor := fast
+	survivor.Holder = "survivor"
+	r2 := newReplica(t, dsn, fake, p, survivor)
 	if err := r2.b.Receive(p.event("c/1", "test/msg/2", "next")).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +281,7 @@ func TestStartingReplicaLeavesLiveWork(t *testing.T) {
 	// it takes up only what no live replica holds: a dead one's entries,
 	// with the crash policy (received: answered; sent: its user told).
 	t.Parallel()
-	dsn := sharedSchema(t)
+	dsn := pgtest.Schema(t)
 	started := make(chan string, 10)
 	unblock := make(chan struct{})
 	fake := newReplicaFake(t, workspacetest.Agent{Reply: func(turn int, msg string) string {
@@ -385,7 +333,7 @@ func TestReplicasShareButtons(t *testing.T) {
 	// asked on one replica and pressed on the other runs once; a result
 	// shared from the other replica is posted once.
 	t.Parallel()
-	dsn := sharedSchema(t)
+	dsn := pgtest.Schema(t)
 	fake := newReplicaFake(t, workspacetest.Agent{})
 	p := newChatPlatform()
 	cfg := defaultConfig()
