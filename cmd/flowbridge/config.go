@@ -66,6 +66,10 @@ type StoreConfig struct {
 	DSN bridge.Secret `toml:"dsn"`
 	// AuditRetention drops audit entries older than this ("0s" keeps them forever).
 	AuditRetention Duration `toml:"audit_retention"`
+	// LeaseTTL is how long a replica's lease on a conversation lasts unless
+	// renewed: how long a dead replica's conversations wait for another.
+	// Driver postgres only.
+	LeaseTTL Duration `toml:"lease_ttl"`
 }
 
 // BridgeConfig sets the core's limits.
@@ -173,7 +177,7 @@ func defaultConfig() Config {
 			ChatTimeout:       Duration(2 * time.Minute),
 			MaxRetries:        2,
 		},
-		Store:  StoreConfig{Driver: driverBBolt, Path: "flowbridge.db", AuditRetention: Duration(90 * 24 * time.Hour)},
+		Store:  StoreConfig{Driver: driverBBolt, Path: "flowbridge.db", AuditRetention: Duration(90 * 24 * time.Hour), LeaseTTL: Duration(15 * time.Second)},
 		Bridge: BridgeConfig{QueueSize: 16, MaxInFlight: 256, DefaultFlowTimeout: Duration(60 * time.Second), DedupeTTL: Duration(10 * time.Minute), ShutdownGrace: Duration(30 * time.Second), WorkingIndicatorDelay: Duration(500 * time.Millisecond), MaxMessageBytes: 16000, MaxParams: 32, MaxValueBytes: 4000, RateBurst: 5, MaxFiles: 5, MaxFileBytes: 100000, FileReplyOver: 4000},
 		Admin:  AdminConfig{Listen: "127.0.0.1:9090"},
 		Log:    LogConfig{Level: "info", Format: "json"},
@@ -188,6 +192,7 @@ var (
 	chatTimeoutRange    = durationRange{min: time.Second, max: 30 * time.Minute}
 	maxRetriesRange     = intRange{min: 0, max: 10}
 	auditRetentionRange = durationRange{zero: "keep forever", min: time.Hour, max: 87600 * time.Hour}
+	leaseTTLRange       = durationRange{min: time.Second, max: 5 * time.Minute}
 	queueSizeRange      = intRange{min: 1, max: 10000}
 	maxInFlightRange    = intRange{min: 1, max: 100000}
 	flowTimeoutRange    = durationRange{min: time.Second, max: time.Hour}
@@ -873,6 +878,7 @@ func (c *Config) checkStore(ps *problems) {
 		ps.add("store.driver", "%q is not %q or %q", st.Driver, driverBBolt, driverPostgres)
 	}
 	ps.duration("store.audit_retention", st.AuditRetention, auditRetentionRange)
+	ps.duration("store.lease_ttl", st.LeaseTTL, leaseTTLRange)
 }
 
 func (c *Config) checkBridge(ps *problems) {
@@ -1193,6 +1199,7 @@ func (c *Config) bridgeConfig() bridge.Config {
 		DefaultFlowTimeout: c.Bridge.DefaultFlowTimeout.D(),
 		DedupeTTL:          c.Bridge.DedupeTTL.D(),
 		IndicatorDelay:     c.Bridge.WorkingIndicatorDelay.D(),
+		Replicas:           bridge.ReplicaConfig{LeaseTTL: c.Store.LeaseTTL.D()},
 		Limits: bridge.Limits{
 			MaxMessageBytes: c.Bridge.MaxMessageBytes, MaxParams: c.Bridge.MaxParams, MaxValueBytes: c.Bridge.MaxValueBytes,
 			ChatPerMinute: c.Bridge.ChatPerMinute, FlowsPerMinute: c.Bridge.FlowsPerMinute, Burst: c.Bridge.RateBurst,

@@ -127,6 +127,9 @@ func TestConfigRanges(t *testing.T) {
 		{"", "[bridge]\nworking_indicator_delay = \"0s\"\n", ""},
 		{"", "[store]\naudit_retention = \"30m\"\n", "store.audit_retention: 30m is out of range: allowed 0s (keep forever) or 1h to 87600h"},
 		{"", "[store]\naudit_retention = \"0s\"\n", ""},
+		{"", "[store]\nlease_ttl = \"500ms\"\n", "store.lease_ttl: 500ms is out of range: allowed 1s to 5m"},
+		{"", "[store]\nlease_ttl = \"0s\"\n", "store.lease_ttl: 0s is out of range: allowed 1s to 5m"},
+		{"", "[store]\nlease_ttl = \"1s\"\n", ""},
 		{"timeout = \"2h\"\n", "", "flows[0].timeout: 2h is out of range: allowed 0s (bridge.default_flow_timeout) or 1s to 1h"},
 		{"timeout = \"500ms\"\n", "", "flows[0].timeout: 500ms is out of range"},
 		{"timeout = \"0s\"\n", "", ""},
@@ -649,6 +652,7 @@ func rangesByKey() map[string]string {
 		"workspace.chat_timeout":         chatTimeoutRange.String(),
 		"workspace.max_retries":          maxRetriesRange.String(),
 		"store.audit_retention":          auditRetentionRange.String(),
+		"store.lease_ttl":                leaseTTLRange.String(),
 		"bridge.queue_size":              queueSizeRange.String(),
 		"bridge.max_in_flight":           maxInFlightRange.String(),
 		"bridge.default_flow_timeout":    flowTimeoutRange.String(),
@@ -717,5 +721,24 @@ func TestConfigAgentDefaultChannels(t *testing.T) {
 	_, agents := c.catalog()
 	if !slices.Equal(agents[1].DefaultChannels, []string{"C1", "C3", "C2"}) {
 		t.Errorf("catalog agent = %+v, want its default channels passed to the core", agents[1])
+	}
+}
+
+func TestLeaseTTLReachesTheBridge(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		rest string
+		want time.Duration
+	}{
+		{"", 15 * time.Second},
+		{"[store]\nlease_ttl = \"4s\"\n", 4 * time.Second},
+	} {
+		cfg, err := parseConfig([]byte(testConfig("", tt.rest)), func(string) string { return "" })
+		if err != nil {
+			t.Fatalf("parseConfig(%q) = %v", tt.rest, err)
+		}
+		if got := cfg.bridgeConfig().Replicas.LeaseTTL; got != tt.want {
+			t.Errorf("lease TTL of %q = %v, want %v", tt.rest, got, tt.want)
+		}
 	}
 }
