@@ -144,11 +144,17 @@ func newReplicaWith(t *testing.T, cfg bridge.Config, dsn string, fake *workspace
 
 func newReplicaFake(t *testing.T, agent workspacetest.Agent) *workspacetest.Server {
 	t.Helper()
+	return newReplicaFakeWith(t, agent, workspacetest.Flow{Template: "checked {host} {service}"})
+}
+
+func newReplicaFakeWith(t *testing.T, agent workspacetest.Agent, flow workspacetest.Flow) *workspacetest.Server {
+	t.Helper()
 	fake := workspacetest.NewServer(workspacetest.Options{WorkspaceUUID: "ws-test", Token: "test-token"})
 	t.Cleanup(fake.Close)
 	agent.UUID = agentUUID
 	fake.AddAgent(agent)
-	fake.AddFlow(workspacetest.Flow{UUID: flowUUID, Template: "checked {host} {service}"})
+	flow.UUID = flowUUID
+	fake.AddFlow(flow)
 	return fake
 }
 
@@ -242,9 +248,8 @@ func TestReplicaTakesOverFromDeadOne(t *testing.T) {
 		}
 		return "answer to " + msg
 	}})
-	t.Cleanup(func() { close(unblock) }) // before the fake closes
 	p := newChatPlatform()
-	fast := bridge.ReplicaConfig{LeaseTTL: time.Second, SweepEvery: 100 * time.Millisecond, ClaimGrace: 50 * time.Millisecond}
+	fast := bridge.ReplicaConfig{LeaseTTL: 500 * time.Millisecond, SweepEvery: 50 * time.Millisecond, ClaimGrace: 50 * time.Millisecond}
 	dying := fast
 	dying.Holder = "dying"
 	r1 := newReplica(t, dsn, fake, p, dying)
@@ -259,6 +264,8 @@ func TestReplicaTakesOverFromDeadOne(t *testing.T) {
 	survivor := fast
 	survivor.Holder = "survivor"
 	r2 := newReplica(t, dsn, fake, p, survivor)
+	// First of the cleanups: the replicas' shutdowns do not wait for it.
+	t.Cleanup(func() { close(unblock) })
 	if err := r2.b.Receive(p.event("c/1", "test/msg/2", "next")).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -284,27 +291,38 @@ func TestStartingReplicaLeavesLiveWork(t *testing.T) {
 	dsn := pgtest.Schema(t)
 	started := make(chan string, 10)
 	unblock := make(chan struct{})
-	fake := newReplicaFake(t, workspacetest.Agent{Reply: func(turn int, msg string) string {
+	fake := newReplicaFakeWith(t, workspacetest.Agent{Reply: func(turn int, msg string) string {
 		started <- msg
 		if msg == "slow" {
 			<-unblock
 		}
 		return "answer to " + msg
+	}}, workspacetest.Flow{Reply: func(params map[string]string) string {
+		started <- "flow " + params["host"]
+		<-unblock
+		return "checked " + params["host"]
 	}})
-	t.Cleanup(func() { close(unblock) })
 	p := newChatPlatform()
 	live := newReplica(t, dsn, fake, p, bridge.ReplicaConfig{Holder: "live"})
+	t.Cleanup(func() { close(unblock) }) // first: the shutdowns do not wait for it
 	if err := live.b.Receive(p.event("c/live", "test/msg/live", "slow")).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if got := <-started; got != "slow" {
-		t.Fatalf("agent asked %q first", got)
+	// A flow, which runs beside its conversation's order, under its own lease.
+	run := command("c/live", bridge.CommandFlow, "healthcheck host=web9", nil)
+	run.Key, run.Route, run.Reply = "test/cmd/live", []byte(`{"to":"test/cmd/live"}`), keyResponder{p, "test/cmd/live"}
+	if err := live.b.Receive(run).Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	asked := []string{<-started, <-started}
+	if slices.Sort(asked); !slices.Equal(asked, []string{"flow web9", "slow"}) {
+		t.Fatalf("workspace asked %q, want the message and the flow", asked)
 	}
 	// A replica that died left two entries, long ago: one received, one
 	// sent to the workspace.
 	old := time.Now().Add(-time.Minute)
 	for _, e := range []struct{ conv, key, text string }{{"c/a", "test/msg/a", "orphan"}, {"c/b", "test/msg/b", "lost"}} {
-		ev := fmt.Appendf(nil, `{"kind":%d,"platform":"test","conversation":%q,"channel":"C1","user":{"ID":"U1"},"text":%q,"route":{"to":%q}}`,
+		ev := fmt.Appendf(nil, `{"kind":%d,"platform":"other","conversation":%q,"channel":"C1","user":{"ID":"U1"},"text":%q,"route":{"to":%q}}`,
 			bridge.KindMessage, e.conv, e.text, e.key)
 		if fresh, err := live.st.Receive(store.InboxEntry{Key: e.key, Conversation: e.conv, Event: ev, Received: old}); err != nil || !fresh {
 			t.Fatalf("Receive(%s) = %v, %v", e.key, fresh, err)
@@ -314,17 +332,33 @@ func TestStartingReplicaLeavesLiveWork(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	newReplica(t, dsn, fake, p, bridge.ReplicaConfig{Holder: "starting", ClaimGrace: time.Millisecond})
-	p.waitReplies(t, "test/msg/a", "test/msg/b")
-	if got := p.repliesTo("test/msg/a"); len(got) != 1 || got[0].Text != "answer to orphan" {
+	// The starting replica answers through a platform of its own, so what
+	// it sends is told apart from the live one's; the dead one's entries
+	// are of a platform only it runs ("other"), so only it can take them.
+	mine := newChatPlatform()
+	starting := newReplica(t, dsn, fake, mine, bridge.ReplicaConfig{Holder: "starting", ClaimGrace: time.Millisecond, SweepEvery: 50 * time.Millisecond})
+	if _, _, err := starting.b.Attach("other", mine); err != nil {
+		t.Fatal(err)
+	}
+	mine.waitReplies(t, "test/msg/a", "test/msg/b")
+	if got := mine.repliesTo("test/msg/a"); len(got) != 1 || got[0].Text != "answer to orphan" {
 		t.Errorf("replies to the received entry = %+v, want its answer", got)
 	}
-	if got := p.repliesTo("test/msg/b"); len(got) != 1 || !strings.Contains(got[0].Text, "restarted") {
+	if got := mine.repliesTo("test/msg/b"); len(got) != 1 || !strings.Contains(got[0].Text, "restarted") {
 		t.Errorf("replies to the sent entry = %+v, want one restart notice", got)
 	}
-	// The sweep that found them found the live work leased.
+	// The sweeps that found them found the live work leased.
+	for _, key := range []string{"test/msg/live", "test/cmd/live"} {
+		if got := mine.repliesTo(key); len(got) != 0 {
+			t.Errorf("the starting replica sent %+v about %s, which a live one is answering; want nothing", got, key)
+		}
+	}
 	if got := p.repliesTo("test/msg/live"); len(got) != 0 {
-		t.Errorf("the message a live replica answers got %+v from the starting one, want nothing", got)
+		t.Errorf("the message a live replica answers got %+v, want nothing yet", got)
+	}
+	// The flow's only reply is the live replica's progress message.
+	if got := p.repliesTo("test/cmd/live"); len(got) != 1 || got[0].Kind != bridge.ReplyProgress {
+		t.Errorf("the flow a live replica runs got %+v, want only its progress message", got)
 	}
 }
 
