@@ -55,9 +55,9 @@ type ReplicaConfig struct {
 	// Holder names this process in its leases (default: the host name, the
 	// process ID and a random suffix, so a restarted process inherits none).
 	Holder string
-	// LeaseTTL is how long a lease lasts unless renewed (default 15s): how
-	// long a dead replica's conversations wait for another. Leases are
-	// renewed every third of it.
+	// LeaseTTL is how long a lease lasts unless renewed (default 15s, at
+	// least 30ms): how long a dead replica's conversations wait for
+	// another. Leases are renewed every third of it.
 	LeaseTTL time.Duration
 	// SweepEvery is how often unleased work is looked for (default a third of LeaseTTL).
 	SweepEvery time.Duration
@@ -77,6 +77,7 @@ func (c *ReplicaConfig) setDefaults() {
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = 15 * time.Second
 	}
+	c.LeaseTTL = max(c.LeaseTTL, 30*time.Millisecond) // renewed every third of it
 	if c.SweepEvery <= 0 {
 		c.SweepEvery = c.LeaseTTL / 3
 	}
@@ -181,8 +182,10 @@ func (b *Bridge) renewLeases(ctx context.Context) {
 	r := b.rep
 	b.mu.Lock()
 	names := make([]string, 0, len(r.held))
-	for n := range r.held {
+	was := make(map[string]time.Time, len(r.held))
+	for n, until := range r.held {
 		names = append(names, n)
+		was[n] = until
 	}
 	b.mu.Unlock()
 	if len(names) == 0 {
@@ -200,19 +203,19 @@ func (b *Bridge) renewLeases(ctx context.Context) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	// A lease released or claimed afresh meanwhile (its deadline changed)
+	// is left as it is now.
 	kept := make(map[string]bool, len(renewed))
 	for _, n := range renewed {
 		kept[n] = true
-		if _, ok := r.held[n]; ok {
+		if until, ok := r.held[n]; ok && until.Equal(was[n]) {
 			r.held[n] = at.Add(r.cfg.LeaseTTL)
 		}
 	}
 	for _, n := range names {
-		if !kept[n] {
-			if _, ok := r.held[n]; ok {
-				b.log.Warn("lease lost to another replica", zap.String("lease", n))
-				delete(r.held, n)
-			}
+		if until, ok := r.held[n]; ok && !kept[n] && until.Equal(was[n]) {
+			b.log.Warn("lease lost to another replica", zap.String("lease", n))
+			delete(r.held, n)
 		}
 	}
 }

@@ -438,3 +438,88 @@ func TestReplicasShareButtons(t *testing.T) {
 	q = ask()
 	wantContains(t, "cancel", press(rs[1], "U1", q.Buttons[1]).Text, "Cancelled")
 }
+
+func TestReplicaBusyReplyIsNotRun(t *testing.T) {
+	// A conversation's full queue answers "busy" on a replica as on a
+	// single process; the holder of the conversation, which sees that
+	// event in the inbox too, does not run it as a turn.
+	t.Parallel()
+	dsn := pgtest.Schema(t)
+	started := make(chan string, 10)
+	unblock := make(chan struct{})
+	fake := newReplicaFake(t, workspacetest.Agent{Reply: func(turn int, msg string) string {
+		started <- msg
+		if msg == "first" {
+			<-unblock
+		}
+		return "answer to " + msg
+	}})
+	p := newChatPlatform()
+	cfg := defaultConfig()
+	cfg.QueueSize = 1
+	r := newReplicaWith(t, cfg, dsn, fake, p, bridge.ReplicaConfig{Holder: "r0"})
+	t.Cleanup(func() {
+		select {
+		case <-unblock:
+		default:
+			close(unblock)
+		}
+	})
+	receive := func(key, text string) error {
+		t.Helper()
+		return r.b.Receive(p.event("c/1", key, text)).Wait(t.Context())
+	}
+	if err := receive("test/msg/1", "first"); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-started; got != "first" {
+		t.Fatalf("agent asked %q", got)
+	}
+	if err := receive("test/msg/2", "second"); err != nil {
+		t.Fatal(err)
+	}
+	// The busy reply waits until the holder has looked at the inbox with
+	// the busy event in it, and answered the second message.
+	busyMayGo := make(chan struct{})
+	third := p.event("c/1", "test/msg/3", "third")
+	third.Reply = gatedResponder{third.Reply, busyMayGo}
+	if err := r.b.Receive(third).Wait(t.Context()); err != bridge.ErrBusy {
+		t.Fatalf("Receive beyond the queue = %v, want ErrBusy", err)
+	}
+	close(unblock)
+	p.waitReplies(t, "test/msg/1", "test/msg/2")
+	// The holder runs a later message while the busy event is unanswered
+	// in the inbox.
+	if err := receive("test/msg/4", "fourth"); err != nil {
+		t.Fatal(err)
+	}
+	p.waitReplies(t, "test/msg/4")
+	close(busyMayGo)
+	p.waitReplies(t, "test/msg/3")
+	if got := p.repliesTo("test/msg/3"); len(got) != 1 || !strings.Contains(got[0].Text, "still working on your earlier messages") {
+		t.Errorf("replies to the event beyond the queue = %+v, want one busy reply", got)
+	}
+	for key, text := range map[string]string{"test/msg/1": "first", "test/msg/2": "second", "test/msg/4": "fourth"} {
+		if got := p.repliesTo(key); len(got) != 1 || got[0].Text != "answer to "+text {
+			t.Errorf("replies to %s = %+v, want its answer", key, got)
+		}
+	}
+	if got := convMessages(t, fake)["first"]; !slices.Equal(got, []string{"first", "second", "fourth"}) {
+		t.Errorf("agent read %q, want all but the busy one", got)
+	}
+}
+
+// gatedResponder sends once its gate opens.
+type gatedResponder struct {
+	bridge.Responder
+	gate chan struct{}
+}
+
+func (g gatedResponder) Send(ctx context.Context, r bridge.Reply) (bridge.MessageRef, error) {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	return g.Responder.Send(ctx, r)
+}
