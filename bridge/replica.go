@@ -419,7 +419,7 @@ func (b *Bridge) process(c *leasedConv) {
 		b.mu.Unlock()
 		if b.ctx.Err() != nil {
 			// The shutdown grace has ended: what is left is the others'.
-			b.endProcess(c, holds)
+			b.endProcess(c)
 			return
 		}
 		if !holds && !b.claimLease(c.key) {
@@ -441,7 +441,7 @@ func (b *Bridge) process(c *leasedConv) {
 		cancel()
 		if err != nil {
 			log.Warn("pending entries not read; left for a sweep", zap.Error(err))
-			b.endProcess(c, true)
+			b.endProcess(c)
 			return
 		}
 		j, next := b.nextEntry(log, c, entries, handled)
@@ -457,14 +457,14 @@ func (b *Bridge) process(c *leasedConv) {
 				if j.ev.Done != nil {
 					j.ev.Done()
 				}
-				b.endProcess(c, false)
+				b.endProcess(c)
 				return
 			}
 			handled[j.ev.Key] = true
 			b.runTaken(log, j)
 			continue
 		case entryStop:
-			b.endProcess(c, true)
+			b.endProcess(c)
 			return
 		}
 		b.mu.Lock()
@@ -494,13 +494,13 @@ func (b *Bridge) process(c *leasedConv) {
 	}
 }
 
-// endProcess ends c's process goroutine, releasing c's lease when held.
-// The events of c this process recorded and has not run are another
-// replica's now: it runs them from the inbox.
-func (b *Bridge) endProcess(c *leasedConv, release bool) {
-	if release {
-		b.releaseLease(c.key)
-	}
+// endProcess ends c's process goroutine and releases c's lease. A lease
+// this process counts as lapsed is released too: a renewal may have kept
+// it in the database, and nothing here would run its work. The events of c
+// this process recorded and has not run are another replica's now: it runs
+// them from the inbox.
+func (b *Bridge) endProcess(c *leasedConv) {
+	b.releaseLease(c.key)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.endLocked(c)
