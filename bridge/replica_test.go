@@ -564,7 +564,10 @@ func TestReplicasSurviveAKilledOne(t *testing.T) {
 	fake := newReplicaFake(t, workspacetest.Agent{Delay: 3 * time.Millisecond})
 	p := newChatPlatform()
 	var dead [3]atomic.Bool
-	rc := bridge.ReplicaConfig{LeaseTTL: 300 * time.Millisecond, SweepEvery: 50 * time.Millisecond, ClaimGrace: 50 * time.Millisecond}
+	// A lease long enough that a replica starved of CPU (-race, a busy
+	// machine) does not lose it while it answers: that would be the
+	// cut-off replica of the README, which may answer beside a notice.
+	rc := bridge.ReplicaConfig{LeaseTTL: time.Second, SweepEvery: 50 * time.Millisecond, ClaimGrace: 50 * time.Millisecond}
 	var rs []*replica
 	for i := range 3 {
 		rc.Holder = fmt.Sprint("r", i)
