@@ -68,8 +68,9 @@ var (
 	bucketInboxDone = []byte("inbox_done") // updated time, seq -> key, of answered entries
 	bucketAudit     = []byte("audit")
 	bucketContexts  = []byte("contexts") // conversation key -> context, see context.go
+	bucketFeedback  = []byte("feedback") // reply, platform, user -> vote, see feedback.go
 
-	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketAgents, bucketReplies, bucketInbox, bucketInboxSeq, bucketInboxDone, bucketAudit, bucketContexts}
+	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketAgents, bucketReplies, bucketInbox, bucketInboxSeq, bucketInboxDone, bucketAudit, bucketContexts, bucketFeedback}
 
 	// The de-duplication buckets of formats 1 (events, events_by_expiry)
 	// and 2 (dedupe, whose generations are nested buckets), dropped on

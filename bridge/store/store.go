@@ -211,6 +211,7 @@ type Store interface {
 	Sessions
 	Inbox
 	Audit
+	Feedback
 }
 
 // EntryLease names the lease under which one inbox entry runs on its own,

@@ -32,7 +32,7 @@ type Opener struct {
 }
 
 // Run runs the suite against the stores o makes, one subtest per behaviour:
-// Sessions, Inbox, Audit, Contexts, Concurrency and Reopen.
+// Sessions, Inbox, Audit, Contexts, Feedback, Concurrency and Reopen.
 func Run(t *testing.T, o Opener) {
 	if o.Open == nil {
 		t.Fatal("storetest.Run: Opener.Open is nil")
@@ -41,6 +41,7 @@ func Run(t *testing.T, o Opener) {
 	t.Run("Inbox", func(t *testing.T) { testInbox(t, o) })
 	t.Run("Audit", func(t *testing.T) { testAudit(t, o) })
 	t.Run("Contexts", func(t *testing.T) { testContexts(t, o) })
+	t.Run("Feedback", func(t *testing.T) { testFeedback(t, o) })
 	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, o) })
 	t.Run("Reopen", func(t *testing.T) {
 		if o.Reopen == nil {
