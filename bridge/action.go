@@ -22,6 +22,8 @@ func (b *Bridge) action(ctx context.Context, log *zap.Logger, ev Event) {
 		b.shareResult(ctx, log, ev)
 	case ActionConfirm, ActionCancel:
 		b.answerConfirmation(ctx, log, ev)
+	case ActionVoteUp, ActionVoteDown:
+		b.vote(ctx, log, ev)
 	default:
 		log.Debug("unknown action", zap.String("action", ev.Action.ID))
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "That button is no longer supported."})

@@ -42,6 +42,8 @@ type Config struct {
 	// platform's working indicator (Slack's placeholder, Discord's typing)
 	// is shown. Zero shows it at once.
 	IndicatorDelay time.Duration
+	// Feedback puts 👍 / 👎 buttons on agent replies and stores the votes.
+	Feedback bool
 	// Limits on user input.
 	Limits Limits
 	// Files is the policy for attached files and replies posted as files.

@@ -31,6 +31,12 @@ const (
 	msgGreeting       = "Hi! I'm *%s*. Ask me anything, or pick a suggestion."
 	// msgContextLead tells the agent what the user has open beside the conversation.
 	msgContextLead = "[Context: %s]\n\n"
+
+	msgVoteThanks   = "Thanks for the feedback: you rated this answer %s."
+	msgVoteSame     = "You rated this answer %s already."
+	msgVoteChanged  = "Changed your rating of this answer to %s."
+	msgVoteNotSaved = "Your feedback could not be saved. Please try again in a moment."
+	msgVoteUnknown  = "That button is no longer supported."
 )
 
 // chatErrorText is the user's sentence for a failed chat message.

@@ -20,6 +20,7 @@ type Metrics struct {
 	refusals   *prometheus.CounterVec
 	storeErrs  *prometheus.CounterVec
 	recovered  *prometheus.CounterVec
+	votes      *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them on reg (never the global registry).
@@ -56,8 +57,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		recovered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flowbridge_recovered_events_total", Help: "Unfinished events of a previous process found at start, by platform and what was done: resumed (never sent, processed now) or told (may have been sent; the user was told).",
 		}, []string{"platform", "action"}),
+		votes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flowbridge_feedback_total", Help: "Votes on agent replies, by agent and vote (up, down): each first vote and each change; pressing the same button again is not counted.",
+		}, []string{"agent", "vote"}),
 	}
-	for _, c := range []prometheus.Collector{m.events, m.apiCalls, m.apiLatency, m.flowRuns, m.queueDepth, m.inFlight, m.dedup, m.refusals, m.storeErrs, m.recovered} {
+	for _, c := range []prometheus.Collector{m.events, m.apiCalls, m.apiLatency, m.flowRuns, m.queueDepth, m.inFlight, m.dedup, m.refusals, m.storeErrs, m.recovered, m.votes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -119,5 +123,11 @@ func (m *Metrics) storeFailed(op string) {
 func (m *Metrics) recoveredEvent(platform, action string) {
 	if m != nil {
 		m.recovered.WithLabelValues(platform, action).Inc()
+	}
+}
+
+func (m *Metrics) feedback(agent, vote string) {
+	if m != nil {
+		m.votes.WithLabelValues(agent, vote).Inc()
 	}
 }

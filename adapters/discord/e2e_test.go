@@ -44,6 +44,8 @@ type env struct {
 	starts    int
 	// tap, when set, carries the gateway connections (see tap).
 	tap *tap
+	// core, when set, adjusts the core's configuration.
+	core func(*bridge.Config)
 }
 
 func manyRegions() []string {
@@ -131,7 +133,11 @@ func (e *env) build(t *testing.T) *bridgeRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	core, err := bridge.New(bridge.Config{Flows: e.flows, Agents: e.agents, Admins: e.admins, Metrics: metrics, Files: e.files}, wsc, store, zaptest.NewLogger(t))
+	bc := bridge.Config{Flows: e.flows, Agents: e.agents, Admins: e.admins, Metrics: metrics, Files: e.files}
+	if e.core != nil {
+		e.core(&bc)
+	}
+	core, err := bridge.New(bc, wsc, store, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

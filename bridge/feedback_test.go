@@ -1,0 +1,135 @@
+package bridge_test
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/bridge/store"
+	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+)
+
+// feedbackButtons returns the vote buttons of r, failing unless there are both.
+func feedbackButtons(t *testing.T, r bridge.Reply) (up, down bridge.Action) {
+	t.Helper()
+	for _, b := range r.Buttons {
+		switch b.Action.ID {
+		case bridge.ActionVoteUp:
+			up = b.Action
+		case bridge.ActionVoteDown:
+			down = b.Action
+		}
+	}
+	if up.ID == "" || down.ID == "" {
+		t.Fatalf("reply buttons = %+v, want 👍 and 👎", r.Buttons)
+	}
+	return up, down
+}
+
+func TestFeedbackVotes(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m, err := bridge.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := defaultConfig()
+	cfg.Feedback = true
+	cfg.Metrics = m
+	h := newHarness(t, cfg, func(f *workspacetest.Server) {
+		f.AddAgent(workspacetest.Agent{UUID: agentUUID})
+	})
+	answer := h.ask("c/fb", "hello")
+	if answer.Kind != bridge.ReplyAgent {
+		t.Fatalf("answer = %+v, want an agent reply", answer)
+	}
+	up, down := feedbackButtons(t, answer)
+	sess, ok, err := h.store.Session("c/fb")
+	if err != nil || !ok {
+		t.Fatalf("Session(c/fb) = %v, %v", ok, err)
+	}
+
+	press := func(user string, a bridge.Action) bridge.Reply {
+		t.Helper()
+		rec := newRecorder()
+		ev := event("c/fb", bridge.KindAction, "", rec)
+		ev.User = bridge.User{ID: user, Name: "name of " + user}
+		ev.Action = a
+		if err := h.do(ev); err != nil {
+			t.Fatalf("press %s: %v", a.ID, err)
+		}
+		r := rec.last(t)
+		if !r.Ephemeral || len(rec.all()) != 1 {
+			t.Errorf("press %s: replies %+v, want one ephemeral acknowledgement", a.ID, rec.all())
+		}
+		return r
+	}
+	count := func(vote string) float64 {
+		t.Helper()
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() != "flowbridge_feedback_total" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["agent"] == "helper" && labels["vote"] == vote {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+		return 0
+	}
+
+	wantContains(t, "first 👍", press("U1", up).Text, "Thanks", "👍")
+	wantContains(t, "second 👍", press("U1", up).Text, "already", "👍")
+	wantContains(t, "then 👎", press("U1", down).Text, "Changed", "👎")
+	wantContains(t, "another user's 👍", press("U2", up).Text, "Thanks")
+
+	votes, err := h.store.Votes(store.FeedbackFilter{})
+	if err != nil || len(votes) != 2 {
+		t.Fatalf("Votes() = %+v, %v, want 2", votes, err)
+	}
+	byUser := map[string]store.Vote{votes[0].User: votes[0], votes[1].User: votes[1]}
+	v := byUser["U1"]
+	if v.Value != store.VoteDown || v.Agent != "helper" || v.Session != sess.SessionUUID || v.Conversation != "c/fb" ||
+		v.Platform != "test" || v.UserName != "name of U1" || v.Reply == "" || v.Time.IsZero() {
+		t.Errorf("U1's vote = %+v, want down on helper's reply in session %s of c/fb", v, sess.SessionUUID)
+	}
+	if byUser["U2"].Value != store.VoteUp || byUser["U2"].Reply != v.Reply {
+		t.Errorf("U2's vote = %+v, want up on the same reply %s", byUser["U2"], v.Reply)
+	}
+	// First votes and changes count; the repeated press does not.
+	if up, down := count(store.VoteUp), count(store.VoteDown); up != 2 || down != 1 {
+		t.Errorf("flowbridge_feedback_total{agent=helper} up=%v down=%v, want 2 and 1", up, down)
+	}
+
+	// Another answer is another reply to vote on.
+	up2, _ := feedbackButtons(t, h.ask("c/fb", "again"))
+	if up2.Value == up.Value {
+		t.Errorf("two answers carry the same vote value %q", up.Value)
+	}
+	wantContains(t, "👍 on the second answer", press("U1", up2).Text, "Thanks")
+
+	bad := bridge.Action{ID: bridge.ActionVoteUp, Value: "no-dots"}
+	if r := press("U1", bad); r.Kind != bridge.ReplyError {
+		t.Errorf("press of a malformed vote = %+v, want an error", r)
+	}
+}
+
+func TestFeedbackOffByDefault(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, defaultConfig(), func(f *workspacetest.Server) {
+		f.AddAgent(workspacetest.Agent{UUID: agentUUID})
+	})
+	if r := h.ask("c/nofb", "hello"); len(r.Buttons) != 0 {
+		t.Errorf("answer buttons = %+v, want none with feedback off", r.Buttons)
+	}
+}
