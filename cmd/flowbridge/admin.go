@@ -35,6 +35,7 @@ type adminDeps struct {
 type adminStore interface {
 	store.Sessions
 	store.Audit
+	store.Feedback
 	Health() error
 }
 
@@ -172,6 +173,7 @@ func adminHandler(cfg AdminConfig, d adminDeps) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, list)
 	})
+	private.HandleFunc("GET /api/feedback", feedbackHandler(d.store))
 	// Profiles of the running bridge, for measuring it under load.
 	private.HandleFunc("GET /debug/pprof/", pprof.Index)
 	private.HandleFunc("GET /debug/pprof/profile", pprof.Profile)

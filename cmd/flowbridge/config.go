@@ -93,6 +93,8 @@ type BridgeConfig struct {
 	MaxFiles      int `toml:"max_files"`
 	MaxFileBytes  int `toml:"max_file_bytes"`
 	FileReplyOver int `toml:"file_reply_over"`
+	// Feedback puts 👍 / 👎 buttons on agent replies.
+	Feedback bool `toml:"feedback"`
 }
 
 // AdminConfig is the admin HTTP listener.
@@ -1200,6 +1202,7 @@ func (c *Config) bridgeConfig() bridge.Config {
 		DedupeTTL:          c.Bridge.DedupeTTL.D(),
 		IndicatorDelay:     c.Bridge.WorkingIndicatorDelay.D(),
 		Replicas:           bridge.ReplicaConfig{LeaseTTL: c.Store.LeaseTTL.D()},
+		Feedback:           c.Bridge.Feedback,
 		Limits: bridge.Limits{
 			MaxMessageBytes: c.Bridge.MaxMessageBytes, MaxParams: c.Bridge.MaxParams, MaxValueBytes: c.Bridge.MaxValueBytes,
 			ChatPerMinute: c.Bridge.ChatPerMinute, FlowsPerMinute: c.Bridge.FlowsPerMinute, Burst: c.Bridge.RateBurst,

@@ -43,6 +43,7 @@ Usage:
   flowbridge check-config -config FILE    validate a config and print what it enables
   flowbridge sessions list|bind|reset     inspect or change conversation -> session mappings
   flowbridge audit -config FILE           list audited flow runs
+  flowbridge feedback -config FILE        list or export the votes on agent replies
   flowbridge store check -config FILE     check the store file for damage (exit 1 if damaged)
   flowbridge migrate [-apply]             show (and apply) the PostgreSQL store's schema migrations
   flowbridge slack-manifest -config FILE  print the Slack app manifest for the config
@@ -72,6 +73,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return cmdSessions(ctx, env, rest)
 	case "audit":
 		return cmdAudit(ctx, env, rest)
+	case "feedback":
+		return cmdFeedback(ctx, env, rest)
 	case "store":
 		return cmdStore(ctx, env, rest)
 	case "migrate":

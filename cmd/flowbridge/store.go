@@ -95,6 +95,7 @@ func describeStore(cfg StoreConfig) string {
 type cliStore interface {
 	store.Sessions
 	store.Audit
+	store.Feedback
 	Close() error
 }
 

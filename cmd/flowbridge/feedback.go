@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/flowbridge/flowbridge/bridge/store"
+)
+
+// cmdFeedback lists the votes on agent replies, as a table or JSON lines.
+func cmdFeedback(ctx context.Context, env *environment, args []string) error {
+	fs := newFlagSet(env, "feedback", "feedback -config FILE [-since 24h] [-until T] [-agent NAME] [-user ID] [-vote up|down] [-platform slack|discord|console] [-limit N] [-json]")
+	path := configFlag(fs, env)
+	since := fs.String("since", "", "from this time: RFC 3339, 2006-01-02, or a duration ago (24h)")
+	until := fs.String("until", "", "up to this time")
+	agent := fs.String("agent", "", "only this agent")
+	user := fs.String("user", "", "only this user ID")
+	vote := fs.String("vote", "", "only this vote: up or down")
+	platform := fs.String("platform", "", "only this platform")
+	limit := fs.Int("limit", 0, "at most this many votes, oldest first (0: all)")
+	asJSON := fs.Bool("json", false, "JSON lines instead of a table")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*path, env.getenv)
+	if err != nil {
+		return err
+	}
+	q := url.Values{"since": {*since}, "until": {*until}, "agent": {*agent}, "user": {*user}, "vote": {*vote}, "platform": {*platform}, "limit": {fmt.Sprint(*limit)}}
+	filter, err := feedbackFilterFromQuery(q)
+	if err != nil {
+		return &usageError{err.Error()}
+	}
+	st, admin, err := openCLIStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	var list []store.Vote
+	if st != nil {
+		defer st.Close()
+		list, err = st.Votes(filter)
+		err = storeError(cfg, err)
+	} else {
+		err = admin.get(ctx, "/api/feedback?"+q.Encode(), &list)
+	}
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSONLines(env.stdout, list)
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tPLATFORM\tUSER\tAGENT\tVOTE\tCONVERSATION\tSESSION\tREPLY")
+	for _, v := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Time.UTC().Format(time.RFC3339), v.Platform, tableValue(v.User),
+			tableValue(v.Agent), v.Value, tableValue(v.Conversation), tableValue(v.Session), tableValue(v.Reply))
+	}
+	return tw.Flush()
+}
+
+// feedbackFilterFromQuery reads since, until (RFC 3339 or a duration ago),
+// agent, user, vote, platform and limit.
+func feedbackFilterFromQuery(q url.Values) (store.FeedbackFilter, error) {
+	var f store.FeedbackFilter
+	var err error
+	if f.Since, err = parseWhen(q.Get("since"), time.Now()); err != nil {
+		return f, fmt.Errorf("since: %w", err)
+	}
+	if f.Until, err = parseWhen(q.Get("until"), time.Now()); err != nil {
+		return f, fmt.Errorf("until: %w", err)
+	}
+	f.Agent, f.User, f.Value, f.Platform = q.Get("agent"), q.Get("user"), q.Get("vote"), q.Get("platform")
+	switch f.Value {
+	case "", store.VoteUp, store.VoteDown:
+	default:
+		return f, fmt.Errorf("vote: %q is neither %s nor %s", f.Value, store.VoteUp, store.VoteDown)
+	}
+	if l := q.Get("limit"); l != "" && l != "0" {
+		if f.Limit, err = strconv.Atoi(l); err != nil || f.Limit < 0 {
+			return f, fmt.Errorf("limit: %q is not a count", l)
+		}
+	}
+	return f, nil
+}
+
+// feedbackHandler serves the votes to "flowbridge feedback" while this
+// process holds the bbolt file.
+func feedbackHandler(st store.Feedback) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		f, err := feedbackFilterFromQuery(r.URL.Query())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		list, err := st.Votes(f)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		writeJSON(w, http.StatusOK, list)
+	}
+}

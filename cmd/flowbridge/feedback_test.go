@@ -1,0 +1,84 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
+	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/bridge/store"
+)
+
+// TestFeedbackEndToEnd: with [bridge] feedback = true, a Slack answer
+// carries 👍 / 👎; a press is stored, counted in /metrics by agent, and
+// listed by flowbridge feedback — through the admin API while the bridge
+// holds the store, and from the file once it stopped.
+func TestFeedbackEndToEnd(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{slack: true})
+	cfg := strings.Replace(s.config(stackOptions{}), "[bridge]\n", "[bridge]\nfeedback = true\n", 1)
+	if err := os.WriteFile(s.path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := s.start(t)
+	ctx := waitCtx(t)
+	if _, err := s.slack.SendAppMention(ctx, slacktest.MessageEvent{Channel: slackChannel, User: slackUser, Text: "rate me"}); err != nil {
+		t.Fatal(err)
+	}
+	answer, err := s.slack.WaitMessage(ctx, func(m slacktest.Message) bool { return slackHas(m, "You said: rate me") })
+	if err != nil {
+		t.Fatalf("Slack chat reply: %v", err)
+	}
+	d, err := s.slack.PressButton(ctx, answer, bridge.ActionVoteUp, slackUser)
+	if err != nil {
+		t.Fatalf("press 👍: %v", err)
+	}
+	if _, err := s.slack.WaitResponse(ctx, func(p slacktest.ResponsePost) bool {
+		return p.URL == d.ResponseURL && strings.Contains(p.Text, "Thanks for the feedback")
+	}); err != nil {
+		t.Fatalf("acknowledgement of 👍: %v", err)
+	}
+
+	if code, body := adminGet(t, s.admin, "/metrics", ""); code != http.StatusOK || !strings.Contains(body, `flowbridge_feedback_total{agent="helper",vote="up"} 1`) {
+		t.Errorf("/metrics = %d, want flowbridge_feedback_total{agent=\"helper\",vote=\"up\"} 1 in:\n%s", code, grepLines(body, "feedback"))
+	}
+	check := func(via string) {
+		t.Helper()
+		out, errOut, err := runCmd(t, s.env, "", "feedback", "-config", s.path, "-json", "-agent", "helper")
+		if err != nil {
+			t.Fatalf("%s: feedback -json: %v\n%s", via, err, errOut)
+		}
+		var v store.Vote
+		if err := json.Unmarshal([]byte(out), &v); err != nil || strings.Count(out, "\n") != 1 {
+			t.Fatalf("%s: feedback -json = %q (%v), want one vote as one JSON line", via, out, err)
+		}
+		if v.Value != store.VoteUp || v.Agent != "helper" || v.Platform != "slack" || v.User != slackUser || v.Session == "" || v.Reply == "" {
+			t.Errorf("%s: vote = %+v, want %s's 👍 for helper on Slack", via, v, slackUser)
+		}
+		out, _, err = runCmd(t, s.env, "", "feedback", "-config", s.path, "-vote", "down")
+		if err != nil || strings.Count(out, "\n") != 1 || !strings.Contains(out, "VOTE") {
+			t.Errorf("%s: feedback -vote down = %q, %v, want only the header", via, out, err)
+		}
+	}
+	check("admin API")
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	check("file")
+	out, _, err := runCmd(t, s.env, "", "feedback", "-config", s.path)
+	if err != nil || !strings.Contains(out, "helper") || !strings.Contains(out, " up ") {
+		t.Errorf("feedback table = %q, %v, want a row of helper's up vote", out, err)
+	}
+	for _, bad := range [][]string{{"-vote", "sideways"}, {"-since", "yesterday"}, {"-limit", "-1"}} {
+		_, _, err := runCmd(t, s.env, "", append([]string{"feedback", "-config", s.path}, bad...)...)
+		var ue *usageError
+		if !errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) {
+			t.Errorf("feedback %v = %v, want a usage error", bad, err)
+		}
+	}
+}
