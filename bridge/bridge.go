@@ -42,6 +42,10 @@ type Config struct {
 	// platform's working indicator (Slack's placeholder, Discord's typing)
 	// is shown. Zero shows it at once.
 	IndicatorDelay time.Duration
+	// ProgressInterval is how often a running flow's message and a slow
+	// answer's placeholder show the time elapsed (default
+	// DefaultProgressInterval; negative: never).
+	ProgressInterval time.Duration
 	// Feedback puts 👍 / 👎 buttons on agent replies and stores the votes.
 	Feedback bool
 	// Limits on user input.
@@ -101,6 +105,9 @@ func (c *Config) setDefaults() {
 		c.Now = time.Now
 	}
 	c.Files.setDefaults()
+	if c.ProgressInterval == 0 {
+		c.ProgressInterval = DefaultProgressInterval
+	}
 }
 
 // Bridge routes platform events to the AI workspace and replies.

@@ -69,7 +69,9 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	log.Debug("chat message", zap.String("text", text))
 	titler := b.titler(log, ev)
 	asked, told := b.withContext(log, ev, text)
+	stopProgress := b.progress(ctx, log, ev.Reply, "", thinkingProgress)
 	out, sess, renewed, err := b.ask(ctx, log, ev.Conversation, agent, asked)
+	stopProgress()
 	stop()
 	if err == nil {
 		told()

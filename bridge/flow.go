@@ -114,10 +114,14 @@ func (b *Bridge) runFlow(ctx context.Context, log *zap.Logger, ev Event, f *Flow
 	started := entry
 	started.Outcome = OutcomeStarted
 	b.audit(log, started)
-	ref := b.send(ctx, ev, Reply{Kind: ReplyProgress, Ephemeral: !f.Public, Text: fmt.Sprintf("%sRunning *%s*…", note, f.Name), Replace: note != ""})
+	first := flowProgress(note, f, f.Public, 0)
+	first.Replace = note != ""
+	ref := b.send(ctx, ev, first)
 
 	start := b.cfg.Now()
+	stopProgress := b.progress(ctx, log, ev.Reply, ref, func(elapsed time.Duration) Reply { return flowProgress(note, f, f.Public, elapsed) })
 	run, err := b.ws.RunFlowSync(ctx, f.UUID, params, timeout)
+	stopProgress()
 	elapsed := b.cfg.Now().Sub(start)
 	entry.Time = b.cfg.Now()
 	entry.Duration = elapsed

@@ -32,6 +32,7 @@ const (
 	// msgContextLead tells the agent what the user has open beside the conversation.
 	msgContextLead = "[Context: %s]\n\n"
 
+	msgThinking     = "_Thinking… %s so far._"
 	msgVoteThanks   = "Thanks for the feedback: you rated this answer %s."
 	msgVoteSame     = "You rated this answer %s already."
 	msgVoteChanged  = "Changed your rating of this answer to %s."

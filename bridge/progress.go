@@ -1,0 +1,83 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Progresser is implemented by responders that can rewrite a message in
+// place to show how long work has been running, without sending anything
+// new. ref is a flow's progress message ("Running …"), or "" for the
+// working indicator of a chat answer where it is a message (Slack's
+// placeholder). Progress returns an error when it cannot rewrite in place
+// (an ephemeral message nothing can edit, a response_url with no use to
+// spare); the bridge then stops trying for that work. A platform rate limit
+// is not waited out: the update is skipped (nil), the next one may pass.
+type Progresser interface {
+	Progress(ctx context.Context, ref MessageRef, r Reply) error
+}
+
+// DefaultProgressInterval is how often a running flow's message, or a slow
+// answer's placeholder, shows the time elapsed, unless Config says otherwise.
+// Slack's chat.update (about 50 a minute per workspace) and Discord's edits
+// (5 per 5 seconds per channel) both leave room for many runs at this pace.
+const DefaultProgressInterval = 15 * time.Second
+
+// progress rewrites a message with the time elapsed, every
+// Config.ProgressInterval until stop is called. stop cancels an update under
+// way and waits for it, so nothing rewrites the message once the answer has
+// replaced it.
+func (b *Bridge) progress(ctx context.Context, log *zap.Logger, r Responder, ref MessageRef, reply func(elapsed time.Duration) Reply) (stop func()) {
+	p, ok := r.(Progresser)
+	if !ok || b.cfg.ProgressInterval < 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	start := b.cfg.Now()
+	go func() { // owned by stop, which waits for it
+		defer close(done)
+		tick := time.NewTicker(b.cfg.ProgressInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if err := p.Progress(ctx, ref, reply(b.cfg.Now().Sub(start))); err != nil {
+				if ctx.Err() == nil {
+					log.Debug("progress not shown; no more updates", zap.Error(err))
+				}
+				return
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// flowProgress is a running flow's message: its name, its description, and
+// the time it has been running once that is worth saying.
+func flowProgress(note string, f *Flow, public bool, elapsed time.Duration) Reply {
+	var s strings.Builder
+	fmt.Fprintf(&s, "%sRunning *%s*…", note, f.Name)
+	if elapsed > 0 {
+		fmt.Fprintf(&s, " %s so far.", humanDuration(elapsed))
+	}
+	if d := strings.TrimSpace(f.Description); d != "" {
+		fmt.Fprintf(&s, "\n_%s_", strings.Join(strings.Fields(d), " "))
+	}
+	return Reply{Kind: ReplyProgress, Ephemeral: !public, Text: s.String()}
+}
+
+// thinkingProgress is a slow answer's placeholder.
+func thinkingProgress(elapsed time.Duration) Reply {
+	return Reply{Kind: ReplyProgress, Text: fmt.Sprintf(msgThinking, humanDuration(elapsed))}
+}
