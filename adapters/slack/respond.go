@@ -94,6 +94,8 @@ type responder struct {
 	replaceOnSend bool   // ReplaceOnSend, until the first reply has used it
 	placeholder   string // ts of the "Thinking…" message the reply replaces
 	urlUses       int
+	urlProgress   time.Time // when progress last used the response_url
+	lastProgress  time.Time // when progress last rewrote a message by chat.update
 }
 
 func (a *Adapter) newResponder(rt route) *responder {

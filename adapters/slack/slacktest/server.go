@@ -79,6 +79,12 @@ type Options struct {
 	// UserGroups answer usergroups.list and usergroups.users.list.
 	UserGroups []UserGroup
 
+	// UpdatesPerMinute caps chat.update calls per minute in the workspace
+	// (DefaultUpdatesPerMinute when zero; negative: no cap). Past it, or past
+	// MaxUpdatesPerMessage of one message within UpdateWindowPerMessage,
+	// chat.update answers 429 ratelimited with Retry-After.
+	UpdatesPerMinute int
+
 	// Now is the clock for timestamps, ack times and response_url expiry.
 	// Defaults to time.Now; inject one to test expiry without waiting.
 	Now func() time.Time
@@ -177,6 +183,9 @@ type Server struct {
 	files     map[string]File    // shared and uploaded files, by ID
 	uploads   map[string]*upload // open upload URLs, by key
 	downloads int
+
+	// recent chat.update calls, see ratelimit.go
+	updates updateLimits
 
 	msgs    map[msgKey]*stored // current state, app messages and user messages
 	order   []msgKey

@@ -616,6 +616,9 @@ func (s *Server) chatUpdate(p url.Values, _ *http.Request) apiResult {
 	if !found {
 		return res
 	}
+	if res, limited := s.updateLimitedLocked(msgKey{m.Channel, m.TS}); limited {
+		return res
+	}
 	c := contentFrom(p)
 	if c.blocks == "" && p.Get("text") == "" {
 		// An update replaces the content with what it carries; it must carry some.
