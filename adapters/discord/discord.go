@@ -96,6 +96,8 @@ type Adapter struct {
 	// async holds a slot per goroutine answering autocomplete or a retired command.
 	async chan struct{}
 
+	// pace keeps progress edits within Discord's edits per channel.
+	pace progressPace
 	// done is closed when Run shuts down, ending typing indicators.
 	done chan struct{}
 

@@ -122,6 +122,10 @@ func (s *Server) api(route string, mode authMode, h handlerFunc) http.Handler {
 			Authorization: r.Header.Get("Authorization"), Header: r.Header.Clone(), Body: body, At: s.now(),
 		})
 		limit, limited := s.takeLimitLocked(route)
+		scripted := limited
+		if !limited {
+			limit, limited = s.editLimitLocked(route, r)
+		}
 		s.mu.Unlock()
 
 		var (
@@ -138,7 +142,11 @@ func (s *Server) api(route string, mode authMode, h handlerFunc) http.Handler {
 			aerr = errMissingAccess()
 		case limited:
 			s.writeRateLimited(w, route, limit)
-			s.finishRequest(idx, http.StatusTooManyRequests, 0, "rate limited (scripted)")
+			why := "rate limited (edits per channel)"
+			if scripted {
+				why = "rate limited (scripted)"
+			}
+			s.finishRequest(idx, http.StatusTooManyRequests, 0, why)
 			return
 		default:
 			rep, aerr = h(&call{r: r, body: body})

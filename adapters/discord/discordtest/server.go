@@ -34,6 +34,9 @@ const discordEpoch = 1420070400000
 
 // Options configures a Server. The zero value is usable.
 type Options struct {
+	// NoEditLimit lifts the limit on edits per channel (MaxEditsPerChannel
+	// per EditWindow), for load runs that measure the bridge, not Discord.
+	NoEditLimit bool
 	// Token is the bot token without the "Bot " prefix (default DefaultToken).
 	Token string
 	// ApplicationID defaults to DefaultApplicationID.
@@ -106,6 +109,7 @@ type Server struct {
 	cdn          map[string]Attachment  // by CDN path
 	foreign      map[string]bool        // channels the bot is no member of (user installs)
 	cdnGets      int
+	edits        map[string][]time.Time // recent edits by channel, see editlimit.go
 
 	conns       map[*conn]struct{}
 	connRecords []Connection
