@@ -93,6 +93,9 @@ type BridgeConfig struct {
 	MaxFiles      int `toml:"max_files"`
 	MaxFileBytes  int `toml:"max_file_bytes"`
 	FileReplyOver int `toml:"file_reply_over"`
+	// ProgressInterval is how often a running flow's message, and a slow
+	// answer's placeholder, show the time elapsed; 0 turns it off.
+	ProgressInterval Duration `toml:"progress_interval"`
 	// Feedback puts 👍 / 👎 buttons on agent replies.
 	Feedback bool `toml:"feedback"`
 }
@@ -180,7 +183,7 @@ func defaultConfig() Config {
 			MaxRetries:        2,
 		},
 		Store:  StoreConfig{Driver: driverBBolt, Path: "flowbridge.db", AuditRetention: Duration(90 * 24 * time.Hour), LeaseTTL: Duration(15 * time.Second)},
-		Bridge: BridgeConfig{QueueSize: 16, MaxInFlight: 256, DefaultFlowTimeout: Duration(60 * time.Second), DedupeTTL: Duration(10 * time.Minute), ShutdownGrace: Duration(30 * time.Second), WorkingIndicatorDelay: Duration(500 * time.Millisecond), MaxMessageBytes: 16000, MaxParams: 32, MaxValueBytes: 4000, RateBurst: 5, MaxFiles: 5, MaxFileBytes: 100000, FileReplyOver: 4000},
+		Bridge: BridgeConfig{QueueSize: 16, MaxInFlight: 256, DefaultFlowTimeout: Duration(60 * time.Second), DedupeTTL: Duration(10 * time.Minute), ShutdownGrace: Duration(30 * time.Second), WorkingIndicatorDelay: Duration(500 * time.Millisecond), ProgressInterval: Duration(bridge.DefaultProgressInterval), MaxMessageBytes: 16000, MaxParams: 32, MaxValueBytes: 4000, RateBurst: 5, MaxFiles: 5, MaxFileBytes: 100000, FileReplyOver: 4000},
 		Admin:  AdminConfig{Listen: "127.0.0.1:9090"},
 		Log:    LogConfig{Level: "info", Format: "json"},
 		// Flow forms need no scope: on unless turned off.
@@ -891,6 +894,7 @@ func (c *Config) checkBridge(ps *problems) {
 	ps.duration("bridge.dedupe_ttl", b.DedupeTTL, dedupeTTLRange)
 	ps.duration("bridge.shutdown_grace", b.ShutdownGrace, shutdownGraceRange)
 	ps.duration("bridge.working_indicator_delay", b.WorkingIndicatorDelay, indicatorDelayRange)
+	ps.duration("bridge.progress_interval", b.ProgressInterval, progressRange)
 	ps.int("bridge.max_message_bytes", b.MaxMessageBytes, messageBytesRange)
 	ps.int("bridge.max_params", b.MaxParams, maxParamsRange)
 	ps.int("bridge.max_value_bytes", b.MaxValueBytes, valueBytesRange)
@@ -1129,6 +1133,11 @@ func (c *Config) warnings() []string {
 	return w
 }
 
+// progressRange is bridge.progress_interval's: progress more often than
+// every 15 s would spend the platforms' edit limits (Slack's chat.update,
+// Discord's edits per channel) on little.
+var progressRange = durationRange{zero: "off", min: 15 * time.Second, max: 10 * time.Minute}
+
 // durationRange is the allowed span of a duration key; with zero set, 0 is
 // allowed too and means that.
 type durationRange struct {
@@ -1203,12 +1212,16 @@ func (c *Config) bridgeConfig() bridge.Config {
 		IndicatorDelay:     c.Bridge.WorkingIndicatorDelay.D(),
 		Replicas:           bridge.ReplicaConfig{LeaseTTL: c.Store.LeaseTTL.D()},
 		Feedback:           c.Bridge.Feedback,
+		ProgressInterval:   c.Bridge.ProgressInterval.D(),
 		Limits: bridge.Limits{
 			MaxMessageBytes: c.Bridge.MaxMessageBytes, MaxParams: c.Bridge.MaxParams, MaxValueBytes: c.Bridge.MaxValueBytes,
 			ChatPerMinute: c.Bridge.ChatPerMinute, FlowsPerMinute: c.Bridge.FlowsPerMinute, Burst: c.Bridge.RateBurst,
 		},
 	}
 	bc.Files = c.fileLimits()
+	if bc.ProgressInterval == 0 {
+		bc.ProgressInterval = -1 // off; the core's zero is its default
+	}
 	bc.Flows, bc.Agents = c.catalog()
 	return bc
 }
