@@ -67,10 +67,11 @@ var (
 	bucketInboxSeq  = []byte("inbox_seq")  // seq -> key, of entries not yet answered
 	bucketInboxDone = []byte("inbox_done") // updated time, seq -> key, of answered entries
 	bucketAudit     = []byte("audit")
-	bucketContexts  = []byte("contexts") // conversation key -> context, see context.go
-	bucketFeedback  = []byte("feedback") // reply, platform, user -> vote, see feedback.go
+	bucketContexts  = []byte("contexts")  // conversation key -> context, see context.go
+	bucketFeedback  = []byte("feedback")  // reply, platform, user -> vote, see feedback.go
+	bucketSchedules = []byte("schedules") // schedule name -> latest run claimed, see schedule.go
 
-	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketAgents, bucketReplies, bucketInbox, bucketInboxSeq, bucketInboxDone, bucketAudit, bucketContexts, bucketFeedback}
+	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketAgents, bucketReplies, bucketInbox, bucketInboxSeq, bucketInboxDone, bucketAudit, bucketContexts, bucketFeedback, bucketSchedules}
 
 	// The de-duplication buckets of formats 1 (events, events_by_expiry)
 	// and 2 (dedupe, whose generations are nested buckets), dropped on

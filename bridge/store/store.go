@@ -212,6 +212,7 @@ type Store interface {
 	Inbox
 	Audit
 	Feedback
+	Schedules
 }
 
 // EntryLease names the lease under which one inbox entry runs on its own,

@@ -32,7 +32,7 @@ type Opener struct {
 }
 
 // Run runs the suite against the stores o makes, one subtest per behaviour:
-// Sessions, Inbox, Audit, Contexts, Feedback, Concurrency and Reopen.
+// Sessions, Inbox, Audit, Contexts, Feedback, Schedules, Concurrency and Reopen.
 func Run(t *testing.T, o Opener) {
 	if o.Open == nil {
 		t.Fatal("storetest.Run: Opener.Open is nil")
@@ -42,6 +42,7 @@ func Run(t *testing.T, o Opener) {
 	t.Run("Audit", func(t *testing.T) { testAudit(t, o) })
 	t.Run("Contexts", func(t *testing.T) { testContexts(t, o) })
 	t.Run("Feedback", func(t *testing.T) { testFeedback(t, o) })
+	t.Run("Schedules", func(t *testing.T) { testSchedules(t, o) })
 	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, o) })
 	t.Run("Reopen", func(t *testing.T) {
 		if o.Reopen == nil {
