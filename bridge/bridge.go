@@ -127,6 +127,9 @@ type Bridge struct {
 	rep     *replicas                  // set when replicas share the store
 	tokens  Tokens                     // set when replicas share the store: button state
 
+	// schedules are listed for admins in /flow help (SetSchedules).
+	schedules atomic.Pointer[[]Scheduled]
+
 	// ctx is the parent of all work; cancel cuts it off when the shutdown grace ends.
 	ctx    context.Context
 	cancel context.CancelFunc

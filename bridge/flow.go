@@ -290,6 +290,7 @@ func (b *Bridge) flowHelp(cat *catalog, ev Event) string {
 		}
 	}
 	s.WriteString("\n\nRun one with `/flow NAME key=value …`; quote values with spaces: `service=\"nginx proxy\"`.")
+	s.WriteString(b.scheduleHelp(cat, ev))
 	return s.String()
 }
 

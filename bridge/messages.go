@@ -38,6 +38,10 @@ const (
 	msgVoteChanged  = "Changed your rating of this answer to %s."
 	msgVoteNotSaved = "Your feedback could not be saved. Please try again in a moment."
 	msgVoteUnknown  = "That button is no longer supported."
+
+	msgScheduleNoFlow  = "The schedule *%s* could not run: the flow *%s* is no longer configured. Please tell an admin."
+	msgScheduleInvalid = "The schedule *%s* could not run: %s Please tell an admin."
+	msgScheduleMissed  = "The schedule *%s* missed its run at %s while flowbridge was down%s; it was not run late. The next run is at %s."
 )
 
 // chatErrorText is the user's sentence for a failed chat message.
