@@ -192,6 +192,7 @@ func cmdCheckConfig(env *environment, args []string) error {
 	for _, n := range slackNotes(cfg) {
 		fmt.Fprintf(env.stdout, "  %s\n", n)
 	}
+	printSchedules(env.stdout, cfg)
 	for _, w := range cfg.warnings() {
 		fmt.Fprintf(env.stdout, "  warning: %s\n", w)
 	}

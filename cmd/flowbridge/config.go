@@ -42,6 +42,8 @@ type Config struct {
 	Console   console.Config  `toml:"console"`
 	Slack     slack.Config    `toml:"slack"`
 	Discord   discord.Config  `toml:"discord"`
+	// Schedules run flows on cron expressions (schedules.go).
+	Schedules []ScheduleConfig `toml:"schedules"`
 }
 
 // WorkspaceConfig is the AI workspace API to call.
@@ -797,6 +799,7 @@ func (c *Config) Validate() error {
 	c.checkAgents(&ps)
 	ps.addErr(c.validateFlows())
 	c.checkAdapters(&ps)
+	c.checkSchedules(&ps)
 	return errors.Join(ps...)
 }
 
@@ -1114,7 +1117,7 @@ func (c *Config) checkAdapters(ps *problems) {
 // warnings are problems that do not stop flowbridge but that an operator
 // should hear about from check-config.
 func (c *Config) warnings() []string {
-	var w []string
+	w := c.scheduleWarnings()
 	for i, f := range c.Flows {
 		if len(f.Allow) == 0 {
 			w = append(w, fmt.Sprintf("flows[%d] (%s): no allow rule, so no one can run it; add allow = [\"everyone\"] or a list of users, groups or channels", i, f.Name))

@@ -171,6 +171,15 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 	tomlKeys(doc, "", documented)
 	code := map[string]bool{}
 	structKeys(reflect.TypeFor[Config](), "", code)
+	// A map-valued key (schedules.params) shows its entries as keys of its own.
+	for k := range documented {
+		for c := range code {
+			if strings.HasPrefix(k, c+".") {
+				delete(documented, k)
+				documented[c] = true
+			}
+		}
+	}
 
 	var undocumented, unknown []string
 	for k := range code {

@@ -147,6 +147,11 @@ func serve(ctx context.Context, env *environment, cfg *Config, log *zap.Logger, 
 	}
 	var mwg sync.WaitGroup
 	mwg.Go(func() { maintain(adCtx, st, cfg.Bridge.DedupeTTL.D(), cfg.Store.AuditRetention.D(), log) })
+	if err := startSchedules(adCtx, &mwg, cfg, b, st, adapters, log); err != nil {
+		cancelAdapters()
+		wg.Wait()
+		return err
+	}
 
 	hup := make(chan os.Signal, 1)
 	if opts.configPath != "" {

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
+	"github.com/flowbridge/flowbridge/bridge/store"
+	"github.com/flowbridge/flowbridge/sessionmap"
+)
+
+// TestCheckConfigSchedules: check-config refuses a bad cron expression or
+// time zone, an unknown flow, missing or unknown parameters and a platform
+// that is not enabled, each under its key; a good schedule is listed with
+// what its platform needs.
+func TestCheckConfigSchedules(t *testing.T) {
+	flow := "  [[flows.params]]\n  name = \"host\"\n  required = true\n"
+	entry := func(fields string) string {
+		return testConfig(flow, discordOn+"\n[[schedules]]\n"+fields)
+	}
+	good := "name = \"nightly\"\nflow = \"healthcheck\"\nparams = { host = \"web1\" }\ncron = \"30 6 * * 1-5\"\ntimezone = \"Europe/Berlin\"\nplatform = \"discord\"\nchannel = \"123456789012345678\"\n"
+	for _, tc := range []struct {
+		name, fields, want string
+	}{
+		{"bad cron", strings.Replace(good, `"30 6 * * 1-5"`, `"61 6 * * *"`, 1), "schedules[0].cron: \"61 6 * * *\" is not a cron expression"},
+		{"no cron", strings.Replace(good, "cron = \"30 6 * * 1-5\"\n", "", 1), "schedules[0].cron: required"},
+		{"bad time zone", strings.Replace(good, "Europe/Berlin", "Mars/Olympus", 1), "schedules[0].cron: \"30 6 * * 1-5\" is not a cron expression here: time zone \"Mars/Olympus\""},
+		{"unknown flow", strings.Replace(good, `flow = "healthcheck"`, `flow = "deploy"`, 1), "schedules[0].flow: \"deploy\" is not a configured flow"},
+		{"missing required parameter", strings.Replace(good, `params = { host = "web1" }`, `params = {}`, 1), "schedules[0].params: flow healthcheck needs host"},
+		{"unknown parameter", strings.Replace(good, `{ host = "web1" }`, `{ host = "web1", port = "80" }`, 1), "schedules[0].params: flow healthcheck has no parameter \"port\""},
+		{"unknown platform", strings.Replace(good, `platform = "discord"`, `platform = "teams"`, 1), "schedules[0].platform: \"teams\""},
+		{"bad channel", strings.Replace(good, `"123456789012345678"`, `"general"`, 1), "schedules[0].channel: \"general\" is not a Discord channel ID"},
+		{"unknown key", good + "every = \"day\"\n", "schedules"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeFile(t, entry(tc.fields))
+			_, _, err := runCmd(t, nil, "", "check-config", "-config", path)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("check-config = %v, want %q", err, tc.want)
+			}
+		})
+	}
+	out, _, err := runCmd(t, nil, "", "check-config", "-config", writeFile(t, entry(good)))
+	if err != nil {
+		t.Fatalf("check-config of a good schedule = %v", err)
+	}
+	for _, want := range []string{"schedules:", "nightly: flow healthcheck host=web1 at \"30 6 * * 1-5\" (Europe/Berlin) -> discord channel 123456789012345678", "Send Messages"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check-config output lacks %q:\n%s", want, out)
+		}
+	}
+	// A schedule on a platform switched off is a warning: it does not run.
+	off := strings.Replace(good, `platform = "discord"`, `platform = "slack"`, 1)
+	off = strings.Replace(off, `"123456789012345678"`, `"C0123ABC"`, 1)
+	out, _, err = runCmd(t, nil, "", "check-config", "-config", writeFile(t, entry(off)))
+	if err != nil || !strings.Contains(out, "warning: schedules[0] (nightly): slack is not enabled, so this schedule does not run") {
+		t.Errorf("check-config of a schedule on Slack, switched off = %v\n%s, want a warning", err, out)
+	}
+}
+
+// TestScheduleEndToEnd: flowbridge run with a [[schedules]] entry on Slack
+// reports the run missed while it was down, runs the flow on its
+// expression and posts the result in the channel, audited as run by the
+// schedule; /flow help shows the schedule to admins.
+func TestScheduleEndToEnd(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{slack: true})
+	s.slack.AddChannel(slacktest.Channel{ID: slackChannel, Name: "general"})
+	cfg := s.config(stackOptions{}) + `
+[[schedules]]
+name = "nightly"
+flow = "healthcheck"
+params = { host = "sched-host" }
+cron = "@every 1s"
+platform = "slack"
+channel = "` + slackChannel + `"
+`
+	cfg = strings.Replace(cfg, "[bridge]\n", "[bridge]\nadmins = [\"local\"]\n", 1)
+	if err := os.WriteFile(s.path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The previous process last ran it a minute ago.
+	st, err := sessionmap.Open(filepath.Join(s.dir, "store.db"), sessionmap.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ClaimRun("nightly", time.Now().Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	r := s.start(t)
+	ctx := waitCtx(t)
+	if _, err := s.slack.WaitMessage(ctx, func(m slacktest.Message) bool {
+		return m.Channel == slackChannel && slackHas(m, "missed its run at") && slackHas(m, "while flowbridge was down")
+	}); err != nil {
+		t.Fatalf("missed run not reported in the channel: %v", err)
+	}
+	r.errOut.waitFor(t, "missed run at", r.done)
+	result, err := s.slack.WaitMessage(ctx, func(m slacktest.Message) bool {
+		return m.Channel == slackChannel && slackHas(m, "checked sched-host")
+	})
+	if err != nil {
+		t.Fatalf("scheduled result not posted: %v", err)
+	}
+	if result.Ephemeral || !slackHas(result, "schedule nightly") {
+		t.Errorf("result = %+v, want a public message naming the schedule", result)
+	}
+	r.send(t, "/flow help")
+	r.out.waitFor(t, "nightly", r.done)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCmd(t, s.env, "", "audit", "-config", s.path, "-json", "-user", "schedule:nightly", "-outcome", "ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e store.AuditEntry
+	if err := json.Unmarshal([]byte(strings.SplitN(out, "\n", 2)[0]), &e); err != nil {
+		t.Fatalf("audit -json = %q: %v", out, err)
+	}
+	if e.Flow != "healthcheck" || e.Platform != "slack" || e.Channel != slackChannel || e.Params["host"] != "sched-host" {
+		t.Errorf("audit entry = %+v, want the scheduled healthcheck in %s", e, slackChannel)
+	}
+}
