@@ -62,7 +62,7 @@ type State interface {
 type Target interface {
 	// ChannelResponder returns a responder that posts in channel, and the
 	// conversation key of that channel.
-	ChannelResponder(channel string) (conversation string, r bridge.Responder, err error)
+	ChannelResponder(ctx context.Context, channel string) (conversation string, r bridge.Responder, err error)
 }
 
 type entry struct {
@@ -186,7 +186,7 @@ func (s *Scheduler) catchUp(ctx context.Context, e *entry, now time.Time) {
 	next := e.spec.Next(now)
 	log.Warn(fmt.Sprintf("missed run at %s while flowbridge was down", first.Format(time.RFC3339)),
 		zap.Time("first_missed", first), zap.Int("more_missed", more), zap.Time("next", next))
-	_, r, err := s.targets[e.Platform].ChannelResponder(e.Channel)
+	_, r, err := s.targets[e.Platform].ChannelResponder(ctx, e.Channel)
 	if err == nil {
 		err = s.core.ReportMissed(ctx, e.Scheduled, r, first, more, next)
 	}
@@ -223,7 +223,7 @@ func (s *Scheduler) fire(ctx context.Context, e *entry, at time.Time) {
 			e.running = false
 			s.mu.Unlock()
 		}()
-		conv, r, err := s.targets[e.Platform].ChannelResponder(e.Channel)
+		conv, r, err := s.targets[e.Platform].ChannelResponder(ctx, e.Channel)
 		if err != nil {
 			log.Error("schedule target not reachable", zap.Error(err))
 			return

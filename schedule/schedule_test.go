@@ -47,7 +47,7 @@ func (c *core) snapshot() ([]time.Time, []string, []string) {
 // target posts nowhere: the scheduler's part ends at the responder.
 type target struct{}
 
-func (target) ChannelResponder(channel string) (string, bridge.Responder, error) {
+func (target) ChannelResponder(_ context.Context, channel string) (string, bridge.Responder, error) {
 	return "slack/T1/" + channel, nil, nil
 }
 
