@@ -140,7 +140,9 @@ func (e *env) start(ctx context.Context) error {
 	if e.usesSlack() {
 		// Slack pings each socket about every 10 s; the fake's default is
 		// far faster (for tests), which would be CPU no real bridge spends.
-		e.slack = slacktest.NewServer(slacktest.Options{Channels: []slacktest.Channel{{ID: slackCmdChan, Name: "load"}}, PingInterval: slackPingInterval, NoRecord: true})
+		// The run measures the bridge, not one workspace's chat.update
+		// allowance, which thousands of simulated users would exceed.
+		e.slack = slacktest.NewServer(slacktest.Options{Channels: []slacktest.Channel{{ID: slackCmdChan, Name: "load"}}, PingInterval: slackPingInterval, NoRecord: true, UpdatesPerMinute: -1})
 		hot := newSlackHot(e.slack.BotUserID(), e.slack.BotID(), e.onReply)
 		f, err := newFront(e.slack.URL(), hot.register)
 		if err != nil {
@@ -150,7 +152,8 @@ func (e *env) start(ctx context.Context) error {
 		slackAPI = f.URL() + "/api/"
 	}
 	if e.usesDiscord() {
-		e.discord = discordtest.NewServer(discordtest.Options{NoRecord: true})
+		// As for Slack: the bridge is measured, not the edits per channel.
+		e.discord = discordtest.NewServer(discordtest.Options{NoRecord: true, NoEditLimit: true})
 		if err := e.discord.AddGuild(ctx, guildID); err != nil {
 			return err
 		}
