@@ -72,7 +72,7 @@ func TestE2ESlowAnswerPlaceholderShowsProgress(t *testing.T) {
 
 // TestE2EFlowProgressThroughResponseURL: a slash command's long flow shows
 // the flow's description and, once, the time elapsed through its
-// response_url, keeping the remaining uses for the result, which replaces it.
+// response_url, keeping three uses for the result, which replaces it.
 func TestE2EFlowProgressThroughResponseURL(t *testing.T) {
 	t.Parallel()
 	e := startE2E(t, progressOptions(t, 200*time.Millisecond))

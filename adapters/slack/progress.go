@@ -18,11 +18,12 @@ var _ bridge.Progresser = (*responder)(nil)
 var errNoProgress = errors.New("progress cannot be shown in place")
 
 // Slack accepts a response_url five times in 30 minutes. The first carries
-// "Running …", the result needs the last ones (one per part), so progress
-// takes at most those beyond urlReserve, spaced by urlProgressGap: a run of
-// minutes still shows early that it is alive, and again later.
+// "Running …" and the result needs the last ones (one per part), so
+// progress takes only the uses beyond urlReserve — one, at the first
+// interval: a run of minutes shows early that it is alive — spaced by
+// urlProgressGap should the reserve ever leave more.
 const (
-	urlReserve     = 2
+	urlReserve     = 3
 	urlProgressGap = 2 * time.Minute
 )
 
