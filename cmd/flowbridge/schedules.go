@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"maps"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 
 	"go.uber.org/zap"
 
@@ -158,35 +156,22 @@ func printSchedules(w io.Writer, cfg *Config) {
 	}
 }
 
-// startSchedules runs the configured schedules beside the adapters, on wg,
-// until ctx ends. The adapters of the schedules' platforms are their
-// targets.
-func startSchedules(ctx context.Context, wg *sync.WaitGroup, cfg *Config, b *bridge.Bridge, st schedule.State, adapters []namedAdapter, log *zap.Logger) error {
+// newScheduler builds the scheduler of the configured schedules, with the
+// adapters of their platforms as targets, and gives the core their list for
+// /flow help; nil when there are none. It starts nothing.
+func newScheduler(cfg *Config, b *bridge.Bridge, st schedule.State, adapters []namedAdapter, log *zap.Logger) (*schedule.Scheduler, error) {
 	list := cfg.schedules()
 	b.SetSchedules(list)
 	if len(list) == 0 {
-		return nil
+		return nil, nil
 	}
 	targets := make(map[string]schedule.Target)
 	for _, a := range adapters {
-		inner := a.adapter
-		if e, ok := inner.(*ended); ok {
-			inner = e.adapter
-		}
-		if t, ok := inner.(schedule.Target); ok {
+		if t, ok := a.adapter.(schedule.Target); ok {
 			targets[a.name] = t
 		}
 	}
-	s, err := schedule.New(list, b, st, targets, log.Named("schedule"))
-	if err != nil {
-		return err
-	}
-	wg.Go(func() {
-		if err := s.Run(ctx); err != nil {
-			log.Error("schedules stopped", zap.Error(err))
-		}
-	})
-	return nil
+	return schedule.New(list, b, st, targets, log.Named("schedule"))
 }
 
 // The scheduler finds these by type assertion; a lost method must fail the

@@ -114,6 +114,10 @@ func serve(ctx context.Context, env *environment, cfg *Config, log *zap.Logger, 
 	if err != nil {
 		return err
 	}
+	sched, err := newScheduler(cfg, b, st, adapters, log)
+	if err != nil {
+		return err
+	}
 	for i := range adapters {
 		adapters[i].adapter = &ended{adapter: adapters[i].adapter}
 	}
@@ -147,10 +151,12 @@ func serve(ctx context.Context, env *environment, cfg *Config, log *zap.Logger, 
 	}
 	var mwg sync.WaitGroup
 	mwg.Go(func() { maintain(adCtx, st, cfg.Bridge.DedupeTTL.D(), cfg.Store.AuditRetention.D(), log) })
-	if err := startSchedules(adCtx, &mwg, cfg, b, st, adapters, log); err != nil {
-		cancelAdapters()
-		wg.Wait()
-		return err
+	if sched != nil {
+		mwg.Go(func() {
+			if err := sched.Run(adCtx); err != nil {
+				log.Error("schedules stopped", zap.Error(err))
+			}
+		})
 	}
 
 	hup := make(chan os.Signal, 1)
