@@ -51,7 +51,8 @@
 //     MESSAGE_CREATE, INTERACTION_CREATE…) only to the session of shard ShardOf(guild,
 //     count), (guild_id >> 22) % count, and DMs to shard 0; READY and the GUILD_CREATEs after
 //     it list the shard's guilds only; a shard id outside [0, count) closes with 4010. A
-//     session without shard is shard 0 of 1. Faults act on the newest session.
+//     session without shard is shard 0 of 1. Faults act on the newest session; DropShard
+//     drops one shard's connection, as a network failure on one replica would.
 //
 // # Payloads
 //

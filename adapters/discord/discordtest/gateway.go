@@ -656,6 +656,32 @@ func (s *Server) DropConnection(ctx context.Context) error {
 	return c.ws.NetConn().Close()
 }
 
+// DropShard closes the connection of shard shardID of shardCount (the newest session that
+// identified so) without a close frame, like a network failure on one replica's shard while
+// its process lives, once it has heartbeated. Other shards are left alone. The session stays
+// resumable; its events dispatched meanwhile are replayed on RESUME.
+func (s *Server) DropShard(ctx context.Context, shardID, shardCount int) error {
+	c, err := waitFor(ctx, s, fmt.Sprintf("shard %d of %d heartbeating", shardID, shardCount), func() (*conn, bool) {
+		sess := s.routed[[2]int{shardID, shardCount}]
+		if sess == nil || sess.invalid || sess.conn == nil {
+			return nil, false
+		}
+		c := sess.conn
+		return c, s.connRecords[c.index-1].Heartbeats > 0
+	})
+	if err != nil {
+		return fmt.Errorf("drop shard: %w", err)
+	}
+	s.mu.Lock()
+	if c.session != nil && c.session.conn == c {
+		c.session.conn = nil
+	}
+	s.connRecords[c.index-1].Dropped = true
+	s.notifyLocked()
+	s.mu.Unlock()
+	return c.ws.NetConn().Close()
+}
+
 // CloseConnection closes the current connection with a close frame, once it has
 // heartbeated, as Discord does on errors: 4000-4003, 4005 and 4008 keep the session
 // resumable; others (4004, 4007, 4009, 4010-4014) end it.

@@ -239,3 +239,72 @@ func TestInvalidShardClosed4010(t *testing.T) {
 		})
 	}
 }
+
+// TestDropShard: dropping one shard's connection leaves the other shard's alone; the
+// dropped shard resumes and gets the events of its guilds dispatched while it was away.
+func TestDropShard(t *testing.T) {
+	t.Parallel()
+	fake := newFake(t, discordtest.Options{Shards: 2})
+	c := ctx(t)
+	g0, g1 := guildOnShard(1, 0, 2), guildOnShard(1, 1, 2)
+	ch0, ch1 := guildOnShard(2, 0, 2), guildOnShard(3, 1, 2)
+	for _, ch := range []discordgo.Channel{
+		{ID: ch0, GuildID: g0, Type: discordgo.ChannelTypeGuildText, Name: "zero"},
+		{ID: ch1, GuildID: g1, Type: discordgo.ChannelTypeGuildText, Name: "one"},
+	} {
+		if err := fake.AddChannel(c, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, ev0 := shardSession(t, fake, 0, 2)
+	_, ev1 := shardSession(t, fake, 1, 2)
+	var sessions [2]string
+	for shard := range 2 {
+		id, err := fake.WaitShardReady(c, shard, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions[shard] = id
+	}
+	if err := fake.DropShard(c, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, mc := range []discordtest.MessageCreate{
+		{ChannelID: ch1, GuildID: g1, Author: alice, Content: "while away"},
+		{ChannelID: ch1, GuildID: g1, Author: alice, Content: "end"},
+		{ChannelID: ch0, GuildID: g0, Author: alice, Content: "end"},
+	} {
+		if _, err := fake.SendMessage(c, mc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resumed, err := fake.WaitHandshake(c, func(h discordtest.Handshake) bool { return h.Op == 6 && h.Resumed })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resumed.SessionID != sessions[1] {
+		t.Errorf("RESUME of session %s, want shard 1's %s", resumed.SessionID, sessions[1])
+	}
+	var got []string
+	for _, e := range until(t, ev1, "end") {
+		if e.typ == "MESSAGE_CREATE" {
+			got = append(got, e.Content)
+		}
+	}
+	if !slices.Equal(got, []string{"while away"}) {
+		t.Errorf("shard 1 got messages %q before its end marker, want the one sent while it was away", got)
+	}
+	until(t, ev0, "end")
+	var dropped []int
+	for _, cn := range fake.Connections() {
+		if cn.Dropped {
+			dropped = append(dropped, cn.Index)
+			if cn.SessionID != sessions[1] {
+				t.Errorf("dropped connection %d of session %s, want shard 1's %s", cn.Index, cn.SessionID, sessions[1])
+			}
+		}
+	}
+	if len(dropped) != 1 {
+		t.Errorf("dropped connections %v, want one", dropped)
+	}
+}

@@ -3,6 +3,7 @@ package slacktest_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -137,6 +138,53 @@ func TestSocketRedeliveredOnAnotherConnection(t *testing.T) {
 		if d.EventID == first.EventID && d.RetryAttempt > 1 {
 			t.Errorf("delivery %+v after the event was acked", d)
 		}
+	}
+}
+
+// TestSocketDropOneReplica: dropping one replica's socket leaves the other's
+// alone; the event written to the dropped socket and never acked comes back
+// on the other replica's, and the dropped replica reconnects on a new socket.
+func TestSocketDropOneReplica(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, slacktest.Options{Redeliver: true, AckTimeout: 300 * time.Millisecond})
+	apps := replicas(t, srv, ignoreEvents, ackAll)
+	ctx := timeout(t)
+	if got := srv.LiveConnectionIDs(); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("LiveConnectionIDs() = %v, want [1 2]", got)
+	}
+
+	first, err := srv.SendMessage(ctx, slacktest.MessageEvent{Channel: "C1", User: "U1", Text: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Conn != 1 {
+		t.Fatalf("first delivery on socket %d, want 1", first.Conn)
+	}
+	apps[0].next(t, ctx, socketmode.EventTypeEventsAPI)
+	if err := srv.DropConnectionID(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.DropConnectionID(1); !errors.Is(err, slacktest.ErrNoConnection) {
+		t.Errorf("DropConnectionID(1) again = %v, want ErrNoConnection", err)
+	}
+	retry, err := srv.WaitDelivery(ctx, func(d slacktest.Delivery) bool { return d.Original == first.EnvelopeID })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if retry.Conn != 2 || retry.RetryAttempt != 1 || retry.EventID != first.EventID {
+		t.Errorf("retry %+v: want the event again on socket 2, retry 1", retry)
+	}
+	if _, err := srv.WaitAck(ctx, retry.EnvelopeID); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.WaitConnections(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.WaitLiveConnections(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.LiveConnectionIDs(); !slices.Equal(got, []int{2, 3}) {
+		t.Errorf("LiveConnectionIDs() after the drop = %v, want [2 3]: socket 1 gone, its replica back on 3", got)
 	}
 }
 

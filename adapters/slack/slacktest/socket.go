@@ -602,6 +602,45 @@ func (s *Server) DropConnection() error {
 	return nil
 }
 
+// LiveConnectionIDs returns the IDs (as in Ack.Conn and Delivery.Conn) of the
+// sockets that are open and take deliveries, oldest first: with one socket
+// per replica, the replicas a fault can be aimed at.
+func (s *Server) LiveConnectionIDs() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []int
+	for _, c := range s.conns {
+		if c.ready && !c.retired {
+			ids = append(ids, c.id)
+		}
+	}
+	return ids
+}
+
+// DropConnectionID closes socket id abruptly, with no close frame, like a
+// network failure on one replica's connection while its process lives. It
+// returns ErrNoConnection when that socket is not live. Envelopes written to
+// it and not acked are redelivered, with Options.Redeliver, on another socket.
+func (s *Server) DropConnectionID(id int) error {
+	s.mu.Lock()
+	var c *socket
+	for _, o := range s.conns {
+		if o.id == id && o.ready && !o.retired {
+			c = o
+		}
+	}
+	if c != nil {
+		c.retired = true
+		s.bumpLocked()
+	}
+	s.mu.Unlock()
+	if c == nil {
+		return fmt.Errorf("drop socket %d: %w", id, ErrNoConnection)
+	}
+	c.close()
+	return nil
+}
+
 // SetPings turns the WebSocket PINGs on or off; with them off slack-go
 // declares the connection dead after its ping interval and reconnects.
 func (s *Server) SetPings(on bool) {
