@@ -53,9 +53,11 @@ func (t *tally) finish() {
 }
 
 // where is where a reply went, or where a message is answered: a channel,
-// and the thread, user and response_url that narrow it down where known.
+// and the thread, user, response_url and referenced message (Discord's
+// message_reference, which a reply to a message carries) that narrow it
+// down where known.
 type where struct {
-	channel, thread, user, responseURL string
+	channel, thread, user, responseURL, ref string
 }
 
 // places are the keys under which a message's notices are found.
@@ -69,6 +71,9 @@ func (w where) places() []string {
 	}
 	if w.user != "" {
 		p = append(p, w.channel+" user "+w.user)
+	}
+	if w.ref != "" {
+		p = append(p, w.channel+" ref "+w.ref)
 	}
 	return p
 }

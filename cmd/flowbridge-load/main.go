@@ -2,6 +2,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -81,6 +82,16 @@ type params struct {
 	Kills           int           `json:"-"`
 	RedeliverWindow time.Duration `json:"-"`
 	FlowShare       float64       `json:"-"`
+	// Replicas, when set, runs several flowbridge processes on one
+	// PostgreSQL instead (replicas.go): replicaCounts are its counts, one
+	// run each; DSN the database; DropEvery the socket and shard drops;
+	// Burst the messages a user sends at once.
+	Replicas      string `json:"-"`
+	replicaCounts []int
+	Store         string        `json:"-"`
+	DSN           string        `json:"-"`
+	DropEvery     time.Duration `json:"-"`
+	Burst         int           `json:"-"`
 
 	DurationSec   float64 `json:"duration_sec"`
 	APILatencyMS  float64 `json:"api_latency_ms"`
@@ -165,6 +176,12 @@ func (p *params) validate() error {
 	if p.KillEvery < 0 {
 		errs = append(errs, errors.New("-kill-every must not be negative"))
 	}
+	if p.Replicas != "" {
+		return errors.Join(append(errs, p.validateReplicas())...)
+	}
+	if p.DropEvery != 0 {
+		errs = append(errs, errors.New("-drop-every needs -replicas"))
+	}
 	if p.KillEvery > 0 {
 		if p.Platform != "slack" {
 			errs = append(errs, fmt.Errorf("-kill-every runs Slack in HTTP mode: -platform %q does not apply", p.Platform))
@@ -189,6 +206,41 @@ func (p *params) validate() error {
 	case "placeholder", "reaction", "none":
 	default:
 		errs = append(errs, fmt.Errorf("-working-indicator %q: want placeholder, reaction or none", p.WorkingIndicator))
+	}
+	return errors.Join(errs...)
+}
+
+// validateReplicas checks what -replicas needs.
+func (p *params) validateReplicas() error {
+	var errs []error
+	counts, err := parseReplicas(p.Replicas)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	p.replicaCounts = counts
+	if p.Store != "postgres" {
+		errs = append(errs, fmt.Errorf("-store %q: -replicas share one PostgreSQL database, want -store postgres", p.Store))
+	}
+	if p.DSN == "" {
+		errs = append(errs, errors.New("-dsn: empty"))
+	}
+	if len(counts) > 1 && (p.KillEvery > 0 || p.DropEvery > 0) {
+		errs = append(errs, errors.New("-replicas with several counts compares throughput and latency: -kill-every and -drop-every do not apply"))
+	}
+	if p.KillEvery < 0 || p.DropEvery < 0 {
+		errs = append(errs, errors.New("-kill-every and -drop-every must not be negative"))
+	}
+	if p.Floor || p.LongFlows > 0 || p.Messages > 0 {
+		errs = append(errs, errors.New("-replicas runs chat for -duration: -floor, -long-flows and -messages do not apply"))
+	}
+	if p.Duration <= 0 {
+		errs = append(errs, errors.New("-replicas needs a positive -duration"))
+	}
+	if p.Burst < 1 || p.Burst > 10 {
+		errs = append(errs, fmt.Errorf("-burst %d: want 1 to 10", p.Burst))
+	}
+	if p.Rate <= 0 {
+		errs = append(errs, errors.New("-rate must be positive with -replicas"))
 	}
 	return errors.Join(errs...)
 }
@@ -225,6 +277,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&p.Floor, "floor", false, "measure a bare relay on the same libraries (slack-go, discordgo, net/http) instead of flowbridge: what a message costs before flowbridge's own work")
 	fs.StringVar(&p.tempDir, "tmpdir", "", "where the temporary directory (config, store, bridge log) goes; e.g. /dev/shm to take fsync out of the picture")
 	fs.BoolVar(&p.keepTemp, "keep", false, "keep the temporary directory (config, store, bridge log) and print its path")
+	fs.StringVar(&p.Replicas, "replicas", "", "run N flowbridge processes on one PostgreSQL (-store postgres), each with its own Slack socket and Discord shards (2 shards), and count the delivery promises across them, with -kill-every (SIGKILL and restart one replica about this often) and -drop-every; \"1,3\" runs 1 then 3 replicas without faults and compares throughput and added latency")
+	fs.StringVar(&p.Store, "store", "bbolt", "with -replicas: the store the replicas share, postgres")
+	fs.StringVar(&p.DSN, "dsn", cmp.Or(os.Getenv("FLOWBRIDGE_TEST_DATABASE_URL"), defaultTestDSN), "with -replicas: the PostgreSQL database (a postgres:// URL); each run gets a schema of its own, dropped afterwards")
+	fs.DurationVar(&p.DropEvery, "drop-every", 0, "with -replicas: about this often, close one live Slack socket or one Discord shard's gateway connection (in turn) while its process lives")
+	fs.IntVar(&p.Burst, "burst", 2, "with -replicas: messages a user sends at once before waiting for the answers, so one conversation's messages reach several replicas")
 	sweep := fs.Bool("sweep", false, "run with 1, 10, 100, 1000 and 10000 conversations and show how each figure grows (relative to 10); with -rate, at the same total message rate")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
 	if err := fs.Parse(args); err != nil {
@@ -236,9 +293,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if p.KillEvery > 0 && *sweep {
 		return errors.New("-kill-every and -sweep do not combine")
 	}
-	if p.KillEvery > 0 {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if p.Replicas != "" {
+		if *sweep {
+			return errors.New("-replicas and -sweep do not combine")
+		}
+		if !set["conversations"] {
+			p.Conversations = defaultReplicaConversations
+		}
+		if !set["duration"] && (p.KillEvery > 0 || p.DropEvery > 0) {
+			p.Duration = defaultReplicaKillDuration
+		}
+		if !set["reply-timeout"] {
+			p.ReplyTimeout = defaultReplicaReplyTimeout
+		}
+		if !set["rate"] {
+			p.Rate = defaultKillRate
+		}
+	}
+	if p.KillEvery > 0 && p.Replicas == "" {
 		if !set["conversations"] {
 			p.Conversations = defaultKillConversations
 		}
@@ -272,6 +346,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		p.flowbridge = bin
 	}
 
+	if p.Replicas != "" {
+		p.fillReported()
+		return runReplicaMode(ctx, p, stdout, *asJSON)
+	}
 	if p.KillEvery > 0 {
 		p.fillReported()
 		res, err := runKill(ctx, p)

@@ -1,0 +1,1250 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flowbridge/flowbridge/adapters/discord/discordtest"
+	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
+	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/postgres"
+)
+
+// -replicas: several flowbridge processes on one PostgreSQL database, each
+// with its own Socket Mode connection to the one fake Slack app (which
+// spreads events over the sockets and redelivers, on another socket, an
+// event not acknowledged within its deadline) and its own shards of the
+// fake Discord (two shards). Users talk in Slack threads and DMs and in
+// Discord guild channels and DMs, a burst of messages at a time, so that
+// two messages of one conversation reach two replicas at once. Replicas are
+// killed with SIGKILL and restarted (-kill-every), or lose their Slack
+// socket or a Discord shard while they live (-drop-every). What became of
+// each message is read from the fakes' records, as -kill-every's is
+// (ledger.go), and the agent's view of each conversation from the fake
+// workspace's sessions.
+
+const (
+	// replicaShards is the fake Discord's shard count in -replicas runs.
+	replicaShards = 2
+	// maxReplicas is Slack's cap on an app's Socket Mode connections.
+	maxReplicas = slacktest.MaxSocketConnections
+	// defaultReplicaConversations, defaultReplicaKillDuration and
+	// defaultReplicaReplyTimeout apply to -replicas when the matching flags
+	// are not given.
+	defaultReplicaConversations = 1000
+	defaultReplicaKillDuration  = time.Minute
+	defaultReplicaReplyTimeout  = 10 * time.Second
+	// discordMessageBase numbers the users' Discord messages: the harness
+	// gives each its ID, so a notice referencing it is matched before the
+	// fake has answered the send. Far above the fake's own snowflakes.
+	discordMessageBase = 4_000_000_000_000_000_000
+)
+
+// defaultTestDSN is the database -dsn defaults to when
+// FLOWBRIDGE_TEST_DATABASE_URL is not set: the one CI and the development
+// machines run.
+const defaultTestDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// replicaGuilds are the fake Discord's guilds: two on each shard.
+var replicaGuilds = func() []string {
+	var out []string
+	for n := range 2 {
+		for shard := range replicaShards {
+			out = append(out, strconv.FormatUint(uint64(n*replicaShards+shard+1)<<22|uint64(n), 10))
+		}
+	}
+	return out
+}()
+
+// parseReplicas reads -replicas: one count, or counts separated by commas
+// to compare.
+func parseReplicas(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > maxReplicas {
+			return nil, fmt.Errorf("-replicas %q: want counts from 1 to %d (Slack's Socket Mode connections per app), separated by commas", s, maxReplicas)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// replicaShardIDs returns the Discord shards replica i of n runs, nil for
+// none. One replica runs both; with more, replica 0 runs shard 0 (and so
+// the DMs and the slash commands), replica 1 shard 1, and the others no
+// Discord at all. A shard held by two replicas would have its events sent
+// to both (flowbridge does not coordinate them, see the README), and
+// Discord redelivers nothing to a new session, so a standby holding a shard
+// buys nothing: a shard's availability comes from restarting its replica.
+func replicaShardIDs(i, n int) []int {
+	switch {
+	case n == 1:
+		return []int{0, 1}
+	case i < replicaShards:
+		return []int{i}
+	}
+	return nil
+}
+
+// repConv is one simulated conversation of a -replicas run, alone in its
+// channel: a Slack thread started by a mention (each message from a user
+// of its own), a Slack DM (each message in a thread of its own), a Discord
+// guild channel or a Discord DM (each message referenced by its answer).
+// So a notice names its message (ledger.go).
+type repConv struct {
+	id       int
+	platform string // "slack" or "discord"
+	kind     string // "thread", "dm" or "channel"
+	channel  string
+	guild    string
+	user     string
+	root     string // a Slack thread's first message, once sent
+}
+
+// repOffer is one message offered: its tally in the live ledger, and what
+// the count needs.
+type repOffer struct {
+	conv    *repConv
+	t       *tally
+	eventID string // Slack
+	msgID   string // Discord
+	sent    bool   // the fake took it (Discord: a shard session existed)
+}
+
+// replica is one flowbridge process slot: restarted in place after a kill.
+type replica struct {
+	idx     int
+	cfgPath string
+	admin   string // host:port of /readyz
+	shards  []int
+	proc    *child
+	starts  int
+}
+
+// replicaEnv is one -replicas run.
+type replicaEnv struct {
+	p        params
+	n        int
+	dir      string
+	dsn      string // the run's schema
+	drop     func(context.Context) error
+	ws       *workspacetest.Server
+	wsSrv    *httptest.Server
+	slack    *slacktest.Server
+	discord  *discordtest.Server
+	fronts   []*httptest.Server
+	frontTrs []*http.Transport
+	reps     []*replica
+	convs    []*repConv
+	think    time.Duration
+	t0       time.Time
+
+	mu        sync.Mutex
+	live      *ledger
+	offers    []*repOffer
+	svc       map[marker]time.Duration // the agent's time per message
+	touched   time.Time                // the bridges' latest call to a fake
+	lastFault time.Time
+	discordID int64
+	threads   int
+	stats     repStats
+	killedAt  []float64
+}
+
+// repStats count the faults a run made.
+type repStats struct {
+	Kills        int `json:"kills"`
+	SlackDrops   int `json:"slack_socket_drops"`
+	DiscordDrops int `json:"discord_shard_drops"`
+}
+
+// runReplicas runs one -replicas run with n replicas and tears it all down.
+func runReplicas(ctx context.Context, p params, n int) (res *replicaResult, err error) {
+	dir, err := os.MkdirTemp(p.tempDir, "flowbridge-load-")
+	if err != nil {
+		return nil, err
+	}
+	e := &replicaEnv{p: p, n: n, dir: dir, live: newLedger(), svc: make(map[marker]time.Duration)}
+	defer func() {
+		if cerr := e.close(); cerr != nil && err == nil {
+			err = cerr
+		}
+		if p.keepTemp {
+			fmt.Fprintln(p.stderr, "kept", dir)
+		} else {
+			os.RemoveAll(dir)
+		}
+	}()
+	if err := e.start(ctx); err != nil {
+		return nil, err
+	}
+	return e.run(ctx)
+}
+
+// newSchema creates a schema of its own for a run on the database at base
+// and returns a DSN whose search_path is it, and how to drop it.
+func newSchema(ctx context.Context, base string) (string, func(context.Context) error, error) {
+	where, err := postgres.Describe(base)
+	if err != nil {
+		return "", nil, fmt.Errorf("-dsn: %w", err)
+	}
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		return "", nil, fmt.Errorf("-dsn: want a postgres:// URL, to give the run a schema of its own (search_path)")
+	}
+	connect := func(ctx context.Context) (*pgx.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, base)
+		if err != nil {
+			return nil, fmt.Errorf("PostgreSQL at %s: %w (set -dsn or FLOWBRIDGE_TEST_DATABASE_URL)", where, err)
+		}
+		return c, nil
+	}
+	c, err := connect(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "flowbridge_load_" + hex.EncodeToString(b[:])
+	if _, err := c.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
+		return "", nil, fmt.Errorf("create schema %s at %s: %w", name, where, err)
+	}
+	drop := func(ctx context.Context) error {
+		c, err := connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, "DROP SCHEMA "+name+" CASCADE"); err != nil {
+			return fmt.Errorf("drop schema %s: %w", name, err)
+		}
+		return nil
+	}
+	q := u.Query()
+	q.Set("search_path", name)
+	u.RawQuery = q.Encode()
+	return u.String(), drop, nil
+}
+
+// usesSlack and usesDiscord say which platforms the run talks on.
+func (e *replicaEnv) usesSlack() bool   { return e.p.Platform != "discord" }
+func (e *replicaEnv) usesDiscord() bool { return e.p.Platform != "slack" }
+
+// start builds the conversations, the schema, the fakes and their fronts,
+// writes each replica's configuration and starts them all.
+func (e *replicaEnv) start(ctx context.Context) error {
+	p := e.p
+	kinds := [][2]string{{"slack", "thread"}, {"slack", "dm"}, {"discord", "channel"}, {"discord", "dm"}}
+	switch p.Platform {
+	case "slack":
+		kinds = kinds[:2]
+	case "discord":
+		kinds = kinds[2:]
+	}
+	for i := range p.Conversations {
+		k := kinds[i%len(kinds)]
+		c := &repConv{id: i, platform: k[0], kind: k[1]}
+		switch k {
+		case [2]string{"slack", "thread"}:
+			c.channel = fmt.Sprintf("C%08d", i)
+		case [2]string{"slack", "dm"}:
+			c.channel, c.user = fmt.Sprintf("D%08d", i), fmt.Sprintf("U%08d", i)
+		case [2]string{"discord", "channel"}:
+			c.guild = replicaGuilds[(i/len(kinds))%len(replicaGuilds)]
+			c.channel, c.user = fmt.Sprintf("8%017d", i), fmt.Sprintf("6%017d", i)
+		default:
+			c.channel, c.user = fmt.Sprintf("7%017d", i), fmt.Sprintf("6%017d", i)
+		}
+		e.convs = append(e.convs, c)
+	}
+	// Each conversation sends a burst per cycle (think plus the agent's
+	// time per message); together they offer -rate messages a second.
+	e.think = max(time.Duration(float64(p.Conversations*p.Burst)/p.Rate*float64(time.Second))-time.Duration(p.Burst)*p.APILatency, 0)
+
+	dsn, drop, err := newSchema(ctx, p.DSN)
+	if err != nil {
+		return err
+	}
+	e.dsn, e.drop = dsn, drop
+
+	e.ws = workspacetest.New(workspacetest.Options{})
+	e.ws.AddAgent(workspacetest.Agent{UUID: agentUUID, Delay: p.APILatency})
+	wsHandler := e.ws.Handler()
+	e.wsSrv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, "read body", http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		e.touch()
+		wsHandler.ServeHTTP(w, r)
+		if m, ok := findMarker(body); ok {
+			e.mu.Lock()
+			if _, seen := e.svc[m]; !seen {
+				e.svc[m] = time.Since(start)
+			}
+			e.mu.Unlock()
+		}
+	}))
+
+	var slackAPI, discordAPI string
+	if e.usesSlack() {
+		e.slack = slacktest.NewServer(slacktest.Options{PingInterval: slackPingInterval, Redeliver: true})
+		front, err := e.newFront(e.slack.URL(), e.slackReplies)
+		if err != nil {
+			return err
+		}
+		slackAPI = front + "/api/"
+	}
+	if e.usesDiscord() {
+		e.discord = discordtest.NewServer(discordtest.Options{Shards: replicaShards})
+		for _, c := range e.convs {
+			if c.kind != "channel" {
+				continue
+			}
+			ch := discordgo.Channel{ID: c.channel, GuildID: c.guild, Type: discordgo.ChannelTypeGuildText, Name: fmt.Sprintf("load-%d", c.id)}
+			if err := e.discord.AddChannel(ctx, ch); err != nil {
+				return err
+			}
+		}
+		if discordAPI, err = e.newFront(e.discord.URL, e.discordReplies); err != nil {
+			return err
+		}
+	}
+
+	for i := range e.n {
+		admin, err := freePort()
+		if err != nil {
+			return err
+		}
+		r := &replica{idx: i, admin: admin, cfgPath: filepath.Join(e.dir, fmt.Sprintf("replica-%d.toml", i))}
+		if e.usesDiscord() {
+			r.shards = replicaShardIDs(i, e.n)
+		}
+		if err := os.WriteFile(r.cfgPath, []byte(e.config(r, slackAPI, discordAPI)), 0o600); err != nil {
+			return err
+		}
+		e.reps = append(e.reps, r)
+	}
+	for _, r := range e.reps {
+		if err := e.startReplica(r); err != nil {
+			return err
+		}
+	}
+	for _, r := range e.reps {
+		if err := e.waitReady(ctx, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newFront puts a proxy before a platform fake that reads the bridges'
+// messages on their way (read), to pace the simulated users; the counts
+// come from the fake's own records at the end. It returns the front's URL.
+func (e *replicaEnv) newFront(target string, read func(r *http.Request, body []byte)) (string, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return "", err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	proxy := &httputil.ReverseProxy{
+		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(u) },
+		Transport: tr,
+		// A killed bridge leaves its requests cut off: expected, not news.
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) },
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.touch()
+		if r.Method == http.MethodPost || r.Method == http.MethodPatch {
+			body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+			if err != nil {
+				http.Error(w, "read body", http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			read(r, body)
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	e.fronts = append(e.fronts, srv)
+	e.frontTrs = append(e.frontTrs, tr)
+	return srv.URL, nil
+}
+
+func (e *replicaEnv) touch() {
+	e.mu.Lock()
+	e.touched = time.Now()
+	e.mu.Unlock()
+}
+
+// slackReplies feeds the live ledger the bridges' Slack messages.
+func (e *replicaEnv) slackReplies(r *http.Request, body []byte) {
+	method := strings.TrimPrefix(r.URL.Path, "/api/")
+	switch method {
+	case "chat.postMessage", "chat.update", "chat.postEphemeral":
+	default:
+		return
+	}
+	f, _ := url.ParseQuery(string(body))
+	w := where{channel: f.Get("channel"), thread: f.Get("thread_ts"), user: f.Get("user")}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.live.reply(w, method+":"+strconv.Itoa(len(e.offers)), f.Get("text")+"\n"+f.Get("blocks"), time.Now())
+}
+
+// discordReplies feeds the live ledger the bridges' Discord messages.
+func (e *replicaEnv) discordReplies(r *http.Request, body []byte) {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/api/v9/channels/")
+	channel, tail, _ := strings.Cut(rest, "/")
+	if !ok || !strings.HasPrefix(tail, "messages") {
+		return
+	}
+	var in struct {
+		Content   string `json:"content"`
+		Reference *struct {
+			MessageID string `json:"message_id"`
+		} `json:"message_reference"`
+	}
+	_ = json.Unmarshal(body, &in)
+	w := where{channel: channel}
+	if in.Reference != nil {
+		w.ref = in.Reference.MessageID
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.live.reply(w, r.Method+" "+r.URL.Path, in.Content, time.Now())
+}
+
+// config is replica r's configuration: the run's schema, its admin port,
+// Slack in Socket Mode and its Discord shards.
+func (e *replicaEnv) config(r *replica, slackAPI, discordAPI string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `[workspace]
+base_url = %q
+workspace_uuid = "ws-test"
+api_token = "test-token"
+chat_timeout = "2m"
+
+[store]
+driver = "postgres"
+dsn = %q
+
+[bridge]
+max_in_flight = %d
+shutdown_grace = %q
+dedupe_ttl = "1h"
+
+[admin]
+listen = %q
+
+[log]
+level = "info"
+format = "json"
+
+[[agents]]
+name = "helper"
+uuid = %q
+default = true
+`, e.wsSrv.URL, e.dsn, e.p.Conversations*e.p.Burst+256, shutdownGrace.String(), r.admin, agentUUID)
+	if slackAPI != "" {
+		fmt.Fprintf(&b, `
+[slack]
+enabled = true
+mode = "socket"
+bot_token = %q
+app_token = %q
+api_url = %q
+`, e.slack.BotToken(), e.slack.AppToken(), slackAPI)
+	}
+	if discordAPI != "" && len(r.shards) > 0 {
+		ids := make([]string, len(r.shards))
+		for i, s := range r.shards {
+			ids[i] = strconv.Itoa(s)
+		}
+		fmt.Fprintf(&b, `
+[discord]
+enabled = true
+token = %q
+application_id = %q
+api_url = %q
+session_scope = "channel"
+shard_count = %d
+shard_ids = [%s]
+`, e.discord.Token(), e.discord.ApplicationID(), discordAPI, replicaShards, strings.Join(ids, ", "))
+	}
+	return b.String()
+}
+
+// startReplica starts r's process, its log numbered by its starts.
+func (e *replicaEnv) startReplica(r *replica) error {
+	c, err := startChild(e.p.flowbridge, []string{"run", "-config", r.cfgPath}, filepath.Join(e.dir, fmt.Sprintf("replica-%d-%02d.log", r.idx, r.starts)))
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	r.proc = c
+	r.starts++
+	e.mu.Unlock()
+	return nil
+}
+
+// waitReady waits until r's /readyz answers 200: its store open and its
+// platforms connected.
+func (e *replicaEnv) waitReady(ctx context.Context, r *replica) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.admin+"/readyz", nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-r.proc.done:
+			return fmt.Errorf("replica %d: %w", r.idx, r.proc.exited())
+		case <-ctx.Done():
+			return fmt.Errorf("replica %d not ready within %s\n%s", r.idx, startTimeout, r.proc.logTail())
+		case <-tick.C:
+		}
+	}
+}
+
+// exitedAlone returns an error for the first replica whose process ended
+// without being killed.
+func (e *replicaEnv) exitedAlone() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, r := range e.reps {
+		select {
+		case <-r.proc.done:
+			if !r.proc.killed {
+				return fmt.Errorf("replica %d: %w", r.idx, r.proc.exited())
+			}
+		default:
+		}
+	}
+	return nil
+}
+
+// run lets the users talk for -duration while the faults happen, lets the
+// replicas answer what is left, stops them and counts.
+func (e *replicaEnv) run(ctx context.Context) (*replicaResult, error) {
+	p := e.p
+	drive, stopDriving := context.WithCancelCause(ctx)
+	defer stopDriving(nil)
+	var users sync.WaitGroup
+	defer users.Wait()
+	e.t0 = time.Now()
+	for _, c := range e.convs {
+		users.Go(func() {
+			if err := e.converse(drive, c); err != nil {
+				stopDriving(err)
+			}
+		})
+	}
+	timer := time.NewTimer(p.Duration)
+	var faults sync.WaitGroup
+	faults.Go(func() {
+		if err := e.faults(drive); err != nil {
+			stopDriving(err)
+		}
+	})
+	select {
+	case <-timer.C:
+	case <-drive.Done():
+	}
+	timer.Stop()
+	driven := time.Since(e.t0)
+	stopDriving(nil)
+	faults.Wait()
+	users.Wait()
+	if err := context.Cause(drive); err != nil && !errors.Is(err, context.Canceled) {
+		return nil, err
+	}
+	if err := e.settle(ctx); err != nil {
+		return nil, err
+	}
+	if err := e.stopAll(); err != nil {
+		return nil, err
+	}
+	res, err := e.count(ctx, driven)
+	if err != nil {
+		return nil, err
+	}
+	res.ElapsedSec = time.Since(e.t0).Seconds()
+	return res, nil
+}
+
+// converse is one user: a burst of messages, a wait until each is answered
+// or told (at most -reply-timeout), a pause, again, until drive ends.
+func (e *replicaEnv) converse(drive context.Context, c *repConv) error {
+	cycle := e.think + time.Duration(e.p.Burst)*e.p.APILatency
+	wait := time.Duration(0)
+	if cycle > 0 {
+		wait = mrand.N(cycle)
+	}
+	for seq := 0; ; {
+		if !pause(drive, wait) {
+			return nil
+		}
+		var dones []chan struct{}
+		for range e.p.Burst {
+			o, err := e.send(drive, c, seq)
+			seq++
+			if err != nil {
+				if drive.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("conversation %d: %w", c.id, err)
+			}
+			dones = append(dones, o.t.done)
+		}
+		t := time.NewTimer(e.p.ReplyTimeout)
+		for _, d := range dones {
+			select {
+			case <-d:
+			case <-t.C:
+			case <-drive.Done():
+			}
+		}
+		t.Stop()
+		wait = 0
+		if e.think > 0 {
+			wait = mrand.N(2 * e.think)
+		}
+	}
+}
+
+// send offers message seq of c: registered in the live ledger first, so an
+// answer racing the send finds it.
+func (e *replicaEnv) send(ctx context.Context, c *repConv, seq int) (*repOffer, error) {
+	m := marker{conv: c.id, seq: seq}
+	text := "hello " + m.String() + " how are you"
+	t := &tally{m: m, where: where{channel: c.channel}, done: make(chan struct{})}
+	o := &repOffer{conv: c, t: t}
+	e.mu.Lock()
+	switch {
+	case c.platform == "discord":
+		e.discordID++
+		o.msgID = strconv.FormatInt(discordMessageBase+e.discordID, 10)
+		t.where.ref, t.id = o.msgID, o.msgID
+	case c.kind == "dm":
+		e.threads++
+		t.where.thread = fmt.Sprintf("%d.%06d", dmThreadBase+e.threads/1_000_000, e.threads%1_000_000)
+	default:
+		t.where.user = fmt.Sprintf("U%05dX%06d", c.id, seq)
+	}
+	t.offered = time.Now()
+	e.live.add(t)
+	e.offers = append(e.offers, o)
+	e.mu.Unlock()
+
+	var err error
+	var eventID string
+	switch {
+	case c.platform == "discord":
+		mc := discordtest.MessageCreate{ID: o.msgID, ChannelID: c.channel, GuildID: c.guild, Author: discordgo.User{ID: c.user, Username: "u" + c.user[len(c.user)-6:]}, Content: text}
+		if c.guild != "" {
+			mc.Content = "<@" + e.discord.BotUser().ID + "> " + text
+		}
+		_, err = e.discord.SendMessage(ctx, mc)
+		if errors.Is(err, discordtest.ErrNoSession) {
+			// No replica has identified the shard yet: Discord would not
+			// deliver it either. It counts as offered, never acknowledged.
+			err = nil
+			t.finish()
+		} else if err == nil {
+			o.sent = true
+		}
+	case c.kind == "dm":
+		var d slacktest.Delivery
+		d, err = e.slack.SendMessage(ctx, slacktest.MessageEvent{Channel: c.channel, ChannelType: "im", User: c.user, Text: text, ThreadTS: t.where.thread})
+		eventID, o.sent = d.EventID, err == nil
+	default:
+		var d slacktest.Delivery
+		d, err = e.slack.SendAppMention(ctx, slacktest.MessageEvent{Channel: c.channel, User: t.where.user, Text: text, ThreadTS: c.root})
+		if err == nil && c.root == "" {
+			c.root = d.TS
+		}
+		eventID, o.sent = d.EventID, err == nil
+	}
+	e.mu.Lock()
+	if eventID != "" {
+		o.eventID, t.id = eventID, eventID
+	}
+	e.mu.Unlock()
+	return o, err
+}
+
+// faults kills and drops on their timers until ctx ends.
+func (e *replicaEnv) faults(ctx context.Context) error {
+	next := func(d time.Duration) <-chan time.Time {
+		if d <= 0 {
+			return nil
+		}
+		// Uniform over [d/2, 3d/2): about d apart, never in lockstep with
+		// the users' cycles.
+		return time.After(d/2 + mrand.N(d))
+	}
+	kill, drop := next(e.p.KillEvery), next(e.p.DropEvery)
+	var rotation []int
+	drops := 0
+	for {
+		if err := e.exitedAlone(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-kill:
+			if len(rotation) == 0 {
+				rotation = mrand.Perm(e.n)
+			}
+			r := e.reps[rotation[0]]
+			rotation = rotation[1:]
+			if err := e.killReplica(r); err != nil {
+				return err
+			}
+			kill = next(e.p.KillEvery)
+		case <-drop:
+			e.dropOne(ctx, drops)
+			drops++
+			drop = next(e.p.DropEvery)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// killReplica SIGKILLs r and starts it again at once on the same config.
+func (e *replicaEnv) killReplica(r *replica) error {
+	r.proc.kill()
+	e.mu.Lock()
+	e.stats.Kills++
+	e.killedAt = append(e.killedAt, time.Since(e.t0).Seconds())
+	e.lastFault = time.Now()
+	e.mu.Unlock()
+	return e.startReplica(r)
+}
+
+// dropOne drops, in turn, one live Slack socket and one Discord shard's
+// connection, each picked at random, while their processes live.
+func (e *replicaEnv) dropOne(ctx context.Context, k int) {
+	slackTurn := e.usesSlack() && (k%2 == 0 || !e.usesDiscord())
+	if slackTurn {
+		ids := e.slack.LiveConnectionIDs()
+		if len(ids) == 0 {
+			return
+		}
+		if e.slack.DropConnectionID(ids[mrand.N(len(ids))]) == nil {
+			e.mu.Lock()
+			e.stats.SlackDrops++
+			e.lastFault = time.Now()
+			e.mu.Unlock()
+		}
+		return
+	}
+	// A shard that has not heartbeated yet (its replica restarting) is
+	// skipped rather than waited for.
+	wait, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if e.discord.DropShard(wait, mrand.N(replicaShards), replicaShards) == nil {
+		e.mu.Lock()
+		e.stats.DiscordDrops++
+		e.lastFault = time.Now()
+		e.mu.Unlock()
+	}
+}
+
+// acked returns the offers the platform side counts as acknowledged: a
+// Slack event any of whose deliveries was acked over a socket, and a
+// Discord message recorded in the shared inbox. Discord acknowledges
+// nothing of a gateway event: the inbox record is where flowbridge takes
+// it on, and a message dispatched to a shard whose process was dying, or
+// down, was never taken on (Discord does not redeliver it to a new session).
+func (e *replicaEnv) acked(ctx context.Context) (map[*repOffer]bool, error) {
+	ackedEvents := map[string]bool{}
+	if e.slack != nil {
+		event := map[string]string{}
+		for _, d := range e.slack.Deliveries() {
+			event[d.EnvelopeID] = d.EventID
+		}
+		for _, a := range e.slack.Acks() {
+			if id := event[a.EnvelopeID]; id != "" {
+				ackedEvents[id] = true
+			}
+		}
+	}
+	inbox := map[string]bool{}
+	if e.discord != nil {
+		keys, err := e.inboxKeys(ctx, "discord/msg/")
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range keys {
+			inbox[strings.TrimPrefix(k, "discord/msg/")] = true
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make(map[*repOffer]bool, len(e.offers))
+	for _, o := range e.offers {
+		if o.eventID != "" && ackedEvents[o.eventID] || o.msgID != "" && inbox[o.msgID] {
+			out[o] = true
+		}
+	}
+	return out, nil
+}
+
+// inboxKeys reads the inbox keys with prefix from the run's schema.
+func (e *replicaEnv) inboxKeys(ctx context.Context, prefix string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, e.dsn)
+	if err != nil {
+		return nil, fmt.Errorf("read the inbox: %w", err)
+	}
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, "SELECT key FROM inbox WHERE starts_with(key, $1)", prefix)
+	if err != nil {
+		return nil, fmt.Errorf("read the inbox: %w", err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read the inbox: %w", err)
+	}
+	return keys, nil
+}
+
+// settle waits, at most -reply-timeout, until every acknowledged message is
+// answered or told, the bridges have called no fake for quietFor, and an
+// event left on a socket that died has had its deadline to be redelivered.
+func (e *replicaEnv) settle(ctx context.Context) error {
+	deadline := time.Now().Add(e.p.ReplyTimeout)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if err := e.exitedAlone(); err != nil {
+			return err
+		}
+		acked, err := e.acked(ctx)
+		if err != nil {
+			return err
+		}
+		e.mu.Lock()
+		waiting := 0
+		for o := range acked {
+			if !o.t.resolved() {
+				waiting++
+			}
+		}
+		idle := time.Since(e.touched)
+		sinceFault := time.Since(e.lastFault)
+		e.mu.Unlock()
+		if waiting == 0 && idle >= quietFor && sinceFault > slacktest.DefaultAckTimeout+quietFor || time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// stopAll stops every replica with SIGTERM, at once.
+func (e *replicaEnv) stopAll() error {
+	errs := make([]error, len(e.reps))
+	var wg sync.WaitGroup
+	for i, r := range e.reps {
+		wg.Go(func() {
+			if err := r.proc.stop(stopTimeout); err != nil {
+				errs[i] = fmt.Errorf("stopping replica %d: %w\n%s", r.idx, err, r.proc.logTail())
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// close stops what still runs, drops the schema and closes the fakes.
+func (e *replicaEnv) close() error {
+	var errs []error
+	for _, r := range e.reps {
+		if r.proc != nil {
+			if err := r.proc.stop(stopTimeout); err != nil && !r.proc.killed {
+				errs = append(errs, fmt.Errorf("stopping replica %d: %w", r.idx, err))
+			}
+		}
+	}
+	if e.drop != nil {
+		if err := e.drop(context.Background()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for i, f := range e.fronts {
+		f.CloseClientConnections()
+		f.Close()
+		e.frontTrs[i].CloseIdleConnections()
+	}
+	if e.slack != nil {
+		e.slack.Close()
+	}
+	if e.discord != nil {
+		e.discord.Close()
+	}
+	if e.wsSrv != nil {
+		e.wsSrv.CloseClientConnections()
+		e.wsSrv.Close()
+	}
+	if e.ws != nil {
+		e.ws.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// count reads the fakes' records into a fresh ledger, as -kill-every's
+// count does, then the agent's sessions for order and session changes.
+func (e *replicaEnv) count(ctx context.Context, driven time.Duration) (*replicaResult, error) {
+	acked, err := e.acked(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l := newLedger()
+	type record struct {
+		at    time.Time
+		apply func()
+	}
+	var recs []record
+	e.mu.Lock()
+	byMarker := make(map[marker]*repOffer, len(e.offers))
+	var e2e, added []time.Duration
+	answered := 0
+	for _, o := range e.offers {
+		t := &tally{m: o.t.m, offered: o.t.offered, acked: acked[o], id: o.t.id, where: o.t.where}
+		l.add(t)
+		byMarker[o.t.m] = o
+		if at := o.t.answeredAt; !at.IsZero() {
+			d := at.Sub(o.t.offered)
+			e2e = append(e2e, d)
+			added = append(added, max(d-e.svc[o.t.m], 0))
+			if at.Sub(e.t0) <= driven {
+				answered++
+			}
+		}
+	}
+	stats, killedAt := e.stats, slices.Clone(e.killedAt)
+	e.mu.Unlock()
+
+	agentCalls := 0
+	for _, r := range e.ws.Requests() {
+		if r.Method != http.MethodPost || !strings.HasSuffix(r.Path, "/chat") {
+			continue
+		}
+		if m, ok := findMarker(r.Body); ok {
+			agentCalls++
+			recs = append(recs, record{r.At, func() { l.call(m) }})
+		}
+	}
+	if e.slack != nil {
+		for _, v := range e.slack.MessageLog() {
+			switch v.Op {
+			case "chat.postMessage", "chat.update", "chat.postEphemeral":
+			default:
+				continue
+			}
+			id, text := v.Channel+":"+v.TS, v.Text+"\n"+string(v.Blocks)
+			w := where{channel: v.Channel, thread: v.ThreadTS, user: v.User}
+			recs = append(recs, record{v.At, func() { l.reply(w, id, text, v.At) }})
+		}
+	}
+	if e.discord != nil {
+		for _, m := range e.discord.Messages() {
+			if m.Source != discordtest.SourceChannel || m.Deleted {
+				continue
+			}
+			w := where{channel: m.ChannelID}
+			if m.Reference != nil {
+				w.ref = m.Reference.MessageID
+			}
+			at := m.Timestamp
+			if m.Edits > 0 {
+				at = m.Edited
+			}
+			id, text := "discord:"+m.ID, m.Content
+			recs = append(recs, record{at, func() { l.reply(w, id, text, at) }})
+		}
+	}
+	// Calls sort before replies made at the same instant: an answer follows its call.
+	slices.SortStableFunc(recs, func(a, b record) int { return a.at.Compare(b.at) })
+	for _, r := range recs {
+		r.apply()
+	}
+
+	res := &replicaResult{killResult: *newKillResult(e.p, l, e.t0)}
+	res.Mode = "replicas"
+	res.Replicas, res.Store, res.Burst = e.n, "postgres", e.p.Burst
+	res.Platform = e.p.Platform
+	res.DurationSec, res.DropEveryMS = driven.Seconds(), ms(e.p.DropEvery)
+	res.ThinkMS = ms(e.think)
+	for _, r := range e.reps {
+		res.Shards = append(res.Shards, r.shards)
+		res.Starts = append(res.Starts, r.starts)
+	}
+	res.repStats = stats
+	res.killStats.Kills = stats.Kills
+	res.KilledAtSec = killedAt
+	res.AgentCalls = agentCalls
+	res.AnsweredPerSec = float64(answered) / driven.Seconds()
+	res.OfferedPerSec = float64(res.MessagesOffered) / driven.Seconds()
+	res.AddedLatencyMS = quantilesOf(added)
+	res.EndToEndMS = quantilesOf(e2e)
+	if e.slack != nil {
+		for _, d := range e.slack.Deliveries() {
+			if d.Type != slacktest.TypeEventsAPI {
+				continue
+			}
+			if d.RetryAttempt == 0 {
+				res.Deliveries++
+			} else {
+				res.Redeliveries++
+			}
+		}
+	}
+	for _, o := range byMarker {
+		if o.conv.platform == "slack" {
+			res.SlackOffered++
+		} else {
+			res.DiscordOffered++
+		}
+		if !o.sent {
+			res.NotDelivered++
+		}
+	}
+	e.agentView(res)
+	for i := range res.Violations {
+		v := &res.Violations[i]
+		if o := byMarker[markerOf(v.Marker)]; o != nil {
+			v.Channel = o.conv.platform + " " + o.conv.kind + " " + v.Channel
+		}
+	}
+	return res, nil
+}
+
+// agentView reads each session's messages as the fake agent received them:
+// a conversation's messages must come in the order they were sent, all in
+// one session (the run neither resets nor expires one).
+func (e *replicaEnv) agentView(res *replicaResult) {
+	sessionsOf := map[int]map[string]bool{}
+	for _, s := range e.ws.Sessions(agentUUID) {
+		last := map[int]int{}
+		for _, msg := range e.ws.Messages(s) {
+			m, ok := findMarker([]byte(msg))
+			if !ok {
+				continue
+			}
+			if sessionsOf[m.conv] == nil {
+				sessionsOf[m.conv] = map[string]bool{}
+			}
+			sessionsOf[m.conv][s] = true
+			if prev, seen := last[m.conv]; seen && m.seq < prev {
+				res.OrderViolations++
+				if len(res.OrderDetail) < maxViolations {
+					res.OrderDetail = append(res.OrderDetail, fmt.Sprintf("session %s: %s after %s", s, m, marker{conv: m.conv, seq: prev}))
+				}
+			}
+			last[m.conv] = max(last[m.conv], m.seq)
+		}
+	}
+	for conv, ss := range sessionsOf {
+		if len(ss) > 1 {
+			res.SessionChanged++
+			if len(res.SessionDetail) < maxViolations {
+				res.SessionDetail = append(res.SessionDetail, fmt.Sprintf("conversation %d (%s %s) in %d sessions", conv, e.convs[conv].platform, e.convs[conv].kind, len(ss)))
+			}
+		}
+	}
+	slices.Sort(res.SessionDetail)
+}
+
+// markerOf parses a marker's String.
+func markerOf(s string) marker {
+	m, _ := findMarker([]byte(s))
+	return m
+}
+
+// replicaResult is a -replicas run's figures: -kill-every's, and those only
+// replicas can break. The must-be-zero ones are -kill-every's three plus
+// order_violations and sessions_changed.
+type replicaResult struct {
+	killResult
+	repStats
+	Replicas int     `json:"replicas"`
+	Store    string  `json:"store"`
+	Platform string  `json:"platform"`
+	Burst    int     `json:"burst"`
+	ThinkMS  float64 `json:"think_ms"`
+	// Shards are the Discord shards each replica runs; Starts how often
+	// each was started.
+	Shards      [][]int `json:"discord_shards_by_replica"`
+	Starts      []int   `json:"starts_by_replica"`
+	DurationSec float64 `json:"duration_sec"`
+	DropEveryMS float64 `json:"drop_every_ms"`
+
+	SlackOffered   int `json:"slack_offered"`
+	DiscordOffered int `json:"discord_offered"`
+	// NotDelivered are messages the fake could not dispatch: no replica had
+	// identified their Discord shard yet.
+	NotDelivered   int       `json:"not_delivered"`
+	AnsweredPerSec float64   `json:"answered_per_sec"`
+	AddedLatencyMS quantiles `json:"added_latency_ms"`
+	EndToEndMS     quantiles `json:"end_to_end_ms"`
+
+	// OrderViolations count messages the agent received after a later one
+	// of their conversation; SessionChanged, conversations whose messages
+	// went to more than one session. Both must be 0.
+	OrderViolations int      `json:"order_violations"`
+	SessionChanged  int      `json:"sessions_changed"`
+	OrderDetail     []string `json:"order_detail,omitempty"`
+	SessionDetail   []string `json:"session_detail,omitempty"`
+}
+
+// broken returns the promises the run saw broken, or nil.
+func (r *replicaResult) broken() error {
+	errs := []error{r.killResult.broken()}
+	if r.OrderViolations > 0 {
+		errs = append(errs, fmt.Errorf("%d messages reached the agent after a later one of their conversation", r.OrderViolations))
+	}
+	if r.SessionChanged > 0 {
+		errs = append(errs, fmt.Errorf("%d conversations changed session with no reset or expiry", r.SessionChanged))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%d replicas: %w", r.Replicas, err)
+	}
+	return nil
+}
+
+// printReplicaTable prints one -replicas run's figures.
+func printReplicaTable(w io.Writer, r *replicaResult) {
+	fmt.Fprintf(w, "%d replicas on PostgreSQL, Discord shards by replica %v; %s, %d conversations, bursts of %d, %.0f messages/s offered, API %.0f ms, %.0f s, %d cores\n",
+		r.Replicas, r.Shards, r.Platform, r.Conversations, r.Burst, r.Rate, r.APILatencyMS, r.DurationSec, r.Cores)
+	fmt.Fprintf(w, "faults: %d SIGKILLs (about every %.0f ms) at %.1f s; %d Slack socket and %d Discord shard drops (about every %.0f ms); starts by replica %v\n",
+		r.Kills, r.KillEveryMS, r.KilledAtSec, r.SlackDrops, r.DiscordDrops, r.DropEveryMS, r.Starts)
+	printReplicaFigures(w, r)
+	for _, v := range r.Violations {
+		fmt.Fprintf(w, "BROKEN: %s\n", v)
+	}
+	for _, s := range r.OrderDetail {
+		fmt.Fprintf(w, "OUT OF ORDER: %s\n", s)
+	}
+	for _, s := range r.SessionDetail {
+		fmt.Fprintf(w, "SESSION CHANGED: %s\n", s)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}
+
+func printReplicaFigures(w io.Writer, r *replicaResult) {
+	fmt.Fprintf(w, "  %-56s %d (Slack %d, Discord %d), %.1f/s\n", "messages offered", r.MessagesOffered, r.SlackOffered, r.DiscordOffered, r.OfferedPerSec)
+	fmt.Fprintf(w, "  %-56s %d; %d never (%d of them answered or told all the same; %d not dispatched)\n", "acknowledged (Slack ack, Discord inbox record)", r.MessagesAcked, r.NotAcked, r.NotAckedAnswered, r.NotDelivered)
+	fmt.Fprintf(w, "  %-56s %d first, %d redeliveries\n", "Slack deliveries", r.Deliveries, r.Redeliveries)
+	fmt.Fprintf(w, "  %-56s %d\n", "answered exactly once", r.AnsweredOnce)
+	fmt.Fprintf(w, "  %-56s %.1f/s; added latency ms p50 %.1f p90 %.1f p99 %.1f max %.1f\n", "answers while the users talked", r.AnsweredPerSec, r.AddedLatencyMS.P50, r.AddedLatencyMS.P90, r.AddedLatencyMS.P99, r.AddedLatencyMS.Max)
+	fmt.Fprintf(w, "  %-56s %d\n", "sent to the agent more than once (must be 0)", r.DuplicateAgentCalls)
+	fmt.Fprintf(w, "  %-56s %d\n", "answered in more than one message (must be 0)", r.DuplicateReplies)
+	fmt.Fprintf(w, "  %-56s %d\n", "acknowledged, neither answered nor told (must be 0)", r.AckedSilent)
+	fmt.Fprintf(w, "  %-56s %d\n", "order violations within a conversation (must be 0)", r.OrderViolations)
+	fmt.Fprintf(w, "  %-56s %d\n", "sessions changed without expiry or reset (must be 0)", r.SessionChanged)
+	fmt.Fprintf(w, "  %-56s %d; something else %d; answered and told %d; told twice %d\n", "told \"restarted while…\"", r.ToldRestartedChat, r.ToldOther, r.AnsweredAndTold, r.ToldTwice)
+	fmt.Fprintf(w, "  %-56s %d, %d (%d notices matched by conversation)\n", "stray answers, unattributed notices", r.StrayAnswers, r.UnattributedNotices, r.NoticesByConversation)
+}
+
+// replicaComparison is the output of -replicas with several counts.
+type replicaComparison struct {
+	Runs []*replicaResult `json:"runs"`
+}
+
+func printReplicaComparison(w io.Writer, c *replicaComparison) {
+	fmt.Fprintf(w, "%-9s %12s %12s %10s %10s %10s %10s\n", "replicas", "offered/s", "answered/s", "added p50", "added p90", "added p99", "added max")
+	for _, r := range c.Runs {
+		fmt.Fprintf(w, "%-9d %12.1f %12.1f %10.1f %10.1f %10.1f %10.1f\n", r.Replicas, r.OfferedPerSec, r.AnsweredPerSec, r.AddedLatencyMS.P50, r.AddedLatencyMS.P90, r.AddedLatencyMS.P99, r.AddedLatencyMS.Max)
+	}
+	for _, r := range c.Runs {
+		fmt.Fprintf(w, "%d replicas (shards %v):\n", r.Replicas, r.Shards)
+		printReplicaFigures(w, r)
+	}
+}
+
+// runReplicaMode runs -replicas: one run, or one per count to compare.
+func runReplicaMode(ctx context.Context, p params, stdout io.Writer, asJSON bool) error {
+	var runs []*replicaResult
+	for _, n := range p.replicaCounts {
+		if len(p.replicaCounts) > 1 {
+			fmt.Fprintf(p.stderr, "replicas: %d…\n", n)
+		}
+		res, err := runReplicas(ctx, p, n)
+		if err != nil {
+			return fmt.Errorf("%d replicas: %w", n, err)
+		}
+		runs = append(runs, res)
+	}
+	var errs []error
+	for _, r := range runs {
+		errs = append(errs, r.broken())
+	}
+	if len(runs) == 1 {
+		if asJSON {
+			if err := writeJSON(stdout, runs[0]); err != nil {
+				return err
+			}
+		} else {
+			printReplicaTable(stdout, runs[0])
+		}
+		return errors.Join(errs...)
+	}
+	c := &replicaComparison{Runs: runs}
+	if asJSON {
+		if err := writeJSON(stdout, c); err != nil {
+			return err
+		}
+	} else {
+		printReplicaComparison(stdout, c)
+	}
+	return errors.Join(errs...)
+}
