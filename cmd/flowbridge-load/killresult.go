@@ -52,8 +52,10 @@ type killResult struct {
 	// NotAcked were never answered 200 (Slack gave up, or a slash command
 	// the user saw fail); NotAckedAnswered of them were answered or told all
 	// the same, having been recorded before the process died.
-	NotAcked         int `json:"not_acked"`
-	NotAckedAnswered int `json:"not_acked_answered_or_told"`
+	NotAcked int `json:"not_acked"`
+	// NotAckedDetail shows the first of them.
+	NotAckedDetail   []violation `json:"not_acked_detail,omitempty"`
+	NotAckedAnswered int         `json:"not_acked_answered_or_told"`
 	// StrayAnswers carry a marker nobody offered; UnattributedNotices came
 	// in a conversation with no message waiting.
 	StrayAnswers        int `json:"stray_answers"`
@@ -152,6 +154,9 @@ func newKillResult(p params, l *ledger, t0 time.Time) *killResult {
 			add("acknowledged, neither answered nor told", t)
 		}
 		if !t.acked {
+			if len(r.NotAckedDetail) < maxViolations {
+				r.NotAckedDetail = append(r.NotAckedDetail, detail("never acknowledged", t))
+			}
 			r.NotAcked++
 			if t.resolved() {
 				r.NotAckedAnswered++
