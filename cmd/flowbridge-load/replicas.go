@@ -1080,18 +1080,22 @@ func (e *replicaEnv) count(ctx context.Context, driven time.Duration) (*replicaR
 }
 
 // agentView reads each session's messages as the fake agent received them.
-// A conversation's messages must come in the order flowbridge took them on
-// (inboxSeq: the inbox's order, which is the platform's delivery order),
-// all in one session (the run neither resets nor expires one). Messages
-// that came in another order than the user sent them are counted apart:
-// Slack redelivers an event its first delivery left unacknowledged (its
-// process died) after later ones were delivered, so those come late by the
-// platform's doing.
+// A conversation's messages must all go to one session (the run neither
+// resets nor expires one), and come in order. Which order: the user's
+// sending order cannot always be kept, since a platform may deliver a
+// message after a later one (Slack redelivers an event whose first
+// delivery died with its replica after the events that followed it), and
+// two messages sent at once to two replicas are taken on in either order;
+// the order flowbridge takes messages on in (the inbox's seq) is the
+// replicas' order, but within one process messages recorded at once may be
+// numbered in another order than the one they are dispatched in. So a
+// violation is a message the agent received after one that came after it
+// in both orders: sent later and recorded later. Inversions of one order
+// only are counted apart.
 func (e *replicaEnv) agentView(res *replicaResult, inboxSeq map[marker]int64) {
 	sessionsOf := map[int]map[string]bool{}
 	for _, s := range e.ws.Sessions(agentUUID) {
-		lastSent := map[int]marker{}
-		lastTaken := map[int]marker{}
+		seen := map[int][]marker{} // by conversation, in the agent's order
 		for _, msg := range e.ws.Messages(s) {
 			m, ok := findMarker([]byte(msg))
 			if !ok {
@@ -1101,23 +1105,33 @@ func (e *replicaEnv) agentView(res *replicaResult, inboxSeq map[marker]int64) {
 				sessionsOf[m.conv] = map[string]bool{}
 			}
 			sessionsOf[m.conv][s] = true
-			if prev, seen := lastSent[m.conv]; seen && m.seq < prev.seq {
-				res.SendOrderInversions++
-			} else {
-				lastSent[m.conv] = m
+			seq, recorded := inboxSeq[m]
+			var bothLater *marker
+			sentLater, recordedLater := false, false
+			for _, p := range seen[m.conv] {
+				pseq, ok := inboxSeq[p]
+				later := ok && recorded && pseq > seq
+				switch {
+				case p.seq > m.seq && later:
+					bothLater = &p
+				case p.seq > m.seq:
+					sentLater = true
+				case later:
+					recordedLater = true
+				}
 			}
-			seq, taken := inboxSeq[m]
-			if !taken {
-				continue
-			}
-			if prev, seen := lastTaken[m.conv]; seen && seq < inboxSeq[prev] {
+			switch {
+			case bothLater != nil:
 				res.OrderViolations++
 				if len(res.OrderDetail) < maxViolations {
-					res.OrderDetail = append(res.OrderDetail, fmt.Sprintf("session %s: %s (inbox seq %d) after %s (inbox seq %d)", s, m, seq, prev, inboxSeq[prev]))
+					res.OrderDetail = append(res.OrderDetail, fmt.Sprintf("session %s: %s (inbox seq %d) after %s (inbox seq %d)", s, m, seq, *bothLater, inboxSeq[*bothLater]))
 				}
-				continue
+			case sentLater:
+				res.SendOrderInversions++
+			case recordedLater:
+				res.InboxOrderInversions++
 			}
-			lastTaken[m.conv] = m
+			seen[m.conv] = append(seen[m.conv], m)
 		}
 	}
 	for conv, ss := range sessionsOf {
@@ -1167,24 +1181,24 @@ type replicaResult struct {
 	EndToEndMS     quantiles `json:"end_to_end_ms"`
 
 	// OrderViolations count messages the agent received after one of their
-	// conversation that flowbridge took on later (inbox order);
+	// conversation both sent and recorded in the inbox after them;
 	// SessionChanged, conversations whose messages went to more than one
-	// session. Both must be 0. SendOrderInversions count messages the agent
-	// received after one their user sent later: Slack's redelivery of an
-	// event whose first delivery died with its process comes after later
-	// events, so these are the platform's doing, counted, not failed.
-	OrderViolations     int      `json:"order_violations"`
-	SendOrderInversions int      `json:"send_order_inversions"`
-	SessionChanged      int      `json:"sessions_changed"`
-	OrderDetail         []string `json:"order_detail,omitempty"`
-	SessionDetail       []string `json:"session_detail,omitempty"`
+	// session. Both must be 0. SendOrderInversions and InboxOrderInversions
+	// count messages received after one that came later in one of the two
+	// orders only (see agentView): counted, not failed.
+	OrderViolations      int      `json:"order_violations"`
+	SendOrderInversions  int      `json:"send_order_inversions"`
+	InboxOrderInversions int      `json:"inbox_order_inversions"`
+	SessionChanged       int      `json:"sessions_changed"`
+	OrderDetail          []string `json:"order_detail,omitempty"`
+	SessionDetail        []string `json:"session_detail,omitempty"`
 }
 
 // broken returns the promises the run saw broken, or nil.
 func (r *replicaResult) broken() error {
 	errs := []error{r.killResult.broken()}
 	if r.OrderViolations > 0 {
-		errs = append(errs, fmt.Errorf("%d messages reached the agent after one of their conversation taken on later", r.OrderViolations))
+		errs = append(errs, fmt.Errorf("%d messages reached the agent after one of their conversation sent and recorded after them", r.OrderViolations))
 	}
 	if r.SessionChanged > 0 {
 		errs = append(errs, fmt.Errorf("%d conversations changed session with no reset or expiry", r.SessionChanged))
@@ -1225,7 +1239,7 @@ func printReplicaFigures(w io.Writer, r *replicaResult) {
 	fmt.Fprintf(w, "  %-56s %d\n", "sent to the agent more than once (must be 0)", r.DuplicateAgentCalls)
 	fmt.Fprintf(w, "  %-56s %d\n", "answered in more than one message (must be 0)", r.DuplicateReplies)
 	fmt.Fprintf(w, "  %-56s %d\n", "acknowledged, neither answered nor told (must be 0)", r.AckedSilent)
-	fmt.Fprintf(w, "  %-56s %d (behind a message sent later: %d)\n", "order violations within a conversation (must be 0)", r.OrderViolations, r.SendOrderInversions)
+	fmt.Fprintf(w, "  %-56s %d (behind one only sent later: %d, only recorded later: %d)\n", "order violations within a conversation (must be 0)", r.OrderViolations, r.SendOrderInversions, r.InboxOrderInversions)
 	fmt.Fprintf(w, "  %-56s %d\n", "sessions changed without expiry or reset (must be 0)", r.SessionChanged)
 	fmt.Fprintf(w, "  %-56s %d; something else %d; answered and told %d; told twice %d\n", "told \"restarted while…\"", r.ToldRestartedChat, r.ToldOther, r.AnsweredAndTold, r.ToldTwice)
 	fmt.Fprintf(w, "  %-56s %d, %d (%d notices matched by conversation)\n", "stray answers, unattributed notices", r.StrayAnswers, r.UnattributedNotices, r.NoticesByConversation)

@@ -279,13 +279,21 @@ func TestAgentView(t *testing.T) {
 	c := session()
 	say(c, marker{2, 1})
 	say(c, marker{2, 0})
-	inbox := map[marker]int64{{0, 0}: 1, {0, 1}: 2, {0, 2}: 3, {0, 3}: 4, {1, 0}: 5, {1, 1}: 6, {2, 1}: 7, {2, 0}: 8}
-	e := &replicaEnv{ws: ws, convs: []*repConv{{id: 0, platform: "slack", kind: "thread"}, {id: 1, platform: "discord", kind: "dm"}, {id: 2, platform: "slack", kind: "dm"}}}
+	// Conversation 3: recorded in another order than sent, answered in
+	// sending order, as one process may.
+	d := session()
+	say(d, marker{3, 0})
+	say(d, marker{3, 1})
+	inbox := map[marker]int64{{0, 0}: 1, {0, 1}: 2, {0, 2}: 3, {0, 3}: 4, {1, 0}: 5, {1, 1}: 6, {2, 1}: 7, {2, 0}: 8, {3, 1}: 9, {3, 0}: 10}
+	e := &replicaEnv{ws: ws, convs: []*repConv{{id: 0, platform: "slack", kind: "thread"}, {id: 1, platform: "discord", kind: "dm"}, {id: 2, platform: "slack", kind: "dm"}, {id: 3, platform: "discord", kind: "channel"}}}
 	var res replicaResult
 	e.agentView(&res, inbox)
-	if res.OrderViolations != 1 || res.SessionChanged != 1 || res.SendOrderInversions != 2 {
-		t.Errorf("order violations %d, sessions changed %d, send order inversions %d; want 1, 1 and 2 (%q %q)",
-			res.OrderViolations, res.SessionChanged, res.SendOrderInversions, res.OrderDetail, res.SessionDetail)
+	if res.OrderViolations != 1 || res.SessionChanged != 1 || res.SendOrderInversions != 1 || res.InboxOrderInversions != 1 {
+		t.Errorf("order violations %d, sessions changed %d, send order inversions %d, inbox order inversions %d; want 1, 1, 1 and 1 (%q %q)",
+			res.OrderViolations, res.SessionChanged, res.SendOrderInversions, res.InboxOrderInversions, res.OrderDetail, res.SessionDetail)
+	}
+	if len(res.OrderDetail) != 1 || !strings.Contains(res.OrderDetail[0], marker{0, 1}.String()+" (inbox seq 2) after "+marker{0, 2}.String()) {
+		t.Errorf("order detail %q, want %s after %s", res.OrderDetail, marker{0, 1}, marker{0, 2})
 	}
 	if res.Replicas = 2; res.broken() == nil {
 		t.Error("broken() = nil with an order violation and a changed session")
