@@ -159,6 +159,7 @@ type replicaEnv struct {
 	fronts   []*httptest.Server
 	frontTrs []*http.Transport
 	reps     []*replica
+	admin    *http.Client // for the replicas' /readyz
 	convs    []*repConv
 	think    time.Duration
 	t0       time.Time
@@ -188,7 +189,8 @@ func runReplicas(ctx context.Context, p params, n int) (res *replicaResult, err 
 	if err != nil {
 		return nil, err
 	}
-	e := &replicaEnv{p: p, n: n, dir: dir, live: newLedger(), svc: make(map[marker]time.Duration)}
+	e := &replicaEnv{p: p, n: n, dir: dir, live: newLedger(), svc: make(map[marker]time.Duration),
+		admin: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}}
 	defer func() {
 		if cerr := e.close(); cerr != nil && err == nil {
 			err = cerr
@@ -527,15 +529,8 @@ func (e *replicaEnv) waitReady(ctx context.Context, r *replica) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.admin+"/readyz", nil)
-		if err != nil {
-			return err
-		}
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		if e.ready(ctx, r) {
+			return nil
 		}
 		select {
 		case <-r.proc.done:
@@ -545,6 +540,32 @@ func (e *replicaEnv) waitReady(ctx context.Context, r *replica) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// allReady reports whether every replica's /readyz answers 200 now.
+func (e *replicaEnv) allReady(ctx context.Context) bool {
+	for _, r := range e.reps {
+		if !e.ready(ctx, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// ready asks r's /readyz once.
+func (e *replicaEnv) ready(ctx context.Context, r *replica) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.admin+"/readyz", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := e.admin.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // exitedAlone returns an error for the first replica whose process ended
@@ -575,7 +596,7 @@ func (e *replicaEnv) run(ctx context.Context) (*replicaResult, error) {
 	e.t0 = time.Now()
 	for _, c := range e.convs {
 		users.Go(func() {
-			if err := e.converse(drive, c); err != nil {
+			if err := e.converse(drive, ctx, c); err != nil {
 				stopDriving(err)
 			}
 		})
@@ -614,8 +635,9 @@ func (e *replicaEnv) run(ctx context.Context) (*replicaResult, error) {
 }
 
 // converse is one user: a burst of messages, a wait until each is answered
-// or told (at most -reply-timeout), a pause, again, until drive ends.
-func (e *replicaEnv) converse(drive context.Context, c *repConv) error {
+// or told (at most -reply-timeout), a pause, again, until drive ends. Sends
+// use ctx, so a burst begun when drive ends is sent whole.
+func (e *replicaEnv) converse(drive, ctx context.Context, c *repConv) error {
 	cycle := e.think + time.Duration(e.p.Burst)*e.p.APILatency
 	wait := time.Duration(0)
 	if cycle > 0 {
@@ -627,12 +649,9 @@ func (e *replicaEnv) converse(drive context.Context, c *repConv) error {
 		}
 		var dones []chan struct{}
 		for range e.p.Burst {
-			o, err := e.send(drive, c, seq)
+			o, err := e.send(ctx, c, seq)
 			seq++
 			if err != nil {
-				if drive.Err() != nil {
-					return nil
-				}
 				return fmt.Errorf("conversation %d: %w", c.id, err)
 			}
 			dones = append(dones, o.t.done)
@@ -859,8 +878,10 @@ func (e *replicaEnv) inbox(ctx context.Context) (map[string]int64, error) {
 }
 
 // settle waits, at most -reply-timeout, until every acknowledged message is
-// answered or told, the bridges have called no fake for quietFor, and an
-// event left on a socket that died has had its deadline to be redelivered.
+// answered or told, the bridges have called no fake for quietFor, an event
+// left on a socket that died has had its deadline to be redelivered, and
+// every replica is ready again: a shard that was dropped has resumed, and
+// so been replayed what it missed.
 func (e *replicaEnv) settle(ctx context.Context) error {
 	deadline := time.Now().Add(e.p.ReplyTimeout)
 	tick := time.NewTicker(200 * time.Millisecond)
@@ -883,7 +904,7 @@ func (e *replicaEnv) settle(ctx context.Context) error {
 		idle := time.Since(e.touched)
 		sinceFault := time.Since(e.lastFault)
 		e.mu.Unlock()
-		if waiting == 0 && idle >= quietFor && sinceFault > e.p.SlackAckTimeout+quietFor || time.Now().After(deadline) {
+		if waiting == 0 && idle >= quietFor && sinceFault > e.p.SlackAckTimeout+quietFor && e.allReady(ctx) || time.Now().After(deadline) {
 			return nil
 		}
 		select {
@@ -924,6 +945,7 @@ func (e *replicaEnv) close() error {
 			errs = append(errs, err)
 		}
 	}
+	e.admin.CloseIdleConnections()
 	for i, f := range e.fronts {
 		f.CloseClientConnections()
 		f.Close()
