@@ -59,6 +59,10 @@ const (
 	// gives each its ID, so a notice referencing it is matched before the
 	// fake has answered the send. Far above the fake's own snowflakes.
 	discordMessageBase = 4_000_000_000_000_000_000
+	// settleTimeout bounds the wait for the last answers once the users
+	// stop. It outlasts flowbridge's default conversation lease (15 s): a
+	// conversation whose replica died waits for its lease to lapse.
+	settleTimeout = 30 * time.Second
 )
 
 // defaultTestDSN is the database -dsn defaults to when
@@ -877,13 +881,13 @@ func (e *replicaEnv) inbox(ctx context.Context) (map[string]int64, error) {
 	return out, nil
 }
 
-// settle waits, at most -reply-timeout, until every acknowledged message is
-// answered or told, the bridges have called no fake for quietFor, an event
-// left on a socket that died has had its deadline to be redelivered, and
-// every replica is ready again: a shard that was dropped has resumed, and
-// so been replayed what it missed.
+// settle waits, at most settleTimeout (or -reply-timeout if longer), until
+// every acknowledged message is answered or told, the bridges have called
+// no fake for quietFor, an event left on a socket that died has had its
+// deadline to be redelivered, and every replica is ready again: a shard
+// that was dropped has resumed, and so been replayed what it missed.
 func (e *replicaEnv) settle(ctx context.Context) error {
-	deadline := time.Now().Add(e.p.ReplyTimeout)
+	deadline := time.Now().Add(max(e.p.ReplyTimeout, settleTimeout))
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -1084,14 +1088,36 @@ func (e *replicaEnv) count(ctx context.Context, driven time.Duration) (*replicaR
 		if !o.sent {
 			res.NotDelivered++
 		}
-	}
-	seqOf := map[marker]int64{}
-	for m, o := range byMarker {
-		if seq, ok := inbox[o.key]; ok {
-			seqOf[m] = seq
+		if !acked[o] && o.conv.platform == "discord" {
+			res.DiscordNotAcked++
 		}
 	}
-	e.agentView(res, seqOf)
+	ord := order{seq: map[marker]int64{}, offered: map[marker]time.Time{}, acked: map[marker]time.Time{}}
+	var firstAck map[string]time.Time // by event_id
+	if e.slack != nil {
+		firstAck = map[string]time.Time{}
+		event := map[string]string{}
+		for _, d := range e.slack.Deliveries() {
+			event[d.EnvelopeID] = d.EventID
+		}
+		for _, a := range e.slack.Acks() {
+			if id := event[a.EnvelopeID]; id != "" {
+				if at, ok := firstAck[id]; !ok || a.At.Before(at) {
+					firstAck[id] = a.At
+				}
+			}
+		}
+	}
+	for m, o := range byMarker {
+		if seq, ok := inbox[o.key]; ok {
+			ord.seq[m] = seq
+		}
+		ord.offered[m] = o.t.offered
+		if o.conv.platform == "slack" {
+			ord.acked[m] = firstAck[o.eventID]
+		}
+	}
+	e.agentView(res, ord)
 	for i := range res.Violations {
 		v := &res.Violations[i]
 		if o := byMarker[markerOf(v.Marker)]; o != nil {
@@ -1101,20 +1127,30 @@ func (e *replicaEnv) count(ctx context.Context, driven time.Duration) (*replicaR
 	return res, nil
 }
 
+// order is what agentView judges the agent's order by, per message: its
+// inbox seq (the order flowbridge recorded it in), when it was sent, and,
+// for Slack, when its first acknowledgement came (after it was recorded).
+type order struct {
+	seq     map[marker]int64
+	offered map[marker]time.Time
+	acked   map[marker]time.Time // Slack messages only
+}
+
 // agentView reads each session's messages as the fake agent received them.
 // A conversation's messages must all go to one session (the run neither
 // resets nor expires one), and come in order. Which order: the user's
-// sending order cannot always be kept, since a platform may deliver a
-// message after a later one (Slack redelivers an event whose first
-// delivery died with its replica after the events that followed it), and
-// two messages sent at once to two replicas are taken on in either order;
-// the order flowbridge takes messages on in (the inbox's seq) is the
-// replicas' order, but within one process messages recorded at once may be
-// numbered in another order than the one they are dispatched in. So a
-// violation is a message the agent received after one that came after it
-// in both orders: sent later and recorded later. Inversions of one order
-// only are counted apart.
-func (e *replicaEnv) agentView(res *replicaResult, inboxSeq map[marker]int64) {
+// sending order cannot always be kept. A platform may deliver a message
+// after a later one (Slack redelivers an event whose first delivery died
+// with its replica after the events that followed it); two messages sent
+// at once to two replicas are recorded in either order, and one recorded
+// first may be committed, and so seen, last; one process may record
+// messages that arrive together in another order than it dispatches them.
+// So a violation is a message the agent received after one that came after
+// it in every order the harness can see: sent later, recorded later and,
+// on Slack, sent only after this one had been acknowledged (so recorded
+// and committed before the other existed). Inversions of sending order
+// short of that are counted apart.
+func (e *replicaEnv) agentView(res *replicaResult, ord order) {
 	sessionsOf := map[int]map[string]bool{}
 	for _, s := range e.ws.Sessions(agentUUID) {
 		seen := map[int][]marker{} // by conversation, in the agent's order
@@ -1127,15 +1163,17 @@ func (e *replicaEnv) agentView(res *replicaResult, inboxSeq map[marker]int64) {
 				sessionsOf[m.conv] = map[string]bool{}
 			}
 			sessionsOf[m.conv][s] = true
-			seq, recorded := inboxSeq[m]
-			var bothLater *marker
+			seq, recorded := ord.seq[m]
+			var violated *marker
 			sentLater, recordedLater := false, false
 			for _, p := range seen[m.conv] {
-				pseq, ok := inboxSeq[p]
+				pseq, ok := ord.seq[p]
 				later := ok && recorded && pseq > seq
+				ackedAt, slack := ord.acked[m]
+				before := !slack || !ackedAt.IsZero() && ackedAt.Before(ord.offered[p])
 				switch {
-				case p.seq > m.seq && later:
-					bothLater = &p
+				case p.seq > m.seq && later && before:
+					violated = &p
 				case p.seq > m.seq:
 					sentLater = true
 				case later:
@@ -1143,10 +1181,10 @@ func (e *replicaEnv) agentView(res *replicaResult, inboxSeq map[marker]int64) {
 				}
 			}
 			switch {
-			case bothLater != nil:
+			case violated != nil:
 				res.OrderViolations++
 				if len(res.OrderDetail) < maxViolations {
-					res.OrderDetail = append(res.OrderDetail, fmt.Sprintf("session %s: %s (inbox seq %d) after %s (inbox seq %d)", s, m, seq, *bothLater, inboxSeq[*bothLater]))
+					res.OrderDetail = append(res.OrderDetail, fmt.Sprintf("session %s: %s (inbox seq %d) after %s (inbox seq %d)", s, m, seq, *violated, ord.seq[*violated]))
 				}
 			case sentLater:
 				res.SendOrderInversions++
@@ -1197,13 +1235,16 @@ type replicaResult struct {
 	DiscordOffered int `json:"discord_offered"`
 	// NotDelivered are messages the fake could not dispatch: no replica had
 	// identified their Discord shard yet.
-	NotDelivered   int       `json:"not_delivered"`
-	AnsweredPerSec float64   `json:"answered_per_sec"`
-	AddedLatencyMS quantiles `json:"added_latency_ms"`
-	EndToEndMS     quantiles `json:"end_to_end_ms"`
+	NotDelivered int `json:"not_delivered"`
+	// DiscordNotAcked are the Discord messages never recorded: sent to a
+	// shard whose replica was down or dying.
+	DiscordNotAcked int       `json:"discord_not_acked"`
+	AnsweredPerSec  float64   `json:"answered_per_sec"`
+	AddedLatencyMS  quantiles `json:"added_latency_ms"`
+	EndToEndMS      quantiles `json:"end_to_end_ms"`
 
 	// OrderViolations count messages the agent received after one of their
-	// conversation both sent and recorded in the inbox after them;
+	// conversation that came after them in every order seen (agentView);
 	// SessionChanged, conversations whose messages went to more than one
 	// session. Both must be 0. SendOrderInversions and InboxOrderInversions
 	// count messages received after one that came later in one of the two
@@ -1254,7 +1295,7 @@ func printReplicaTable(w io.Writer, r *replicaResult) {
 
 func printReplicaFigures(w io.Writer, r *replicaResult) {
 	fmt.Fprintf(w, "  %-56s %d (Slack %d, Discord %d), %.1f/s\n", "messages offered", r.MessagesOffered, r.SlackOffered, r.DiscordOffered, r.OfferedPerSec)
-	fmt.Fprintf(w, "  %-56s %d; %d never (%d of them answered or told all the same; %d not dispatched)\n", "acknowledged (Slack ack, Discord inbox record)", r.MessagesAcked, r.NotAcked, r.NotAckedAnswered, r.NotDelivered)
+	fmt.Fprintf(w, "  %-56s %d; %d never (%d on Discord; %d answered or told all the same; %d not dispatched)\n", "acknowledged (Slack ack, Discord inbox record)", r.MessagesAcked, r.NotAcked, r.DiscordNotAcked, r.NotAckedAnswered, r.NotDelivered)
 	fmt.Fprintf(w, "  %-56s %d first, %d redeliveries\n", "Slack deliveries", r.Deliveries, r.Redeliveries)
 	fmt.Fprintf(w, "  %-56s %d\n", "answered exactly once", r.AnsweredOnce)
 	fmt.Fprintf(w, "  %-56s %.1f/s; added latency ms p50 %.1f p90 %.1f p99 %.1f max %.1f\n", "answers while the users talked", r.AnsweredPerSec, r.AddedLatencyMS.P50, r.AddedLatencyMS.P90, r.AddedLatencyMS.P99, r.AddedLatencyMS.Max)

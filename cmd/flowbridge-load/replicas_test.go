@@ -284,12 +284,25 @@ func TestAgentView(t *testing.T) {
 	d := session()
 	say(d, marker{3, 0})
 	say(d, marker{3, 1})
-	inbox := map[marker]int64{{0, 0}: 1, {0, 1}: 2, {0, 2}: 3, {0, 3}: 4, {1, 0}: 5, {1, 1}: 6, {2, 1}: 7, {2, 0}: 8, {3, 1}: 9, {3, 0}: 10}
-	e := &replicaEnv{ws: ws, convs: []*repConv{{id: 0, platform: "slack", kind: "thread"}, {id: 1, platform: "discord", kind: "dm"}, {id: 2, platform: "slack", kind: "dm"}, {id: 3, platform: "discord", kind: "channel"}}}
+	// Conversation 4, on Slack: sent 0 then 1, recorded so, answered 1
+	// then 0; but 1 was sent before 0 was acknowledged: the two were in
+	// flight at once, and 0 may have been committed, and so seen, last.
+	f := session()
+	say(f, marker{4, 1})
+	say(f, marker{4, 0})
+	t0 := time.Unix(1_700_000_000, 0)
+	ord := order{
+		seq: map[marker]int64{{0, 0}: 1, {0, 1}: 2, {0, 2}: 3, {0, 3}: 4, {1, 0}: 5, {1, 1}: 6, {2, 1}: 7, {2, 0}: 8, {3, 1}: 9, {3, 0}: 10, {4, 0}: 11, {4, 1}: 12},
+		offered: map[marker]time.Time{{0, 0}: t0, {0, 1}: t0.Add(time.Second), {0, 2}: t0.Add(2 * time.Second), {0, 3}: t0.Add(3 * time.Second),
+			{4, 0}: t0, {4, 1}: t0.Add(time.Millisecond)},
+		acked: map[marker]time.Time{{0, 0}: t0.Add(10 * time.Millisecond), {0, 1}: t0.Add(time.Second + 10*time.Millisecond), {0, 2}: t0.Add(2*time.Second + 10*time.Millisecond),
+			{0, 3}: t0.Add(3*time.Second + 10*time.Millisecond), {4, 0}: t0.Add(5 * time.Millisecond), {4, 1}: t0.Add(6 * time.Millisecond)},
+	}
+	e := &replicaEnv{ws: ws, convs: []*repConv{{id: 0, platform: "slack", kind: "thread"}, {id: 1, platform: "discord", kind: "dm"}, {id: 2, platform: "slack", kind: "dm"}, {id: 3, platform: "discord", kind: "channel"}, {id: 4, platform: "slack", kind: "thread"}}}
 	var res replicaResult
-	e.agentView(&res, inbox)
-	if res.OrderViolations != 1 || res.SessionChanged != 1 || res.SendOrderInversions != 1 || res.InboxOrderInversions != 1 {
-		t.Errorf("order violations %d, sessions changed %d, send order inversions %d, inbox order inversions %d; want 1, 1, 1 and 1 (%q %q)",
+	e.agentView(&res, ord)
+	if res.OrderViolations != 1 || res.SessionChanged != 1 || res.SendOrderInversions != 2 || res.InboxOrderInversions != 1 {
+		t.Errorf("order violations %d, sessions changed %d, send order inversions %d, inbox order inversions %d; want 1, 1, 2 and 1 (%q %q)",
 			res.OrderViolations, res.SessionChanged, res.SendOrderInversions, res.InboxOrderInversions, res.OrderDetail, res.SessionDetail)
 	}
 	if len(res.OrderDetail) != 1 || !strings.Contains(res.OrderDetail[0], marker{0, 1}.String()+" (inbox seq 2) after "+marker{0, 2}.String()) {
