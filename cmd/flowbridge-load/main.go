@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"syscall"
 	"time"
 
@@ -223,6 +224,9 @@ func (p *params) validateReplicas() error {
 		errs = append(errs, err)
 	}
 	p.replicaCounts = counts
+	if p.Platform == "discord" && slices.Max(append(counts, 0)) > replicaShards {
+		errs = append(errs, fmt.Errorf("-platform discord: at most %d replicas, one per Discord shard (a third would have no platform)", replicaShards))
+	}
 	if p.Store != "postgres" {
 		errs = append(errs, fmt.Errorf("-store %q: -replicas share one PostgreSQL database, want -store postgres", p.Store))
 	}

@@ -203,6 +203,7 @@ func TestReplicaFlags(t *testing.T) {
 		{[]string{"-replicas", "2", "-store", "postgres", "-long-flows", "1"}, "-long-flows"},
 		{[]string{"-replicas", "2", "-store", "postgres", "-sweep"}, "do not combine"},
 		{[]string{"-drop-every", "1s"}, "-drop-every needs -replicas"},
+		{[]string{"-replicas", "3", "-store", "postgres", "-platform", "discord"}, "at most 2 replicas"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
