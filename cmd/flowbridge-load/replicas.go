@@ -1005,12 +1005,16 @@ func (e *replicaEnv) count(ctx context.Context, driven time.Duration) (*replicaR
 	e.mu.Unlock()
 
 	agentCalls := 0
+	called := map[marker]time.Time{} // each message's first request
 	for _, r := range e.ws.Requests() {
 		if r.Method != http.MethodPost || !strings.HasSuffix(r.Path, "/chat") {
 			continue
 		}
 		if m, ok := findMarker(r.Body); ok {
 			agentCalls++
+			if _, seen := called[m]; !seen {
+				called[m] = r.At
+			}
 			recs = append(recs, record{r.At, func() { l.call(m) }})
 		}
 	}
@@ -1092,7 +1096,7 @@ func (e *replicaEnv) count(ctx context.Context, driven time.Duration) (*replicaR
 			res.DiscordNotAcked++
 		}
 	}
-	ord := order{seq: map[marker]int64{}, offered: map[marker]time.Time{}, acked: map[marker]time.Time{}}
+	ord := order{seq: map[marker]int64{}, called: called, acked: map[marker]time.Time{}}
 	var firstAck map[string]time.Time // by event_id
 	if e.slack != nil {
 		firstAck = map[string]time.Time{}
@@ -1112,7 +1116,6 @@ func (e *replicaEnv) count(ctx context.Context, driven time.Duration) (*replicaR
 		if seq, ok := inbox[o.key]; ok {
 			ord.seq[m] = seq
 		}
-		ord.offered[m] = o.t.offered
 		if o.conv.platform == "slack" {
 			ord.acked[m] = firstAck[o.eventID]
 		}
@@ -1128,12 +1131,13 @@ func (e *replicaEnv) count(ctx context.Context, driven time.Duration) (*replicaR
 }
 
 // order is what agentView judges the agent's order by, per message: its
-// inbox seq (the order flowbridge recorded it in), when it was sent, and,
-// for Slack, when its first acknowledgement came (after it was recorded).
+// inbox seq (the order flowbridge recorded it in), when its first request
+// reached the agent, and, for Slack, when its first acknowledgement came
+// (after it was recorded and committed).
 type order struct {
-	seq     map[marker]int64
-	offered map[marker]time.Time
-	acked   map[marker]time.Time // Slack messages only
+	seq    map[marker]int64
+	called map[marker]time.Time
+	acked  map[marker]time.Time // Slack messages only
 }
 
 // agentView reads each session's messages as the fake agent received them.
@@ -1147,9 +1151,10 @@ type order struct {
 // messages that arrive together in another order than it dispatches them.
 // So a violation is a message the agent received after one that came after
 // it in every order the harness can see: sent later, recorded later and,
-// on Slack, sent only after this one had been acknowledged (so recorded
-// and committed before the other existed). Inversions of sending order
-// short of that are counted apart.
+// on Slack, sent to the agent only after this one had been acknowledged
+// (so this one was committed, and pending in the inbox, when the other was
+// chosen to go first). Inversions of sending order short of that are
+// counted apart.
 func (e *replicaEnv) agentView(res *replicaResult, ord order) {
 	sessionsOf := map[int]map[string]bool{}
 	for _, s := range e.ws.Sessions(agentUUID) {
@@ -1170,7 +1175,7 @@ func (e *replicaEnv) agentView(res *replicaResult, ord order) {
 				pseq, ok := ord.seq[p]
 				later := ok && recorded && pseq > seq
 				ackedAt, slack := ord.acked[m]
-				before := !slack || !ackedAt.IsZero() && ackedAt.Before(ord.offered[p])
+				before := !slack || !ackedAt.IsZero() && ackedAt.Before(ord.called[p])
 				switch {
 				case p.seq > m.seq && later && before:
 					violated = &p

@@ -286,16 +286,16 @@ func TestAgentView(t *testing.T) {
 	say(d, marker{3, 0})
 	say(d, marker{3, 1})
 	// Conversation 4, on Slack: sent 0 then 1, recorded so, answered 1
-	// then 0; but 1 was sent before 0 was acknowledged: the two were in
-	// flight at once, and 0 may have been committed, and so seen, last.
+	// then 0; but 1 reached the agent before 0 was acknowledged: 0 may
+	// have been committed, and so seen, only after 1 was chosen.
 	f := session()
 	say(f, marker{4, 1})
 	say(f, marker{4, 0})
 	t0 := time.Unix(1_700_000_000, 0)
 	ord := order{
 		seq: map[marker]int64{{0, 0}: 1, {0, 1}: 2, {0, 2}: 3, {0, 3}: 4, {1, 0}: 5, {1, 1}: 6, {2, 1}: 7, {2, 0}: 8, {3, 1}: 9, {3, 0}: 10, {4, 0}: 11, {4, 1}: 12},
-		offered: map[marker]time.Time{{0, 0}: t0, {0, 1}: t0.Add(time.Second), {0, 2}: t0.Add(2 * time.Second), {0, 3}: t0.Add(3 * time.Second),
-			{4, 0}: t0, {4, 1}: t0.Add(time.Millisecond)},
+		called: map[marker]time.Time{{0, 0}: t0, {0, 1}: t0.Add(time.Second), {0, 2}: t0.Add(2 * time.Second), {0, 3}: t0.Add(3 * time.Second),
+			{4, 0}: t0.Add(9 * time.Millisecond), {4, 1}: t0.Add(4 * time.Millisecond)},
 		acked: map[marker]time.Time{{0, 0}: t0.Add(10 * time.Millisecond), {0, 1}: t0.Add(time.Second + 10*time.Millisecond), {0, 2}: t0.Add(2*time.Second + 10*time.Millisecond),
 			{0, 3}: t0.Add(3*time.Second + 10*time.Millisecond), {4, 0}: t0.Add(5 * time.Millisecond), {4, 1}: t0.Add(6 * time.Millisecond)},
 	}
