@@ -1189,7 +1189,11 @@ func (e *replicaEnv) agentView(res *replicaResult, ord order) {
 			case violated != nil:
 				res.OrderViolations++
 				if len(res.OrderDetail) < maxViolations {
-					res.OrderDetail = append(res.OrderDetail, fmt.Sprintf("session %s: %s (inbox seq %d) after %s (inbox seq %d)", s, m, seq, *violated, ord.seq[*violated]))
+					d := fmt.Sprintf("session %s: %s (inbox seq %d) after %s (inbox seq %d, at the agent %.3f s)", s, m, seq, *violated, ord.seq[*violated], ord.called[*violated].Sub(e.t0).Seconds())
+					if at := ord.acked[m]; !at.IsZero() {
+						d += fmt.Sprintf("; the first acknowledged at %.3f s", at.Sub(e.t0).Seconds())
+					}
+					res.OrderDetail = append(res.OrderDetail, d)
 				}
 			case sentLater:
 				res.SendOrderInversions++

@@ -97,10 +97,9 @@ func checkPromises(t *testing.T, got replicaResult) {
 // must leave no process, file or schema behind.
 //
 // Each user sends one message at a time (-burst 1). With bursts, two
-// messages of one conversation reach both replicas at once, and the core
-// does not yet keep one conversation on one replica at a time (the
-// README's "not shared yet"): the run rightly reports order violations and
-// changed sessions then. Once it does, this test should send bursts.
+// messages of one conversation reach both replicas at once; under SIGKILLs
+// such runs still count a few order violations (see the README's
+// "Replicas under crashes and drops"), which this test would then report.
 func TestRunReplicasKill(t *testing.T) {
 	t.Parallel()
 	dsn := testDSN(t)
@@ -164,7 +163,7 @@ func processesUnder(t *testing.T, dir string) []string {
 
 // TestRunReplicasDrop runs two replicas while the fakes drop Slack sockets
 // and Discord shards under them: both must be survived with the promises
-// kept and nothing lost. Bursts of 1, as TestRunReplicasKill says why.
+// kept and nothing lost. Bursts of 1, as in TestRunReplicasKill.
 func TestRunReplicasDrop(t *testing.T) {
 	t.Parallel()
 	dsn := testDSN(t)
