@@ -465,7 +465,7 @@ chat_timeout = "2m"
 [store]
 driver = "postgres"
 dsn = %q
-
+%s
 [bridge]
 max_in_flight = %d
 shutdown_grace = %q
@@ -482,7 +482,7 @@ format = "json"
 name = "helper"
 uuid = %q
 default = true
-`, e.wsSrv.URL, e.dsn, e.p.Conversations*e.p.Burst+256, shutdownGrace.String(), r.admin, agentUUID)
+`, e.wsSrv.URL, e.dsn, leaseKey(e.p.LeaseTTL), e.p.Conversations*e.p.Burst+256, shutdownGrace.String(), r.admin, agentUUID)
 	if slackAPI != "" {
 		fmt.Fprintf(&b, `
 [slack]
@@ -510,6 +510,15 @@ shard_ids = [%s]
 `, e.discord.Token(), e.discord.ApplicationID(), discordAPI, replicaShards, strings.Join(ids, ", "))
 	}
 	return b.String()
+}
+
+// leaseKey is the config line for store.lease_ttl, left out (flowbridge's
+// default) when d is zero.
+func leaseKey(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return fmt.Sprintf("lease_ttl = %q\n", d.String())
 }
 
 // startReplica starts r's process, its log numbered by its starts.

@@ -105,7 +105,7 @@ func TestRunReplicasKill(t *testing.T) {
 	dsn := testDSN(t)
 	tmp := t.TempDir()
 	args := []string{"-json", "-replicas", "2", "-store", "postgres", "-dsn", dsn, "-kill-every", "700ms", "-duration", "3s", "-burst", "1",
-		"-slack-ack-timeout", "1s", "-conversations", "40", "-rate", "40", "-reply-timeout", "8s", "-tmpdir", tmp, "-flowbridge", flowbridgeBin(t)}
+		"-slack-ack-timeout", "1s", "-lease-ttl", "1s", "-conversations", "40", "-rate", "40", "-reply-timeout", "8s", "-tmpdir", tmp, "-flowbridge", flowbridgeBin(t)}
 	got, runErr := runReplicasJSON(t, args)
 	checkPromises(t, got)
 	if runErr != nil {
@@ -168,7 +168,7 @@ func TestRunReplicasDrop(t *testing.T) {
 	t.Parallel()
 	dsn := testDSN(t)
 	args := []string{"-json", "-replicas", "2", "-store", "postgres", "-dsn", dsn, "-drop-every", "250ms", "-duration", "2500ms", "-burst", "1",
-		"-slack-ack-timeout", "1s", "-conversations", "40", "-rate", "40", "-reply-timeout", "8s", "-tmpdir", t.TempDir(), "-flowbridge", flowbridgeBin(t)}
+		"-slack-ack-timeout", "1s", "-lease-ttl", "1s", "-conversations", "40", "-rate", "40", "-reply-timeout", "8s", "-tmpdir", t.TempDir(), "-flowbridge", flowbridgeBin(t)}
 	got, runErr := runReplicasJSON(t, args)
 	checkPromises(t, got)
 	if runErr != nil {
