@@ -199,7 +199,7 @@ func (s *Store) changeLocked(next store.InboxEntry, prev *hotEntry, inFile bool,
 	// synced within lazySync. What a power cut in that window costs is a
 	// needless "restarted while answering" notice, never a message sent
 	// twice or one dropped.
-	lazy := next.State == store.Answered
+	lazy := next.State == store.Answered || s.jrn.allLazy
 	seg, end, err := s.jrn.append(fr, lazy)
 	if err != nil {
 		return nil, err

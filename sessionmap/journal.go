@@ -51,8 +51,10 @@ var errJournalBroken = errors.New("journal unusable after a failed write")
 // a sync share the next one (group commit). Nothing waits for a goroutine
 // to be scheduled, which on a busy machine costs more than the sync.
 type journal struct {
-	base   string // the store's path; segments are base + journalSuffix + n
-	noSync bool
+	base      string // the store's path; segments are base + journalSuffix + n
+	noSync    bool
+	allLazy   bool          // every frame is lazy (Options.SyncInterval)
+	lazyEvery time.Duration // how soon a lazy frame is synced
 
 	mu        sync.Mutex // guards the fields below, and writes to f
 	f         *os.File
@@ -79,12 +81,17 @@ const lazySync = 5 * time.Millisecond
 const segmentChunk = 8 << 20
 
 // openJournal starts a journal writing to segment seg (which must not exist).
-func openJournal(base string, seg int, noSync bool) (*journal, error) {
+// Every frame is lazy when syncEvery is more than zero, and synced within it.
+func openJournal(base string, seg int, noSync bool, syncEvery time.Duration) (*journal, error) {
 	f, err := createSegment(base, seg)
 	if err != nil {
 		return nil, err
 	}
-	return &journal{base: base, noSync: noSync, f: f, seg: seg, syncedSeg: seg}, nil
+	j := &journal{base: base, noSync: noSync, f: f, seg: seg, syncedSeg: seg, lazyEvery: lazySync, allLazy: syncEvery > 0}
+	if syncEvery > 0 {
+		j.lazyEvery = syncEvery
+	}
+	return j, nil
 }
 
 func createSegment(base string, seg int) (*os.File, error) {
@@ -163,7 +170,7 @@ func (j *journal) append(fr []byte, lazy bool) (seg int, end int64, err error) {
 	if lazy && !j.lazyArmed {
 		j.lazyArmed = true
 		j.lazyTimers.Add(1)
-		time.AfterFunc(lazySync, func() {
+		time.AfterFunc(j.lazyEvery, func() {
 			defer j.lazyTimers.Done()
 			j.mu.Lock()
 			j.lazyArmed = false

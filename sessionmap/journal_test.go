@@ -305,3 +305,38 @@ func TestJournalLazySync(t *testing.T) {
 		}
 	})
 }
+
+// TestJournalSyncInterval: with Options.SyncInterval every change returns
+// once written, and is synced within the interval.
+func TestJournalSyncInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := openTest(t, Options{CheckpointEvery: time.Hour, SyncInterval: 20 * time.Millisecond})
+		if _, err := s.Receive(store.InboxEntry{Key: "k", Event: []byte("e")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkSent("k", time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		synced := func() (int64, int64) {
+			j := s.jrn
+			j.syncMu.Lock()
+			defer j.syncMu.Unlock()
+			j.mu.Lock()
+			defer j.mu.Unlock()
+			return j.syncedOff, j.off
+		}
+		if got, end := synced(); got == end {
+			t.Fatalf("after Receive and MarkSent: synced to %d of %d at once, want it left to the interval", got, end)
+		}
+		time.Sleep(19 * time.Millisecond)
+		synctest.Wait()
+		if got, end := synced(); got == end {
+			t.Fatalf("synced before the interval ended")
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if got, end := synced(); got != end {
+			t.Errorf("after the interval: synced to %d of %d", got, end)
+		}
+	})
+}

@@ -112,6 +112,14 @@ type Options struct {
 	// guarded: a read that faults or panics on damage fails with
 	// ErrCorrupt, not the process (see Health).
 	Check CheckMode
+	// SyncInterval is the inbox journal's sync policy. Zero (the default)
+	// syncs each change before its method returns: what is acknowledged
+	// survives a power cut. More than zero returns once the change is
+	// written, which no crash of the process can undo, and syncs within
+	// SyncInterval: a power cut or a kernel crash can lose the changes of
+	// that last interval, acknowledged or not. It costs an fdatasync per
+	// interval instead of one per group of concurrent changes.
+	SyncInterval time.Duration
 	// CheckpointEvery is how often the inbox journal is applied to the file
 	// (see hot.go); zero or negative means DefaultCheckpointEvery.
 	CheckpointEvery time.Duration
@@ -248,7 +256,7 @@ func Open(path string, opts Options) (s *Store, err error) {
 	s.hot.init()
 	next, err := s.replay()
 	if err == nil {
-		s.jrn, err = openJournal(path, next, opts.NoSync)
+		s.jrn, err = openJournal(path, next, opts.NoSync, opts.SyncInterval)
 	}
 	if err != nil {
 		_ = db.Close()

@@ -312,7 +312,7 @@ chat_timeout = "2m"
 
 [store]
 path = %q
-
+%s
 [bridge]
 max_in_flight = %d
 shutdown_grace = %q
@@ -347,7 +347,7 @@ bot_token = %q
 signing_secret = %q
 listen = %q
 api_url = %q
-`, e.wsSrv.URL, filepath.Join(e.dir, "flowbridge.db"), e.p.Conversations+256, shutdownGrace.String(),
+`, e.wsSrv.URL, filepath.Join(e.dir, "flowbridge.db"), syncIntervalKey(e.p.SyncInterval), e.p.Conversations+256, shutdownGrace.String(),
 		agentUUID, killFlowUUID, e.slack.BotToken(), slackSecret, listen, e.front.URL+"/api/")
 }
 

@@ -200,7 +200,7 @@ chat_timeout = "2m"
 
 [store]
 path = %q
-
+%s
 [bridge]
 max_in_flight = %d
 shutdown_grace = %q
@@ -230,7 +230,7 @@ uuid = %q
 description = "A flow that returns at once"
 timeout = "60s"
 allow = ["everyone"]
-`, e.ws.URL(), filepath.Join(e.dir, "flowbridge.db"), p.Conversations+p.LongFlows+256, shutdownGrace.String(), indicatorDelayKey(p.IndicatorDelay),
+`, e.ws.URL(), filepath.Join(e.dir, "flowbridge.db"), syncIntervalKey(p.SyncInterval), p.Conversations+p.LongFlows+256, shutdownGrace.String(), indicatorDelayKey(p.IndicatorDelay),
 		agentUUID, longFlowUUID, (p.LongFlowDuration + time.Minute).Round(time.Second).String(), quickFlowUUID)
 	if slackAPI != "" {
 		fmt.Fprintf(&b, `
@@ -254,6 +254,15 @@ api_url = %q
 `, e.discord.Token(), e.discord.ApplicationID(), guildID, discordAPI)
 	}
 	return b.String()
+}
+
+// syncIntervalKey is the config line for store.sync_interval, left out at
+// the default so that builds from before the key can be measured too.
+func syncIntervalKey(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return fmt.Sprintf("sync_interval = %q\n", d.String())
 }
 
 // defaultIndicatorDelay is flowbridge's default working_indicator_delay.

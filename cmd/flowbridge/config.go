@@ -72,6 +72,11 @@ type StoreConfig struct {
 	// renewed: how long a dead replica's conversations wait for another.
 	// Driver postgres only.
 	LeaseTTL Duration `toml:"lease_ttl"`
+	// SyncInterval is the bbolt inbox journal's sync policy: 0 syncs each
+	// change before it is acknowledged or acted on; more than 0 writes it
+	// at once (a crash of the process loses nothing) and syncs within this
+	// long (a power cut can lose that much). Driver bbolt only.
+	SyncInterval Duration `toml:"sync_interval"`
 }
 
 // BridgeConfig sets the core's limits.
@@ -200,6 +205,7 @@ var (
 	maxRetriesRange     = intRange{min: 0, max: 10}
 	auditRetentionRange = durationRange{zero: "keep forever", min: time.Hour, max: 87600 * time.Hour}
 	leaseTTLRange       = durationRange{min: time.Second, max: 5 * time.Minute}
+	syncIntervalRange   = durationRange{zero: "sync before each acknowledgement", min: time.Millisecond, max: time.Second}
 	queueSizeRange      = intRange{min: 1, max: 10000}
 	maxInFlightRange    = intRange{min: 1, max: 100000}
 	flowTimeoutRange    = durationRange{min: time.Second, max: time.Hour}
@@ -887,6 +893,7 @@ func (c *Config) checkStore(ps *problems) {
 	}
 	ps.duration("store.audit_retention", st.AuditRetention, auditRetentionRange)
 	ps.duration("store.lease_ttl", st.LeaseTTL, leaseTTLRange)
+	ps.duration("store.sync_interval", st.SyncInterval, syncIntervalRange)
 }
 
 func (c *Config) checkBridge(ps *problems) {
