@@ -173,29 +173,46 @@ func (s *Store) insertBatch(batch []*receiveReq) {
 	}
 }
 
-// insertKeys inserts batch in one statement and returns the keys it
-// inserted.
+// lockConversations takes a transaction's advisory lock on each of the
+// batch's conversations, in one order (the subquery's) so that two batches
+// never wait on each other. Why: seqs are given when a row is inserted and
+// become visible when its transaction commits, and two replicas' inserts
+// of one conversation could commit in the other order than their seqs. A
+// holder that read the inbox between the two commits would see the higher
+// seq alone and run it first. Under the lock, a conversation's entries
+// commit in seq order, so what a reader sees of it is always a prefix.
+const lockConversations = `
+	SELECT pg_advisory_xact_lock(h) FROM (
+		SELECT DISTINCT hashtextextended(c, 0) AS h FROM unnest($1::text[]) AS c
+		WHERE c <> '' ORDER BY 1) AS convs`
+
+// insertKeys inserts batch in one transaction (the lock, then one statement;
+// one round trip) and returns the keys it inserted.
 func (s *Store) insertKeys(batch []*receiveReq) (map[string]bool, error) {
 	ctx, cancel, err := s.op()
 	if err != nil {
 		return nil, err
 	}
 	defer cancel()
-	if len(batch) == 1 { // alone: the plain statement takes half the time
-		e := batch[0].e
-		tag, err := s.pool.Exec(ctx, receiveOne, e.Key, e.Conversation, e.Event, e.Received, int16(store.Received))
-		return map[string]bool{e.Key: err == nil && tag.RowsAffected() == 1}, err
-	}
 	keys, convs := make([]string, len(batch)), make([]string, len(batch))
 	events, received := make([][]byte, len(batch)), make([]time.Time, len(batch))
 	for i, r := range batch {
 		keys[i], convs[i], events[i], received[i] = r.e.Key, r.e.Conversation, r.e.Event, r.e.Received
 	}
-	rows, err := s.pool.Query(ctx, receiveBatch, keys, convs, events, received, int16(store.Received))
-	if err != nil {
-		return nil, err
+	// A batch of statements runs as one implicit transaction.
+	b := &pgx.Batch{}
+	b.Queue(lockConversations, convs)
+	if len(batch) == 1 { // alone: the plain statement takes half the time
+		e := batch[0].e
+		b.Queue(receiveOne, e.Key, e.Conversation, e.Event, e.Received, int16(store.Received))
+	} else {
+		b.Queue(receiveBatch, keys, convs, events, received, int16(store.Received))
 	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	br := s.pool.SendBatch(ctx, b)
+	got, err := readInserted(br, len(batch) == 1, keys)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -204,6 +221,26 @@ func (s *Store) insertKeys(batch []*receiveReq) (map[string]bool, error) {
 		inserted[k] = true
 	}
 	return inserted, nil
+}
+
+// readInserted reads insertKeys' results: the lock's, then the keys the
+// insert wrote.
+func readInserted(br pgx.BatchResults, one bool, keys []string) ([]string, error) {
+	if _, err := br.Exec(); err != nil {
+		return nil, err
+	}
+	if one {
+		tag, err := br.Exec()
+		if err != nil || tag.RowsAffected() != 1 {
+			return nil, err
+		}
+		return keys[:1], nil
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 // errAnswered is a state change asked of an entry that is answered.

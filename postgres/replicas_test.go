@@ -224,3 +224,65 @@ func TestTokens(t *testing.T) {
 		t.Error("PutToken with an empty ID = nil, want an error")
 	}
 }
+
+// TestReceiveCommitsInSeqOrder: while another replica's insert into a
+// conversation is uncommitted, a Receive of the same conversation waits for
+// it, so entries of one conversation commit in seq order and a holder never
+// sees a later entry without the earlier ones.
+func TestReceiveCommitsInSeqOrder(t *testing.T) {
+	t.Parallel()
+	s, dsn := openEmpty(t, Options{})
+	ctx := t.Context()
+	// Advisory locks are the database's, not a schema's: a name no other
+	// test uses.
+	conv := "c/seq-order"
+	other, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close(context.Background()) })
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(ctx, lockConversations, []string{conv}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO inbox (key, conversation, event, received, updated, state) VALUES ('k/first', $1, 'x', now(), now(), 1)`, conv); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Receive(store.InboxEntry{Key: "k/second", Conversation: conv, Event: []byte("y")})
+		done <- err
+	}()
+	// Wait until the Receive waits on the conversation's lock; returning
+	// first would mean it did not take it.
+	for {
+		select {
+		case err := <-done:
+			t.Fatalf("Receive returned (%v) while an insert of its conversation was uncommitted", err)
+		default:
+		}
+		var waiting int
+		err := other.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+			AND ((classid::bigint << 32) | objid::bigint) = hashtextextended($1, 0)`, conv).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.PendingOf(ctx, conv)
+	if err != nil || len(got) != 2 || got[0].Key != "k/first" || got[1].Key != "k/second" || got[0].Seq >= got[1].Seq {
+		t.Errorf("PendingOf(c/1) = %+v, %v; want k/first then k/second, in seq order", got, err)
+	}
+}
