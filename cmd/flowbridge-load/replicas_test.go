@@ -96,15 +96,13 @@ func checkPromises(t *testing.T, got replicaResult) {
 // ms: the promises must hold, the kills must have happened, and the run
 // must leave no process, file or schema behind.
 //
-// Each user sends one message at a time (-burst 1). With bursts, two
-// messages of one conversation reach both replicas at once; under SIGKILLs
-// such runs still count a few order violations (see the README's
-// "Replicas under crashes and drops"), which this test would then report.
+// Each user sends two messages at once (-burst 2), so two messages of one
+// conversation reach both replicas at once and their order is at stake.
 func TestRunReplicasKill(t *testing.T) {
 	t.Parallel()
 	dsn := testDSN(t)
 	tmp := t.TempDir()
-	args := []string{"-json", "-replicas", "2", "-store", "postgres", "-dsn", dsn, "-kill-every", "700ms", "-duration", "3s", "-burst", "1",
+	args := []string{"-json", "-replicas", "2", "-store", "postgres", "-dsn", dsn, "-kill-every", "700ms", "-duration", "3s", "-burst", "2",
 		"-slack-ack-timeout", "1s", "-lease-ttl", "1s", "-conversations", "40", "-rate", "40", "-reply-timeout", "8s", "-tmpdir", tmp, "-flowbridge", flowbridgeBin(t)}
 	got, runErr := runReplicasJSON(t, args)
 	checkPromises(t, got)
@@ -163,11 +161,11 @@ func processesUnder(t *testing.T, dir string) []string {
 
 // TestRunReplicasDrop runs two replicas while the fakes drop Slack sockets
 // and Discord shards under them: both must be survived with the promises
-// kept and nothing lost. Bursts of 1, as in TestRunReplicasKill.
+// kept and nothing lost. Bursts of 2, as in TestRunReplicasKill.
 func TestRunReplicasDrop(t *testing.T) {
 	t.Parallel()
 	dsn := testDSN(t)
-	args := []string{"-json", "-replicas", "2", "-store", "postgres", "-dsn", dsn, "-drop-every", "250ms", "-duration", "2500ms", "-burst", "1",
+	args := []string{"-json", "-replicas", "2", "-store", "postgres", "-dsn", dsn, "-drop-every", "250ms", "-duration", "2500ms", "-burst", "2",
 		"-slack-ack-timeout", "1s", "-lease-ttl", "1s", "-conversations", "40", "-rate", "40", "-reply-timeout", "8s", "-tmpdir", t.TempDir(), "-flowbridge", flowbridgeBin(t)}
 	got, runErr := runReplicasJSON(t, args)
 	checkPromises(t, got)
