@@ -145,7 +145,6 @@ type Store struct {
 	ckKick chan struct{}
 	ckStop chan struct{}
 	ckDone chan struct{}
-	ckErr  atomic.Pointer[error]
 
 	// damage is the first damage a read ran into; once set, every call
 	// fails with it (see guard).
