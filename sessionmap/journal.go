@@ -353,3 +353,19 @@ func readSegment(base string, seg int, fn func(payload []byte) error) (torn int6
 		off += frameHeader + int64(n)
 	}
 }
+
+// JournalSegments lists the journal segment files beside the store file at
+// path, oldest first: the changes a process that stopped without its last
+// checkpoint (a crash) left for the next Open to apply. A clean Close
+// leaves none.
+func JournalSegments(path string) ([]string, error) {
+	segs, err := segments(path)
+	if err != nil {
+		return nil, fmt.Errorf("journal of %s: %w", path, err)
+	}
+	out := make([]string, len(segs))
+	for i, n := range segs {
+		out[i] = segmentPath(path, n)
+	}
+	return out, nil
+}

@@ -3,11 +3,17 @@ package main
 import (
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/flowbridge/flowbridge/bridge/store"
+	"github.com/flowbridge/flowbridge/sessionmap"
 )
 
 // TestConfigStore: the driver decides which of path and dsn is needed, and
@@ -70,5 +76,46 @@ func TestBackupWithoutFile(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/backup", nil))
 	if rec.Code != http.StatusNotImplemented || !strings.Contains(rec.Body.String(), "pg_dump") {
 		t.Errorf("GET /backup = %d %q, want 501 pointing to pg_dump", rec.Code, rec.Body)
+	}
+}
+
+// TestStoreCheckNamesJournal: a store a crash left with journal segments
+// checks OK and says the segments hold changes the next start applies.
+func TestStoreCheckNamesJournal(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "store.db")
+	st, err := sessionmap.Open(path, sessionmap.Options{CheckpointEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Receive(store.InboxEntry{Key: "k", Conversation: "c", Event: []byte("e")}); err != nil {
+		t.Fatal(err)
+	}
+	// Copy the files as they are now, as a SIGKILL would leave them.
+	crash := filepath.Join(t.TempDir(), "store.db")
+	names, err := filepath.Glob(path + "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(crash+strings.TrimPrefix(name, path), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCmd(t, nil, "", "store", "check", "-file", crash)
+	if err != nil || !strings.Contains(out, "OK") || !strings.Contains(out, "1 journal segment(s)") {
+		t.Errorf("store check of a crashed store = %v:\n%s", err, out)
+	}
+	out, _, err = runCmd(t, nil, "", "store", "check", "-file", path)
+	if err != nil || strings.Contains(out, "journal") {
+		t.Errorf("store check of a cleanly closed store = %v:\n%s; want no journal named", err, out)
 	}
 }
