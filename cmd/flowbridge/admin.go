@@ -9,7 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"strconv"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -160,20 +160,8 @@ func adminHandler(cfg AdminConfig, d adminDeps) http.Handler {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
-	private.HandleFunc("GET /api/audit", func(w http.ResponseWriter, r *http.Request) {
-		f, err := auditFilterFromQuery(r.URL.Query())
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		list, err := d.store.Audit(f)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		writeJSON(w, http.StatusOK, list)
-	})
-	private.HandleFunc("GET /api/feedback", feedbackHandler(d.store))
+	private.HandleFunc("GET /api/audit", listHandler(auditFilterFromQuery, d.store.Audit))
+	private.HandleFunc("GET /api/feedback", listHandler(feedbackFilterFromQuery, d.store.Votes))
 	// Profiles of the running bridge, for measuring it under load.
 	private.HandleFunc("GET /debug/pprof/", pprof.Index)
 	private.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
@@ -210,27 +198,13 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // auditFilterFromQuery reads since, until (RFC 3339 or a duration ago), flow,
 // user, outcome and limit.
-func auditFilterFromQuery(q map[string][]string) (store.AuditFilter, error) {
-	get := func(k string) string {
-		if v := q[k]; len(v) > 0 {
-			return v[0]
-		}
-		return ""
-	}
+func auditFilterFromQuery(q url.Values) (store.AuditFilter, error) {
 	var f store.AuditFilter
 	var err error
-	if f.Since, err = parseWhen(get("since"), time.Now()); err != nil {
-		return f, fmt.Errorf("since: %w", err)
+	if f.Since, f.Until, f.Limit, err = timeAndLimit(q); err != nil {
+		return f, err
 	}
-	if f.Until, err = parseWhen(get("until"), time.Now()); err != nil {
-		return f, fmt.Errorf("until: %w", err)
-	}
-	f.Flow, f.User, f.Outcome = get("flow"), get("user"), get("outcome")
-	if l := get("limit"); l != "" {
-		if f.Limit, err = strconv.Atoi(l); err != nil || f.Limit < 0 {
-			return f, fmt.Errorf("limit: %q is not a count", l)
-		}
-	}
+	f.Flow, f.User, f.Outcome = q.Get("flow"), q.Get("user"), q.Get("outcome")
 	return f, nil
 }
 

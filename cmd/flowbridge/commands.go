@@ -491,34 +491,15 @@ func cmdAudit(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return &usageError{err.Error()}
 	}
-	st, admin, err := openCLIStore(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	var list []store.AuditEntry
-	if st != nil {
-		defer st.Close()
-		list, err = st.Audit(filter)
-		err = storeError(cfg, err)
-	} else {
-		err = admin.get(ctx, "/api/audit?"+q.Encode(), &list)
-	}
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return writeJSONLines(env.stdout, list)
-	}
-	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tPLATFORM\tUSER\tCHANNEL\tFLOW\tOUTCOME\tDURATION\tPARAMETERS")
-	for _, e := range list {
-		var ps []string
-		for _, k := range slices.Sorted(maps.Keys(e.Params)) {
-			ps = append(ps, tableValue(k)+"="+tableValue(e.Params[k]))
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Time.UTC().Format(time.RFC3339), e.Platform, e.User, e.Channel, e.Flow, e.Outcome, e.Duration.Round(time.Millisecond), strings.Join(ps, " "))
-	}
-	return tw.Flush()
+	return listRecords(ctx, env, cfg, "/api/audit", q, func(st cliStore) ([]store.AuditEntry, error) { return st.Audit(filter) }, *asJSON,
+		"TIME\tPLATFORM\tUSER\tCHANNEL\tFLOW\tOUTCOME\tDURATION\tPARAMETERS",
+		func(e store.AuditEntry) string {
+			var ps []string
+			for _, k := range slices.Sorted(maps.Keys(e.Params)) {
+				ps = append(ps, tableValue(k)+"="+tableValue(e.Params[k]))
+			}
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", e.Time.UTC().Format(time.RFC3339), e.Platform, e.User, e.Channel, e.Flow, e.Outcome, e.Duration.Round(time.Millisecond), strings.Join(ps, " "))
+		})
 }
 
 // tableValue quotes text from users that could break the table's layout or

@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/url"
-	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/flowbridge/flowbridge/bridge/store"
@@ -36,31 +33,12 @@ func cmdFeedback(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return &usageError{err.Error()}
 	}
-	st, admin, err := openCLIStore(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	var list []store.Vote
-	if st != nil {
-		defer st.Close()
-		list, err = st.Votes(filter)
-		err = storeError(cfg, err)
-	} else {
-		err = admin.get(ctx, "/api/feedback?"+q.Encode(), &list)
-	}
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return writeJSONLines(env.stdout, list)
-	}
-	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tPLATFORM\tUSER\tAGENT\tVOTE\tCONVERSATION\tSESSION\tREPLY")
-	for _, v := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Time.UTC().Format(time.RFC3339), v.Platform, tableValue(v.User),
-			tableValue(v.Agent), v.Value, tableValue(v.Conversation), tableValue(v.Session), tableValue(v.Reply))
-	}
-	return tw.Flush()
+	return listRecords(ctx, env, cfg, "/api/feedback", q, func(st cliStore) ([]store.Vote, error) { return st.Votes(filter) }, *asJSON,
+		"TIME\tPLATFORM\tUSER\tAGENT\tVOTE\tCONVERSATION\tSESSION\tREPLY",
+		func(v store.Vote) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", v.Time.UTC().Format(time.RFC3339), v.Platform, tableValue(v.User),
+				tableValue(v.Agent), v.Value, tableValue(v.Conversation), tableValue(v.Session), tableValue(v.Reply))
+		})
 }
 
 // feedbackFilterFromQuery reads since, until (RFC 3339 or a duration ago),
@@ -68,11 +46,8 @@ func cmdFeedback(ctx context.Context, env *environment, args []string) error {
 func feedbackFilterFromQuery(q url.Values) (store.FeedbackFilter, error) {
 	var f store.FeedbackFilter
 	var err error
-	if f.Since, err = parseWhen(q.Get("since"), time.Now()); err != nil {
-		return f, fmt.Errorf("since: %w", err)
-	}
-	if f.Until, err = parseWhen(q.Get("until"), time.Now()); err != nil {
-		return f, fmt.Errorf("until: %w", err)
+	if f.Since, f.Until, f.Limit, err = timeAndLimit(q); err != nil {
+		return f, err
 	}
 	f.Agent, f.User, f.Value, f.Platform = q.Get("agent"), q.Get("user"), q.Get("vote"), q.Get("platform")
 	switch f.Value {
@@ -80,28 +55,5 @@ func feedbackFilterFromQuery(q url.Values) (store.FeedbackFilter, error) {
 	default:
 		return f, fmt.Errorf("vote: %q is neither %s nor %s", f.Value, store.VoteUp, store.VoteDown)
 	}
-	if l := q.Get("limit"); l != "" && l != "0" {
-		if f.Limit, err = strconv.Atoi(l); err != nil || f.Limit < 0 {
-			return f, fmt.Errorf("limit: %q is not a count", l)
-		}
-	}
 	return f, nil
-}
-
-// feedbackHandler serves the votes to "flowbridge feedback" while this
-// process holds the bbolt file.
-func feedbackHandler(st store.Feedback) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		f, err := feedbackFilterFromQuery(r.URL.Query())
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		list, err := st.Votes(f)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		writeJSON(w, http.StatusOK, list)
-	}
 }

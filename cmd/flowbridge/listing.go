@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"text/tabwriter"
+	"time"
+)
+
+// listRecords is what "flowbridge audit" and "flowbridge feedback" share:
+// read the records from the store or, while a running bridge holds the
+// bbolt file, from its admin API at apiPath with the same query, and print
+// them as JSON lines or as a table of header and one row per record.
+func listRecords[T any](ctx context.Context, env *environment, cfg *Config, apiPath string, q url.Values,
+	read func(cliStore) ([]T, error), asJSON bool, header string, row func(T) string) error {
+	st, admin, err := openCLIStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	var list []T
+	if st != nil {
+		defer st.Close()
+		list, err = read(st)
+		err = storeError(cfg, err)
+	} else {
+		err = admin.get(ctx, apiPath+"?"+q.Encode(), &list)
+	}
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSONLines(env.stdout, list)
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, r := range list {
+		fmt.Fprintln(tw, row(r))
+	}
+	return tw.Flush()
+}
+
+// listHandler serves the records a filter read from the query selects, to
+// listRecords on the command line.
+func listHandler[F, T any](filter func(url.Values) (F, error), list func(F) ([]T, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		f, err := filter(r.URL.Query())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		out, err := list(f)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+// timeAndLimit reads the query keys every listing filter has: since and
+// until (RFC 3339, a date, or a duration ago) and limit (0 or absent: all).
+func timeAndLimit(q url.Values) (since, until time.Time, limit int, err error) {
+	if since, err = parseWhen(q.Get("since"), time.Now()); err != nil {
+		return since, until, 0, fmt.Errorf("since: %w", err)
+	}
+	if until, err = parseWhen(q.Get("until"), time.Now()); err != nil {
+		return since, until, 0, fmt.Errorf("until: %w", err)
+	}
+	if l := q.Get("limit"); l != "" {
+		if limit, err = strconv.Atoi(l); err != nil || limit < 0 {
+			return since, until, 0, fmt.Errorf("limit: %q is not a count", l)
+		}
+	}
+	return since, until, limit, nil
+}
