@@ -139,11 +139,7 @@ func runKill(ctx context.Context, p params) (res *killResult, err error) {
 		if cerr := e.close(); cerr != nil && err == nil {
 			err = cerr
 		}
-		if p.keepTemp {
-			fmt.Fprintln(p.stderr, "kept", dir)
-		} else {
-			os.RemoveAll(dir)
-		}
+		keepOrRemove(p, dir)
 	}()
 	if err := e.start(); err != nil {
 		return nil, err
@@ -304,31 +300,8 @@ func freePort() (string, error) {
 // config is the bridge's configuration: Slack in HTTP mode on listen, the
 // fakes' addresses, the store in the temporary directory, and the slow flow.
 func (e *killEnv) config(listen string) string {
-	return fmt.Sprintf(`[workspace]
-base_url = %q
-workspace_uuid = "ws-test"
-api_token = "test-token"
-chat_timeout = "2m"
-
-[store]
-path = %q
-%s
-[bridge]
-max_in_flight = %d
-shutdown_grace = %q
-
-[admin]
-listen = "127.0.0.1:0"
-
-[log]
-level = "info"
-format = "json"
-
-[[agents]]
-name = "helper"
-uuid = %q
-default = true
-
+	return baseConfig(e.wsSrv.URL, fmt.Sprintf("path = %q\n", filepath.Join(e.dir, "flowbridge.db"))+syncIntervalKey(e.p.SyncInterval),
+		e.p.Conversations+256, "", "127.0.0.1:0", "info") + fmt.Sprintf(`
 [[flows]]
 name = "slow"
 uuid = %q
@@ -347,8 +320,7 @@ bot_token = %q
 signing_secret = %q
 listen = %q
 api_url = %q
-`, e.wsSrv.URL, filepath.Join(e.dir, "flowbridge.db"), syncIntervalKey(e.p.SyncInterval), e.p.Conversations+256, shutdownGrace.String(),
-		agentUUID, killFlowUUID, e.slack.BotToken(), slackSecret, listen, e.front.URL+"/api/")
+`, killFlowUUID, e.slack.BotToken(), slackSecret, listen, e.front.URL+"/api/")
 }
 
 // run starts the bridge, kills and restarts it -kills times while the users

@@ -90,11 +90,7 @@ func runOnce(ctx context.Context, p params) (res *result, err error) {
 		if cerr := e.close(); cerr != nil && err == nil {
 			err = cerr
 		}
-		if p.keepTemp {
-			fmt.Fprintln(p.stderr, "kept", dir)
-		} else {
-			os.RemoveAll(dir)
-		}
+		keepOrRemove(p, dir)
 	}()
 	if err := e.start(ctx); err != nil {
 		return nil, err
@@ -192,31 +188,9 @@ func (e *env) start(ctx context.Context) error {
 func (e *env) config(slackAPI, discordAPI string) string {
 	p := e.p
 	var b strings.Builder
-	fmt.Fprintf(&b, `[workspace]
-base_url = %q
-workspace_uuid = "ws-test"
-api_token = "test-token"
-chat_timeout = "2m"
-
-[store]
-path = %q
-%s
-[bridge]
-max_in_flight = %d
-shutdown_grace = %q
-%s
-[admin]
-listen = "127.0.0.1:0"
-
-[log]
-level = "warn"
-format = "json"
-
-[[agents]]
-name = "helper"
-uuid = %q
-default = true
-
+	b.WriteString(baseConfig(e.ws.URL(), fmt.Sprintf("path = %q\n", filepath.Join(e.dir, "flowbridge.db"))+syncIntervalKey(p.SyncInterval),
+		p.Conversations+p.LongFlows+256, indicatorDelayKey(p.IndicatorDelay), "127.0.0.1:0", "warn"))
+	fmt.Fprintf(&b, `
 [[flows]]
 name = "long"
 uuid = %q
@@ -230,8 +204,7 @@ uuid = %q
 description = "A flow that returns at once"
 timeout = "60s"
 allow = ["everyone"]
-`, e.ws.URL(), filepath.Join(e.dir, "flowbridge.db"), syncIntervalKey(p.SyncInterval), p.Conversations+p.LongFlows+256, shutdownGrace.String(), indicatorDelayKey(p.IndicatorDelay),
-		agentUUID, longFlowUUID, (p.LongFlowDuration + time.Minute).Round(time.Second).String(), quickFlowUUID)
+`, longFlowUUID, (p.LongFlowDuration + time.Minute).Round(time.Second).String(), quickFlowUUID)
 	if slackAPI != "" {
 		fmt.Fprintf(&b, `
 [slack]
@@ -254,6 +227,48 @@ api_url = %q
 `, e.discord.Token(), e.discord.ApplicationID(), guildID, discordAPI)
 	}
 	return b.String()
+}
+
+// baseConfig is the part of the bridge's configuration every mode shares:
+// the fake workspace, the store section's lines, room for every
+// conversation's work (maxInFlight), the bridge section's other lines, the
+// admin listener, the log level and the one agent. Each mode adds its flows
+// and platforms after it.
+func baseConfig(wsURL, storeLines string, maxInFlight int, bridgeLines, adminListen, logLevel string) string {
+	return fmt.Sprintf(`[workspace]
+base_url = %q
+workspace_uuid = "ws-test"
+api_token = "test-token"
+chat_timeout = "2m"
+
+[store]
+%s
+[bridge]
+max_in_flight = %d
+shutdown_grace = %q
+%s
+[admin]
+listen = %q
+
+[log]
+level = %q
+format = "json"
+
+[[agents]]
+name = "helper"
+uuid = %q
+default = true
+`, wsURL, storeLines, maxInFlight, shutdownGrace.String(), bridgeLines, adminListen, logLevel, agentUUID)
+}
+
+// keepOrRemove ends a run's temporary directory: kept and named with -keep,
+// else removed.
+func keepOrRemove(p params, dir string) {
+	if p.keepTemp {
+		fmt.Fprintln(p.stderr, "kept", dir)
+	} else {
+		os.RemoveAll(dir)
+	}
 }
 
 // syncIntervalKey is the config line for store.sync_interval, left out at

@@ -199,11 +199,7 @@ func runReplicas(ctx context.Context, p params, n int) (res *replicaResult, err 
 		if cerr := e.close(); cerr != nil && err == nil {
 			err = cerr
 		}
-		if p.keepTemp {
-			fmt.Fprintln(p.stderr, "kept", dir)
-		} else {
-			os.RemoveAll(dir)
-		}
+		keepOrRemove(p, dir)
 	}()
 	if err := e.start(ctx); err != nil {
 		return nil, err
@@ -456,33 +452,8 @@ func (e *replicaEnv) discordReplies(r *http.Request, body []byte) {
 // Slack in Socket Mode and its Discord shards.
 func (e *replicaEnv) config(r *replica, slackAPI, discordAPI string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, `[workspace]
-base_url = %q
-workspace_uuid = "ws-test"
-api_token = "test-token"
-chat_timeout = "2m"
-
-[store]
-driver = "postgres"
-dsn = %q
-%s
-[bridge]
-max_in_flight = %d
-shutdown_grace = %q
-dedupe_ttl = "1h"
-
-[admin]
-listen = %q
-
-[log]
-level = "info"
-format = "json"
-
-[[agents]]
-name = "helper"
-uuid = %q
-default = true
-`, e.wsSrv.URL, e.dsn, leaseKey(e.p.LeaseTTL), e.p.Conversations*e.p.Burst+256, shutdownGrace.String(), r.admin, agentUUID)
+	b.WriteString(baseConfig(e.wsSrv.URL, fmt.Sprintf("driver = \"postgres\"\ndsn = %q\n", e.dsn)+leaseKey(e.p.LeaseTTL),
+		e.p.Conversations*e.p.Burst+256, "dedupe_ttl = \"1h\"\n", r.admin, "info"))
 	if slackAPI != "" {
 		fmt.Fprintf(&b, `
 [slack]
