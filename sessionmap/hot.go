@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -75,7 +76,9 @@ type hotTurn struct {
 	sess store.Session // as the file will return it
 }
 
+// init empties h.
 func (h *hot) init() {
+	h.turns = nil
 	h.entries = make(map[string]*hotEntry)
 	h.bySess = make(map[string][]*hotTurn)
 	h.byReply = make(map[string]int)
@@ -248,10 +251,7 @@ func (s *Store) checkpoint() error {
 		h.mu.Unlock()
 		return nil
 	}
-	snap := make([]*hotEntry, 0, len(h.entries))
-	for _, he := range h.entries {
-		snap = append(snap, he)
-	}
+	snap := slices.Collect(maps.Values(h.entries))
 	turns := slices.Clone(h.turns)
 	seq := h.seq
 	// Under h.mu, so the segments below the new one hold exactly the
@@ -372,15 +372,12 @@ func (s *Store) replay() (next int, err error) {
 		return 1, nil
 	}
 	for _, seg := range segs {
-		if _, err := readSegment(s.path, seg, s.replayFrame); err != nil {
+		if err := readSegment(s.path, seg, s.replayFrame); err != nil {
 			return 0, fmt.Errorf("journal segment %d: %w", seg, err)
 		}
 	}
 	h := &s.hot
-	snap := make([]*hotEntry, 0, len(h.entries))
-	for _, he := range h.entries {
-		snap = append(snap, he)
-	}
+	snap := slices.Collect(maps.Values(h.entries))
 	if err := s.update(func(tx *bolt.Tx) error { return applyHot(tx, snap, h.turns, h.seq) }); err != nil {
 		return 0, fmt.Errorf("journal: %w", err)
 	}
@@ -545,17 +542,13 @@ func (s *Store) finalCheckpoint() error {
 	h := &s.hot
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	snap := make([]*hotEntry, 0, len(h.entries))
-	for _, he := range h.entries {
-		snap = append(snap, he)
-	}
+	snap := slices.Collect(maps.Values(h.entries))
 	if len(snap) > 0 || len(h.turns) > 0 {
 		if err := s.update(func(tx *bolt.Tx) error { return applyHot(tx, snap, h.turns, h.seq) }); err != nil {
 			return fmt.Errorf("last checkpoint: %w", err)
 		}
 	}
 	h.init()
-	h.turns = nil
 	if err := removeBefore(s.path, s.jrn.current()+1); err != nil {
 		return fmt.Errorf("last checkpoint: %w", err)
 	}

@@ -312,45 +312,42 @@ func removeBefore(base string, seg int) error {
 }
 
 // readSegment calls fn with each whole frame's payload of segment seg, in
-// order, and returns the number of bytes after the last whole frame (a torn
-// tail, which a crash in the middle of a write leaves).
-func readSegment(base string, seg int, fn func(payload []byte) error) (torn int64, err error) {
+// order. It stops quietly at the first frame that does not hold: a torn
+// tail, which a crash in the middle of a write leaves, or space allocated
+// ahead and never written.
+func readSegment(base string, seg int, fn func(payload []byte) error) error {
 	f, err := os.Open(segmentPath(base, seg))
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return 0, err
+		return err
 	}
 	r := bufio.NewReaderSize(f, 1<<16)
-	var off int64
+	left := st.Size()
 	var hdr [frameHeader]byte
 	for {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			return st.Size() - off, nil
+			return nil
 		}
+		// No frame is empty: a zero length is space never written.
 		n := binary.LittleEndian.Uint32(hdr[:])
-		if n == 0 {
-			// Space allocated ahead and never written: the end. No frame
-			// is empty.
-			return st.Size() - off, nil
-		}
-		if n > maxJournalFrame || int64(n) > st.Size()-off-frameHeader {
-			return st.Size() - off, nil
+		if n == 0 || n > maxJournalFrame || int64(n) > left-frameHeader {
+			return nil
 		}
 		payload := make([]byte, n)
 		if _, err := io.ReadFull(r, payload); err != nil {
-			return st.Size() - off, nil
+			return nil
 		}
 		if crc32.Checksum(payload, crcTable) != binary.LittleEndian.Uint32(hdr[4:]) {
-			return st.Size() - off, nil
+			return nil
 		}
 		if err := fn(payload); err != nil {
-			return 0, err
+			return err
 		}
-		off += frameHeader + int64(n)
+		left -= frameHeader + int64(n)
 	}
 }
 

@@ -150,7 +150,7 @@ func TestJournalTornTail(t *testing.T) {
 	}
 	// The segment is allocated ahead: its frames end before its size.
 	var end int64
-	if _, err := readSegment(cp, segs[0], func(p []byte) error { end += frameHeader + int64(len(p)); return nil }); err != nil {
+	if err := readSegment(cp, segs[0], func(p []byte) error { end += frameHeader + int64(len(p)); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Truncate(segmentPath(cp, segs[0]), end-3); err != nil {
