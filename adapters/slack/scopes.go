@@ -1,5 +1,7 @@
 package slack
 
+import "strings"
+
 // baseScopes are the bot scopes every configuration needs.
 var baseScopes = []string{
 	"app_mentions:read", "channels:history", "chat:write", "commands",
@@ -42,6 +44,9 @@ func Requirements(cfg Config) []string {
 	if cfg.Assistant {
 		out = append(out, "slack.assistant needs the "+AssistantScope+" scope, the Agents & AI Apps feature (assistant_view) "+
 			"and the assistant_thread_started and assistant_thread_context_changed bot events")
+	}
+	if cfg.Files {
+		out = append(out, "slack.files needs the "+strings.Join(FileScopes, ", ")+" scopes")
 	}
 	if cfg.FlowForms {
 		out = append(out, "slack.flow_forms needs no scope; its \"Run a flow\" message shortcut needs the shortcut with callback_id "+ShortcutCallback)

@@ -37,14 +37,10 @@ func checkPrompts(ps *problems, key string, a AgentConfig) {
 }
 
 // slackNotes are check-config's lines on the Slack app: the bot scopes the
-// configuration needs, and what each feature it turns on needs added.
+// configuration needs (what each turned-on feature adds is in needs).
 func slackNotes(cfg *Config) []string {
 	if !cfg.Slack.Enabled {
 		return nil
 	}
-	notes := []string{"slack scopes: " + strings.Join(slack.Scopes(cfg.Slack), ", ")}
-	for _, r := range slack.Requirements(cfg.Slack) {
-		notes = append(notes, "needs: "+r+"; regenerate the manifest (flowbridge slack-manifest) and update the app")
-	}
-	return notes
+	return []string{"slack scopes: " + strings.Join(slack.Scopes(cfg.Slack), ", ")}
 }

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/flowbridge/flowbridge/adapters/slack"
 	"github.com/flowbridge/flowbridge/bridge"
 )
@@ -38,8 +35,10 @@ func (c *Config) fileLimits() bridge.FileLimits {
 // reinstall it) and the Discord permissions and install links.
 func (c *Config) needs() []string {
 	var out []string
-	if c.Slack.Enabled && c.Slack.Files {
-		out = append(out, fmt.Sprintf("slack.files: add the bot scopes %s to the Slack app and reinstall it (slack-manifest lists them)", strings.Join(slack.FileScopes, ", ")))
+	if c.Slack.Enabled {
+		for _, r := range slack.Requirements(c.Slack) {
+			out = append(out, r+"; regenerate the manifest (flowbridge slack-manifest) and update the app")
+		}
 	}
 	if c.Discord.Enabled && c.Discord.UserInstall {
 		out = append(out, "discord.user_install: turn on User Install in the Developer Portal (Installation → Installation Contexts) and share the second link discord-invite prints; a user install adds no bot and needs no permission")
