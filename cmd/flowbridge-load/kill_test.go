@@ -12,51 +12,62 @@ import (
 	"time"
 )
 
-// TestRunKillSmoke runs -kill-every briefly against the real binary: three
-// SIGKILLs at a low rate, Slack's redeliveries after each restart. The
+// TestRunKillSmoke runs -kill-every briefly against the real binary, with
+// and without store.sync_interval: three SIGKILLs at a low rate, Slack's redeliveries after each restart. The
 // promises must hold (the three zeros), the kills and redeliveries must have
 // happened, and the run must leave no process and no file behind. It is not
 // parallel: the processes of other tests' runs would be taken for its own.
 func TestRunKillSmoke(t *testing.T) {
-	tmp := t.TempDir()
-	args := []string{"-json", "-kill-every", "300ms", "-kills", "3", "-rate", "30", "-conversations", "30", "-reply-timeout", "5s", "-tmpdir", tmp,
-		"-flowbridge", flowbridgeBin(t)}
-	var out, errOut bytes.Buffer
-	runErr := run(t.Context(), args, &out, &errOut)
-	var got killResult
-	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
-		t.Fatalf("run(%q) = %v; output is not one JSON object: %v\nstdout:\n%s\nstderr:\n%s", args, runErr, err, out.String(), errOut.String())
-	}
-	for _, v := range got.Violations {
-		t.Errorf("broken: %s", v)
-	}
-	if runErr != nil {
-		t.Errorf("run(%q) = %v", args, runErr)
-	}
-	checks := []struct {
-		name string
-		ok   bool
-	}{
-		{"3 kills", got.Kills == 3 && len(got.KilledAtSec) == 3},
-		{"messages and commands offered", got.MessagesOffered > 0 && got.CommandsOffered > 0},
-		{"messages acknowledged", got.MessagesAcked > 0},
-		{"redeliveries sent", got.Redeliveries > 0},
-		{"answered", got.AnsweredOnce > 0 && got.AgentCalls > 0},
-		{"no message sent to the agent twice", got.DuplicateAgentCalls == 0},
-		{"no flow run twice", got.DuplicateFlowRuns == 0},
-		{"no message answered twice", got.DuplicateReplies == 0},
-		{"no acknowledged message left without answer or notice", got.AckedSilent == 0},
-	}
-	for _, c := range checks {
-		if !c.ok {
-			t.Errorf("%s: not so in %s", c.name, out.String())
-		}
-	}
-	if left, _ := os.ReadDir(tmp); len(left) > 0 {
-		t.Errorf("left in -tmpdir: %v", left)
-	}
-	if kids := children(t); len(kids) > 0 {
-		t.Errorf("processes left behind: %v", kids)
+	// The default syncs each change before it is acknowledged; with
+	// store.sync_interval a change is only written first, which must be
+	// enough against SIGKILL.
+	for _, c := range []struct {
+		name  string
+		extra []string
+	}{{"sync each change", nil}, {"sync_interval 10ms", []string{"-sync-interval", "10ms"}}} {
+		t.Run(c.name, func(t *testing.T) {
+			extra := c.extra
+			tmp := t.TempDir()
+			args := append([]string{"-json", "-kill-every", "300ms", "-kills", "3", "-rate", "30", "-conversations", "30", "-reply-timeout", "5s", "-tmpdir", tmp,
+				"-flowbridge", flowbridgeBin(t)}, extra...)
+			var out, errOut bytes.Buffer
+			runErr := run(t.Context(), args, &out, &errOut)
+			var got killResult
+			if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+				t.Fatalf("run(%q) = %v; output is not one JSON object: %v\nstdout:\n%s\nstderr:\n%s", args, runErr, err, out.String(), errOut.String())
+			}
+			for _, v := range got.Violations {
+				t.Errorf("broken: %s", v)
+			}
+			if runErr != nil {
+				t.Errorf("run(%q) = %v", args, runErr)
+			}
+			checks := []struct {
+				name string
+				ok   bool
+			}{
+				{"3 kills", got.Kills == 3 && len(got.KilledAtSec) == 3},
+				{"messages and commands offered", got.MessagesOffered > 0 && got.CommandsOffered > 0},
+				{"messages acknowledged", got.MessagesAcked > 0},
+				{"redeliveries sent", got.Redeliveries > 0},
+				{"answered", got.AnsweredOnce > 0 && got.AgentCalls > 0},
+				{"no message sent to the agent twice", got.DuplicateAgentCalls == 0},
+				{"no flow run twice", got.DuplicateFlowRuns == 0},
+				{"no message answered twice", got.DuplicateReplies == 0},
+				{"no acknowledged message left without answer or notice", got.AckedSilent == 0},
+			}
+			for _, c := range checks {
+				if !c.ok {
+					t.Errorf("%s: not so in %s", c.name, out.String())
+				}
+			}
+			if left, _ := os.ReadDir(tmp); len(left) > 0 {
+				t.Errorf("left in -tmpdir: %v", left)
+			}
+			if kids := children(t); len(kids) > 0 {
+				t.Errorf("processes left behind: %v", kids)
+			}
+		})
 	}
 }
 
