@@ -125,6 +125,7 @@ type Bridge struct {
 	lim     atomic.Pointer[Limits]     // the limits in force; SetLimits replaces them
 	fault   atomic.Pointer[storeFault] // the latest failed store write, until one succeeds
 	rep     *replicas                  // set when replicas share the store
+	staged  StagedInbox                // the store, when it can take entries before they are durable
 	tokens  Tokens                     // set when replicas share the store: button state
 
 	// schedules are listed for admins in /flow help (SetSchedules).
@@ -185,6 +186,8 @@ func New(cfg Config, ws Workspace, st Store, log *zap.Logger) (*Bridge, error) {
 	}
 	if rs, ok := st.(replicaStore); ok {
 		b.rep = newReplicas(rs, cfg.Replicas)
+	} else if si, ok := st.(StagedInbox); ok {
+		b.staged = si
 	}
 	if t, ok := st.(Tokens); ok {
 		b.tokens = t
@@ -242,6 +245,11 @@ type job struct {
 	kind jobKind
 	args string   // command arguments
 	rec  *Receipt // settled once the event is recorded: it may run when rec.err is nil
+	// ready, when set, is closed once the event is written to a StagedInbox
+	// (before it is durable, and before rec settles): the job may start
+	// then, unless readyErr says it is a duplicate or was not written.
+	ready    chan struct{}
+	readyErr error
 }
 
 type jobKind int
@@ -379,6 +387,13 @@ func (b *Bridge) Receive(ev Event) *Receipt {
 		b.wg.Go(func() { b.busy(&j) })
 		return rec
 	}
+	if b.staged != nil && ev.entry != nil && j.kind == jobChat && ev.Ack == nil {
+		// A chat message's request waits for MarkSent's sync anyway: let
+		// that one sync cover its receipt too. Events with an Ack
+		// (Discord's deferral) keep the order acknowledgement, then run.
+		j.ready = make(chan struct{})
+		ev.entry.gate = rec
+	}
 	b.wg.Go(func() { rec.settle(b.record(&j)) })
 	b.enqueueLocked(&j)
 	return rec
@@ -508,9 +523,16 @@ func (b *Bridge) work(c *conversation) {
 		c.queue = c.queue[1:]
 		b.mu.Unlock()
 		b.metrics.queued(-1)
-		<-j.rec.done
+		var err error
+		if j.ready != nil {
+			<-j.ready
+			err = j.readyErr
+		} else {
+			<-j.rec.done
+			err = j.rec.err
+		}
 		switch {
-		case j.rec.err != nil:
+		case err != nil:
 			if j.ev.Done != nil {
 				j.ev.Done()
 			}
@@ -593,6 +615,16 @@ func (b *Bridge) release() {
 // shutdown grace still tells its user, on a fresh context bounded by
 // noticeTimeout.
 func (b *Bridge) send(ctx context.Context, ev Event, r Reply) MessageRef {
+	if e := ev.entry; e != nil && e.gate != nil {
+		if <-e.gate.done; e.gate.err != nil {
+			return "" // not recorded: its user has been told so, and only that
+		}
+	}
+	return b.sendNow(ctx, ev, r)
+}
+
+// sendNow is send without waiting for the event's receipt.
+func (b *Bridge) sendNow(ctx context.Context, ev Event, r Reply) MessageRef {
 	if ctx.Err() != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), noticeTimeout)

@@ -66,6 +66,20 @@ type entry struct {
 	key  string
 	sent bool
 	done bool
+	// gate, when set, is the receipt of an event that started before its
+	// entry was durable (StagedInbox): replies wait for it, so nothing is
+	// posted for an event a power cut could still take back.
+	gate *Receipt
+}
+
+// StagedInbox is implemented by an inbox that can take an entry before it
+// is durable (sessionmap.Store). A chat message then starts at once, and
+// the sync that makes its "sent" state durable before the workspace call
+// makes its "received" state durable too: one sync on the answer's path,
+// not two. durable, set when fresh, returns once the entry is durable; the
+// platform is acknowledged only after it.
+type StagedInbox interface {
+	ReceiveStaged(e store.InboxEntry) (fresh bool, durable func() error, err error)
 }
 
 // storedEvent is an Event as the inbox keeps it: what it takes to run the
@@ -116,6 +130,9 @@ func (b *Bridge) record(j *job) error {
 	if ev.Key == "" {
 		return b.ack(ev)
 	}
+	if j.ready != nil {
+		return b.recordStaged(j)
+	}
 	data, err := encodeEvent(ev)
 	if err == nil {
 		var fresh bool
@@ -133,6 +150,52 @@ func (b *Bridge) record(j *job) error {
 		defer cancel()
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotSaved})
 		return ErrNotSaved
+	}
+	return b.ack(ev)
+}
+
+// recordStaged is record for a job that may start once its entry is
+// written (j.ready), before it is durable; the receipt, and so the
+// platform's acknowledgement and the job's replies, wait for durability.
+func (b *Bridge) recordStaged(j *job) error {
+	ev := j.ev
+	fail := func(err error) error {
+		b.log.Error("event not recorded", zap.String("platform", ev.Platform), zap.String("conversation", ev.Conversation), zap.String("event_key", ev.Key), zap.Error(err))
+		b.metrics.storeFailed("receive")
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 10*time.Second)
+		defer cancel()
+		b.sendNow(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotSaved})
+		return ErrNotSaved
+	}
+	start := func(err error) {
+		j.readyErr = err
+		close(j.ready)
+	}
+	data, err := encodeEvent(ev)
+	var (
+		fresh   bool
+		durable func() error
+	)
+	if err == nil {
+		fresh, durable, err = b.staged.ReceiveStaged(store.InboxEntry{Key: ev.Key, Conversation: ev.Conversation, Event: data, Received: b.cfg.Now()})
+		b.noteStore(err)
+	}
+	switch {
+	case err != nil:
+		start(ErrNotSaved)
+		return fail(err)
+	case !fresh:
+		b.metrics.deduplicated(ev.Platform)
+		start(ErrDuplicate)
+		return ErrDuplicate
+	}
+	start(nil)
+	if err := durable(); err != nil {
+		b.noteStore(err)
+		// The job has started; its replies wait for this receipt and are
+		// dropped when it fails, and its MarkSent fails too (the journal
+		// refuses once a sync failed), so this notice is the user's one.
+		return fail(err)
 	}
 	return b.ack(ev)
 }
@@ -172,6 +235,11 @@ func (b *Bridge) markSent(ctx context.Context, log *zap.Logger, ev Event) bool {
 	}
 	b.noteStore(err)
 	if err != nil {
+		if g := e.gate; g != nil {
+			if <-g.done; g.err != nil {
+				return false // its receipt failed as well, and told the user
+			}
+		}
 		log.Error("inbox state not recorded; request not sent", zap.Error(err))
 		b.metrics.storeFailed("mark_sent")
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotSaved})

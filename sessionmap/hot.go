@@ -195,15 +195,16 @@ func (s *Store) currentLocked(key string) (store.InboxEntry, *hotEntry, error) {
 // after prev (nil: the file's); s.hot.mu is held, so frames reach the
 // journal in the order of the changes. The returned function waits until
 // the frame is durable and, if that fails, puts prev back unless a later
-// change came first.
-func (s *Store) changeLocked(next store.InboxEntry, prev *hotEntry, inFile bool, fr []byte, turn *hotTurn) (wait func() error, err error) {
+// change came first. A staged frame's wait syncs nothing itself: it waits
+// for the next change's sync (or the lazy timer's) to cover it.
+func (s *Store) changeLocked(next store.InboxEntry, prev *hotEntry, inFile bool, fr []byte, turn *hotTurn, staged bool) (wait func() error, err error) {
 	// An answer's frame is the only one nothing outside waits on: written
 	// before Finish returns, no crash of the process can undo it, and it is
 	// synced within lazySync. What a power cut in that window costs is a
 	// needless "restarted while answering" notice, never a message sent
 	// twice or one dropped.
-	lazy := next.State == store.Answered || s.jrn.allLazy
-	seg, end, err := s.jrn.append(fr, lazy)
+	answer := next.State == store.Answered || s.jrn.allLazy
+	seg, end, err := s.jrn.append(fr, answer || staged)
 	if err != nil {
 		return nil, err
 	}
@@ -217,10 +218,15 @@ func (s *Store) changeLocked(next store.InboxEntry, prev *hotEntry, inFile bool,
 		s.kickCheckpoint()
 	}
 	return func() error {
-		if lazy {
+		var err error
+		switch {
+		case answer:
 			return nil
+		case staged:
+			err = s.jrn.awaitSync(seg, end)
+		default:
+			err = s.jrn.syncTo(seg, end)
 		}
-		err := s.jrn.syncTo(seg, end)
 		if err != nil {
 			h.mu.Lock()
 			if h.entries[next.Key] == he {

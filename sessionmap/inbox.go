@@ -59,43 +59,70 @@ const indexFill = 0.9
 // error of this call alone. It returns once the change is in the journal
 // (written and synced with the changes made at the same moment).
 func (s *Store) Receive(e store.InboxEntry) (bool, error) {
+	fresh, durable, err := s.receive(e, false)
+	if err == nil && fresh {
+		err = durable()
+	}
+	if err != nil {
+		return false, fmt.Errorf("receive %q: %w", e.Key, mapClosed(err))
+	}
+	return fresh, nil
+}
+
+// ReceiveStaged is Receive returning as soon as the entry is written and
+// seen by every later call, before it is durable: durable (set when fresh)
+// returns once it is, or why it could not be. It syncs nothing itself, so
+// the entry's next change (MarkSent) pays one sync for both; when none
+// comes, the lazy timer syncs within a few milliseconds. A crash of the
+// process loses nothing written; a power cut can lose an entry whose
+// durable has not returned, which is why the platform is acknowledged
+// only after it does.
+func (s *Store) ReceiveStaged(e store.InboxEntry) (fresh bool, durable func() error, err error) {
+	fresh, wait, err := s.receive(e, true)
+	if err != nil {
+		return false, nil, fmt.Errorf("receive %q: %w", e.Key, mapClosed(err))
+	}
+	if !fresh {
+		return false, nil, nil
+	}
+	return true, func() error {
+		if err := wait(); err != nil {
+			return fmt.Errorf("receive %q: %w", e.Key, mapClosed(err))
+		}
+		return nil
+	}, nil
+}
+
+// receive writes e's Received frame, unless the inbox holds e.Key already,
+// and returns the function that waits for it to be durable.
+func (s *Store) receive(e store.InboxEntry, staged bool) (fresh bool, wait func() error, err error) {
 	if err := checkKey("inbox key", e.Key); err != nil {
-		return false, fmt.Errorf("receive: %w", err)
+		return false, nil, err
 	}
 	if e.Received.IsZero() {
 		e.Received = time.Now()
 	}
 	e.State, e.Seq, e.Updated, e.Reply = store.Received, 0, e.Received, ""
 	if _, err := appendInbox(nil, e); err != nil {
-		return false, fmt.Errorf("receive %q: %w", e.Key, err)
+		return false, nil, err
 	}
 	h := &s.hot
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.entries[e.Key] != nil {
-		h.mu.Unlock()
-		return false, nil
+		return false, nil, nil
 	}
 	held, fileSeq, err := s.fileHolds(e.Key)
 	if err != nil || held {
-		h.mu.Unlock()
-		if err != nil {
-			return false, fmt.Errorf("receive %q: %w", e.Key, err)
-		}
-		return false, nil
+		return false, nil, err
 	}
 	e.Seq = max(h.seq, fileSeq) + 1
-	wait, err := s.changeLocked(e, nil, false, receiveFrame(e), nil)
-	if err == nil {
-		h.seq = e.Seq
-	}
-	h.mu.Unlock()
-	if err == nil {
-		err = wait()
-	}
+	wait, err = s.changeLocked(e, nil, false, receiveFrame(e), nil, staged)
 	if err != nil {
-		return false, fmt.Errorf("receive %q: %w", e.Key, mapClosed(err))
+		return false, nil, err
 	}
-	return true, nil
+	h.seq = e.Seq
+	return true, wait, nil
 }
 
 // MarkSent moves the entry to Sent: its request is about to leave for the
@@ -122,7 +149,7 @@ func (s *Store) MarkSent(key string, now time.Time) error {
 	var wait func() error
 	if err == nil {
 		cur.State, cur.Updated = store.Sent, now
-		wait, err = s.changeLocked(cur, prev, prev == nil || prev.inFile, sentFrame(key, now), nil)
+		wait, err = s.changeLocked(cur, prev, prev == nil || prev.inFile, sentFrame(key, now), nil, false)
 	}
 	h.mu.Unlock()
 	if err == nil {
@@ -168,7 +195,7 @@ func (s *Store) Finish(key, reply string, turn *store.Turn, now time.Time) error
 	if err == nil {
 		cur.State, cur.Reply, cur.Updated, cur.Event = store.Answered, reply, now, nil
 		if _, err = appendInbox(nil, cur); err == nil {
-			wait, err = s.changeLocked(cur, prev, prev == nil || prev.inFile, answeredFrame(key, reply, now, et), ht)
+			wait, err = s.changeLocked(cur, prev, prev == nil || prev.inFile, answeredFrame(key, reply, now, et), ht, false)
 		}
 	}
 	h.mu.Unlock()

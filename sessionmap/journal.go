@@ -63,11 +63,14 @@ type journal struct {
 	allocated int64 // bytes of it allocated ahead (segmentChunk)
 	broken    error
 	stopped   bool
-	lazyArmed bool // a timer will sync lazy frames
+	lazyArmed bool       // a timer will sync lazy frames
+	lazy      []lazyMark // lazy frames, oldest first, until a sync is seen to cover them
 
 	syncMu     sync.Mutex // one fdatasync at a time; guards synced*
 	syncedSeg  int
 	syncedOff  int64
+	syncs      int           // how many syncs syncTo made (tests count them)
+	advanced   chan struct{} // closed, and replaced, when synced* move on or the journal breaks or stops
 	lazyTimers sync.WaitGroup
 }
 
@@ -87,7 +90,7 @@ func openJournal(base string, seg int, noSync bool, syncEvery time.Duration) (*j
 	if err != nil {
 		return nil, err
 	}
-	j := &journal{base: base, noSync: noSync, f: f, seg: seg, syncedSeg: seg, lazyEvery: lazySync, allLazy: syncEvery > 0}
+	j := &journal{base: base, noSync: noSync, f: f, seg: seg, syncedSeg: seg, lazyEvery: lazySync, allLazy: syncEvery > 0, advanced: make(chan struct{})}
 	if syncEvery > 0 {
 		j.lazyEvery = syncEvery
 	}
@@ -167,19 +170,63 @@ func (j *journal) append(fr []byte, lazy bool) (seg int, end int64, err error) {
 		return 0, 0, fmt.Errorf("journal write: %w", err)
 	}
 	j.off += int64(len(fr))
-	if lazy && !j.lazyArmed {
-		j.lazyArmed = true
-		j.lazyTimers.Add(1)
-		time.AfterFunc(j.lazyEvery, func() {
-			defer j.lazyTimers.Done()
-			j.mu.Lock()
-			j.lazyArmed = false
-			seg, end := j.seg, j.off
-			j.mu.Unlock()
-			_ = j.syncTo(seg, end) // a failure breaks the journal; the next append says so
-		})
+	if lazy {
+		j.lazy = append(j.lazy, lazyMark{seg: j.seg, end: j.off, due: time.Now().Add(j.lazyEvery)})
+		if !j.lazyArmed {
+			j.lazyArmed = true
+			j.lazyTimers.Add(1)
+			time.AfterFunc(j.lazyEvery, j.lazyFire)
+		}
 	}
 	return j.seg, j.off, nil
+}
+
+// lazyMark is a lazy frame not known to be synced: where it ends, and by
+// when it must be.
+type lazyMark struct {
+	seg int
+	end int64
+	due time.Time
+}
+
+// lazyFire syncs the lazy frames whose time is up, unless a sync since
+// covered them (as the durable appends made meanwhile usually do, so that
+// under load the timer seldom syncs at all), and waits again for the
+// oldest left.
+func (j *journal) lazyFire() {
+	defer j.lazyTimers.Done()
+	for {
+		j.syncMu.Lock()
+		syncedSeg, syncedOff := j.syncedSeg, j.syncedOff
+		j.syncMu.Unlock()
+		j.mu.Lock()
+		n := 0
+		for n < len(j.lazy) && (j.lazy[n].seg < syncedSeg || (j.lazy[n].seg == syncedSeg && j.lazy[n].end <= syncedOff)) {
+			n++
+		}
+		j.lazy = j.lazy[n:]
+		if len(j.lazy) == 0 {
+			j.lazy = nil
+			j.lazyArmed = false
+			j.mu.Unlock()
+			return
+		}
+		head, last := j.lazy[0], j.lazy[len(j.lazy)-1]
+		if wait := time.Until(head.due); wait > 0 && !j.stopped {
+			j.lazyTimers.Add(1)
+			time.AfterFunc(wait, j.lazyFire)
+			j.mu.Unlock()
+			return
+		}
+		j.mu.Unlock()
+		if err := j.syncTo(last.seg, last.end); err != nil {
+			// The journal is broken: the next append says so.
+			j.mu.Lock()
+			j.lazy, j.lazyArmed = nil, false
+			j.mu.Unlock()
+			return
+		}
+	}
 }
 
 func (j *journal) usableLocked() error {
@@ -196,7 +243,7 @@ func (j *journal) usableLocked() error {
 func (j *journal) syncTo(seg int, end int64) error {
 	j.syncMu.Lock()
 	defer j.syncMu.Unlock()
-	if j.syncedSeg > seg || (j.syncedSeg == seg && j.syncedOff >= end) {
+	if j.syncedLocked(seg, end) {
 		return nil
 	}
 	j.mu.Lock()
@@ -212,11 +259,50 @@ func (j *journal) syncTo(seg int, end int64) error {
 			j.mu.Lock()
 			j.broken = fmt.Errorf("%w: %w", errJournalBroken, err)
 			j.mu.Unlock()
+			j.advanceLocked()
 			return fmt.Errorf("journal sync: %w", err)
 		}
 	}
 	j.syncedSeg, j.syncedOff = cur, off
+	j.syncs++
+	j.advanceLocked()
 	return nil
+}
+
+// syncedLocked reports whether segment seg is synced up to end; syncMu is
+// held.
+func (j *journal) syncedLocked(seg int, end int64) bool {
+	return j.syncedSeg > seg || (j.syncedSeg == seg && j.syncedOff >= end)
+}
+
+// advanceLocked wakes awaitSync's waiters; syncMu is held.
+func (j *journal) advanceLocked() {
+	close(j.advanced)
+	j.advanced = make(chan struct{})
+}
+
+// awaitSync returns once segment seg is synced up to end, like syncTo, but
+// without syncing itself: it waits for a later durable append's sync, or
+// the lazy timer's, to cover the frame, which must have been appended lazy.
+// That lets a change nobody acts on until a later one is made (an event
+// received, then sent to the workspace) share that one's sync.
+func (j *journal) awaitSync(seg int, end int64) error {
+	for {
+		j.syncMu.Lock()
+		if j.syncedLocked(seg, end) {
+			j.syncMu.Unlock()
+			return nil
+		}
+		j.mu.Lock()
+		broken := j.broken
+		j.mu.Unlock()
+		ch := j.advanced
+		j.syncMu.Unlock()
+		if broken != nil {
+			return broken
+		}
+		<-ch
+	}
 }
 
 // allocateLocked makes room for n more bytes ahead of time, in segmentChunk
@@ -246,9 +332,12 @@ func (j *journal) rotate() error {
 	if !j.noSync {
 		if err := fdatasync(j.f); err != nil {
 			j.broken = fmt.Errorf("%w: %w", errJournalBroken, err)
+			j.advanceLocked()
 			return fmt.Errorf("journal sync: %w", err)
 		}
 	}
+	j.syncedSeg, j.syncedOff = j.seg, j.off
+	j.advanceLocked()
 	f, err := createSegment(j.base, j.seg+1)
 	if err != nil {
 		return err
@@ -291,6 +380,12 @@ func (j *journal) close() error {
 	if j.broken == nil && !j.noSync {
 		err = fdatasync(j.f)
 	}
+	if err != nil {
+		j.broken = fmt.Errorf("%w: %w", errJournalBroken, err)
+	} else if j.broken == nil {
+		j.syncedSeg, j.syncedOff = j.seg, j.off
+	}
+	j.advanceLocked()
 	return errors.Join(err, j.f.Close())
 }
 

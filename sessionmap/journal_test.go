@@ -340,3 +340,144 @@ func TestJournalSyncInterval(t *testing.T) {
 		}
 	})
 }
+
+// TestJournalStagedReceive: ReceiveStaged returns once the entry is written
+// (a later call sees it) without syncing; the entry's MarkSent then syncs
+// both frames, so durable returns without a sync of its own; and an entry
+// with no later change is synced by the lazy timer.
+func TestJournalStagedReceive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := openTest(t, noCheckpoints)
+		synced := func() (int64, int64) {
+			j := s.jrn
+			j.syncMu.Lock()
+			defer j.syncMu.Unlock()
+			j.mu.Lock()
+			defer j.mu.Unlock()
+			return j.syncedOff, j.off
+		}
+		fresh, durable, err := s.ReceiveStaged(store.InboxEntry{Key: "k", Event: []byte("e")})
+		if err != nil || !fresh {
+			t.Fatalf("ReceiveStaged = %v, %v", fresh, err)
+		}
+		if again, _, err := s.ReceiveStaged(store.InboxEntry{Key: "k", Event: []byte("e")}); err != nil || again {
+			t.Fatalf("second ReceiveStaged = %v, %v; want a duplicate", again, err)
+		}
+		if got, end := synced(); got == end {
+			t.Fatalf("after ReceiveStaged: synced to %d of %d at once, want it left to the next change", got, end)
+		}
+		done := make(chan error, 1)
+		go func() { done <- durable() }()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("durable returned %v before any sync", err)
+		default:
+		}
+		if err := s.MarkSent("k", time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("durable after MarkSent = %v", err)
+		}
+		if got, end := synced(); got != end {
+			t.Fatalf("after MarkSent: synced to %d of %d", got, end)
+		}
+
+		// Alone, an entry is synced by the lazy timer.
+		_, durable, err = s.ReceiveStaged(store.InboxEntry{Key: "k2", Event: []byte("e")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { done <- durable() }()
+		time.Sleep(lazySync - time.Millisecond)
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("durable returned %v before the lazy timer", err)
+		default:
+		}
+		time.Sleep(time.Millisecond)
+		if err := <-done; err != nil {
+			t.Fatalf("durable after the lazy timer = %v", err)
+		}
+		if got, end := synced(); got != end {
+			t.Errorf("after the lazy timer: synced to %d of %d", got, end)
+		}
+	})
+}
+
+// TestJournalStagedReceiveSyncFails: when the sync that should cover a
+// staged entry fails, durable says so and the entry is gone, as a failed
+// Receive leaves it.
+func TestJournalStagedReceiveSyncFails(t *testing.T) {
+	s, _ := openTest(t, noCheckpoints)
+	_, durable, err := s.ReceiveStaged(store.InboxEntry{Key: "k", Event: []byte("e")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.jrn.mu.Lock()
+	f := s.jrn.f
+	s.jrn.mu.Unlock()
+	f.Close() // the next fdatasync fails, as on a failing disk
+	if err := s.MarkSent("k", time.Time{}); err == nil {
+		t.Fatal("MarkSent on a failing journal = nil")
+	}
+	if err := durable(); !errors.Is(err, errJournalBroken) {
+		t.Fatalf("durable = %v, want errJournalBroken", err)
+	}
+	s.hot.mu.Lock()
+	_, held := s.hot.entries["k"]
+	s.hot.mu.Unlock()
+	if held {
+		t.Error("the unsynced entry is still held")
+	}
+}
+
+// TestJournalLazyTimerSkipsCoveredFrames: a lazy frame that a durable
+// change's sync covered before its time is up costs no sync of its own;
+// one written after that sync still gets synced in time.
+func TestJournalLazyTimerSkipsCoveredFrames(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := openTest(t, noCheckpoints)
+		syncs := func() int {
+			s.jrn.syncMu.Lock()
+			defer s.jrn.syncMu.Unlock()
+			return s.jrn.syncs
+		}
+		for _, k := range []string{"a", "b"} {
+			if _, err := s.Receive(store.InboxEntry{Key: k, Event: []byte("e")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := syncs()
+		if err := s.Finish("a", "r", nil, time.Time{}); err != nil { // lazy, due at lazySync
+			t.Fatal(err)
+		}
+		time.Sleep(lazySync / 2)
+		if err := s.MarkSent("b", time.Time{}); err != nil { // durable: covers a's answer
+			t.Fatal(err)
+		}
+		if err := s.Finish("b", "r", nil, time.Time{}); err != nil { // lazy, due at 1.5 lazySync
+			t.Fatal(err)
+		}
+		time.Sleep(lazySync / 2)
+		synctest.Wait()
+		if got := syncs() - before; got != 1 {
+			t.Fatalf("syncs when a's time was up = %d, want 1 (MarkSent's): a was covered", got)
+		}
+		time.Sleep(lazySync / 2)
+		synctest.Wait()
+		if got := syncs() - before; got != 2 {
+			t.Fatalf("syncs when b's time was up = %d, want 2", got)
+		}
+		s.jrn.syncMu.Lock()
+		s.jrn.mu.Lock()
+		synced, end := s.jrn.syncedOff, s.jrn.off
+		s.jrn.mu.Unlock()
+		s.jrn.syncMu.Unlock()
+		if synced != end {
+			t.Errorf("synced to %d of %d", synced, end)
+		}
+	})
+}
