@@ -103,12 +103,10 @@ type storedEvent struct {
 	Alone          bool              `json:"alone,omitempty"`
 }
 
+// encodeEvent returns ev as the inbox keeps it: the JSON of its
+// storedEvent (appendStoredEvent writes it without reflection).
 func encodeEvent(ev Event) ([]byte, error) {
-	return json.Marshal(storedEvent{
-		Kind: ev.Kind, Platform: ev.Platform, Conversation: ev.Conversation, Parent: ev.Parent, Team: ev.Team, Channel: ev.Channel,
-		User: ev.User, Text: ev.Text, Command: ev.Command, Action: ev.Action, Flow: ev.Flow, Params: ev.Params,
-		MaxFlowTimeout: ev.MaxFlowTimeout, Route: ev.Route, Files: ev.Files, Alone: ev.alone,
-	})
+	return appendStoredEvent(make([]byte, 0, 256+len(ev.Text)+len(ev.Route)), ev)
 }
 
 func decodeEvent(key string, data []byte) (Event, error) {

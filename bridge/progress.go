@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -30,36 +31,59 @@ const DefaultProgressInterval = 15 * time.Second
 // progress rewrites a message with the time elapsed, every
 // Config.ProgressInterval until stop is called. stop cancels an update under
 // way and waits for it, so nothing rewrites the message once the answer has
-// replaced it.
+// replaced it. Most answers come long before the first update is due, so
+// until then progress costs one timer: no goroutine, no context.
 func (b *Bridge) progress(ctx context.Context, log *zap.Logger, r Responder, ref MessageRef, reply func(elapsed time.Duration) Reply) (stop func()) {
 	p, ok := r.(Progresser)
 	if !ok || b.cfg.ProgressInterval < 0 {
 		return func() {}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
+	var (
+		mu       sync.Mutex
+		stopped  bool
+		cancel   context.CancelFunc // of the update under way
+		updating sync.WaitGroup
+		timer    *time.Timer
+	)
 	start := b.cfg.Now()
-	go func() { // owned by stop, which waits for it
-		defer close(done)
-		tick := time.NewTicker(b.cfg.ProgressInterval)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			if err := p.Progress(ctx, ref, reply(b.cfg.Now().Sub(start))); err != nil {
-				if ctx.Err() == nil {
-					log.Debug("progress not shown; no more updates", zap.Error(err))
-				}
-				return
-			}
+	update := func() {
+		mu.Lock()
+		if stopped {
+			mu.Unlock()
+			return
 		}
-	}()
+		uctx, c := context.WithCancel(ctx)
+		cancel = c
+		updating.Add(1)
+		mu.Unlock()
+		defer updating.Done()
+		err := p.Progress(uctx, ref, reply(b.cfg.Now().Sub(start)))
+		c()
+		mu.Lock()
+		defer mu.Unlock()
+		cancel = nil
+		if err != nil {
+			if !stopped {
+				log.Debug("progress not shown; no more updates", zap.Error(err))
+			}
+			return
+		}
+		if !stopped {
+			timer.Reset(b.cfg.ProgressInterval)
+		}
+	}
+	mu.Lock()
+	timer = time.AfterFunc(b.cfg.ProgressInterval, update)
+	mu.Unlock()
 	return func() {
-		cancel()
-		<-done
+		mu.Lock()
+		stopped = true
+		timer.Stop()
+		if cancel != nil {
+			cancel()
+		}
+		mu.Unlock()
+		updating.Wait()
 	}
 }
 
