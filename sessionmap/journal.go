@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -246,6 +247,10 @@ func (j *journal) syncTo(seg int, end int64) error {
 	if j.syncedLocked(seg, end) {
 		return nil
 	}
+	// Let the goroutines that are ready to run first append what they are
+	// about to, so that this sync covers them too: a group commit that
+	// lingers for no time at all.
+	runtime.Gosched()
 	j.mu.Lock()
 	f, cur, off, broken := j.f, j.seg, j.off, j.broken
 	j.mu.Unlock()
