@@ -13,89 +13,70 @@ import (
 // handle (rare ones: parameters, files, groups, strings needing escapes)
 // go through json.Marshal, so the output stays exact.
 func appendStoredEvent(dst []byte, ev Event) ([]byte, error) {
-	var err error
-	dst = append(dst, `{"kind":`...)
-	dst = strconv.AppendInt(dst, int64(ev.Kind), 10)
-	dst = append(dst, `,"platform":`...)
-	if dst, err = appendJSONString(dst, ev.Platform); err != nil {
-		return nil, err
-	}
-	dst = append(dst, `,"conversation":`...)
-	if dst, err = appendJSONString(dst, ev.Conversation); err != nil {
-		return nil, err
-	}
-	for _, f := range [...]struct{ name, v string }{{`,"parent":`, ev.Parent}, {`,"team":`, ev.Team}, {`,"channel":`, ev.Channel}} {
-		if f.v != "" {
-			dst = append(dst, f.name...)
-			if dst, err = appendJSONString(dst, f.v); err != nil {
-				return nil, err
-			}
-		}
-	}
-	dst = append(dst, `,"user":{"ID":`...)
-	if dst, err = appendJSONString(dst, ev.User.ID); err != nil {
-		return nil, err
-	}
-	dst = append(dst, `,"Name":`...)
-	if dst, err = appendJSONString(dst, ev.User.Name); err != nil {
-		return nil, err
-	}
-	dst = append(dst, `,"Groups":`...)
-	if dst, err = appendMarshal(dst, ev.User.Groups); err != nil {
-		return nil, err
-	}
-	dst = append(dst, '}')
-	for _, f := range [...]struct{ name, v string }{{`,"text":`, ev.Text}, {`,"command":`, ev.Command}} {
-		if f.v != "" {
-			dst = append(dst, f.name...)
-			if dst, err = appendJSONString(dst, f.v); err != nil {
-				return nil, err
-			}
-		}
-	}
+	e := eventWriter{dst: append(dst, `{"kind":`...)}
+	e.dst = strconv.AppendInt(e.dst, int64(ev.Kind), 10)
+	e.str(`,"platform":`, ev.Platform, false)
+	e.str(`,"conversation":`, ev.Conversation, false)
+	e.str(`,"parent":`, ev.Parent, true)
+	e.str(`,"team":`, ev.Team, true)
+	e.str(`,"channel":`, ev.Channel, true)
+	e.str(`,"user":{"ID":`, ev.User.ID, false)
+	e.str(`,"Name":`, ev.User.Name, false)
+	e.value(`,"Groups":`, ev.User.Groups)
+	e.dst = append(e.dst, '}')
+	e.str(`,"text":`, ev.Text, true)
+	e.str(`,"command":`, ev.Command, true)
 	if ev.Action != (Action{}) {
-		dst = append(dst, `,"action":{"ID":`...)
-		if dst, err = appendJSONString(dst, ev.Action.ID); err != nil {
-			return nil, err
-		}
-		dst = append(dst, `,"Value":`...)
-		if dst, err = appendJSONString(dst, ev.Action.Value); err != nil {
-			return nil, err
-		}
-		dst = append(dst, '}')
+		e.str(`,"action":{"ID":`, ev.Action.ID, false)
+		e.str(`,"Value":`, ev.Action.Value, false)
+		e.dst = append(e.dst, '}')
 	}
-	if ev.Flow != "" {
-		dst = append(dst, `,"flow":`...)
-		if dst, err = appendJSONString(dst, ev.Flow); err != nil {
-			return nil, err
-		}
-	}
+	e.str(`,"flow":`, ev.Flow, true)
 	if len(ev.Params) > 0 {
-		dst = append(dst, `,"params":`...)
-		if dst, err = appendMarshal(dst, ev.Params); err != nil {
-			return nil, err
-		}
+		e.value(`,"params":`, ev.Params)
 	}
 	if ev.MaxFlowTimeout != 0 {
-		dst = append(dst, `,"max_flow_timeout":`...)
-		dst = strconv.AppendInt(dst, int64(ev.MaxFlowTimeout), 10)
+		e.dst = append(e.dst, `,"max_flow_timeout":`...)
+		e.dst = strconv.AppendInt(e.dst, int64(ev.MaxFlowTimeout), 10)
 	}
 	if len(ev.Route) > 0 {
-		dst = append(dst, `,"route":`...)
-		if dst, err = appendMarshal(dst, ev.Route); err != nil {
-			return nil, err
-		}
+		e.value(`,"route":`, ev.Route)
 	}
 	if len(ev.Files) > 0 {
-		dst = append(dst, `,"files":`...)
-		if dst, err = appendMarshal(dst, ev.Files); err != nil {
-			return nil, err
-		}
+		e.value(`,"files":`, ev.Files)
 	}
 	if ev.alone {
-		dst = append(dst, `,"alone":true`...)
+		e.dst = append(e.dst, `,"alone":true`...)
 	}
-	return append(dst, '}'), nil
+	if e.err != nil {
+		return nil, e.err
+	}
+	return append(e.dst, '}'), nil
+}
+
+// eventWriter appends an object's fields, keeping the first error.
+type eventWriter struct {
+	dst []byte
+	err error
+}
+
+// str appends name (its comma and key) and v quoted, or nothing when v is
+// empty and omitempty holds.
+func (e *eventWriter) str(name, v string, omitempty bool) {
+	if e.err != nil || (omitempty && v == "") {
+		return
+	}
+	e.dst = append(e.dst, name...)
+	e.dst, e.err = appendJSONString(e.dst, v)
+}
+
+// value appends name and json.Marshal's encoding of v.
+func (e *eventWriter) value(name string, v any) {
+	if e.err != nil {
+		return
+	}
+	e.dst = append(e.dst, name...)
+	e.dst, e.err = appendMarshal(e.dst, v)
 }
 
 // appendJSONString appends s quoted as encoding/json quotes it. Printable

@@ -142,14 +142,21 @@ func (b *Bridge) record(j *job) error {
 		}
 	}
 	if err != nil {
-		b.log.Error("event not recorded", zap.String("platform", ev.Platform), zap.String("conversation", ev.Conversation), zap.String("event_key", ev.Key), zap.Error(err))
-		b.metrics.storeFailed("receive")
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 10*time.Second)
-		defer cancel()
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotSaved})
-		return ErrNotSaved
+		return b.notSaved(ev, err)
 	}
 	return b.ack(ev)
+}
+
+// notSaved tells ev's user that the inbox could not record it, and returns
+// ErrNotSaved. The notice does not wait for ev's receipt: it is the
+// receipt's outcome.
+func (b *Bridge) notSaved(ev Event, err error) error {
+	b.log.Error("event not recorded", zap.String("platform", ev.Platform), zap.String("conversation", ev.Conversation), zap.String("event_key", ev.Key), zap.Error(err))
+	b.metrics.storeFailed("receive")
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 10*time.Second)
+	defer cancel()
+	b.sendNow(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotSaved})
+	return ErrNotSaved
 }
 
 // recordStaged is record for a job that may start once its entry is
@@ -157,14 +164,6 @@ func (b *Bridge) record(j *job) error {
 // platform's acknowledgement and the job's replies, wait for durability.
 func (b *Bridge) recordStaged(j *job) error {
 	ev := j.ev
-	fail := func(err error) error {
-		b.log.Error("event not recorded", zap.String("platform", ev.Platform), zap.String("conversation", ev.Conversation), zap.String("event_key", ev.Key), zap.Error(err))
-		b.metrics.storeFailed("receive")
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 10*time.Second)
-		defer cancel()
-		b.sendNow(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotSaved})
-		return ErrNotSaved
-	}
 	start := func(err error) {
 		j.readyErr = err
 		close(j.ready)
@@ -181,7 +180,7 @@ func (b *Bridge) recordStaged(j *job) error {
 	switch {
 	case err != nil:
 		start(ErrNotSaved)
-		return fail(err)
+		return b.notSaved(ev, err)
 	case !fresh:
 		b.metrics.deduplicated(ev.Platform)
 		start(ErrDuplicate)
@@ -193,7 +192,7 @@ func (b *Bridge) recordStaged(j *job) error {
 		// The job has started; its replies wait for this receipt and are
 		// dropped when it fails, and its MarkSent fails too (the journal
 		// refuses once a sync failed), so this notice is the user's one.
-		return fail(err)
+		return b.notSaved(ev, err)
 	}
 	return b.ack(ev)
 }

@@ -340,9 +340,10 @@ func (u unsyncedStore) ReceiveStaged(e store.InboxEntry) (bool, func() error, er
 
 func (unsyncedStore) MarkSent(string, time.Time) error { return errSync }
 
-// A chat message starts before its entry is durable; when it never
-// becomes durable its user is told once, and nothing reaches the agent.
-func TestStagedReceiveUnsyncedTellsUserOnce(t *testing.T) {
+// bridgeOnStore starts a bridge on a workspace fake with one agent and on
+// wrap's store around a new bbolt store.
+func bridgeOnStore(t *testing.T, wrap func(*sessionmap.Store) bridge.Store) (*bridge.Bridge, *workspacetest.Server) {
+	t.Helper()
 	fake := workspacetest.New(workspacetest.Options{})
 	fake.AddAgent(workspacetest.Agent{UUID: agentUUID})
 	fake.Start()
@@ -352,10 +353,17 @@ func TestStagedReceiveUnsyncedTellsUserOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ := openStore(t)
-	b, err := bridge.New(defaultConfig(), ws, unsyncedStore{st}, zaptest.NewLogger(t))
+	b, err := bridge.New(defaultConfig(), ws, wrap(st), zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b, fake
+}
+
+// A chat message starts before its entry is durable; when it never
+// becomes durable its user is told once, and nothing reaches the agent.
+func TestStagedReceiveUnsyncedTellsUserOnce(t *testing.T) {
+	b, fake := bridgeOnStore(t, func(st *sessionmap.Store) bridge.Store { return unsyncedStore{st} })
 	rec := newRecorder()
 	done := make(chan struct{})
 	ev := keyed("c/1", "test/msg/1", "hello", rec)
@@ -374,19 +382,7 @@ func TestStagedReceiveUnsyncedTellsUserOnce(t *testing.T) {
 }
 
 func TestStoreFullTellsUserAndSendsNothing(t *testing.T) {
-	fake := workspacetest.New(workspacetest.Options{})
-	fake.AddAgent(workspacetest.Agent{UUID: agentUUID})
-	fake.Start()
-	t.Cleanup(fake.Close)
-	ws, err := workspace.New(workspace.Config{BaseURL: fake.URL, WorkspaceUUID: "ws-test", Token: "test-token"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, _ := openStore(t)
-	b, err := bridge.New(defaultConfig(), ws, failingStore{st}, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, fake := bridgeOnStore(t, func(st *sessionmap.Store) bridge.Store { return failingStore{st} })
 	t.Cleanup(func() { b.Shutdown(context.Background()) })
 	rec := newRecorder()
 	if err := b.Receive(keyed("c/1", "test/msg/1", "hello", rec)).Wait(t.Context()); !errors.Is(err, bridge.ErrNotSaved) {

@@ -259,16 +259,23 @@ func BenchmarkReceive(b *testing.B) {
 
 // BenchmarkInboxLifecycle is the inbox's whole cost per event: Receive,
 // MarkSent and Finish with a turn, three writes, by 64 goroutines. With
-// staged=true the event is received as the bridge takes a chat message
-// (ReceiveStaged): MarkSent's sync then covers its receipt too.
+// staged the event is received as the bridge takes a chat message
+// (ReceiveStaged), and MarkSent's sync covers its receipt too. nosync is
+// that without the disk's syncs: ns/op is then the store's own CPU,
+// checkpoints included. (A checkpoint every 5 s instead of every second
+// measured the same there: hot fills up and starts one first at this
+// pace, and per entry it costs the same B-tree writes.)
 func BenchmarkInboxLifecycle(b *testing.B) {
 	const conversations = 1000
-	for _, staged := range []bool{false, true} {
-		b.Run(fmt.Sprintf("staged=%v", staged), func(b *testing.B) {
-			s, _ := openTest(b, Options{})
+	for _, c := range []struct {
+		name           string
+		staged, noSync bool
+	}{{"received", false, false}, {"staged", true, false}, {"staged/nosync", true, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			s, _ := openTest(b, Options{NoSync: c.noSync})
 			created := time.Now()
-			for c := range conversations {
-				if err := s.PutSession(Session{Key: fixtureKey(c), Agent: "helper", SessionUUID: testUUID(c), Created: created, LastUsed: created}); err != nil {
+			for i := range conversations {
+				if err := s.PutSession(Session{Key: fixtureKey(i), Agent: "helper", SessionUUID: testUUID(i), Created: created, LastUsed: created}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -277,7 +284,7 @@ func BenchmarkInboxLifecycle(b *testing.B) {
 				e := store.InboxEntry{Key: key, Conversation: conv, Event: benchEvent, Received: time.Now()}
 				durable := func() error { return nil }
 				var err error
-				if staged {
+				if c.staged {
 					_, durable, err = s.ReceiveStaged(e)
 				} else {
 					_, err = s.Receive(e)
@@ -331,36 +338,4 @@ func runInbox(b *testing.B, workers int, op func(i int) error) {
 	}
 	close(work)
 	wg.Wait()
-}
-
-// BenchmarkInboxLifecycleCPU is BenchmarkInboxLifecycle as the bridge runs
-// a chat message (ReceiveStaged, MarkSent, then Finish with a turn) without
-// the disk's syncs, so that ns/op is the store's own CPU, checkpoints
-// included. (A checkpoint every 5 s instead of every second measured the
-// same: hot fills up and starts one first at this pace, and per entry it
-// costs the same B-tree writes.)
-func BenchmarkInboxLifecycleCPU(b *testing.B) {
-	const conversations = 1000
-	s, _ := openTest(b, Options{NoSync: true})
-	created := time.Now()
-	for c := range conversations {
-		if err := s.PutSession(Session{Key: fixtureKey(c), Agent: "helper", SessionUUID: testUUID(c), Created: created, LastUsed: created}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	runInbox(b, 64, func(i int) error {
-		key, conv := inboxKey(i), fixtureKey(i%conversations)
-		_, durable, err := s.ReceiveStaged(store.InboxEntry{Key: key, Conversation: conv, Event: benchEvent, Received: time.Now()})
-		if err != nil {
-			return err
-		}
-		if err := s.MarkSent(key, time.Now()); err != nil {
-			return err
-		}
-		if err := durable(); err != nil {
-			return err
-		}
-		turn := Turn{Session: Session{Key: conv, Agent: "helper", SessionUUID: testUUID(i % conversations), Created: created, LastUsed: time.Now()}, Reply: "the answer"}
-		return s.Finish(key, "msg-ref", &turn, time.Now())
-	})
 }

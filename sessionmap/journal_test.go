@@ -49,6 +49,15 @@ func copyFile(t *testing.T, from, to string) {
 	}
 }
 
+// syncedOf returns how far j's current segment is synced, and its end.
+func syncedOf(j *journal) (synced, end int64) {
+	j.syncMu.Lock()
+	defer j.syncMu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.syncedOff, j.off
+}
+
 // noCheckpoints keeps every change in the journal for the test's length.
 var noCheckpoints = Options{CheckpointEvery: time.Hour}
 
@@ -281,14 +290,7 @@ func TestJournalLazySync(t *testing.T) {
 		if _, err := s.Receive(store.InboxEntry{Key: "k", Event: []byte("e")}); err != nil {
 			t.Fatal(err)
 		}
-		synced := func() (int64, int64) {
-			j := s.jrn
-			j.syncMu.Lock()
-			defer j.syncMu.Unlock()
-			j.mu.Lock()
-			defer j.mu.Unlock()
-			return j.syncedOff, j.off
-		}
+		synced := func() (int64, int64) { return syncedOf(s.jrn) }
 		if got, end := synced(); got != end {
 			t.Fatalf("after Receive: synced to %d of %d", got, end)
 		}
@@ -317,14 +319,7 @@ func TestJournalSyncInterval(t *testing.T) {
 		if err := s.MarkSent("k", time.Time{}); err != nil {
 			t.Fatal(err)
 		}
-		synced := func() (int64, int64) {
-			j := s.jrn
-			j.syncMu.Lock()
-			defer j.syncMu.Unlock()
-			j.mu.Lock()
-			defer j.mu.Unlock()
-			return j.syncedOff, j.off
-		}
+		synced := func() (int64, int64) { return syncedOf(s.jrn) }
 		if got, end := synced(); got == end {
 			t.Fatalf("after Receive and MarkSent: synced to %d of %d at once, want it left to the interval", got, end)
 		}
@@ -348,14 +343,7 @@ func TestJournalSyncInterval(t *testing.T) {
 func TestJournalStagedReceive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, _ := openTest(t, noCheckpoints)
-		synced := func() (int64, int64) {
-			j := s.jrn
-			j.syncMu.Lock()
-			defer j.syncMu.Unlock()
-			j.mu.Lock()
-			defer j.mu.Unlock()
-			return j.syncedOff, j.off
-		}
+		synced := func() (int64, int64) { return syncedOf(s.jrn) }
 		fresh, durable, err := s.ReceiveStaged(store.InboxEntry{Key: "k", Event: []byte("e")})
 		if err != nil || !fresh {
 			t.Fatalf("ReceiveStaged = %v, %v", fresh, err)
@@ -471,12 +459,7 @@ func TestJournalLazyTimerSkipsCoveredFrames(t *testing.T) {
 		if got := syncs() - before; got != 2 {
 			t.Fatalf("syncs when b's time was up = %d, want 2", got)
 		}
-		s.jrn.syncMu.Lock()
-		s.jrn.mu.Lock()
-		synced, end := s.jrn.syncedOff, s.jrn.off
-		s.jrn.mu.Unlock()
-		s.jrn.syncMu.Unlock()
-		if synced != end {
+		if synced, end := syncedOf(s.jrn); synced != end {
 			t.Errorf("synced to %d of %d", synced, end)
 		}
 	})
