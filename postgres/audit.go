@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,49 +57,18 @@ func jsonParam(b []byte) any {
 // Audit returns the entries f selects, oldest first (equal times in the
 // order appended).
 func (s *Store) Audit(f store.AuditFilter) ([]store.AuditEntry, error) {
-	var where []string
-	var args []any
-	cond := func(col, op string, v any) {
-		args = append(args, v)
-		where = append(where, col+" "+op+" $"+strconv.Itoa(len(args)))
-	}
-	if !f.Since.IsZero() {
-		cond("at", ">=", f.Since)
-	}
-	if !f.Until.IsZero() {
-		cond("at", "<", f.Until)
-	}
-	for _, c := range []struct{ col, v string }{
-		{"flow", f.Flow}, {"user_id", f.User}, {"outcome", f.Outcome}, {"platform", f.Platform},
-	} {
-		if c.v != "" {
-			cond(c.col, "=", cleanText(c.v))
-		}
-	}
-	q := `SELECT at, platform, user_id, user_name, channel, conversation, flow, params, outcome, detail, duration_ns FROM audit`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
+	var l listQuery
+	l.window(f.Since, f.Until)
+	l.equal("flow", f.Flow)
+	l.equal("user_id", f.User)
+	l.equal("outcome", f.Outcome)
+	l.equal("platform", f.Platform)
+	order := "at, id"
 	if f.Newest {
-		q += " ORDER BY at DESC, id DESC"
-	} else {
-		q += " ORDER BY at, id"
+		order = "at DESC, id DESC"
 	}
-	if f.Limit > 0 {
-		args = append(args, f.Limit)
-		q += " LIMIT $" + strconv.Itoa(len(args))
-	}
-
-	ctx, cancel, err := s.op()
-	if err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
-	}
-	defer cancel()
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.AuditEntry, error) {
+	q := l.sql(`SELECT at, platform, user_id, user_name, channel, conversation, flow, params, outcome, detail, duration_ns FROM audit`, order, f.Limit)
+	out, err := list(s, "audit", q, l.args, func(row pgx.CollectableRow) (store.AuditEntry, error) {
 		var e store.AuditEntry
 		var params []byte
 		var ns int64
@@ -119,7 +86,7 @@ func (s *Store) Audit(f store.AuditFilter) ([]store.AuditEntry, error) {
 		return e, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
+		return nil, err
 	}
 	if f.Newest {
 		slices.Reverse(out)

@@ -3,8 +3,6 @@ package postgres
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -58,50 +56,17 @@ func (s *Store) PutVote(v store.Vote) (string, error) {
 
 // Votes returns the votes f selects, oldest first.
 func (s *Store) Votes(f store.FeedbackFilter) ([]store.Vote, error) {
-	var where []string
-	var args []any
-	cond := func(col, op string, v any) {
-		args = append(args, v)
-		where = append(where, col+" "+op+" $"+strconv.Itoa(len(args)))
-	}
-	if !f.Since.IsZero() {
-		cond("at", ">=", f.Since)
-	}
-	if !f.Until.IsZero() {
-		cond("at", "<", f.Until)
-	}
-	for _, c := range []struct{ col, v string }{
-		{"agent", f.Agent}, {"user_id", f.User}, {"vote", f.Value}, {"platform", f.Platform}, {"reply", f.Reply},
-	} {
-		if c.v != "" {
-			cond(c.col, "=", cleanText(c.v))
-		}
-	}
-	q := `SELECT reply, platform, user_id, user_name, conversation, session, agent, vote, at FROM feedback`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY at, reply, platform, user_id"
-	if f.Limit > 0 {
-		args = append(args, f.Limit)
-		q += " LIMIT $" + strconv.Itoa(len(args))
-	}
-	ctx, cancel, err := s.op()
-	if err != nil {
-		return nil, fmt.Errorf("votes: %w", err)
-	}
-	defer cancel()
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("votes: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Vote, error) {
+	var l listQuery
+	l.window(f.Since, f.Until)
+	l.equal("agent", f.Agent)
+	l.equal("user_id", f.User)
+	l.equal("vote", f.Value)
+	l.equal("platform", f.Platform)
+	l.equal("reply", f.Reply)
+	q := l.sql(`SELECT reply, platform, user_id, user_name, conversation, session, agent, vote, at FROM feedback`, "at, reply, platform, user_id", f.Limit)
+	return list(s, "votes", q, l.args, func(row pgx.CollectableRow) (store.Vote, error) {
 		var v store.Vote
 		err := row.Scan(&v.Reply, &v.Platform, &v.User, &v.UserName, &v.Conversation, &v.Session, &v.Agent, &v.Value, &v.Time)
 		return v, err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("votes: %w", err)
-	}
-	return out, nil
 }
