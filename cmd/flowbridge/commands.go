@@ -472,13 +472,8 @@ func hasAgent(cfg *Config, name string) bool {
 func cmdAudit(ctx context.Context, env *environment, args []string) error {
 	fs := newFlagSet(env, "audit", "audit -config FILE [-since 24h] [-until T] [-flow NAME] [-user ID] [-outcome ok|error|timeout|refused|…] [-limit N] [-json]")
 	path := configFlag(fs, env)
-	since := fs.String("since", "", "from this time: RFC 3339, 2006-01-02, or a duration ago (24h)")
-	until := fs.String("until", "", "up to this time")
-	flow := fs.String("flow", "", "only this flow")
-	user := fs.String("user", "", "only this user ID")
-	outcome := fs.String("outcome", "", "only this outcome")
-	limit := fs.Int("limit", 0, "at most this many entries (0: all)")
-	asJSON := fs.Bool("json", false, "JSON lines instead of a table")
+	lf := newListFlags(fs, "at most this many entries (0: all)",
+		[2]string{"flow", "only this flow"}, [2]string{"user", "only this user ID"}, [2]string{"outcome", "only this outcome"})
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -486,12 +481,12 @@ func cmdAudit(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	q := url.Values{"since": {*since}, "until": {*until}, "flow": {*flow}, "user": {*user}, "outcome": {*outcome}, "limit": {fmt.Sprint(*limit)}}
+	q := lf.query()
 	filter, err := auditFilterFromQuery(q)
 	if err != nil {
 		return &usageError{err.Error()}
 	}
-	return listRecords(ctx, env, cfg, "/api/audit", q, func(st cliStore) ([]store.AuditEntry, error) { return st.Audit(filter) }, *asJSON,
+	return listRecords(ctx, env, cfg, "/api/audit", q, func(st cliStore) ([]store.AuditEntry, error) { return st.Audit(filter) }, *lf.asJSON,
 		"TIME\tPLATFORM\tUSER\tCHANNEL\tFLOW\tOUTCOME\tDURATION\tPARAMETERS",
 		func(e store.AuditEntry) string {
 			var ps []string

@@ -13,14 +13,9 @@ import (
 func cmdFeedback(ctx context.Context, env *environment, args []string) error {
 	fs := newFlagSet(env, "feedback", "feedback -config FILE [-since 24h] [-until T] [-agent NAME] [-user ID] [-vote up|down] [-platform slack|discord|console] [-limit N] [-json]")
 	path := configFlag(fs, env)
-	since := fs.String("since", "", "from this time: RFC 3339, 2006-01-02, or a duration ago (24h)")
-	until := fs.String("until", "", "up to this time")
-	agent := fs.String("agent", "", "only this agent")
-	user := fs.String("user", "", "only this user ID")
-	vote := fs.String("vote", "", "only this vote: up or down")
-	platform := fs.String("platform", "", "only this platform")
-	limit := fs.Int("limit", 0, "at most this many votes, oldest first (0: all)")
-	asJSON := fs.Bool("json", false, "JSON lines instead of a table")
+	lf := newListFlags(fs, "at most this many votes, oldest first (0: all)",
+		[2]string{"agent", "only this agent"}, [2]string{"user", "only this user ID"},
+		[2]string{"vote", "only this vote: up or down"}, [2]string{"platform", "only this platform"})
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -28,12 +23,12 @@ func cmdFeedback(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	q := url.Values{"since": {*since}, "until": {*until}, "agent": {*agent}, "user": {*user}, "vote": {*vote}, "platform": {*platform}, "limit": {fmt.Sprint(*limit)}}
+	q := lf.query()
 	filter, err := feedbackFilterFromQuery(q)
 	if err != nil {
 		return &usageError{err.Error()}
 	}
-	return listRecords(ctx, env, cfg, "/api/feedback", q, func(st cliStore) ([]store.Vote, error) { return st.Votes(filter) }, *asJSON,
+	return listRecords(ctx, env, cfg, "/api/feedback", q, func(st cliStore) ([]store.Vote, error) { return st.Votes(filter) }, *lf.asJSON,
 		"TIME\tPLATFORM\tUSER\tAGENT\tVOTE\tCONVERSATION\tSESSION\tREPLY",
 		func(v store.Vote) string {
 			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", v.Time.UTC().Format(time.RFC3339), v.Platform, tableValue(v.User),

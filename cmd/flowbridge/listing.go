@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -75,4 +76,39 @@ func timeAndLimit(q url.Values) (since, until time.Time, limit int, err error) {
 		}
 	}
 	return since, until, limit, nil
+}
+
+// listFlags are a listing command's flags: the ones every listing takes
+// (-since, -until, -limit, -json) and its own filters, each a string flag
+// whose name is also its key in the admin API's query.
+type listFlags struct {
+	since, until *string
+	limit        *int
+	asJSON       *bool
+	filters      map[string]*string
+}
+
+// newListFlags declares them on fs; filters pairs each filter's name with
+// its usage, and limitUsage says what -limit counts.
+func newListFlags(fs *flag.FlagSet, limitUsage string, filters ...[2]string) *listFlags {
+	l := &listFlags{
+		since:   fs.String("since", "", "from this time: RFC 3339, 2006-01-02, or a duration ago (24h)"),
+		until:   fs.String("until", "", "up to this time"),
+		filters: make(map[string]*string, len(filters)),
+	}
+	for _, f := range filters {
+		l.filters[f[0]] = fs.String(f[0], "", f[1])
+	}
+	l.limit = fs.Int("limit", 0, limitUsage)
+	l.asJSON = fs.Bool("json", false, "JSON lines instead of a table")
+	return l
+}
+
+// query returns the flags' values as the admin API's query.
+func (l *listFlags) query() url.Values {
+	q := url.Values{"since": {*l.since}, "until": {*l.until}, "limit": {fmt.Sprint(*l.limit)}}
+	for name, v := range l.filters {
+		q.Set(name, *v)
+	}
+	return q
 }
