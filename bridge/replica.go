@@ -423,17 +423,13 @@ func (b *Bridge) process(c *leasedConv) {
 			return
 		}
 		if !holds && !b.claimLease(c.key) {
-			b.mu.Lock()
-			if c.again && b.ctx.Err() == nil {
-				// An event recorded since the claim failed: the holder may
-				// have let go before it was committed, so claim once more.
-				// A holder that still has the lease then looks at the inbox
-				// after letting go, and finds it.
-				b.mu.Unlock()
+			// An event recorded since the claim failed (c.again): the
+			// holder may have let go before it was committed, so claim
+			// once more. A holder that still has the lease then looks at
+			// the inbox after letting go, and finds it.
+			if b.endUnlessAgain(c) {
 				continue
 			}
-			b.endLocked(c)
-			b.mu.Unlock()
 			return
 		}
 		ctx, cancel := b.opCtx()
@@ -483,15 +479,23 @@ func (b *Bridge) process(c *leasedConv) {
 		if err == nil && hasWork(entries, handled) && b.ctx.Err() == nil {
 			continue
 		}
-		b.mu.Lock()
-		if c.again && b.ctx.Err() == nil {
-			b.mu.Unlock()
+		if b.endUnlessAgain(c) {
 			continue
 		}
-		b.endLocked(c)
-		b.mu.Unlock()
 		return
 	}
+}
+
+// endUnlessAgain ends c's process and reports false, or reports true (look
+// again) when an event of c came in meanwhile and the bridge still runs.
+func (b *Bridge) endUnlessAgain(c *leasedConv) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c.again && b.ctx.Err() == nil {
+		return true
+	}
+	b.endLocked(c)
+	return false
 }
 
 // endProcess ends c's process goroutine and releases c's lease. A lease
