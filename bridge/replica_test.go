@@ -144,6 +144,19 @@ func newReplicaWith(t *testing.T, cfg bridge.Config, dsn string, fake *workspace
 	return &replica{b: b, st: st}
 }
 
+// gatedAgent is an agent that reports each message on started and holds
+// its answer to slow until unblock is closed.
+func gatedAgent(slow string) (agent workspacetest.Agent, started chan string, unblock chan struct{}) {
+	started, unblock = make(chan string, 10), make(chan struct{})
+	return workspacetest.Agent{Reply: func(_ int, msg string) string {
+		started <- msg
+		if msg == slow {
+			<-unblock
+		}
+		return "answer to " + msg
+	}}, started, unblock
+}
+
 func newReplicaFake(t *testing.T, agent workspacetest.Agent) *workspacetest.Server {
 	t.Helper()
 	return newReplicaFakeWith(t, agent, workspacetest.Flow{Template: "checked {host} {service}"})
@@ -241,15 +254,8 @@ func TestReplicaTakesOverFromDeadOne(t *testing.T) {
 	// (never sending it again) and answers the second.
 	t.Parallel()
 	dsn := pgtest.Schema(t)
-	started := make(chan string, 10)
-	unblock := make(chan struct{})
-	fake := newReplicaFake(t, workspacetest.Agent{Reply: func(turn int, msg string) string {
-		started <- msg
-		if msg == "slow" {
-			<-unblock
-		}
-		return "answer to " + msg
-	}})
+	agent, started, unblock := gatedAgent("slow")
+	fake := newReplicaFake(t, agent)
 	p := newChatPlatform()
 	fast := bridge.ReplicaConfig{LeaseTTL: 500 * time.Millisecond, SweepEvery: 50 * time.Millisecond, ClaimGrace: 50 * time.Millisecond}
 	dying := fast
@@ -291,15 +297,8 @@ func TestStartingReplicaLeavesLiveWork(t *testing.T) {
 	// with the crash policy (received: answered; sent: its user told).
 	t.Parallel()
 	dsn := pgtest.Schema(t)
-	started := make(chan string, 10)
-	unblock := make(chan struct{})
-	fake := newReplicaFakeWith(t, workspacetest.Agent{Reply: func(turn int, msg string) string {
-		started <- msg
-		if msg == "slow" {
-			<-unblock
-		}
-		return "answer to " + msg
-	}}, workspacetest.Flow{Reply: func(params map[string]string) string {
+	agent, started, unblock := gatedAgent("slow")
+	fake := newReplicaFakeWith(t, agent, workspacetest.Flow{Reply: func(params map[string]string) string {
 		started <- "flow " + params["host"]
 		<-unblock
 		return "checked " + params["host"]
@@ -447,15 +446,8 @@ func TestReplicaBusyReplyIsNotRun(t *testing.T) {
 	// event in the inbox too, does not run it as a turn.
 	t.Parallel()
 	dsn := pgtest.Schema(t)
-	started := make(chan string, 10)
-	unblock := make(chan struct{})
-	fake := newReplicaFake(t, workspacetest.Agent{Reply: func(turn int, msg string) string {
-		started <- msg
-		if msg == "first" {
-			<-unblock
-		}
-		return "answer to " + msg
-	}})
+	agent, started, unblock := gatedAgent("first")
+	fake := newReplicaFake(t, agent)
 	p := newChatPlatform()
 	cfg := defaultConfig()
 	cfg.QueueSize = 1
