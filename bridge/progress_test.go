@@ -54,24 +54,38 @@ func (p *progresser) updates() ([]time.Duration, []bridge.MessageRef, []string) 
 	return append([]time.Duration(nil), p.at...), append([]bridge.MessageRef(nil), p.refs...), append([]string(nil), p.texts...)
 }
 
+// handleToEnd hands ev to b and returns once its handling is done.
+func handleToEnd(t *testing.T, b *bridge.Bridge, ev bridge.Event) {
+	t.Helper()
+	done := make(chan struct{})
+	ev.Done = func() { close(done) }
+	if err := b.Handle(ev); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+}
+
+// slowFlowBridge is a bridge in the test's bubble whose flow takes 50 s
+// of its 2-minute timeout.
+func slowFlowBridge(t *testing.T, cfg bridge.Config) *bridge.Bridge {
+	t.Helper()
+	cfg.Flows[0].Timeout = 2 * time.Minute
+	b, fake := newBubbleBridge(t, cfg, workspacetest.Agent{})
+	fake.AddFlow(workspacetest.Flow{UUID: flowUUID, Template: "Checked {host}", Delay: 50 * time.Second})
+	return b
+}
+
 // TestFlowProgressEvery15s: a flow that runs 50 s has its "Running" message
 // rewritten at 15, 30 and 45 s with the time elapsed and the flow's
 // description, and never after its result.
 func TestFlowProgressEvery15s(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := defaultConfig()
-		cfg.Flows[0].Timeout = 2 * time.Minute
-		b, fake := newBubbleBridge(t, cfg, workspacetest.Agent{})
-		fake.AddFlow(workspacetest.Flow{UUID: flowUUID, Template: "Checked {host}", Delay: 50 * time.Second})
+		b := slowFlowBridge(t, cfg)
 		p := newProgresser()
 		ev := command("c/p", bridge.CommandFlow, "healthcheck host=web1", p.recorder)
 		ev.Reply = p
-		done := make(chan struct{})
-		ev.Done = func() { close(done) }
-		if err := b.Handle(ev); err != nil {
-			t.Fatal(err)
-		}
-		<-done
+		handleToEnd(t, b, ev)
 		all := p.all()
 		if len(all) != 2 || all[1].Kind != bridge.ReplyFlow {
 			t.Fatalf("replies = %+v, want the progress message and the result", all)
@@ -115,19 +129,12 @@ func TestFlowProgressInterval(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				cfg := defaultConfig()
 				cfg.ProgressInterval = tc.interval
-				cfg.Flows[0].Timeout = 2 * time.Minute
-				b, fake := newBubbleBridge(t, cfg, workspacetest.Agent{})
-				fake.AddFlow(workspacetest.Flow{UUID: flowUUID, Template: "Checked {host}", Delay: 50 * time.Second})
+				b := slowFlowBridge(t, cfg)
 				p := newProgresser()
 				p.refuse = tc.refuse
 				ev := command("c/p", bridge.CommandFlow, "healthcheck host=web1", p.recorder)
 				ev.Reply = p
-				done := make(chan struct{})
-				ev.Done = func() { close(done) }
-				if err := b.Handle(ev); err != nil {
-					t.Fatal(err)
-				}
-				<-done
+				handleToEnd(t, b, ev)
 				if at, _, _ := p.updates(); len(at) != tc.want {
 					t.Errorf("progress asked at %v, want %d times", at, tc.want)
 				}
@@ -147,12 +154,7 @@ func TestSlowAnswerProgress(t *testing.T) {
 		p := newProgresser()
 		ev := event("c/slow", bridge.KindMessage, "hello", p.recorder)
 		ev.Reply = p
-		done := make(chan struct{})
-		ev.Done = func() { close(done) }
-		if err := b.Handle(ev); err != nil {
-			t.Fatal(err)
-		}
-		<-done
+		handleToEnd(t, b, ev)
 		wantContains(t, "answer", p.last(t).Text, "You said: hello")
 		at, refs, texts := p.updates()
 		if len(at) != 2 || at[0] != 15*time.Second || at[1] != 30*time.Second || refs[0] != "" {
