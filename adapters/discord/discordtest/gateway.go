@@ -646,14 +646,7 @@ func (s *Server) DropConnection(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("drop connection: %w", err)
 	}
-	s.mu.Lock()
-	if c.session != nil && c.session.conn == c {
-		c.session.conn = nil
-	}
-	s.connRecords[c.index-1].Dropped = true
-	s.notifyLocked()
-	s.mu.Unlock()
-	return c.ws.NetConn().Close()
+	return s.drop(c)
 }
 
 // DropShard closes the connection of shard shardID of shardCount (the newest session that
@@ -672,6 +665,12 @@ func (s *Server) DropShard(ctx context.Context, shardID, shardCount int) error {
 	if err != nil {
 		return fmt.Errorf("drop shard: %w", err)
 	}
+	return s.drop(c)
+}
+
+// drop closes c's socket without a close frame and records it as dropped;
+// its session stays resumable.
+func (s *Server) drop(c *conn) error {
 	s.mu.Lock()
 	if c.session != nil && c.session.conn == c {
 		c.session.conn = nil
