@@ -138,16 +138,23 @@ func (s *Server) wrapEventLocked(ev map[string]any, eventID string) map[string]a
 	}
 }
 
-func (s *Server) sendEvent(ctx context.Context, payload map[string]any) (Delivery, error) {
-	env, err := s.newEnvelope(Envelope{Type: TypeEventsAPI, Payload: payload})
+// send delivers e, whose payload is payload, calling onAck (when not nil)
+// with the app's acknowledgement, under s.mu.
+func (s *Server) send(ctx context.Context, e Envelope, payload map[string]any, onAck func(*Server, Ack)) (Delivery, error) {
+	env, err := s.newEnvelope(e)
 	if err != nil {
 		return Delivery{}, err
 	}
 	env.payload = payload
+	env.onAck = onAck
 	if err := s.deliver(ctx, env); err != nil {
 		return Delivery{}, err
 	}
 	return deliveryOf(env), nil
+}
+
+func (s *Server) sendEvent(ctx context.Context, payload map[string]any) (Delivery, error) {
+	return s.send(ctx, Envelope{Type: TypeEventsAPI, Payload: payload}, payload, nil)
 }
 
 // SendMessage delivers a "message" event (events_api) and returns what it
@@ -296,16 +303,7 @@ func (s *Server) SendSlashCommand(ctx context.Context, c SlashCommand) (Delivery
 	for k, v := range fields {
 		payload[k] = v
 	}
-	env, err := s.newEnvelope(Envelope{Type: TypeSlashCommands, Payload: payload, AcceptsResponsePayload: true})
-	if err != nil {
-		return Delivery{}, err
-	}
-	env.payload = payload
-	env.onAck = func(s *Server, a Ack) { s.ackMessageLocked(a, c) }
-	if err := s.deliver(ctx, env); err != nil {
-		return Delivery{}, err
-	}
-	return deliveryOf(env), nil
+	return s.send(ctx, Envelope{Type: TypeSlashCommands, Payload: payload, AcceptsResponsePayload: true}, payload, func(s *Server, a Ack) { s.ackMessageLocked(a, c) })
 }
 
 // ackMessageLocked records the immediate response a slash-command ack carried.
@@ -410,15 +408,7 @@ func (s *Server) SendBlockAction(ctx context.Context, a BlockAction) (Delivery, 
 	s.mu.Lock()
 	payload := s.blockActionPayloadLocked(&a)
 	s.mu.Unlock()
-	env, err := s.newEnvelope(Envelope{Type: TypeInteractive, Payload: payload})
-	if err != nil {
-		return Delivery{}, err
-	}
-	env.payload = payload
-	if err := s.deliver(ctx, env); err != nil {
-		return Delivery{}, err
-	}
-	return deliveryOf(env), nil
+	return s.send(ctx, Envelope{Type: TypeInteractive, Payload: payload}, payload, nil)
 }
 
 // Button is a button element found in a message's blocks.

@@ -425,16 +425,7 @@ func (s *Server) SubmitView(ctx context.Context, sub ViewSubmission) (Delivery, 
 	if err != nil {
 		return Delivery{}, err
 	}
-	env, err := s.newEnvelope(Envelope{Type: TypeInteractive, Payload: payload, AcceptsResponsePayload: true})
-	if err != nil {
-		return Delivery{}, err
-	}
-	env.payload = payload
-	env.onAck = func(s *Server, a Ack) { s.submissionAnsweredLocked(sub.ViewID, a.Payload) }
-	if err := s.deliver(ctx, env); err != nil {
-		return Delivery{}, err
-	}
-	return deliveryOf(env), nil
+	return s.send(ctx, Envelope{Type: TypeInteractive, Payload: payload, AcceptsResponsePayload: true}, payload, func(s *Server, a Ack) { s.submissionAnsweredLocked(sub.ViewID, a.Payload) })
 }
 
 // ViewSubmissionBody is SubmitView for HTTP mode: the form body Slack POSTs.
@@ -509,15 +500,7 @@ func (s *Server) SelectInView(ctx context.Context, viewID, userID, blockID, acti
 		"actions":               []any{action},
 	}
 	s.mu.Unlock()
-	env, err := s.newEnvelope(Envelope{Type: TypeInteractive, Payload: payload})
-	if err != nil {
-		return Delivery{}, err
-	}
-	env.payload = payload
-	if err := s.deliver(ctx, env); err != nil {
-		return Delivery{}, err
-	}
-	return deliveryOf(env), nil
+	return s.send(ctx, Envelope{Type: TypeInteractive, Payload: payload}, payload, nil)
 }
 
 // MessageShortcut is a user's choice of one of the app's message shortcuts
@@ -561,13 +544,5 @@ func (s *Server) SendMessageShortcut(ctx context.Context, m MessageShortcut) (De
 	s.mu.Lock()
 	payload := s.messageShortcutLocked(m)
 	s.mu.Unlock()
-	env, err := s.newEnvelope(Envelope{Type: TypeInteractive, Payload: payload})
-	if err != nil {
-		return Delivery{}, err
-	}
-	env.payload = payload
-	if err := s.deliver(ctx, env); err != nil {
-		return Delivery{}, err
-	}
-	return deliveryOf(env), nil
+	return s.send(ctx, Envelope{Type: TypeInteractive, Payload: payload}, payload, nil)
 }
