@@ -60,8 +60,8 @@ func (b *Bridge) open(ctx context.Context, log *zap.Logger, ev Event) {
 // without one forgets it. A context the conversation already has, told or
 // not, is not written again.
 func (b *Bridge) keepContext(log *zap.Logger, ev Event) {
-	cs, ok := b.store.(store.Contexts)
-	if !ok {
+	cs := b.contexts
+	if cs == nil {
 		return
 	}
 	text := truncate(sanitize(ev.Text), maxContextBytes)
@@ -86,8 +86,8 @@ func (b *Bridge) keepContext(log *zap.Logger, ev Event) {
 // has not been told it yet, and the function that records that it has,
 // to call once the agent answered.
 func (b *Bridge) withContext(log *zap.Logger, ev Event, text string) (string, func()) {
-	cs, ok := b.store.(store.Contexts)
-	if !ok {
+	cs := b.contexts
+	if cs == nil {
 		return text, func() {}
 	}
 	c, found, err := cs.ConversationContext(ev.Conversation)

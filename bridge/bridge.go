@@ -112,21 +112,22 @@ func (c *Config) setDefaults() {
 
 // Bridge routes platform events to the AI workspace and replies.
 type Bridge struct {
-	cfg     Config
-	log     *zap.Logger
-	ws      Workspace
-	store   Store
-	metrics *Metrics
-	cat     atomic.Pointer[catalog]
-	slots   chan struct{} // in-flight API calls
-	shares  *shareCache
-	confirm *confirmCache
-	limits  atomic.Pointer[rateLimits]
-	lim     atomic.Pointer[Limits]     // the limits in force; SetLimits replaces them
-	fault   atomic.Pointer[storeFault] // the latest failed store write, until one succeeds
-	rep     *replicas                  // set when replicas share the store
-	staged  StagedInbox                // the store, when it can take entries before they are durable
-	tokens  Tokens                     // set when replicas share the store: button state
+	cfg      Config
+	log      *zap.Logger
+	ws       Workspace
+	store    Store
+	metrics  *Metrics
+	cat      atomic.Pointer[catalog]
+	slots    chan struct{} // in-flight API calls
+	shares   *shareCache
+	confirm  *confirmCache
+	limits   atomic.Pointer[rateLimits]
+	lim      atomic.Pointer[Limits]     // the limits in force; SetLimits replaces them
+	fault    atomic.Pointer[storeFault] // the latest failed store write, until one succeeds
+	rep      *replicas                  // set when replicas share the store
+	staged   StagedInbox                // the store, when it can take entries before they are durable
+	contexts store.Contexts             // the store, when it keeps conversation contexts
+	tokens   Tokens                     // set when replicas share the store: button state
 
 	// schedules are listed for admins in /flow help (SetSchedules).
 	schedules atomic.Pointer[[]Scheduled]
@@ -191,6 +192,9 @@ func New(cfg Config, ws Workspace, st Store, log *zap.Logger) (*Bridge, error) {
 	}
 	if t, ok := st.(Tokens); ok {
 		b.tokens = t
+	}
+	if cs, ok := st.(store.Contexts); ok {
+		b.contexts = cs
 	}
 	b.cat.Store(cat)
 	b.SetLimits(cfg.Limits)
