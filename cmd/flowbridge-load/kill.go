@@ -128,27 +128,25 @@ type killStats struct {
 	FailedDeliveries  int `json:"failed_deliveries"`
 }
 
+// closeWorkspace stops the workspace fake and the server that fronts it
+// for flowbridge; either may be nil (a run that failed to start).
+func closeWorkspace(front *httptest.Server, ws *workspacetest.Server) {
+	if front != nil {
+		front.CloseClientConnections()
+		front.Close()
+	}
+	if ws != nil {
+		ws.Close()
+	}
+}
+
 // runKill runs -kill-every and tears everything down, whatever happens.
-func runKill(ctx context.Context, p params) (res *killResult, err error) {
-	dir, err := os.MkdirTemp(p.tempDir, "flowbridge-load-")
-	if err != nil {
-		return nil, err
-	}
-	e := &killEnv{p: p, dir: dir, live: newLedger()}
-	defer func() {
-		if cerr := e.close(); cerr != nil && err == nil {
-			err = cerr
-		}
-		keepOrRemove(p, dir)
-	}()
-	if err := e.start(); err != nil {
-		return nil, err
-	}
-	return e.run(ctx)
+func runKill(ctx context.Context, p params) (*killResult, error) {
+	return inTempDir(ctx, p, func(dir string) *killEnv { return &killEnv{p: p, dir: dir, live: newLedger()} }, (*killEnv).run)
 }
 
 // start builds the conversations, the fakes and the bridge's configuration.
-func (e *killEnv) start() error {
+func (e *killEnv) start(context.Context) error {
 	p := e.p
 	flows := int(math.Round(float64(p.Conversations) * p.FlowShare))
 	chats := p.Conversations - flows
@@ -700,13 +698,7 @@ func (e *killEnv) close() error {
 	if e.slack != nil {
 		e.slack.Close()
 	}
-	if e.wsSrv != nil {
-		e.wsSrv.CloseClientConnections()
-		e.wsSrv.Close()
-	}
-	if e.ws != nil {
-		e.ws.Close()
-	}
+	closeWorkspace(e.wsSrv, e.ws)
 	return err
 }
 

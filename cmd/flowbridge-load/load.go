@@ -76,26 +76,12 @@ type env struct {
 }
 
 // runOnce starts everything, measures and tears it all down, whatever happens.
-func runOnce(ctx context.Context, p params) (res *result, err error) {
-	dir, err := os.MkdirTemp(p.tempDir, "flowbridge-load-")
-	if err != nil {
-		return nil, err
-	}
+func runOnce(ctx context.Context, p params) (*result, error) {
 	if p.Users == 0 || p.Users > p.Conversations {
 		p.Users = p.Conversations
 	}
 	p.resolve()
-	e := &env{p: p, dir: dir}
-	defer func() {
-		if cerr := e.close(); cerr != nil && err == nil {
-			err = cerr
-		}
-		keepOrRemove(p, dir)
-	}()
-	if err := e.start(ctx); err != nil {
-		return nil, err
-	}
-	return e.measure(ctx)
+	return inTempDir(ctx, p, func(dir string) *env { return &env{p: p, dir: dir} }, (*env).measure)
 }
 
 func (e *env) usesSlack() bool   { return e.p.Platform != "discord" }
@@ -259,6 +245,30 @@ name = "helper"
 uuid = %q
 default = true
 `, wsURL, storeLines, maxInFlight, shutdownGrace.String(), bridgeLines, adminListen, logLevel, agentUUID)
+}
+
+// inTempDir gives a run a temporary directory of its own: newEnv builds
+// the run's environment in it, which is started, then run, then closed,
+// and the directory removed (or kept, with -keep), whatever happened.
+func inTempDir[E interface {
+	start(context.Context) error
+	close() error
+}, R any](ctx context.Context, p params, newEnv func(dir string) E, run func(E, context.Context) (R, error)) (res R, err error) {
+	dir, err := os.MkdirTemp(p.tempDir, "flowbridge-load-")
+	if err != nil {
+		return res, err
+	}
+	e := newEnv(dir)
+	defer func() {
+		if cerr := e.close(); cerr != nil && err == nil {
+			err = cerr
+		}
+		keepOrRemove(p, dir)
+	}()
+	if err := e.start(ctx); err != nil {
+		return res, err
+	}
+	return run(e, ctx)
 }
 
 // keepOrRemove ends a run's temporary directory: kept and named with -keep,

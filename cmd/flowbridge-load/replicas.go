@@ -188,23 +188,11 @@ type repStats struct {
 }
 
 // runReplicas runs one -replicas run with n replicas and tears it all down.
-func runReplicas(ctx context.Context, p params, n int) (res *replicaResult, err error) {
-	dir, err := os.MkdirTemp(p.tempDir, "flowbridge-load-")
-	if err != nil {
-		return nil, err
-	}
-	e := &replicaEnv{p: p, n: n, dir: dir, live: newLedger(), svc: make(map[marker]time.Duration),
-		admin: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}}
-	defer func() {
-		if cerr := e.close(); cerr != nil && err == nil {
-			err = cerr
-		}
-		keepOrRemove(p, dir)
-	}()
-	if err := e.start(ctx); err != nil {
-		return nil, err
-	}
-	return e.run(ctx)
+func runReplicas(ctx context.Context, p params, n int) (*replicaResult, error) {
+	return inTempDir(ctx, p, func(dir string) *replicaEnv {
+		return &replicaEnv{p: p, n: n, dir: dir, live: newLedger(), svc: make(map[marker]time.Duration),
+			admin: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}}
+	}, (*replicaEnv).run)
 }
 
 // newSchema creates a schema of its own for a run on the database at base
@@ -941,13 +929,7 @@ func (e *replicaEnv) close() error {
 	if e.discord != nil {
 		e.discord.Close()
 	}
-	if e.wsSrv != nil {
-		e.wsSrv.CloseClientConnections()
-		e.wsSrv.Close()
-	}
-	if e.ws != nil {
-		e.ws.Close()
-	}
+	closeWorkspace(e.wsSrv, e.ws)
 	return errors.Join(errs...)
 }
 
