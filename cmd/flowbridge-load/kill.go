@@ -128,6 +128,23 @@ type killStats struct {
 	FailedDeliveries  int `json:"failed_deliveries"`
 }
 
+// slackReplies returns, as ledger records, what the bot posted or updated
+// in the fake Slack's channels.
+func slackReplies(s *slacktest.Server, l *ledger) []happening {
+	var recs []happening
+	for _, v := range s.MessageLog() {
+		switch v.Op {
+		case "chat.postMessage", "chat.update", "chat.postEphemeral":
+		default:
+			continue
+		}
+		id, text := v.Channel+":"+v.TS, v.Text+"\n"+string(v.Blocks)
+		w := where{channel: v.Channel, thread: v.ThreadTS, user: v.User}
+		recs = append(recs, happening{v.At, func() { l.reply(w, id, text, v.At) }})
+	}
+	return recs
+}
+
 // closeWorkspace stops the workspace fake and the server that fronts it
 // for flowbridge; either may be nil (a run that failed to start).
 func closeWorkspace(front *httptest.Server, ws *workspacetest.Server) {
@@ -707,18 +724,14 @@ func (e *killEnv) close() error {
 // the acknowledgements' bodies, in the order they happened.
 func (e *killEnv) count() *killResult {
 	l := newLedger()
-	type record struct {
-		at    time.Time
-		apply func()
-	}
-	var recs []record
+	var recs []happening
 	e.mu.Lock()
 	for _, o := range e.offers {
 		t := &tally{m: o.t.m, flow: o.t.flow, offered: o.t.offered, acked: o.t.acked, id: o.t.id, where: o.t.where}
 		l.add(t)
 		if len(bytes.TrimSpace(o.ackBody)) > 0 {
 			text, key := string(o.ackBody), "ack:"+o.t.id
-			recs = append(recs, record{o.ackAt, func() { l.reply(o.t.where, key, text, o.ackAt) }})
+			recs = append(recs, happening{o.ackAt, func() { l.reply(o.t.where, key, text, o.ackAt) }})
 		}
 	}
 	stats, killedAt := e.stats, slices.Clone(e.killedAt)
@@ -744,30 +757,17 @@ func (e *killEnv) count() *killResult {
 		default:
 			continue
 		}
-		recs = append(recs, record{r.At, func() { l.call(m) }})
+		recs = append(recs, happening{r.At, func() { l.call(m) }})
 	}
-	for _, v := range e.slack.MessageLog() {
-		switch v.Op {
-		case "chat.postMessage", "chat.update", "chat.postEphemeral":
-		default:
-			continue
-		}
-		id, text := v.Channel+":"+v.TS, v.Text+"\n"+string(v.Blocks)
-		w := where{channel: v.Channel, thread: v.ThreadTS, user: v.User}
-		recs = append(recs, record{v.At, func() { l.reply(w, id, text, v.At) }})
-	}
+	recs = append(recs, slackReplies(e.slack, l)...)
 	for _, p := range e.slack.ResponseURLPosts() {
 		if p.Error != "" || p.DeleteOriginal {
 			continue
 		}
 		id, text := "url:"+p.MessageTS, p.Text+"\n"+string(p.Blocks)
-		recs = append(recs, record{p.At, func() { l.reply(where{responseURL: p.URL}, id, text, p.At) }})
+		recs = append(recs, happening{p.At, func() { l.reply(where{responseURL: p.URL}, id, text, p.At) }})
 	}
-	// Calls sort before replies made at the same instant: an answer follows its call.
-	slices.SortStableFunc(recs, func(a, b record) int { return a.at.Compare(b.at) })
-	for _, r := range recs {
-		r.apply()
-	}
+	applyInOrder(recs)
 	res := newKillResult(e.p, l, e.t0)
 	res.killStats = stats
 	res.KilledAtSec = killedAt

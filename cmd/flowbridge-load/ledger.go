@@ -224,3 +224,20 @@ func oneLine(s string) string {
 	}
 	return s
 }
+
+// happening is something the fakes recorded (a workspace call, a reply),
+// to be applied to a ledger in the order the records happened.
+type happening struct {
+	at    time.Time
+	apply func()
+}
+
+// applyInOrder applies hs in the order they happened. Calls come before the
+// replies made at the same instant (they are recorded first, and the sort
+// is stable): an answer follows its call.
+func applyInOrder(hs []happening) {
+	slices.SortStableFunc(hs, func(a, b happening) int { return a.at.Compare(b.at) })
+	for _, h := range hs {
+		h.apply()
+	}
+}

@@ -941,11 +941,7 @@ func (e *replicaEnv) count(ctx context.Context, driven time.Duration) (*replicaR
 		return nil, err
 	}
 	l := newLedger()
-	type record struct {
-		at    time.Time
-		apply func()
-	}
-	var recs []record
+	var recs []happening
 	e.mu.Lock()
 	byMarker := make(map[marker]*repOffer, len(e.offers))
 	var e2e, added []time.Duration
@@ -977,20 +973,11 @@ func (e *replicaEnv) count(ctx context.Context, driven time.Duration) (*replicaR
 			if _, seen := called[m]; !seen {
 				called[m] = r.At
 			}
-			recs = append(recs, record{r.At, func() { l.call(m) }})
+			recs = append(recs, happening{r.At, func() { l.call(m) }})
 		}
 	}
 	if e.slack != nil {
-		for _, v := range e.slack.MessageLog() {
-			switch v.Op {
-			case "chat.postMessage", "chat.update", "chat.postEphemeral":
-			default:
-				continue
-			}
-			id, text := v.Channel+":"+v.TS, v.Text+"\n"+string(v.Blocks)
-			w := where{channel: v.Channel, thread: v.ThreadTS, user: v.User}
-			recs = append(recs, record{v.At, func() { l.reply(w, id, text, v.At) }})
-		}
+		recs = append(recs, slackReplies(e.slack, l)...)
 	}
 	if e.discord != nil {
 		for _, m := range e.discord.Messages() {
@@ -1006,14 +993,10 @@ func (e *replicaEnv) count(ctx context.Context, driven time.Duration) (*replicaR
 				at = m.Edited
 			}
 			id, text := "discord:"+m.ID, m.Content
-			recs = append(recs, record{at, func() { l.reply(w, id, text, at) }})
+			recs = append(recs, happening{at, func() { l.reply(w, id, text, at) }})
 		}
 	}
-	// Calls sort before replies made at the same instant: an answer follows its call.
-	slices.SortStableFunc(recs, func(a, b record) int { return a.at.Compare(b.at) })
-	for _, r := range recs {
-		r.apply()
-	}
+	applyInOrder(recs)
 
 	res := &replicaResult{killResult: *newKillResult(e.p, l, e.t0)}
 	res.Mode = "replicas"
