@@ -1,6 +1,7 @@
 package discordtest_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -96,12 +97,14 @@ func until(t *testing.T, evs <-chan *discordgo.Event, marker string) []rawEvent 
 	}
 }
 
-func TestShardsGetTheirGuildsOnly(t *testing.T) {
-	t.Parallel()
-	fake := newFake(t, discordtest.Options{Shards: 2})
-	c := ctx(t)
-	g0, g1 := guildOnShard(1, 0, 2), guildOnShard(1, 1, 2)
-	ch0, ch1 := guildOnShard(2, 0, 2), guildOnShard(3, 1, 2)
+// twoShardGuilds starts a fake of two shards with one guild on each, and
+// a text channel in each guild (ch0 in g0 on shard 0, ch1 in g1 on 1).
+func twoShardGuilds(t *testing.T) (fake *discordtest.Server, c context.Context, g0, g1, ch0, ch1 string) {
+	t.Helper()
+	fake = newFake(t, discordtest.Options{Shards: 2})
+	c = ctx(t)
+	g0, g1 = guildOnShard(1, 0, 2), guildOnShard(1, 1, 2)
+	ch0, ch1 = guildOnShard(2, 0, 2), guildOnShard(3, 1, 2)
 	for _, ch := range []discordgo.Channel{
 		{ID: ch0, GuildID: g0, Type: discordgo.ChannelTypeGuildText, Name: "zero"},
 		{ID: ch1, GuildID: g1, Type: discordgo.ChannelTypeGuildText, Name: "one"},
@@ -110,6 +113,12 @@ func TestShardsGetTheirGuildsOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return fake, c, g0, g1, ch0, ch1
+}
+
+func TestShardsGetTheirGuildsOnly(t *testing.T) {
+	t.Parallel()
+	fake, c, g0, g1, ch0, ch1 := twoShardGuilds(t)
 	s0, ev0 := shardSession(t, fake, 0, 2)
 	s1, ev1 := shardSession(t, fake, 1, 2)
 	if _, err := s0.ApplicationCommandBulkOverwrite(fake.ApplicationID(), g1, []*discordgo.ApplicationCommand{{Name: "run", Description: "Run"}}); err != nil {
@@ -244,18 +253,7 @@ func TestInvalidShardClosed4010(t *testing.T) {
 // dropped shard resumes and gets the events of its guilds dispatched while it was away.
 func TestDropShard(t *testing.T) {
 	t.Parallel()
-	fake := newFake(t, discordtest.Options{Shards: 2})
-	c := ctx(t)
-	g0, g1 := guildOnShard(1, 0, 2), guildOnShard(1, 1, 2)
-	ch0, ch1 := guildOnShard(2, 0, 2), guildOnShard(3, 1, 2)
-	for _, ch := range []discordgo.Channel{
-		{ID: ch0, GuildID: g0, Type: discordgo.ChannelTypeGuildText, Name: "zero"},
-		{ID: ch1, GuildID: g1, Type: discordgo.ChannelTypeGuildText, Name: "one"},
-	} {
-		if err := fake.AddChannel(c, ch); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fake, c, g0, g1, ch0, ch1 := twoShardGuilds(t)
 	_, ev0 := shardSession(t, fake, 0, 2)
 	_, ev1 := shardSession(t, fake, 1, 2)
 	var sessions [2]string
