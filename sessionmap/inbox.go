@@ -103,7 +103,7 @@ func (s *Store) receive(e store.InboxEntry, staged bool) (fresh bool, wait func(
 		e.Received = time.Now()
 	}
 	e.State, e.Seq, e.Updated, e.Reply = store.Received, 0, e.Received, ""
-	if _, err := appendInbox(nil, e); err != nil {
+	if err := checkInbox(e); err != nil {
 		return false, nil, err
 	}
 	h := &s.hot
@@ -194,7 +194,7 @@ func (s *Store) Finish(key, reply string, turn *store.Turn, now time.Time) error
 	var wait func() error
 	if err == nil {
 		cur.State, cur.Reply, cur.Updated, cur.Event = store.Answered, reply, now, nil
-		if _, err = appendInbox(nil, cur); err == nil {
+		if err = checkInbox(cur); err == nil {
 			wait, err = s.changeLocked(cur, prev, prev == nil || prev.inFile, answeredFrame(key, reply, now, et), ht, false)
 		}
 	}
@@ -341,13 +341,8 @@ func getInbox(inbox *bolt.Bucket, key []byte) (store.InboxEntry, error) {
 }
 
 func appendInbox(dst []byte, e store.InboxEntry) ([]byte, error) {
-	for _, t := range []struct {
-		name string
-		t    time.Time
-	}{{"received", e.Received}, {"updated", e.Updated}} {
-		if t.t.Before(minNanoTime) || t.t.After(maxNanoTime) {
-			return nil, fmt.Errorf("%s time %v out of range", t.name, t.t)
-		}
+	if err := checkInbox(e); err != nil {
+		return nil, err
 	}
 	dst = append(dst, inboxV1, byte(e.State))
 	dst = binary.BigEndian.AppendUint64(dst, e.Seq)
@@ -357,10 +352,33 @@ func appendInbox(dst []byte, e store.InboxEntry) ([]byte, error) {
 	dst = append(dst, e.Conversation...)
 	dst = binary.AppendUvarint(dst, uint64(len(e.Reply)))
 	dst = append(dst, e.Reply...)
-	if len(dst)+len(e.Event) > bolt.MaxValueSize {
-		return nil, fmt.Errorf("entry of %d bytes is too large", len(dst)+len(e.Event))
-	}
 	return append(dst, e.Event...), nil
+}
+
+// checkInbox reports why appendInbox cannot encode e, if it cannot,
+// without encoding it: Receive and Finish check an entry before its
+// journal frame, whose record the checkpoint encodes later.
+func checkInbox(e store.InboxEntry) error {
+	for _, t := range []struct {
+		name string
+		t    time.Time
+	}{{"received", e.Received}, {"updated", e.Updated}} {
+		if t.t.Before(minNanoTime) || t.t.After(maxNanoTime) {
+			return fmt.Errorf("%s time %v out of range", t.name, t.t)
+		}
+	}
+	if size := inboxSize(e); size > bolt.MaxValueSize {
+		return fmt.Errorf("entry of %d bytes is too large", size)
+	}
+	return nil
+}
+
+// inboxSize is the length of appendInbox's record of e.
+func inboxSize(e store.InboxEntry) int {
+	var scratch [binary.MaxVarintLen64]byte
+	return 2 + 8 + binary.PutVarint(scratch[:], e.Received.UnixNano()) + binary.PutVarint(scratch[:], e.Updated.UnixNano()) +
+		binary.PutUvarint(scratch[:], uint64(len(e.Conversation))) + len(e.Conversation) +
+		binary.PutUvarint(scratch[:], uint64(len(e.Reply))) + len(e.Reply) + len(e.Event)
 }
 
 // decodeInbox decodes a record, copying every byte out of v (which may be

@@ -464,3 +464,22 @@ func TestJournalLazyTimerSkipsCoveredFrames(t *testing.T) {
 		}
 	})
 }
+
+// TestInboxSizeIsRecordLength: the size Receive and Finish check before
+// writing is the length of the record the checkpoint encodes later.
+func TestInboxSizeIsRecordLength(t *testing.T) {
+	now := time.Now()
+	for _, e := range []store.InboxEntry{
+		{Key: "k", Received: now, Updated: now},
+		{Key: "k", Conversation: "slack/T1/C1", Event: []byte(`{"text":"hi"}`), Received: now, Updated: now, Seq: 1 << 40},
+		{Key: "k", Conversation: string(make([]byte, 300)), Reply: string(make([]byte, 200)), Received: now.Add(-time.Hour), Updated: now, State: store.Answered},
+	} {
+		rec, err := appendInbox(nil, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := inboxSize(e); got != len(rec) {
+			t.Errorf("inboxSize = %d, record is %d bytes", got, len(rec))
+		}
+	}
+}
