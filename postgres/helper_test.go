@@ -6,15 +6,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/flowbridge/flowbridge/postgres/pgtest"
 )
 
 // defaultTestURL is the database the tests use unless
@@ -97,7 +97,7 @@ func newSchema(t testing.TB) string {
 			t.Error(err)
 		}
 	})
-	return withSearchPath(t, testDB.dsn, name)
+	return pgtest.WithSearchPath(t, testDB.dsn, name)
 }
 
 func createSchema(t testing.TB) string {
@@ -163,7 +163,7 @@ func openEmpty(t testing.TB, opts Options) (*Store, string) {
 		testDB.mu.Lock()
 		testDB.made = append(testDB.made, ps.name)
 		testDB.mu.Unlock()
-		ps.dsn = withSearchPath(t, testDB.dsn, ps.name)
+		ps.dsn = pgtest.WithSearchPath(t, testDB.dsn, ps.name)
 		_ = openDSN(t, ps.dsn, Options{}).Close() // migrates
 		if err := pool.QueryRow(t.Context(), tablesQuery, ps.name).Scan(&ps.tables); err != nil {
 			t.Fatalf("tables of schema %s: %v", ps.name, err)
@@ -213,25 +213,6 @@ func (d *testDatabase) close() error {
 		errs = append(errs, dropSchema(context.Background(), name))
 	}
 	return errors.Join(errs...)
-}
-
-// withSearchPath returns dsn with its search_path set to schema.
-func withSearchPath(t testing.TB, dsn, schema string) string {
-	t.Helper()
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatalf("FLOWBRIDGE_TEST_DATABASE_URL: %v", err)
-		}
-		q := u.Query()
-		q.Set("search_path", schema)
-		// Tests need no durability; commits that wait for no WAL flush keep
-		// the suite fast. The store's own behaviour does not depend on it.
-		q.Set("synchronous_commit", "off")
-		u.RawQuery = q.Encode()
-		return u.String()
-	}
-	return dsn + " search_path=" + schema + " synchronous_commit=off"
 }
 
 // exec runs one statement on a connection of its own.

@@ -11,6 +11,8 @@ import (
 
 	"github.com/flowbridge/flowbridge/bridge/store"
 	"github.com/flowbridge/flowbridge/bridge/store/storetest"
+
+	"github.com/flowbridge/flowbridge/postgres/pgtest"
 )
 
 func TestConformance(t *testing.T) {
@@ -293,7 +295,7 @@ func TestOpenErrors(t *testing.T) {
 		{"bad dsn", "postgres://a b", Options{}, "open postgres"},
 		{"one connection", dsn, Options{MaxConns: 1}, "at least 2"},
 		{"negative", dsn, Options{MaxConns: -1}, "negative"},
-		{"no such schema", withSearchPath(t, dsn, "t_missing_schema"), Options{}, "migrate"},
+		{"no such schema", pgtest.WithSearchPath(t, dsn, "t_missing_schema"), Options{}, "migrate"},
 		{"nobody listening", "postgres://postgres:secret-pw@127.0.0.1:1/test?sslmode=disable&connect_timeout=2", Options{}, "open postgres"},
 	}
 	for _, tt := range tests {

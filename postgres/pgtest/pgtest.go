@@ -1,4 +1,4 @@
-// Package pgtest gives tests outside package postgres a fresh schema on the test database, as net/http/httptest gives them a server.
+// Package pgtest gives tests a fresh schema on the test database, as net/http/httptest gives them a server.
 //
 // The database is FLOWBRIDGE_TEST_DATABASE_URL, by default the one CI and
 // the development machines run (postgres@127.0.0.1:5432/test). Where none
@@ -60,6 +60,15 @@ func Schema(t testing.TB) string {
 			t.Errorf("drop schema %s: %v", schema, err)
 		}
 	})
+	return WithSearchPath(t, dsn, schema)
+}
+
+// WithSearchPath returns dsn (a URL or key=value words) with its
+// search_path set to schema. Its commits wait for no WAL flush: tests need
+// no durability, the suite stays fast, and the store's behaviour does not
+// depend on it.
+func WithSearchPath(t testing.TB, dsn, schema string) string {
+	t.Helper()
 	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
 		return dsn + " search_path=" + schema + " synchronous_commit=off"
 	}
