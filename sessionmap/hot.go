@@ -67,8 +67,11 @@ type hot struct {
 // hotEntry is an inbox entry's newest state. A change replaces the pointer,
 // so a checkpoint can tell whether what it applied is still the newest.
 type hotEntry struct {
-	e      store.InboxEntry
-	inFile bool // the file holds the key, in an earlier state
+	e store.InboxEntry
+	// inFile is set when the file may hold the key, in an earlier state;
+	// a checkpoint then looks the key up and unindexes it, and skips both
+	// for the common entry, received and answered between two checkpoints.
+	inFile bool
 }
 
 type hotTurn struct {
@@ -231,6 +234,7 @@ func (s *Store) changeLocked(next store.InboxEntry, prev *hotEntry, inFile bool,
 			h.mu.Lock()
 			if h.entries[next.Key] == he {
 				if prev != nil {
+					prev.inFile = prev.inFile || he.inFile
 					h.entries[next.Key] = prev
 				} else {
 					delete(h.entries, next.Key)
@@ -272,8 +276,13 @@ func (s *Store) checkpoint() error {
 	}
 	h.mu.Lock()
 	for _, he := range snap {
-		if h.entries[he.e.Key] == he {
+		switch cur := h.entries[he.e.Key]; {
+		case cur == he:
 			delete(h.entries, he.e.Key)
+		case cur != nil:
+			// Changed while the file was written: the next checkpoint
+			// must treat the key as one the file holds.
+			cur.inFile = true
 		}
 	}
 	h.dropTurns(turns)
@@ -295,7 +304,9 @@ func applyHot(tx *bolt.Tx, entries []*hotEntry, turns []*hotTurn, seq uint64) er
 	for _, he := range entries {
 		e := he.e
 		k := []byte(e.Key)
-		if old := inbox.Get(k); old == nil {
+		if !he.inFile {
+			added++ // received since the last checkpoint: nothing to look up or unindex
+		} else if old := inbox.Get(k); old == nil {
 			added++
 		} else if state, _, ok := peekInbox(old); ok && state == store.Answered {
 			continue // answered in the file already: a replay of what a checkpoint applied
@@ -308,8 +319,10 @@ func applyHot(tx *bolt.Tx, entries []*hotEntry, turns []*hotTurn, seq uint64) er
 			return err
 		}
 		if e.State == store.Answered {
-			if err := pending.Delete(seqKey(e.Seq)); err != nil {
-				return err
+			if he.inFile {
+				if err := pending.Delete(seqKey(e.Seq)); err != nil {
+					return err
+				}
 			}
 			nowKey := timeKey(e.Updated)
 			if err := done.Put(binary.BigEndian.AppendUint64(nowKey[:], e.Seq), k); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -391,6 +392,45 @@ func FuzzDecodeInbox(f *testing.F) {
 		}
 		if state, seq, ok := peekInbox(v); !ok || state != e.State || seq != e.Seq {
 			t.Fatalf("peekInbox(%x) = %v, %d, %v, want %v, %d", v, state, seq, ok, e.State, e.Seq)
+		}
+	})
+}
+
+// TestCheckpointEntryChangedMeanwhile: an entry that changes while a
+// checkpoint writes its earlier state is one the file holds from then on,
+// so the next checkpoint moves it from the pending index to the answered
+// one and counts it once.
+func TestCheckpointEntryChangedMeanwhile(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := openTest(t, noCheckpoints)
+		for _, k := range []string{"a", "b"} {
+			if _, err := s.Receive(store.InboxEntry{Key: k, Event: []byte("e")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Hold bbolt's writer, so that the checkpoint takes its snapshot
+		// and then waits for its transaction.
+		release := make(chan struct{})
+		go func() {
+			_ = s.update(func(*bolt.Tx) error { <-release; return nil })
+		}()
+		synctest.Wait()
+		done := make(chan error, 1)
+		go func() { done <- s.checkpoint() }()
+		synctest.Wait()
+		if err := s.Finish("a", "r", nil, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		got := inboxLayout(t, s) // checkpoints again, and checks the indexes
+		if got["a"].State != store.Answered || got["b"].State != store.Received {
+			t.Fatalf("file holds a %v, b %v; want answered, received", got["a"].State, got["b"].State)
+		}
+		if n := s.Stats().Inbox; n != 2 {
+			t.Errorf("Stats().Inbox = %d, want 2", n)
 		}
 	})
 }
