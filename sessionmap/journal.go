@@ -47,10 +47,11 @@ var errJournalBroken = errors.New("journal unusable after a failed write")
 
 // journal appends frames. Each append writes its frame at once, in order
 // (into the kernel's cache: a crash of the process cannot lose it), and a
-// durable append then waits for an fdatasync covering it: whichever waiter
-// takes syncMu first syncs everything written so far, so appends made during
-// a sync share the next one (group commit). Nothing waits for a goroutine
-// to be scheduled, which on a busy machine costs more than the sync.
+// durable append then waits for an fdatasync covering it: one of the
+// waiters syncs everything written so far, so appends made during a sync
+// share the next one (group commit). The sync is made by a waiter, not by
+// a goroutine of its own, which would add a hop through the scheduler to
+// every sync: on a busy machine that costs more than the sync.
 type journal struct {
 	base      string // the store's path; segments are base + journalSuffix + n
 	noSync    bool
@@ -67,7 +68,8 @@ type journal struct {
 	lazyArmed bool       // a timer will sync lazy frames
 	lazy      []lazyMark // lazy frames, oldest first, until a sync is seen to cover them
 
-	syncMu     sync.Mutex // one fdatasync at a time; guards synced*
+	syncMu     sync.Mutex // guards synced*, syncing and advanced
+	syncing    bool       // a waiter of syncTo is syncing, with syncMu released
 	syncedSeg  int
 	syncedOff  int64
 	syncs      int           // how many syncs syncTo made (tests count them)
@@ -240,38 +242,84 @@ func (j *journal) usableLocked() error {
 	return nil
 }
 
-// syncTo returns once segment seg is synced up to end at least.
+// syncTo returns once segment seg is synced up to end at least. The first
+// waiter to find no sync under way leads: it syncs everything written so
+// far with syncMu released, so that the others can check, wait and append
+// meanwhile. When it is done every waiter wakes at once (advanced), those
+// it covered return, and one of the rest leads the next sync. (A mutex
+// held across the fdatasync woke its waiters one after another, each only
+// to find itself covered; and it held up awaitSync for the sync's length.)
 func (j *journal) syncTo(seg int, end int64) error {
-	j.syncMu.Lock()
-	defer j.syncMu.Unlock()
-	if j.syncedLocked(seg, end) {
-		return nil
+	for {
+		j.syncMu.Lock()
+		if j.syncedLocked(seg, end) {
+			j.syncMu.Unlock()
+			return nil
+		}
+		if err := j.brokenErr(); err != nil {
+			j.syncMu.Unlock()
+			return err
+		}
+		if j.syncing {
+			ch := j.advanced
+			j.syncMu.Unlock()
+			<-ch
+			continue
+		}
+		j.syncing = true
+		j.syncMu.Unlock()
+		return j.leadSync()
 	}
+}
+
+// leadSync makes the sync a waiter of syncTo leads; j.syncing is set, so
+// no other sync, rotation or close runs meanwhile and j.f stays open.
+func (j *journal) leadSync() error {
 	// Let the goroutines that are ready to run first append what they are
 	// about to, so that this sync covers them too: a group commit that
 	// lingers for no time at all.
 	runtime.Gosched()
 	j.mu.Lock()
-	f, cur, off, broken := j.f, j.seg, j.off, j.broken
+	f, cur, off := j.f, j.seg, j.off
 	j.mu.Unlock()
-	if broken != nil {
-		return broken
-	}
+	var err error
 	if !j.noSync {
-		if err := fdatasync(f); err != nil {
-			// After a failed sync the kernel may have dropped the pages:
-			// what the segment holds is unknown.
-			j.mu.Lock()
-			j.broken = fmt.Errorf("%w: %w", errJournalBroken, err)
-			j.mu.Unlock()
-			j.advanceLocked()
-			return fmt.Errorf("journal sync: %w", err)
-		}
+		err = fdatasync(f)
+	}
+	j.syncMu.Lock()
+	defer j.syncMu.Unlock()
+	j.syncing = false
+	if err != nil {
+		// After a failed sync the kernel may have dropped the pages: what
+		// the segment holds is unknown.
+		j.mu.Lock()
+		j.broken = fmt.Errorf("%w: %w", errJournalBroken, err)
+		j.mu.Unlock()
+		j.advanceLocked()
+		return fmt.Errorf("journal sync: %w", err)
 	}
 	j.syncedSeg, j.syncedOff = cur, off
 	j.syncs++
 	j.advanceLocked()
 	return nil
+}
+
+// brokenErr returns why the journal is broken, or nil.
+func (j *journal) brokenErr() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.broken
+}
+
+// idleSyncLocked waits, with syncMu held on entry and on return, until no
+// sync that syncTo leads is under way.
+func (j *journal) idleSyncLocked() {
+	for j.syncing {
+		ch := j.advanced
+		j.syncMu.Unlock()
+		<-ch
+		j.syncMu.Lock()
+	}
 }
 
 // syncedLocked reports whether segment seg is synced up to end; syncMu is
@@ -298,9 +346,7 @@ func (j *journal) awaitSync(seg int, end int64) error {
 			j.syncMu.Unlock()
 			return nil
 		}
-		j.mu.Lock()
-		broken := j.broken
-		j.mu.Unlock()
+		broken := j.brokenErr()
 		ch := j.advanced
 		j.syncMu.Unlock()
 		if broken != nil {
@@ -329,6 +375,7 @@ func (j *journal) allocateLocked(n int64) {
 func (j *journal) rotate() error {
 	j.syncMu.Lock()
 	defer j.syncMu.Unlock()
+	j.idleSyncLocked()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if err := j.usableLocked(); err != nil {
@@ -379,6 +426,7 @@ func (j *journal) close() error {
 	j.lazyTimers.Wait()
 	j.syncMu.Lock()
 	defer j.syncMu.Unlock()
+	j.idleSyncLocked()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var err error

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -481,5 +482,74 @@ func TestInboxSizeIsRecordLength(t *testing.T) {
 		if got := inboxSize(e); got != len(rec) {
 			t.Errorf("inboxSize = %d, record is %d bytes", got, len(rec))
 		}
+	}
+}
+
+// TestJournalConcurrentSyncs: with many writers syncing at once (one of
+// them leading each sync), others only waiting for a sync, and rotations
+// in between, every wait returns only once its frame is synced, and every
+// frame is in the segments afterwards.
+func TestJournalConcurrentSyncs(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "j.db")
+	j, err := openJournal(base, 1, false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers, each = 16, 20
+	covered := func(seg int, end int64) bool {
+		j.syncMu.Lock()
+		defer j.syncMu.Unlock()
+		return j.syncedLocked(seg, end)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*each+1)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				staged := w%4 == 0 // waits for another's sync or the timer's
+				seg, end, err := j.append(frame(fmt.Appendf(nil, "w%d-%d", w, i)), staged)
+				if err == nil && staged {
+					err = j.awaitSync(seg, end)
+				} else if err == nil {
+					err = j.syncTo(seg, end)
+				}
+				if err == nil && !covered(seg, end) {
+					err = fmt.Errorf("frame %d-%d returned unsynced (segment %d, end %d)", w, i, seg, end)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 3 {
+			if err := j.rotate(); err != nil {
+				errs <- err
+				return
+			}
+		}
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if err := j.close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, err := segments(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := 0
+	for _, seg := range segs {
+		if err := readSegment(base, seg, func([]byte) error { frames++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if frames != writers*each {
+		t.Errorf("segments hold %d frames, want %d", frames, writers*each)
 	}
 }
