@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -97,4 +98,15 @@ func openTest(t testing.TB, opts Options) (*Store, string) {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s, path
+}
+
+// reportErrs waits for wg's goroutines and reports every error they sent
+// on errs.
+func reportErrs(t *testing.T, wg *sync.WaitGroup, errs chan error) {
+	t.Helper()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }

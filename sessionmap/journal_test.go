@@ -531,11 +531,7 @@ func TestJournalConcurrentSyncs(t *testing.T) {
 			}
 		}
 	})
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	reportErrs(t, &wg, errs)
 	if err := j.close(); err != nil {
 		t.Fatal(err)
 	}

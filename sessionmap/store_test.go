@@ -392,11 +392,7 @@ func TestConcurrentSessions(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	reportErrs(t, &wg, errs)
 	if got := s.Stats().Sessions; got != workers*perWorker {
 		t.Errorf("Stats().Sessions = %d, want %d", got, workers*perWorker)
 	}
