@@ -257,18 +257,24 @@ func (s *Store) checkpoint() error {
 	defer s.ckMu.Unlock()
 	h := &s.hot
 	h.mu.Lock()
-	if len(h.entries) == 0 && len(h.turns) == 0 && s.jrn.empty() {
-		h.mu.Unlock()
-		return nil
+	idle := len(h.entries) == 0 && len(h.turns) == 0 && s.jrn.empty()
+	h.mu.Unlock()
+	if idle {
+		return nil // and only a checkpoint (under ckMu) empties hot
 	}
+	rot, err := s.jrn.beginRotate()
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	h.mu.Lock()
 	snap := slices.Collect(maps.Values(h.entries))
 	turns := slices.Clone(h.turns)
 	seq := h.seq
 	// Under h.mu, so the segments below the new one hold exactly the
 	// changes in the snapshot (and earlier ones the file holds).
-	err := s.jrn.rotate()
+	rot.switchSegment()
 	h.mu.Unlock()
-	if err != nil {
+	if err := rot.finish(); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	if err := s.update(func(tx *bolt.Tx) error { return applyHot(tx, snap, turns, seq) }); err != nil {

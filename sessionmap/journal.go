@@ -68,8 +68,9 @@ type journal struct {
 	lazyArmed bool       // a timer will sync lazy frames
 	lazy      []lazyMark // lazy frames, oldest first, until a sync is seen to cover them
 
-	syncMu     sync.Mutex // guards synced*, syncing and advanced
-	syncing    bool       // a waiter of syncTo is syncing, with syncMu released
+	sync       func(*os.File) error // fdatasync; tests stand in for the disk
+	syncMu     sync.Mutex           // guards synced*, syncing and advanced
+	syncing    bool                 // a waiter of syncTo is syncing, with syncMu released
 	syncedSeg  int
 	syncedOff  int64
 	syncs      int           // how many syncs syncTo made (tests count them)
@@ -93,7 +94,8 @@ func openJournal(base string, seg int, noSync bool, syncEvery time.Duration) (*j
 	if err != nil {
 		return nil, err
 	}
-	j := &journal{base: base, noSync: noSync, f: f, seg: seg, syncedSeg: seg, lazyEvery: lazySync, allLazy: syncEvery > 0, advanced: make(chan struct{})}
+	j := &journal{base: base, noSync: noSync, f: f, seg: seg, syncedSeg: seg, lazyEvery: lazySync, allLazy: syncEvery > 0,
+		sync: fdatasync, advanced: make(chan struct{})}
 	if syncEvery > 0 {
 		j.lazyEvery = syncEvery
 	}
@@ -284,7 +286,7 @@ func (j *journal) leadSync() error {
 	j.mu.Unlock()
 	var err error
 	if !j.noSync {
-		err = fdatasync(f)
+		err = j.sync(f)
 	}
 	j.syncMu.Lock()
 	defer j.syncMu.Unlock()
@@ -371,32 +373,84 @@ func (j *journal) allocateLocked(n int64) {
 
 // rotate syncs and closes the segment being written and starts the next:
 // every frame appended before it returns nil is durable in a segment below
-// current().
+// current(). A checkpoint takes its three steps apart, so that only the
+// switch runs under its lock.
 func (j *journal) rotate() error {
-	j.syncMu.Lock()
-	defer j.syncMu.Unlock()
-	j.idleSyncLocked()
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if err := j.usableLocked(); err != nil {
-		return err
-	}
-	if !j.noSync {
-		if err := fdatasync(j.f); err != nil {
-			j.broken = fmt.Errorf("%w: %w", errJournalBroken, err)
-			j.advanceLocked()
-			return fmt.Errorf("journal sync: %w", err)
-		}
-	}
-	j.syncedSeg, j.syncedOff = j.seg, j.off
-	j.advanceLocked()
-	f, err := createSegment(j.base, j.seg+1)
+	r, err := j.beginRotate()
 	if err != nil {
 		return err
 	}
-	cerr := j.f.Close()
-	j.f, j.seg, j.off, j.allocated = f, j.seg+1, 0, 0
-	j.syncedSeg, j.syncedOff = j.seg, 0
+	r.switchSegment()
+	return r.finish()
+}
+
+// rotation is a switch to the next segment: begun (the segment created, and
+// syncs held off until it ends), switched, finished (the old segment synced
+// and closed). Nothing but the switch holds the journal's locks, so appends
+// go on while the files are created and synced: a checkpoint, which
+// switches under hot's lock, would otherwise hold up every inbox change for
+// as long as the disk takes.
+type rotation struct {
+	j      *journal
+	next   *os.File
+	old    *os.File
+	oldSeg int
+}
+
+// beginRotate waits for a sync under way, holds off others until the
+// rotation finishes, and creates the next segment.
+func (j *journal) beginRotate() (*rotation, error) {
+	j.syncMu.Lock()
+	j.idleSyncLocked()
+	j.syncing = true
+	j.syncMu.Unlock()
+	j.mu.Lock()
+	seg, err := j.seg, j.usableLocked()
+	j.mu.Unlock()
+	var f *os.File
+	if err == nil {
+		f, err = createSegment(j.base, seg+1)
+	}
+	if err != nil {
+		j.syncMu.Lock()
+		j.syncing = false
+		j.advanceLocked()
+		j.syncMu.Unlock()
+		return nil, err
+	}
+	return &rotation{j: j, next: f}, nil
+}
+
+// switchSegment sends every later frame to the next segment.
+func (r *rotation) switchSegment() {
+	j := r.j
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	r.old, r.oldSeg = j.f, j.seg
+	j.f, j.seg, j.off, j.allocated = r.next, j.seg+1, 0, 0
+}
+
+// finish syncs and closes the old segment, and lets syncs go on.
+func (r *rotation) finish() error {
+	j := r.j
+	var err error
+	if !j.noSync {
+		err = j.sync(r.old)
+	}
+	cerr := r.old.Close()
+	j.syncMu.Lock()
+	defer j.syncMu.Unlock()
+	j.syncing = false
+	if err != nil {
+		j.mu.Lock()
+		j.broken = fmt.Errorf("%w: %w", errJournalBroken, err)
+		j.mu.Unlock()
+		j.advanceLocked()
+		return fmt.Errorf("journal sync: %w", err)
+	}
+	// The old segment is synced whole; nothing of the new one yet.
+	j.syncedSeg, j.syncedOff = r.oldSeg+1, 0
+	j.advanceLocked()
 	if cerr != nil {
 		return fmt.Errorf("journal: %w", cerr)
 	}
@@ -431,7 +485,7 @@ func (j *journal) close() error {
 	defer j.mu.Unlock()
 	var err error
 	if j.broken == nil && !j.noSync {
-		err = fdatasync(j.f)
+		err = j.sync(j.f)
 	}
 	if err != nil {
 		j.broken = fmt.Errorf("%w: %w", errJournalBroken, err)
