@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -582,4 +583,110 @@ func TestCheckpointSyncHoldsNoLock(t *testing.T) {
 	if got := inboxLayout(t, s); got["k"].State != store.Received {
 		t.Fatalf("after the checkpoint the file holds %+v", got["k"])
 	}
+}
+
+// TestJournalSurvivesAPowerCut: after a power cut the disk holds what was
+// synced and no more. Opened from that, every change whose call returned
+// durable is there: a Receive (the platform was acknowledged), a MarkSent
+// (the workspace may have been called, so it is never called again), and a
+// staged receipt once its durable returned. What no one waited for, an
+// answer and a staged receipt not yet durable, may be gone: the first's
+// user is told the bridge restarted, the second's platform was never
+// acknowledged and delivers it again.
+func TestJournalSurvivesAPowerCut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) { // no lazy timer fires unless the test sleeps
+		s, path := openTest(t, noCheckpoints)
+		var mu sync.Mutex
+		synced := map[string][]byte{} // a segment's content at its last sync
+		s.jrn.sync = func(f *os.File) error {
+			if err := fdatasync(f); err != nil {
+				return err
+			}
+			b, err := os.ReadFile(f.Name())
+			mu.Lock()
+			synced[f.Name()] = b
+			mu.Unlock()
+			return err
+		}
+		// powerCut writes what the disk holds now: the store file as bbolt
+		// committed it (nothing has changed it since Open), each segment as
+		// last synced.
+		powerCut := func() string {
+			cut := filepath.Join(t.TempDir(), filepath.Base(path))
+			copyFile(t, path, cut)
+			segs, err := segments(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, seg := range segs {
+				if err := os.WriteFile(segmentPath(cut, seg), synced[segmentPath(path, seg)], 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return cut
+		}
+		ev := func(k string) store.InboxEntry {
+			return store.InboxEntry{Key: k, Conversation: "conv", Event: []byte("event " + k)}
+		}
+		_, durableC, err := s.ReceiveStaged(ev("c"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkSent("c", time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := durableC(); err != nil {
+			t.Fatal(err)
+		}
+		_, durableE, err := s.ReceiveStaged(ev("e")) // nothing follows: the lazy timer syncs it
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := durableE(); err != nil {
+			t.Fatal(err)
+		}
+		afterStaged := powerCut()
+		if _, err := s.Receive(ev("a")); err != nil {
+			t.Fatal(err)
+		}
+		afterReceive := powerCut()
+		if err := s.MarkSent("a", time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Finish("a", "ref-a", nil, time.Time{}); err != nil { // synced lazily
+			t.Fatal(err)
+		}
+		if _, _, err := s.ReceiveStaged(ev("b")); err != nil { // its durable is never called
+			t.Fatal(err)
+		}
+		atEnd := powerCut()
+
+		for _, c := range []struct {
+			cut  string
+			want []string
+		}{
+			{afterStaged, []string{"c sent", "e received"}},
+			{afterReceive, []string{"c sent", "e received", "a received"}},
+			{atEnd, []string{"c sent", "e received", "a sent"}},
+		} {
+			st, err := Open(c.cut, Options{})
+			if err != nil {
+				t.Fatalf("Open after the power cut: %v", err)
+			}
+			pending, err := st.Pending()
+			_ = st.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range pending {
+				got = append(got, e.Key+" "+e.State.String())
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("pending after the power cut = %q, want %q", got, c.want)
+			}
+		}
+	})
 }
