@@ -594,7 +594,7 @@ func TestCheckpointSyncHoldsNoLock(t *testing.T) {
 // user is told the bridge restarted, the second's platform was never
 // acknowledged and delivers it again.
 func TestJournalSurvivesAPowerCut(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) { // no lazy timer fires unless the test sleeps
+	synctest.Test(t, func(t *testing.T) { // the lazy timer fires only when the test waits
 		s, path := openTest(t, noCheckpoints)
 		var mu sync.Mutex
 		synced := map[string][]byte{} // a segment's content at its last sync
