@@ -66,6 +66,11 @@ type entry struct {
 	key  string
 	sent bool
 	done bool
+	// lease, with replicas, is the lease the entry runs under: it is
+	// marked sent only while this process holds it. leaseLost says that
+	// it did not, and the entry was left to the lease's next holder.
+	lease     string
+	leaseLost bool
 	// gate, when set, is the receipt of an event that started before its
 	// entry was durable (StagedInbox): replies wait for it, so nothing is
 	// posted for an event a power cut could still take back.
@@ -221,7 +226,23 @@ func (b *Bridge) markSent(ctx context.Context, log *zap.Logger, ev Event) bool {
 	if e == nil || e.sent || e.done {
 		return true
 	}
-	err := b.store.MarkSent(e.key, b.cfg.Now())
+	var err error
+	if e.lease != "" && b.rep != nil {
+		err = b.rep.st.MarkSentUnder(e.key, e.lease, b.rep.cfg.Holder, b.cfg.Now())
+	} else {
+		err = b.store.MarkSent(e.key, b.cfg.Now())
+	}
+	if errors.Is(err, store.ErrLeaseLost) {
+		// This process stalled past its lease (or could not renew it):
+		// another may be running the conversation now, so sending would
+		// break its order. The entry stays received for the lease's holder.
+		log.Warn("lease lapsed before the request left; not sent, left to the lease's holder", zap.String("event_key", e.key), zap.String("lease", e.lease))
+		e.done, e.leaseLost = true, true
+		b.mu.Lock()
+		delete(b.rep.held, e.lease) // so that it is claimed again before anything else runs under it
+		b.mu.Unlock()
+		return false
+	}
 	if errors.Is(err, store.ErrAlreadySent) {
 		// Another process (a replica, or one started while this one was
 		// answering) sent it or answered it: it is that one's to answer,

@@ -40,6 +40,10 @@ type SharedInbox interface {
 	// Listen calls f with the conversation of every entry recorded, by any
 	// replica, until ctx ends or the connection fails; f("") first.
 	Listen(ctx context.Context, f func(conversation string)) error
+	// MarkSentUnder is MarkSent made only while holder's lease on name is
+	// live, in one step; otherwise it changes nothing and returns an error
+	// wrapping store.ErrLeaseLost.
+	MarkSentUnder(key, name, holder string, now time.Time) error
 }
 
 // replicaStore is a store that replicas share: with it, the bridge runs a
@@ -457,7 +461,13 @@ func (b *Bridge) process(c *leasedConv) {
 				return
 			}
 			handled[j.ev.Key] = true
+			j.ev.entry.lease = c.key
 			b.runTaken(log, j)
+			if j.ev.entry.leaseLost {
+				// Not sent: whoever holds the lease now runs it, this
+				// process too if it claims the lease again.
+				delete(handled, j.ev.Key)
+			}
 			continue
 		case entryStop:
 			b.endProcess(c)
@@ -578,6 +588,7 @@ func (b *Bridge) nextEntry(log *zap.Logger, c *leasedConv, entries []store.Inbox
 		// answered: only what is still pending runs.
 		if state, ok := b.entryState(c.key, e.Key); ok {
 			j.ev.entry.sent = state == store.Sent
+			j.ev.entry.lease = name
 			b.runTaken(log, j)
 		}
 		b.releaseLease(name)
@@ -684,6 +695,9 @@ func (b *Bridge) runAlone(j *job) {
 		return
 	}
 	defer b.releaseLease(name)
+	if j.ev.entry != nil {
+		j.ev.entry.lease = name
+	}
 	b.run(*j)
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/flowbridge/flowbridge/bridge"
@@ -687,4 +688,78 @@ func TestReplicasSurviveAKilledOne(t *testing.T) {
 		}
 	}
 	t.Logf("%d messages: %d told, %d answered and told", convs*perConv, told, both)
+}
+
+// stallingResponder is a keyResponder whose file download stalls until
+// released: a replica held up between taking an entry and sending it.
+type stallingResponder struct {
+	keyResponder
+	fetching chan struct{}
+	release  chan struct{}
+}
+
+func (r stallingResponder) Fetch(context.Context, bridge.Attachment, int64) ([]byte, error) {
+	close(r.fetching)
+	<-r.release
+	return []byte("notes"), nil
+}
+
+func TestReplicaStalledPastItsLeaseSendsNothing(t *testing.T) {
+	// A replica stalls while running a message (here, downloading its
+	// file) and its lease passes to another holder meanwhile, as when it
+	// stops renewing for longer than the lease lasts. When it goes on, it
+	// must not send the message: the new holder may be running the
+	// conversation, and two senders would break its order. Once the lease
+	// is free again, the message is answered, once.
+	t.Parallel()
+	dsn := pgtest.Schema(t)
+	agent, started, _ := gatedAgent("")
+	fake := newReplicaFake(t, agent)
+	p := newChatPlatform()
+	r := newReplica(t, dsn, fake, p, bridge.ReplicaConfig{Holder: "a", LeaseTTL: time.Minute, SweepEvery: 50 * time.Millisecond, ClaimGrace: 50 * time.Millisecond})
+	ev := p.event("c/1", "test/msg/1", "read this")
+	ev.Files = []bridge.Attachment{{Name: "notes.txt", MIME: "text/plain", Size: 5, URL: "https://files.example/notes.txt"}}
+	stall := stallingResponder{keyResponder: keyResponder{p, "test/msg/1"}, fetching: make(chan struct{}), release: make(chan struct{})}
+	ev.Reply = stall
+	done := make(chan struct{})
+	ev.Done = sync.OnceFunc(func() { close(done) })
+	if err := r.b.Receive(ev).Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	<-stall.fetching
+	dbExec(t, dsn, `UPDATE leases SET holder = 'b', expires_at = now() + interval '1 hour' WHERE conversation = 'c/1'`)
+	close(stall.release)
+	<-done
+	if got := p.repliesTo("test/msg/1"); len(got) != 0 {
+		t.Errorf("replies after the lease passed on = %+v, want none: the entry is the new holder's", got)
+	}
+	if pending, err := r.st.PendingOf(t.Context(), "c/1"); err != nil || len(pending) != 1 || pending[0].State != store.Received {
+		t.Fatalf("pending after the lease passed on = %+v, %v; want the entry, received", pending, err)
+	}
+
+	// b lets go without running it: a sweep finds the entry and answers it.
+	dbExec(t, dsn, `DELETE FROM leases WHERE conversation = 'c/1'`)
+	p.waitReplies(t, "test/msg/1")
+	if got := <-started; !strings.HasPrefix(got, "read this") {
+		t.Errorf("agent asked %q", got)
+	}
+	select {
+	case got := <-started:
+		t.Errorf("agent asked again: %q", got)
+	default:
+	}
+}
+
+// dbExec runs sql on the replicas' database, as another replica or an
+// operator would.
+func dbExec(t *testing.T, dsn, sql string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	if _, err := conn.Exec(t.Context(), sql); err != nil {
+		t.Fatal(err)
+	}
 }

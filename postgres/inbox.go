@@ -273,6 +273,44 @@ func (s *Store) MarkSent(key string, now time.Time) error {
 	return nil
 }
 
+// MarkSentUnder is MarkSent made only while holder's lease on name (a
+// conversation key or a store.EntryLease) is live by the database's clock,
+// in the same statement, which holds the lease row until it commits: a
+// replica that stalled past its lease cannot mark an entry sent, and so
+// never sends it, once the lease has lapsed or passed to another replica.
+// Then it returns an error wrapping store.ErrLeaseLost and changes nothing.
+func (s *Store) MarkSentUnder(key, name, holder string, now time.Time) error {
+	ctx, cancel, err := s.op()
+	if err != nil {
+		return fmt.Errorf("mark sent %q: %w", key, err)
+	}
+	defer cancel()
+	if now.IsZero() {
+		now = time.Now()
+	}
+	err = s.moved(ctx, key, store.Sent, func() (int64, error) {
+		tag, err := s.pool.Exec(ctx, `
+			WITH lease AS (
+				SELECT FROM leases WHERE conversation = $5 AND holder = $6 AND expires_at >= now() FOR SHARE)
+			UPDATE inbox SET state = $2, updated = $3
+			WHERE key = $1 AND state = $4 AND EXISTS (SELECT FROM lease)`,
+			key, int16(store.Sent), now, int16(store.Received), name, holder)
+		return tag.RowsAffected(), err
+	})
+	var changed *changedError
+	switch {
+	case errors.Is(err, errAnswered):
+		err = fmt.Errorf("%w: %w", store.ErrAlreadySent, err)
+	case errors.As(err, &changed) && changed.now == store.Received:
+		// Still received, so the lease was what failed.
+		err = fmt.Errorf("%w: %q is not %s's", store.ErrLeaseLost, name, holder)
+	}
+	if err != nil {
+		return fmt.Errorf("mark sent %q: %w", key, err)
+	}
+	return nil
+}
+
 // finishEntry answers an entry that is not answered yet, dropping its event.
 const finishEntry = `UPDATE inbox SET state = $2, reply = $3, updated = $4, event = NULL WHERE key = $1 AND state < $2`
 
@@ -356,8 +394,17 @@ func (s *Store) moved(ctx context.Context, key string, state store.InboxState, m
 		// entry was marked sent by someone else, whose it is to answer.
 		return store.ErrAlreadySent
 	}
-	// The entry moved under the statement, between its snapshot and its lock.
-	return fmt.Errorf("inbox entry changed to %v meanwhile", cur)
+	// The entry moved under the statement, between its snapshot and its
+	// lock; or, for MarkSentUnder, it is as it was and the lease failed.
+	return &changedError{now: cur}
+}
+
+// changedError is a state change that found its entry in another state
+// than the statement expected, and neither answered nor in the target one.
+type changedError struct{ now store.InboxState }
+
+func (e *changedError) Error() string {
+	return fmt.Sprintf("inbox entry changed to %v meanwhile", e.now)
 }
 
 // Pending returns the entries not yet answered (Received or Sent), in Seq

@@ -1,11 +1,14 @@
 package postgres
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/flowbridge/flowbridge/bridge/store"
 )
 
 func TestClaim(t *testing.T) {
@@ -108,5 +111,73 @@ func TestClaimContention(t *testing.T) {
 		if got := taken[i].Load(); got != rounds {
 			t.Errorf("replica-%d held the lease %d times, want %d", i, got, rounds)
 		}
+	}
+}
+
+// TestMarkSentUnder: an entry is marked sent under a lease only while the
+// lease is its holder's and live; otherwise nothing changes and the error
+// says the lease was lost, so a replica that stalled past its lease does
+// not send what the lease's next holder will.
+func TestMarkSentUnder(t *testing.T) {
+	t.Parallel()
+	s, dsn := openEmpty(t, Options{})
+	ctx := t.Context()
+	const conv = "slack/T1/C1/1.2"
+	for _, k := range []string{"k1", "k2", "k3"} {
+		if _, err := s.Receive(store.InboxEntry{Key: k, Conversation: conv, Event: []byte("e")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := func(key string) store.InboxState {
+		t.Helper()
+		var v int16
+		if err := s.pool.QueryRow(ctx, `SELECT state FROM inbox WHERE key = $1`, key).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return store.InboxState(v)
+	}
+	lost := func(key, holder string) {
+		t.Helper()
+		if err := s.MarkSentUnder(key, conv, holder, time.Time{}); !errors.Is(err, store.ErrLeaseLost) {
+			t.Errorf("MarkSentUnder(%s) by %s = %v, want ErrLeaseLost", key, holder, err)
+		}
+		if got := state(key); got != store.Received {
+			t.Errorf("%s is %v after a MarkSentUnder refused, want received", key, got)
+		}
+	}
+
+	lost("k1", "a") // no lease at all
+	if ok, err := s.Claim(ctx, conv, "a", time.Minute); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if err := s.MarkSentUnder("k1", conv, "a", time.Time{}); err != nil {
+		t.Fatalf("MarkSentUnder by the holder = %v", err)
+	}
+	if got := state("k1"); got != store.Sent {
+		t.Fatalf("k1 is %v, want sent", got)
+	}
+	if err := s.MarkSentUnder("k1", conv, "a", time.Time{}); !errors.Is(err, store.ErrAlreadySent) {
+		t.Errorf("MarkSentUnder of a sent entry = %v, want ErrAlreadySent", err)
+	}
+	lost("k2", "b") // a's lease, not b's
+
+	// a stalls past its lease, and b takes the conversation over.
+	exec(t, dsn, `UPDATE leases SET expires_at = now() - interval '1 second' WHERE conversation = $1`, conv)
+	lost("k2", "a") // lapsed
+	if ok, err := s.Claim(ctx, conv, "b", time.Minute); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	lost("k2", "a") // another's
+	if err := s.MarkSentUnder("k2", conv, "b", time.Time{}); err != nil {
+		t.Errorf("MarkSentUnder by the new holder = %v", err)
+	}
+	if err := s.MarkSentUnder("missing", conv, "b", time.Time{}); !errors.Is(err, store.ErrUnknownEntry) {
+		t.Errorf("MarkSentUnder of an unknown key = %v, want ErrUnknownEntry", err)
+	}
+	if err := s.Finish("k3", "", nil, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkSentUnder("k3", conv, "b", time.Time{}); !errors.Is(err, store.ErrAlreadySent) {
+		t.Errorf("MarkSentUnder of an answered entry = %v, want ErrAlreadySent", err)
 	}
 }

@@ -117,6 +117,12 @@ var ErrUnknownEntry = errors.New("no such inbox entry")
 // leave for the workspace at most once.
 var ErrAlreadySent = errors.New("inbox entry sent or answered already")
 
+// ErrLeaseLost is returned (wrapped) by a state change made under a lease
+// (postgres.Store.MarkSentUnder) that the holder no longer has: it expired,
+// or another holder took it. Nothing is changed; the work is the lease's
+// next holder's.
+var ErrLeaseLost = errors.New("lease lost")
+
 // Inbox holds platform events from before their acknowledgement until they
 // are answered, and answered ones until they expire. Every method writes
 // before it returns (durably, for a persistent backend); concurrent writes
