@@ -251,26 +251,7 @@ var errAnswered = errors.New("inbox entry is answered already")
 // error, since an entry never goes back. A key the inbox does not hold gives
 // an error wrapping store.ErrUnknownEntry. A zero now is the current time.
 func (s *Store) MarkSent(key string, now time.Time) error {
-	ctx, cancel, err := s.op()
-	if err != nil {
-		return fmt.Errorf("mark sent %q: %w", key, err)
-	}
-	defer cancel()
-	if now.IsZero() {
-		now = time.Now()
-	}
-	err = s.moved(ctx, key, store.Sent, func() (int64, error) {
-		tag, err := s.pool.Exec(ctx, `UPDATE inbox SET state = $2, updated = $3 WHERE key = $1 AND state = $4`,
-			key, int16(store.Sent), now, int16(store.Received))
-		return tag.RowsAffected(), err
-	})
-	if errors.Is(err, errAnswered) {
-		err = fmt.Errorf("%w: %w", store.ErrAlreadySent, err)
-	}
-	if err != nil {
-		return fmt.Errorf("mark sent %q: %w", key, err)
-	}
-	return nil
+	return s.markSent(key, now, `UPDATE inbox SET state = $2, updated = $3 WHERE key = $1 AND state = $4`)
 }
 
 // MarkSentUnder is MarkSent made only while holder's lease on name (a
@@ -280,6 +261,17 @@ func (s *Store) MarkSent(key string, now time.Time) error {
 // never sends it, once the lease has lapsed or passed to another replica.
 // Then it returns an error wrapping store.ErrLeaseLost and changes nothing.
 func (s *Store) MarkSentUnder(key, name, holder string, now time.Time) error {
+	return s.markSent(key, now, `
+		WITH lease AS (
+			SELECT FROM leases WHERE conversation = $5 AND holder = $6 AND expires_at >= now() FOR SHARE)
+		UPDATE inbox SET state = $2, updated = $3
+		WHERE key = $1 AND state = $4 AND EXISTS (SELECT FROM lease)`, name, holder)
+}
+
+// markSent runs update, which moves the entry of key ($1) from Received
+// ($4) to Sent ($2, at $3) under whatever else it checks (more), and tells
+// why when it moved nothing.
+func (s *Store) markSent(key string, now time.Time, update string, more ...any) error {
 	ctx, cancel, err := s.op()
 	if err != nil {
 		return fmt.Errorf("mark sent %q: %w", key, err)
@@ -289,21 +281,16 @@ func (s *Store) MarkSentUnder(key, name, holder string, now time.Time) error {
 		now = time.Now()
 	}
 	err = s.moved(ctx, key, store.Sent, func() (int64, error) {
-		tag, err := s.pool.Exec(ctx, `
-			WITH lease AS (
-				SELECT FROM leases WHERE conversation = $5 AND holder = $6 AND expires_at >= now() FOR SHARE)
-			UPDATE inbox SET state = $2, updated = $3
-			WHERE key = $1 AND state = $4 AND EXISTS (SELECT FROM lease)`,
-			key, int16(store.Sent), now, int16(store.Received), name, holder)
+		tag, err := s.pool.Exec(ctx, update, append([]any{key, int16(store.Sent), now, int16(store.Received)}, more...)...)
 		return tag.RowsAffected(), err
 	})
 	var changed *changedError
 	switch {
 	case errors.Is(err, errAnswered):
 		err = fmt.Errorf("%w: %w", store.ErrAlreadySent, err)
-	case errors.As(err, &changed) && changed.now == store.Received:
-		// Still received, so the lease was what failed.
-		err = fmt.Errorf("%w: %q is not %s's", store.ErrLeaseLost, name, holder)
+	case len(more) > 0 && errors.As(err, &changed) && changed.now == store.Received:
+		// Still received, so what failed was the lease.
+		err = fmt.Errorf("%w: %q is not %s's", store.ErrLeaseLost, more[0], more[1])
 	}
 	if err != nil {
 		return fmt.Errorf("mark sent %q: %w", key, err)

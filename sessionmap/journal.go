@@ -284,25 +284,38 @@ func (j *journal) leadSync() error {
 	j.mu.Lock()
 	f, cur, off := j.f, j.seg, j.off
 	j.mu.Unlock()
-	var err error
-	if !j.noSync {
-		err = j.sync(f)
-	}
+	err := j.syncFile(f)
 	j.syncMu.Lock()
 	defer j.syncMu.Unlock()
+	if err = j.endSyncLocked(err, cur, off); err == nil {
+		j.syncs++
+	}
+	return err
+}
+
+// syncFile syncs f, unless the journal does without syncs.
+func (j *journal) syncFile(f *os.File) error {
+	if j.noSync {
+		return nil
+	}
+	return j.sync(f)
+}
+
+// endSyncLocked ends a sync made with syncMu released (syncTo's or a
+// rotation's), which returned err, and wakes every waiter: on success the
+// journal is synced up to segment seg, offset off; on failure it is broken,
+// since after a failed sync the kernel may have dropped the pages and what
+// the segment holds is unknown. syncMu is held.
+func (j *journal) endSyncLocked(err error, seg int, off int64) error {
 	j.syncing = false
+	defer j.advanceLocked()
 	if err != nil {
-		// After a failed sync the kernel may have dropped the pages: what
-		// the segment holds is unknown.
 		j.mu.Lock()
 		j.broken = fmt.Errorf("%w: %w", errJournalBroken, err)
 		j.mu.Unlock()
-		j.advanceLocked()
 		return fmt.Errorf("journal sync: %w", err)
 	}
-	j.syncedSeg, j.syncedOff = cur, off
-	j.syncs++
-	j.advanceLocked()
+	j.syncedSeg, j.syncedOff = seg, off
 	return nil
 }
 
@@ -433,24 +446,14 @@ func (r *rotation) switchSegment() {
 // finish syncs and closes the old segment, and lets syncs go on.
 func (r *rotation) finish() error {
 	j := r.j
-	var err error
-	if !j.noSync {
-		err = j.sync(r.old)
-	}
+	err := j.syncFile(r.old)
 	cerr := r.old.Close()
 	j.syncMu.Lock()
 	defer j.syncMu.Unlock()
-	j.syncing = false
-	if err != nil {
-		j.mu.Lock()
-		j.broken = fmt.Errorf("%w: %w", errJournalBroken, err)
-		j.mu.Unlock()
-		j.advanceLocked()
-		return fmt.Errorf("journal sync: %w", err)
-	}
 	// The old segment is synced whole; nothing of the new one yet.
-	j.syncedSeg, j.syncedOff = r.oldSeg+1, 0
-	j.advanceLocked()
+	if err := j.endSyncLocked(err, r.oldSeg+1, 0); err != nil {
+		return err
+	}
 	if cerr != nil {
 		return fmt.Errorf("journal: %w", cerr)
 	}
@@ -484,8 +487,8 @@ func (j *journal) close() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var err error
-	if j.broken == nil && !j.noSync {
-		err = j.sync(j.f)
+	if j.broken == nil {
+		err = j.syncFile(j.f)
 	}
 	if err != nil {
 		j.broken = fmt.Errorf("%w: %w", errJournalBroken, err)
