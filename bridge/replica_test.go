@@ -739,10 +739,15 @@ func TestReplicaStalledPastItsLeaseSendsNothing(t *testing.T) {
 
 	// b lets go without running it: a sweep finds the entry and answers it.
 	dbExec(t, dsn, `DELETE FROM leases WHERE conversation = 'c/1'`)
-	p.waitReplies(t, "test/msg/1")
-	if got := <-started; !strings.HasPrefix(got, "read this") {
-		t.Errorf("agent asked %q", got)
+	select {
+	case got := <-started:
+		if !strings.HasPrefix(got, "read this") {
+			t.Errorf("agent asked %q", got)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the message was never sent once its lease was free")
 	}
+	p.waitReplies(t, "test/msg/1")
 	select {
 	case got := <-started:
 		t.Errorf("agent asked again: %q", got)

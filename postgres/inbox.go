@@ -251,7 +251,7 @@ var errAnswered = errors.New("inbox entry is answered already")
 // error, since an entry never goes back. A key the inbox does not hold gives
 // an error wrapping store.ErrUnknownEntry. A zero now is the current time.
 func (s *Store) MarkSent(key string, now time.Time) error {
-	return s.markSent(key, now, `UPDATE inbox SET state = $2, updated = $3 WHERE key = $1 AND state = $4`)
+	return s.markSent(key, "", "", now)
 }
 
 // MarkSentUnder is MarkSent made only while holder's lease on name (a
@@ -261,17 +261,21 @@ func (s *Store) MarkSent(key string, now time.Time) error {
 // never sends it, once the lease has lapsed or passed to another replica.
 // Then it returns an error wrapping store.ErrLeaseLost and changes nothing.
 func (s *Store) MarkSentUnder(key, name, holder string, now time.Time) error {
-	return s.markSent(key, now, `
+	return s.markSent(key, name, holder, now)
+}
+
+const (
+	markSentSQL      = `UPDATE inbox SET state = $2, updated = $3 WHERE key = $1 AND state = $4`
+	markSentUnderSQL = `
 		WITH lease AS (
 			SELECT FROM leases WHERE conversation = $5 AND holder = $6 AND expires_at >= now() FOR SHARE)
 		UPDATE inbox SET state = $2, updated = $3
-		WHERE key = $1 AND state = $4 AND EXISTS (SELECT FROM lease)`, name, holder)
-}
+		WHERE key = $1 AND state = $4 AND EXISTS (SELECT FROM lease)`
+)
 
-// markSent runs update, which moves the entry of key ($1) from Received
-// ($4) to Sent ($2, at $3) under whatever else it checks (more), and tells
-// why when it moved nothing.
-func (s *Store) markSent(key string, now time.Time, update string, more ...any) error {
+// markSent moves the entry of key from Received to Sent, under holder's
+// lease on name when name is set, and tells why when it moved nothing.
+func (s *Store) markSent(key, name, holder string, now time.Time) error {
 	ctx, cancel, err := s.op()
 	if err != nil {
 		return fmt.Errorf("mark sent %q: %w", key, err)
@@ -280,17 +284,21 @@ func (s *Store) markSent(key string, now time.Time, update string, more ...any) 
 	if now.IsZero() {
 		now = time.Now()
 	}
+	update, args := markSentSQL, []any{key, int16(store.Sent), now, int16(store.Received)}
+	if name != "" {
+		update, args = markSentUnderSQL, append(args, name, holder)
+	}
 	err = s.moved(ctx, key, store.Sent, func() (int64, error) {
-		tag, err := s.pool.Exec(ctx, update, append([]any{key, int16(store.Sent), now, int16(store.Received)}, more...)...)
+		tag, err := s.pool.Exec(ctx, update, args...)
 		return tag.RowsAffected(), err
 	})
 	var changed *changedError
 	switch {
 	case errors.Is(err, errAnswered):
 		err = fmt.Errorf("%w: %w", store.ErrAlreadySent, err)
-	case len(more) > 0 && errors.As(err, &changed) && changed.now == store.Received:
+	case name != "" && errors.As(err, &changed) && changed.now == store.Received:
 		// Still received, so what failed was the lease.
-		err = fmt.Errorf("%w: %q is not %s's", store.ErrLeaseLost, more[0], more[1])
+		err = fmt.Errorf("%w: %q is not %s's", store.ErrLeaseLost, name, holder)
 	}
 	if err != nil {
 		return fmt.Errorf("mark sent %q: %w", key, err)
