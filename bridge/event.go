@@ -104,6 +104,13 @@ type Event struct {
 	// and carried across a crash. Events without one (the console) are kept
 	// in memory only.
 	Key string
+	// Order is the event's place in the platform's own order of its
+	// conversation, where the platform gives one: a Slack message's ts in
+	// microseconds, a Discord snowflake. Replicas run a conversation's
+	// events in it whichever replica received them; 0 stands for the time
+	// the event was received, in microseconds since the Unix epoch (the
+	// scale of Slack's ts).
+	Order int64
 	// Route is the adapter's own record of where and how to answer (JSON).
 	// It is kept with the event in the inbox, so that the adapter's Restore
 	// can rebuild the responder after a restart.

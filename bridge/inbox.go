@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -139,7 +140,7 @@ func (b *Bridge) record(j *job) error {
 	data, err := encodeEvent(ev)
 	if err == nil {
 		var fresh bool
-		fresh, err = b.store.Receive(store.InboxEntry{Key: ev.Key, Conversation: ev.Conversation, Event: data, Received: b.cfg.Now()})
+		fresh, err = b.store.Receive(b.inboxEntry(ev, data))
 		b.noteStore(err)
 		if err == nil && !fresh {
 			b.metrics.deduplicated(ev.Platform)
@@ -150,6 +151,12 @@ func (b *Bridge) record(j *job) error {
 		return b.notSaved(ev, err)
 	}
 	return b.ack(ev)
+}
+
+// inboxEntry is ev's inbox entry, its event encoded as data.
+func (b *Bridge) inboxEntry(ev Event, data []byte) store.InboxEntry {
+	now := b.cfg.Now()
+	return store.InboxEntry{Key: ev.Key, Conversation: ev.Conversation, Order: cmp.Or(ev.Order, now.UnixMicro()), Event: data, Received: now}
 }
 
 // notSaved tells ev's user that the inbox could not record it, and returns
@@ -179,7 +186,7 @@ func (b *Bridge) recordStaged(j *job) error {
 		durable func() error
 	)
 	if err == nil {
-		fresh, durable, err = b.staged.ReceiveStaged(store.InboxEntry{Key: ev.Key, Conversation: ev.Conversation, Event: data, Received: b.cfg.Now()})
+		fresh, durable, err = b.staged.ReceiveStaged(b.inboxEntry(ev, data))
 		b.noteStore(err)
 	}
 	switch {

@@ -32,7 +32,8 @@ type Leases interface {
 // SharedInbox is implemented by an inbox several replicas share
 // (postgres.Store): what a replica needs to find the work it is to do.
 type SharedInbox interface {
-	// PendingOf returns the conversation's unanswered entries in Seq order.
+	// PendingOf returns the conversation's unanswered entries in the
+	// platform's order: by Order, ties by Seq.
 	PendingOf(ctx context.Context, conversation string) ([]store.InboxEntry, error)
 	// Unleased returns conversations with unanswered entries older than
 	// minAge and no live lease, neither the conversation's nor the entry's.
@@ -69,6 +70,13 @@ type ReplicaConfig struct {
 	// record it takes it without being signalled (default 2s): the
 	// recording replica claims it in far less.
 	ClaimGrace time.Duration
+	// OrderHold is how long the holder of a conversation's lease lets an
+	// entry it has just seen wait before running it (0: not at all), so
+	// that an earlier message of the conversation that another replica is
+	// recording at the same moment is seen too, and runs first in the
+	// platform's order. It delays the first message of a burst; the others
+	// wait for that one anyway.
+	OrderHold time.Duration
 }
 
 func (c *ReplicaConfig) setDefaults() {
@@ -88,6 +96,7 @@ func (c *ReplicaConfig) setDefaults() {
 	if c.ClaimGrace <= 0 {
 		c.ClaimGrace = 2 * time.Second
 	}
+
 }
 
 // replicas is the bridge's side of sharing a store: the conversations this
@@ -416,6 +425,7 @@ func (b *Bridge) process(c *leasedConv) {
 	r := b.rep
 	log := b.log.With(zap.String("conversation", c.key))
 	handled := make(map[string]bool) // run or set aside by this goroutine
+	var seen map[string]time.Time    // when this goroutine first saw each pending entry
 	for {
 		b.mu.Lock()
 		c.again = false
@@ -443,6 +453,16 @@ func (b *Bridge) process(c *leasedConv) {
 			log.Warn("pending entries not read; left for a sweep", zap.Error(err))
 			b.endProcess(c)
 			return
+		}
+		var hold time.Duration
+		if seen, hold = b.orderHold(entries, handled, seen); hold > 0 {
+			t := time.NewTimer(hold)
+			select {
+			case <-t.C:
+			case <-b.ctx.Done():
+			}
+			t.Stop()
+			continue // read again: an earlier entry may have come in
 		}
 		j, next := b.nextEntry(log, c, entries, handled)
 		switch next {
@@ -494,6 +514,32 @@ func (b *Bridge) process(c *leasedConv) {
 		}
 		return
 	}
+}
+
+// orderHold notes when each of entries was first seen (seen holds the
+// notes of the previous look) and returns the new notes and how long the
+// first entry not yet handled must still wait before it may run: until
+// OrderHold has passed since it was first seen. Two messages of a
+// conversation sent at once may reach two replicas and be committed in
+// either order; the later one in the platform's order must not run before
+// the other is seen.
+func (b *Bridge) orderHold(entries []store.InboxEntry, handled map[string]bool, seen map[string]time.Time) (map[string]time.Time, time.Duration) {
+	now := time.Now()
+	next := make(map[string]time.Time, len(entries))
+	var wait time.Duration
+	first := true
+	for _, e := range entries {
+		at, ok := seen[e.Key]
+		if !ok {
+			at = now
+		}
+		next[e.Key] = at
+		if first && !handled[e.Key] {
+			first = false
+			wait = b.rep.cfg.OrderHold - now.Sub(at)
+		}
+	}
+	return next, wait
 }
 
 // endUnlessAgain ends c's process and reports false, or reports true (look

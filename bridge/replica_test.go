@@ -247,6 +247,36 @@ func TestReplicasKeepOrderAndAnswerOnce(t *testing.T) {
 	}
 }
 
+func TestReplicasKeepThePlatformsOrder(t *testing.T) {
+	// A user sends two messages at once and each reaches another replica;
+	// the later one (in the platform's order) is recorded first. Its
+	// holder waits OrderHold for what it has just seen, finds the earlier
+	// one meanwhile, and the agent reads them as the user wrote them.
+	t.Parallel()
+	dsn := pgtest.Schema(t)
+	fake := newReplicaFake(t, workspacetest.Agent{})
+	p := newChatPlatform()
+	rc := bridge.ReplicaConfig{OrderHold: 500 * time.Millisecond}
+	rc.Holder = "r0"
+	r0 := newReplica(t, dsn, fake, p, rc)
+	rc.Holder = "r1"
+	r1 := newReplica(t, dsn, fake, p, rc)
+	second := p.event("c/1", "test/msg/2", "c1 second")
+	second.Order = 2
+	first := p.event("c/1", "test/msg/1", "c1 first")
+	first.Order = 1
+	if err := r1.b.Receive(second).Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r0.b.Receive(first).Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	p.waitReplies(t, first.Key, second.Key)
+	if got, want := convMessages(t, fake)["c1"], []string{"c1 first", "c1 second"}; !slices.Equal(got, want) {
+		t.Errorf("agent read %q, want %q", got, want)
+	}
+}
+
 func TestReplicaTakesOverFromDeadOne(t *testing.T) {
 	// A replica dies (its store stops answering; its leases are not
 	// released) while the agent answers a message of a conversation, with

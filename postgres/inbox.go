@@ -145,10 +145,10 @@ const receiveBatch = `
 		FROM generate_series(1, cardinality($1::text[]))),
 	numbered AS (
 		SELECT seq, row_number() OVER (ORDER BY seq) AS n FROM seqs)
-	INSERT INTO inbox (key, seq, conversation, state, event, received, updated) OVERRIDING SYSTEM VALUE
-	SELECT e.key, numbered.seq, e.conversation, $5, e.event, e.received, e.received
-	FROM unnest($1::text[], $2::text[], $3::bytea[], $4::timestamptz[])
-		WITH ORDINALITY AS e(key, conversation, event, received, n)
+	INSERT INTO inbox (key, seq, conversation, ord, state, event, received, updated) OVERRIDING SYSTEM VALUE
+	SELECT e.key, numbered.seq, e.conversation, e.ord, $5, e.event, e.received, e.received
+	FROM unnest($1::text[], $2::text[], $3::bytea[], $4::timestamptz[], $6::bigint[])
+		WITH ORDINALITY AS e(key, conversation, event, received, ord, n)
 	JOIN numbered USING (n)
 	ORDER BY e.key, e.n
 	ON CONFLICT (key) DO NOTHING
@@ -156,7 +156,7 @@ const receiveBatch = `
 
 // receiveOne is receiveBatch for a batch of one.
 const receiveOne = `
-	INSERT INTO inbox (key, conversation, event, received, updated, state) VALUES ($1, $2, $3, $4, $4, $5)
+	INSERT INTO inbox (key, conversation, event, received, updated, state, ord) VALUES ($1, $2, $3, $4, $4, $5, $6)
 	ON CONFLICT (key) DO NOTHING`
 
 // insertBatch inserts batch and sets each request's result: new for the
@@ -196,17 +196,18 @@ func (s *Store) insertKeys(batch []*receiveReq) (map[string]bool, error) {
 	defer cancel()
 	keys, convs := make([]string, len(batch)), make([]string, len(batch))
 	events, received := make([][]byte, len(batch)), make([]time.Time, len(batch))
+	ords := make([]int64, len(batch))
 	for i, r := range batch {
-		keys[i], convs[i], events[i], received[i] = r.e.Key, r.e.Conversation, r.e.Event, r.e.Received
+		keys[i], convs[i], events[i], received[i], ords[i] = r.e.Key, r.e.Conversation, r.e.Event, r.e.Received, r.e.Order
 	}
 	// A batch of statements runs as one implicit transaction.
 	b := &pgx.Batch{}
 	b.Queue(lockConversations, convs)
 	if len(batch) == 1 { // alone: the plain statement takes half the time
 		e := batch[0].e
-		b.Queue(receiveOne, e.Key, e.Conversation, e.Event, e.Received, int16(store.Received))
+		b.Queue(receiveOne, e.Key, e.Conversation, e.Event, e.Received, int16(store.Received), e.Order)
 	} else {
-		b.Queue(receiveBatch, keys, convs, events, received, int16(store.Received))
+		b.Queue(receiveBatch, keys, convs, events, received, int16(store.Received), ords)
 	}
 	br := s.pool.SendBatch(ctx, b)
 	got, err := readInserted(br, len(batch) == 1, keys)
@@ -411,7 +412,7 @@ func (s *Store) Pending() ([]store.InboxEntry, error) {
 	}
 	defer cancel()
 	out, err := s.pending(ctx, `
-		SELECT key, seq, conversation, state, event, reply, received, updated
+		SELECT key, seq, conversation, ord, state, event, reply, received, updated
 		FROM inbox WHERE state < $1 ORDER BY seq`, int16(store.Answered))
 	if err != nil {
 		return nil, fmt.Errorf("pending inbox: %w", err)
@@ -419,9 +420,9 @@ func (s *Store) Pending() ([]store.InboxEntry, error) {
 	return out, nil
 }
 
-// PendingOf returns the conversation's entries not yet answered, in Seq
-// order, with their events: the work of the replica holding the
-// conversation's lease.
+// PendingOf returns the conversation's entries not yet answered, in the
+// platform's order (Order, then Seq), with their events: the work of the
+// replica holding the conversation's lease.
 func (s *Store) PendingOf(ctx context.Context, conversation string) ([]store.InboxEntry, error) {
 	if s.closed.Load() {
 		return nil, fmt.Errorf("pending inbox of %q: %w", conversation, ErrClosed)
@@ -430,8 +431,8 @@ func (s *Store) PendingOf(ctx context.Context, conversation string) ([]store.Inb
 		return nil, nil
 	}
 	out, err := s.pending(ctx, `
-		SELECT key, seq, conversation, state, event, reply, received, updated
-		FROM inbox WHERE conversation = $2 AND state < $1 ORDER BY seq`, int16(store.Answered), conversation)
+		SELECT key, seq, conversation, ord, state, event, reply, received, updated
+		FROM inbox WHERE conversation = $2 AND state < $1 ORDER BY ord, seq`, int16(store.Answered), conversation)
 	if err != nil {
 		return nil, fmt.Errorf("pending inbox of %q: %w", conversation, err)
 	}
@@ -447,7 +448,7 @@ func (s *Store) pending(ctx context.Context, q string, args ...any) ([]store.Inb
 		var e store.InboxEntry
 		var seq int64
 		var state int16
-		err := row.Scan(&e.Key, &seq, &e.Conversation, &state, &e.Event, &e.Reply, &e.Received, &e.Updated)
+		err := row.Scan(&e.Key, &seq, &e.Conversation, &e.Order, &state, &e.Event, &e.Reply, &e.Received, &e.Updated)
 		e.Seq, e.State = uint64(seq), store.InboxState(state)
 		return e, err
 	})

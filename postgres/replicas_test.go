@@ -47,6 +47,45 @@ func TestPendingOf(t *testing.T) {
 	}
 }
 
+func TestPendingOfInPlatformOrder(t *testing.T) {
+	// Two replicas record one conversation's messages in either order:
+	// PendingOf returns them in the platform's (Order), ties by Seq,
+	// whether they came one at a time or in one batch.
+	t.Parallel()
+	s, _ := openEmpty(t, Options{})
+	ctx := t.Context()
+	for _, e := range []store.InboxEntry{{Key: "k/30", Order: 30}, {Key: "k/10", Order: 10}} {
+		e.Conversation, e.Event = "c/1", []byte(e.Key)
+		if _, err := s.Receive(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, e := range []store.InboxEntry{{Key: "k/20", Order: 20}, {Key: "k/5", Order: 5}, {Key: "k/20b", Order: 20}} {
+		e.Conversation, e.Event = "c/1", []byte(e.Key)
+		wg.Go(func() {
+			if _, err := s.Receive(e); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	got, err := s.PendingOf(ctx, "c/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for i, e := range got {
+		keys = append(keys, e.Key)
+		if i > 0 && (e.Order < got[i-1].Order || e.Order == got[i-1].Order && e.Seq < got[i-1].Seq) {
+			t.Errorf("PendingOf(c/1): %s (order %d, seq %d) after %s (order %d, seq %d)", e.Key, e.Order, e.Seq, got[i-1].Key, got[i-1].Order, got[i-1].Seq)
+		}
+	}
+	if len(keys) != 5 || keys[0] != "k/5" || keys[1] != "k/10" || keys[4] != "k/30" {
+		t.Errorf("PendingOf(c/1) = %q, want k/5, k/10, the two k/20s, k/30", keys)
+	}
+}
+
 func TestRenew(t *testing.T) {
 	t.Parallel()
 	s, dsn := openEmpty(t, Options{})

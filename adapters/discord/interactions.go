@@ -178,6 +178,7 @@ func (a *Adapter) onComponent(i *discordgo.Interaction) {
 func (a *Adapter) receiveInteraction(i *discordgo.Interaction, ev bridge.Event, ephemeral bool) {
 	ev.Platform = Platform
 	ev.Key = interactionEventKey(i.ID)
+	ev.Order = snowflakeOrder(i.ID)
 	ev.Team = i.GuildID
 	ev.User = userOf(i.User, i.Member)
 	ev.MaxFlowTimeout = maxFlowTimeout

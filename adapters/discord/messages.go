@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,6 +44,16 @@ func dmKey(channelID string) string                   { return Platform + "/@me/
 func channelKey(guildID, channelID string) string     { return Platform + "/" + guildID + "/" + channelID }
 func messageEventKey(messageID string) string         { return Platform + "/msg/" + messageID }
 func interactionEventKey(interactionID string) string { return Platform + "/int/" + interactionID }
+
+// snowflakeOrder returns a snowflake ID as the platform's order of a
+// conversation's events (bridge.Event.Order), 0 for a malformed one.
+func snowflakeOrder(id string) int64 {
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
 
 // onMessage translates a MESSAGE_CREATE on the gateway's read loop and hands
 // it to the core, in the order the gateway sent it. It makes no network call:
@@ -85,6 +96,7 @@ func (a *Adapter) onMessage(m *discordgo.MessageCreate) {
 		Text:     text,
 		Files:    attachmentsOf(m.Message),
 		Key:      messageEventKey(m.ID),
+		Order:    snowflakeOrder(m.ID),
 	}
 	if m.GuildID == "" {
 		ev.Conversation = dmKey(m.ChannelID)

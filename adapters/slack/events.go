@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 
 	slackgo "github.com/slack-go/slack"
@@ -84,8 +86,22 @@ func (a *Adapter) receiveEventsAPI(ev slackevents.EventsAPIEvent, retry int) *br
 		// The channel and ts name a message, whichever event brought it: the
 		// key catches Slack's retries and the app_mention and message pair
 		// of one mention alike.
-		Key: "slack/msg/" + in.rt.Channel + "/" + in.ts,
+		Key:   "slack/msg/" + in.rt.Channel + "/" + in.ts,
+		Order: tsOrder(in.ts),
 	}, in.rt)
+}
+
+// tsOrder returns a message ts ("1716212345.000100") in microseconds, the
+// platform's order of a conversation's messages (bridge.Event.Order); 0
+// for a malformed one.
+func tsOrder(ts string) int64 {
+	sec, frac, ok := strings.Cut(ts, ".")
+	s, err1 := strconv.ParseInt(sec, 10, 64)
+	us, err2 := strconv.ParseInt(frac, 10, 64)
+	if !ok || err1 != nil || err2 != nil || len(frac) != 6 || s < 0 || us < 0 || s > math.MaxInt64/1_000_000-1 {
+		return 0
+	}
+	return s*1_000_000 + us
 }
 
 // isSelf reports whether a message was written by this app's bot.

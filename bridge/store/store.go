@@ -97,7 +97,12 @@ type InboxEntry struct {
 	Seq uint64
 	// Conversation is the conversation key of the event.
 	Conversation string
-	State        InboxState
+	// Order is the event's place in its platform's order of the
+	// conversation (bridge.Event.Order). A shared inbox returns a
+	// conversation's entries in it, ties in Seq order; others keep Seq
+	// order and may leave it 0.
+	Order int64
+	State InboxState
 	// Event is the event as the core encoded it; the store does not read it.
 	Event []byte
 	// Reply names the answer (a message reference) once answered.

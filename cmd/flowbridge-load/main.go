@@ -103,6 +103,8 @@ type params struct {
 	SlackAckTimeout time.Duration `json:"-"`
 	// LeaseTTL is the replicas' store.lease_ttl, 0 for flowbridge's default.
 	LeaseTTL time.Duration `json:"-"`
+	// OrderHold is the replicas' store.order_hold, "" for flowbridge's default.
+	OrderHold string `json:"-"`
 
 	DurationSec   float64 `json:"duration_sec"`
 	APILatencyMS  float64 `json:"api_latency_ms"`
@@ -254,6 +256,9 @@ func (p *params) validateReplicas() error {
 	if p.Duration <= 0 {
 		errs = append(errs, errors.New("-replicas needs a positive -duration"))
 	}
+	if _, err := time.ParseDuration(cmp.Or(p.OrderHold, "0s")); err != nil {
+		errs = append(errs, fmt.Errorf("-order-hold: %w", err))
+	}
 	if p.LeaseTTL < 0 {
 		errs = append(errs, errors.New("-lease-ttl must not be negative"))
 	}
@@ -307,6 +312,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&p.DSN, "dsn", cmp.Or(os.Getenv("FLOWBRIDGE_TEST_DATABASE_URL"), defaultTestDSN), "with -replicas: the PostgreSQL database (a postgres:// URL); each run gets a schema of its own, dropped afterwards")
 	fs.DurationVar(&p.DropEvery, "drop-every", 0, "with -replicas: about this often, close one live Slack socket or one Discord shard's gateway connection (in turn) while its process lives")
 	fs.DurationVar(&p.SlackAckTimeout, "slack-ack-timeout", slacktest.DefaultAckTimeout, "with -replicas: how long the fake Slack waits for a Socket Mode ack before it redelivers the event on another socket (Slack: 3s)")
+	fs.StringVar(&p.OrderHold, "order-hold", "", "with -replicas: the replicas' store.order_hold, how long a conversation's first message of a burst waits for an earlier one another replica received (e.g. \"100ms\", \"0s\" for none; default: flowbridge's)")
 	fs.DurationVar(&p.LeaseTTL, "lease-ttl", 0, "with -replicas: the replicas' store.lease_ttl, how long a dead replica's conversations wait for another (0: flowbridge's default)")
 	fs.IntVar(&p.Burst, "burst", 2, "with -replicas: messages a user sends at once before waiting for the answers, so one conversation's messages reach several replicas")
 	sweep := fs.Bool("sweep", false, "run with 1, 10, 100, 1000 and 10000 conversations and show how each figure grows (relative to 10); with -rate, at the same total message rate")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -440,7 +441,7 @@ func (e *replicaEnv) discordReplies(r *http.Request, body []byte) {
 // Slack in Socket Mode and its Discord shards.
 func (e *replicaEnv) config(r *replica, slackAPI, discordAPI string) string {
 	var b strings.Builder
-	b.WriteString(baseConfig(e.wsSrv.URL, fmt.Sprintf("driver = \"postgres\"\ndsn = %q\n", e.dsn)+leaseKey(e.p.LeaseTTL),
+	b.WriteString(baseConfig(e.wsSrv.URL, fmt.Sprintf("driver = \"postgres\"\ndsn = %q\n", e.dsn)+leaseKey(e.p.LeaseTTL)+orderHoldKey(e.p.OrderHold),
 		e.p.Conversations*e.p.Burst+256, "dedupe_ttl = \"1h\"\n", r.admin, "info"))
 	if slackAPI != "" {
 		fmt.Fprintf(&b, `
@@ -478,6 +479,15 @@ func leaseKey(d time.Duration) string {
 		return ""
 	}
 	return fmt.Sprintf("lease_ttl = %q\n", d.String())
+}
+
+// orderHoldKey is the config line for store.order_hold, left out
+// (flowbridge's default) when hold is "".
+func orderHoldKey(hold string) string {
+	if hold == "" {
+		return ""
+	}
+	return fmt.Sprintf("order_hold = %q\n", hold)
 }
 
 // startReplica starts r's process, its log numbered by its starts.
@@ -1001,7 +1011,7 @@ func (e *replicaEnv) count(ctx context.Context, driven time.Duration) (*replicaR
 	res := &replicaResult{killResult: *newKillResult(e.p, l, e.t0)}
 	res.Mode = "replicas"
 	res.Replicas, res.Store, res.Schema, res.Burst = e.n, "postgres", e.schema, e.p.Burst
-	res.Platform = e.p.Platform
+	res.Platform, res.OrderHold = e.p.Platform, e.p.OrderHold
 	res.DurationSec, res.DropEveryMS = driven.Seconds(), ms(e.p.DropEvery)
 	res.ThinkMS = ms(e.think)
 	for _, r := range e.reps {
@@ -1174,10 +1184,13 @@ type replicaResult struct {
 	Replicas int    `json:"replicas"`
 	Store    string `json:"store"`
 	// Schema is the run's own, dropped at its end.
-	Schema   string  `json:"schema"`
-	Platform string  `json:"platform"`
-	Burst    int     `json:"burst"`
-	ThinkMS  float64 `json:"think_ms"`
+	Schema   string `json:"schema"`
+	Platform string `json:"platform"`
+	Burst    int    `json:"burst"`
+	// OrderHold is the replicas' store.order_hold, "" for flowbridge's
+	// default: what keeps the platform's order across replicas.
+	OrderHold string  `json:"order_hold,omitempty"`
+	ThinkMS   float64 `json:"think_ms"`
 	// Shards are the Discord shards each replica runs; Starts how often
 	// each was started.
 	Shards      [][]int `json:"discord_shards_by_replica"`
@@ -1230,6 +1243,7 @@ func (r *replicaResult) broken() error {
 func printReplicaTable(w io.Writer, r *replicaResult) {
 	fmt.Fprintf(w, "%d replicas on PostgreSQL, Discord shards by replica %v; %s, %d conversations, bursts of %d, %.0f messages/s offered, API %.0f ms, %.0f s, %d cores\n",
 		r.Replicas, r.Shards, r.Platform, r.Conversations, r.Burst, r.Rate, r.APILatencyMS, r.DurationSec, r.Cores)
+	fmt.Fprintf(w, "store.order_hold: %s\n", cmp.Or(r.OrderHold, "flowbridge's default"))
 	fmt.Fprintf(w, "faults: %d SIGKILLs (about every %.0f ms) at %.1f s; %d Slack socket and %d Discord shard drops (about every %.0f ms); starts by replica %v\n",
 		r.Kills, r.KillEveryMS, r.KilledAtSec, r.SlackDrops, r.DiscordDrops, r.DropEveryMS, r.Starts)
 	printReplicaFigures(w, r)

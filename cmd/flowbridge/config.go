@@ -72,6 +72,12 @@ type StoreConfig struct {
 	// renewed: how long a dead replica's conversations wait for another.
 	// Driver postgres only.
 	LeaseTTL Duration `toml:"lease_ttl"`
+	// OrderHold is how long the replica holding a conversation's lease
+	// lets a message it has just seen wait before the agent gets it, so
+	// that an earlier message of the conversation another replica is
+	// recording at that moment goes first ("0s": no wait). Driver postgres
+	// only.
+	OrderHold Duration `toml:"order_hold"`
 	// SyncInterval is the bbolt inbox journal's sync policy: 0 syncs each
 	// change before it is acknowledged or acted on; more than 0 writes it
 	// at once (a crash of the process loses nothing) and syncs within this
@@ -189,7 +195,7 @@ func defaultConfig() Config {
 			ChatTimeout:       Duration(2 * time.Minute),
 			MaxRetries:        2,
 		},
-		Store:  StoreConfig{Driver: driverBBolt, Path: "flowbridge.db", AuditRetention: Duration(90 * 24 * time.Hour), LeaseTTL: Duration(15 * time.Second)},
+		Store:  StoreConfig{Driver: driverBBolt, Path: "flowbridge.db", AuditRetention: Duration(90 * 24 * time.Hour), LeaseTTL: Duration(15 * time.Second), OrderHold: Duration(100 * time.Millisecond)},
 		Bridge: BridgeConfig{QueueSize: 16, MaxInFlight: 256, DefaultFlowTimeout: Duration(60 * time.Second), DedupeTTL: Duration(10 * time.Minute), ShutdownGrace: Duration(30 * time.Second), WorkingIndicatorDelay: Duration(500 * time.Millisecond), ProgressInterval: Duration(bridge.DefaultProgressInterval), MaxMessageBytes: 16000, MaxParams: 32, MaxValueBytes: 4000, RateBurst: 5, MaxFiles: 5, MaxFileBytes: 100000, FileReplyOver: 4000},
 		Admin:  AdminConfig{Listen: "127.0.0.1:9090"},
 		Log:    LogConfig{Level: "info", Format: "json"},
@@ -205,6 +211,7 @@ var (
 	maxRetriesRange     = intRange{min: 0, max: 10}
 	auditRetentionRange = durationRange{zero: "keep forever", min: time.Hour, max: 87600 * time.Hour}
 	leaseTTLRange       = durationRange{min: time.Second, max: 5 * time.Minute}
+	orderHoldRange      = durationRange{zero: "no wait", min: 10 * time.Millisecond, max: 2 * time.Second}
 	syncIntervalRange   = durationRange{zero: "sync before each acknowledgement", min: time.Millisecond, max: time.Second}
 	queueSizeRange      = intRange{min: 1, max: 10000}
 	maxInFlightRange    = intRange{min: 1, max: 100000}
@@ -893,6 +900,7 @@ func (c *Config) checkStore(ps *problems) {
 	}
 	ps.duration("store.audit_retention", st.AuditRetention, auditRetentionRange)
 	ps.duration("store.lease_ttl", st.LeaseTTL, leaseTTLRange)
+	ps.duration("store.order_hold", st.OrderHold, orderHoldRange)
 	ps.duration("store.sync_interval", st.SyncInterval, syncIntervalRange)
 }
 
@@ -1220,7 +1228,7 @@ func (c *Config) bridgeConfig() bridge.Config {
 		DefaultFlowTimeout: c.Bridge.DefaultFlowTimeout.D(),
 		DedupeTTL:          c.Bridge.DedupeTTL.D(),
 		IndicatorDelay:     c.Bridge.WorkingIndicatorDelay.D(),
-		Replicas:           bridge.ReplicaConfig{LeaseTTL: c.Store.LeaseTTL.D()},
+		Replicas:           bridge.ReplicaConfig{LeaseTTL: c.Store.LeaseTTL.D(), OrderHold: c.Store.OrderHold.D()},
 		Feedback:           c.Bridge.Feedback,
 		ProgressInterval:   c.Bridge.ProgressInterval.D(),
 		Limits: bridge.Limits{

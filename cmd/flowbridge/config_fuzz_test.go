@@ -122,6 +122,7 @@ func TestExampleShowsDefaults(t *testing.T) {
 		{"store.path", cfg.Store.Path, def.Store.Path},
 		{"store.audit_retention", cfg.Store.AuditRetention, def.Store.AuditRetention},
 		{"store.lease_ttl", cfg.Store.LeaseTTL, def.Store.LeaseTTL},
+		{"store.order_hold", cfg.Store.OrderHold, def.Store.OrderHold},
 		{"bridge.admins", len(cfg.Bridge.Admins), len(def.Bridge.Admins)},
 		{"bridge.queue_size", cfg.Bridge.QueueSize, def.Bridge.QueueSize},
 		{"bridge.max_in_flight", cfg.Bridge.MaxInFlight, def.Bridge.MaxInFlight},

@@ -653,6 +653,7 @@ func rangesByKey() map[string]string {
 		"workspace.max_retries":          maxRetriesRange.String(),
 		"store.audit_retention":          auditRetentionRange.String(),
 		"store.lease_ttl":                leaseTTLRange.String(),
+		"store.order_hold":               orderHoldRange.String(),
 		"bridge.queue_size":              queueSizeRange.String(),
 		"bridge.max_in_flight":           maxInFlightRange.String(),
 		"bridge.default_flow_timeout":    flowTimeoutRange.String(),
@@ -739,6 +740,26 @@ func TestLeaseTTLReachesTheBridge(t *testing.T) {
 		}
 		if got := cfg.bridgeConfig().Replicas.LeaseTTL; got != tt.want {
 			t.Errorf("lease TTL of %q = %v, want %v", tt.rest, got, tt.want)
+		}
+	}
+}
+
+func TestOrderHoldReachesTheBridge(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		rest string
+		want time.Duration
+	}{
+		{"", 100 * time.Millisecond},
+		{"[store]\norder_hold = \"0s\"\n", 0},
+		{"[store]\norder_hold = \"300ms\"\n", 300 * time.Millisecond},
+	} {
+		cfg, err := parseConfig([]byte(testConfig("", tt.rest)), func(string) string { return "" })
+		if err != nil {
+			t.Fatalf("parseConfig(%q) = %v", tt.rest, err)
+		}
+		if got := cfg.bridgeConfig().Replicas.OrderHold; got != tt.want {
+			t.Errorf("order hold of %q = %v, want %v", tt.rest, got, tt.want)
 		}
 	}
 }
