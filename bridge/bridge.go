@@ -125,6 +125,7 @@ type Bridge struct {
 	lim      atomic.Pointer[Limits]     // the limits in force; SetLimits replaces them
 	fault    atomic.Pointer[storeFault] // the latest failed store write, until one succeeds
 	rep      *replicas                  // set when replicas share the store
+	notices  busyNotices                // one "still working" notice per conversation and user
 	staged   StagedInbox                // the store, when it can take entries before they are durable
 	contexts store.Contexts             // the store, when it keeps conversation contexts
 	tokens   Tokens                     // set when replicas share the store: button state
@@ -450,9 +451,7 @@ func (b *Bridge) busy(j *job) {
 		}
 		defer b.releaseLease(name)
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 10*time.Second)
-	defer cancel()
-	ref := b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgQueueFull, b.cfg.QueueSize)})
+	ref := b.tellBusy(ev)
 	b.answered(b.log, ev, ref, nil)
 	if ev.Done != nil {
 		ev.Done()
@@ -519,6 +518,7 @@ func (b *Bridge) work(c *conversation) {
 		if len(c.queue) == 0 {
 			c.running = false
 			delete(b.convs, c.key)
+			b.notices.forget(c.key)
 			b.mu.Unlock()
 			return
 		}

@@ -618,3 +618,65 @@ func TestShutdownGraceCutsOff(t *testing.T) {
 	<-done
 	wantContains(t, "cut-off reply", rec.last(t).Text, "cut off")
 }
+
+func TestFloodGetsOneBusyNotice(t *testing.T) {
+	// A user floods a DM while the agent works on the first message: the
+	// messages beyond the queue are refused, and told so by one notice,
+	// whose count is brought up to date in place where the platform can,
+	// not by one notice each.
+	for _, editable := range []bool{true, false} {
+		t.Run(fmt.Sprint("editable=", editable), func(t *testing.T) {
+			release := make(chan struct{})
+			cfg := defaultConfig()
+			cfg.QueueSize = 2
+			h := newHarness(t, cfg, func(s *workspacetest.Server) {
+				s.AddAgent(workspacetest.Agent{UUID: agentUUID, Reply: func(turn int, msg string) string {
+					<-release
+					return "answer to " + msg
+				}})
+			})
+			p := newProgresser()
+			p.refuse = !editable
+			const flood = 500
+			refused := 0
+			for i := range flood {
+				ev := event("dm/1", bridge.KindMessage, fmt.Sprint("m", i), nil)
+				ev.Reply = p
+				switch err := h.b.Handle(ev); {
+				case errors.Is(err, bridge.ErrBusy):
+					refused++
+				case err != nil:
+					t.Fatalf("Handle(m%d) = %v", i, err)
+				}
+			}
+			if refused < flood-3 {
+				t.Fatalf("%d of %d messages refused, want all but the queue's and the running one", refused, flood)
+			}
+			close(release)
+			if err := h.b.Shutdown(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			var notices []bridge.Reply
+			for _, r := range p.all() {
+				if strings.Contains(r.Text, "still working") {
+					notices = append(notices, r)
+				}
+			}
+			if len(notices) != 1 || !notices[0].Ephemeral || notices[0].Kind != bridge.ReplyError {
+				t.Fatalf("%d refused messages got notices %+v, want one ephemeral error", refused, notices)
+			}
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if !editable {
+				if len(p.at) != 1 {
+					t.Errorf("%d rewrites tried of a notice that cannot be edited, want 1", len(p.at))
+				}
+				return
+			}
+			if len(p.texts) == 0 || len(p.texts) > 2 {
+				t.Fatalf("notice rewritten %d times, want once or twice", len(p.texts))
+			}
+			wantContains(t, "last busy notice", p.texts[len(p.texts)-1], fmt.Sprintf("did not take the %d you sent", refused))
+		})
+	}
+}

@@ -15,6 +15,7 @@ import (
 const (
 	msgShuttingDown   = "flowbridge is restarting and cannot take this now. Please try again in a minute."
 	msgQueueFull      = "I'm still working on your earlier messages here (%d waiting). Please wait for those replies, then try again."
+	msgQueueFullMore  = "I'm still working on your earlier messages here (%d waiting), so I did not take the %d you sent since. Please wait for those replies, then send again what still matters."
 	msgInFlight       = "flowbridge is busy with many requests right now. Please try again in a moment."
 	msgTooLong        = "That message is too long for me (%d bytes; the limit is %d). Please shorten it."
 	msgStoreFailed    = "flowbridge could not read its session store. Please tell an admin."

@@ -311,9 +311,10 @@ func (r *replicas) conv(key string) *leasedConv {
 }
 
 // dropIdleLocked forgets c once nothing of it is left in this process.
-func (r *replicas) dropIdleLocked(c *leasedConv) {
+func (r *replicas) dropIdleLocked(b *Bridge, c *leasedConv) {
 	if !c.running && len(c.recording) == 0 && len(c.live) == 0 && r.convs[c.key] == c {
 		delete(r.convs, c.key)
+		b.notices.forget(c.key)
 	}
 }
 
@@ -345,7 +346,7 @@ func (b *Bridge) recordInOrder(c *leasedConv) {
 	for {
 		b.mu.Lock()
 		if len(c.recording) == 0 {
-			r.dropIdleLocked(c)
+			r.dropIdleLocked(b, c)
 			b.mu.Unlock()
 			return
 		}
@@ -574,7 +575,7 @@ func (b *Bridge) endLocked(c *leasedConv) {
 		}
 	}
 	c.running = false
-	b.rep.dropIdleLocked(c)
+	b.rep.dropIdleLocked(b, c)
 }
 
 // hasWork reports whether entries hold one not yet run or set aside.

@@ -1,0 +1,158 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// busyUpdateEvery spaces the updates of one busy notice: a flood of
+// thousands of messages rewrites it a few times a minute, well inside
+// Slack's chat.update tier (about 50 a minute) and Discord's edit limit.
+const busyUpdateEvery = 5 * time.Second
+
+// busyNotices keeps, per conversation and user, the one notice that tells
+// the user their messages are not taken while the conversation's queue is
+// full: the first refused message sends it, the next ones update its count
+// in place (where the platform can rewrite it: Progresser) instead of
+// sending one notice each. A conversation's notices are forgotten when it has no work left, so
+// a later overflow is told afresh.
+type busyNotices struct {
+	mu    sync.Mutex
+	convs map[string]map[string]*busyNotice // conversation -> user ID -> notice
+}
+
+// busyNotice is one user's notice in one conversation, guarded by
+// busyNotices.mu; one goroutine at a time (the one that set sending)
+// writes it to the platform.
+type busyNotice struct {
+	first   Event      // the event whose responder sent the notice
+	ref     MessageRef // the notice, once sent
+	refused int        // messages refused so far
+	shown   int        // refused when the notice was last written
+	sending bool       // a goroutine sends or updates it
+	fixed   bool       // it cannot be updated: the platform refused an edit
+}
+
+// forget drops conv's notices: its queue has drained, so the next overflow
+// is news.
+func (n *busyNotices) forget(conv string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.convs, conv)
+}
+
+// tellBusy tells ev's user that ev was not taken, through the one notice of
+// ev's conversation and user, and returns the notice's reference ("" while
+// the first send is under way). The first refused message sends the notice;
+// a goroutine then brings its count up to date, at most every
+// busyUpdateEvery (at once at shutdown), while messages keep being refused.
+func (b *Bridge) tellBusy(ev Event) MessageRef {
+	n := &b.notices
+	n.mu.Lock()
+	users := n.convs[ev.Conversation]
+	if users == nil {
+		if n.convs == nil {
+			n.convs = make(map[string]map[string]*busyNotice)
+		}
+		users = make(map[string]*busyNotice)
+		n.convs[ev.Conversation] = users
+	}
+	note := users[ev.User.ID]
+	if note == nil {
+		note = &busyNotice{first: ev}
+		users[ev.User.ID] = note
+	}
+	note.refused++
+	ref := note.ref
+	if note.sending || note.fixed && ref != "" {
+		n.mu.Unlock()
+		return ref
+	}
+	note.sending = true
+	if ref == "" {
+		refused := note.refused
+		n.mu.Unlock()
+		fixed := b.writeBusy(note, "", refused)
+		n.mu.Lock()
+		ref = note.ref
+		note.shown, note.fixed = refused, fixed
+		if ref == "" {
+			// Not delivered: the next message refused tries again.
+			note.sending = false
+			n.mu.Unlock()
+			return ""
+		}
+	}
+	n.mu.Unlock()
+	b.mu.Lock()
+	b.wg.Go(func() { b.updateBusy(note) })
+	b.mu.Unlock()
+	return ref
+}
+
+// updateBusy brings note's count up to date every busyUpdateEvery until no
+// more messages are refused, the platform refuses an edit, or the bridge
+// shuts down (then once more, at once).
+func (b *Bridge) updateBusy(note *busyNotice) {
+	n := &b.notices
+	for {
+		// Let the count grow before it is shown again: a flood's messages
+		// come faster than any platform takes edits.
+		t := time.NewTimer(busyUpdateEvery)
+		select {
+		case <-t.C:
+		case <-b.quit:
+		}
+		t.Stop()
+		n.mu.Lock()
+		refused, ref := note.refused, note.ref
+		if refused == note.shown || note.fixed {
+			note.sending = false
+			n.mu.Unlock()
+			return
+		}
+		n.mu.Unlock()
+		fixed := b.writeBusy(note, ref, refused)
+		n.mu.Lock()
+		note.shown, note.fixed = refused, fixed
+		n.mu.Unlock()
+	}
+}
+
+// writeBusy sends note (ref "") or updates it with the count refused, and
+// reports whether it cannot be updated (again).
+func (b *Bridge) writeBusy(note *busyNotice, ref MessageRef, refused int) (fixed bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 10*time.Second)
+	defer cancel()
+	r := Reply{Kind: ReplyError, Ephemeral: true, Text: busyText(b.cfg.QueueSize, refused)}
+	if ref == "" {
+		sent := b.send(ctx, note.first, r)
+		b.notices.mu.Lock()
+		note.ref = sent
+		b.notices.mu.Unlock()
+		return false
+	}
+	p, ok := note.first.Reply.(Progresser)
+	if !ok {
+		return true
+	}
+	if err := p.Progress(ctx, ref, r); err != nil {
+		// An ephemeral message the platform cannot edit: the one notice
+		// stands for all the messages of this overflow.
+		b.log.Debug("busy notice not updated; no more updates", zap.String("conversation", note.first.Conversation), zap.Error(err))
+		return true
+	}
+	return false
+}
+
+// busyText is the busy notice after refused messages were not taken.
+func busyText(waiting, refused int) string {
+	if refused <= 1 {
+		return fmt.Sprintf(msgQueueFull, waiting)
+	}
+	return fmt.Sprintf(msgQueueFullMore, waiting, refused)
+}
