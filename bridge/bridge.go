@@ -126,7 +126,6 @@ type Bridge struct {
 	fault    atomic.Pointer[storeFault] // the latest failed store write, until one succeeds
 	rep      *replicas                  // set when replicas share the store
 	notices  busyNotices                // one "still working" notice per conversation and user
-	staged   StagedInbox                // the store, when it can take entries before they are durable
 	contexts store.Contexts             // the store, when it keeps conversation contexts
 	tokens   Tokens                     // set when replicas share the store: button state
 
@@ -188,8 +187,6 @@ func New(cfg Config, ws Workspace, st Store, log *zap.Logger) (*Bridge, error) {
 	}
 	if rs, ok := st.(replicaStore); ok {
 		b.rep = newReplicas(rs, cfg.Replicas)
-	} else if si, ok := st.(StagedInbox); ok {
-		b.staged = si
 	}
 	if t, ok := st.(Tokens); ok {
 		b.tokens = t
@@ -250,11 +247,6 @@ type job struct {
 	kind jobKind
 	args string   // command arguments
 	rec  *Receipt // settled once the event is recorded: it may run when rec.err is nil
-	// ready, when set, is closed once the event is written to a StagedInbox
-	// (before it is durable, and before rec settles): the job may start
-	// then, unless readyErr says it is a duplicate or was not written.
-	ready    chan struct{}
-	readyErr error
 }
 
 type jobKind int
@@ -392,13 +384,6 @@ func (b *Bridge) Receive(ev Event) *Receipt {
 		b.wg.Go(func() { b.busy(&j) })
 		return rec
 	}
-	if b.staged != nil && ev.entry != nil && j.kind == jobChat && ev.Ack == nil {
-		// A chat message's request waits for MarkSent's sync anyway: let
-		// that one sync cover its receipt too. Events with an Ack
-		// (Discord's deferral) keep the order acknowledgement, then run.
-		j.ready = make(chan struct{})
-		ev.entry.gate = rec
-	}
 	b.wg.Go(func() { rec.settle(b.record(&j)) })
 	b.enqueueLocked(&j)
 	return rec
@@ -527,14 +512,8 @@ func (b *Bridge) work(c *conversation) {
 		c.queue = c.queue[1:]
 		b.mu.Unlock()
 		b.metrics.queued(-1)
-		var err error
-		if j.ready != nil {
-			<-j.ready
-			err = j.readyErr
-		} else {
-			<-j.rec.done
-			err = j.rec.err
-		}
+		<-j.rec.done
+		err := j.rec.err
 		switch {
 		case err != nil:
 			if j.ev.Done != nil {
@@ -619,11 +598,6 @@ func (b *Bridge) release() {
 // shutdown grace still tells its user, on a fresh context bounded by
 // noticeTimeout.
 func (b *Bridge) send(ctx context.Context, ev Event, r Reply) MessageRef {
-	if e := ev.entry; e != nil && e.gate != nil {
-		if <-e.gate.done; e.gate.err != nil {
-			return "" // not recorded: its user has been told so, and only that
-		}
-	}
 	return b.sendNow(ctx, ev, r)
 }
 

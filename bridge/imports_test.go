@@ -42,6 +42,7 @@ func TestImportRules(t *testing.T) {
 		discordSDK = "github.com/bwmarrin/discordgo"
 		bbolt      = "go.etcd.io/bbolt"
 	)
+	groupCommit := mod + "/internal/groupcommit"
 	under := func(pkg, root string) bool { return pkg == root || strings.HasPrefix(pkg, root+"/") }
 	for pkg, imps := range imports {
 		for _, imp := range imps {
@@ -50,12 +51,12 @@ func TestImportRules(t *testing.T) {
 			case under(pkg, mod+"/bridge") && !under(pkg, mod+"/bridge/workspace") &&
 				(under(imp, mod+"/adapters") || under(imp, mod+"/sessionmap") || under(imp, mod+"/cmd") || under(imp, slackSDK) || under(imp, discordSDK) || under(imp, bbolt)):
 				broken = "the core imports no adapter, store or SDK"
-			case (under(pkg, mod+"/bridge/workspace") || pkg == mod+"/bridge/store") && under(imp, mod) && !under(imp, pkg):
-				broken = "the API client and the store's records import nothing of the project"
-			case pkg == mod+"/sessionmap" && under(imp, mod) && imp != mod+"/bridge/store":
-				broken = "the store imports nothing of the project but the records it keeps (bridge/store)"
-			case pkg == mod+"/postgres" && under(imp, mod) && imp != mod+"/bridge/store":
-				broken = "the PostgreSQL store imports nothing of the project but the records it keeps (bridge/store)"
+			case (under(pkg, mod+"/bridge/workspace") || pkg == mod+"/bridge/store" || pkg == groupCommit) && under(imp, mod) && !under(imp, pkg):
+				broken = "the API client, the store's records and the group commit import nothing of the project"
+			case pkg == mod+"/sessionmap" && under(imp, mod) && imp != mod+"/bridge/store" && imp != groupCommit:
+				broken = "the store imports nothing of the project but the records it keeps (bridge/store) and the group commit"
+			case pkg == mod+"/postgres" && under(imp, mod) && imp != mod+"/bridge/store" && imp != groupCommit:
+				broken = "the PostgreSQL store imports nothing of the project but the records it keeps (bridge/store) and the group commit"
 			// flowbridge-load is exempt from the SDK rules: it drives the fake
 			// Discord, whose API speaks discordgo's types, and its -floor relay
 			// uses both SDKs bare to measure what they cost without flowbridge.

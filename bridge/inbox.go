@@ -72,20 +72,6 @@ type entry struct {
 	// it did not, and the entry was left to the lease's next holder.
 	lease     string
 	leaseLost bool
-	// gate, when set, is the receipt of an event that started before its
-	// entry was durable (StagedInbox): replies wait for it, so nothing is
-	// posted for an event a power cut could still take back.
-	gate *Receipt
-}
-
-// StagedInbox is implemented by an inbox that can take an entry before it
-// is durable (sessionmap.Store). A chat message then starts at once, and
-// the sync that makes its "sent" state durable before the workspace call
-// makes its "received" state durable too: one sync on the answer's path,
-// not two. durable, set when fresh, returns once the entry is durable; the
-// platform is acknowledged only after it.
-type StagedInbox interface {
-	ReceiveStaged(e store.InboxEntry) (fresh bool, durable func() error, err error)
 }
 
 // storedEvent is an Event as the inbox keeps it: what it takes to run the
@@ -134,9 +120,6 @@ func (b *Bridge) record(j *job) error {
 	if ev.Key == "" {
 		return b.ack(ev)
 	}
-	if j.ready != nil {
-		return b.recordStaged(j)
-	}
 	data, err := encodeEvent(ev)
 	if err == nil {
 		var fresh bool
@@ -169,44 +152,6 @@ func (b *Bridge) notSaved(ev Event, err error) error {
 	defer cancel()
 	b.sendNow(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotSaved})
 	return ErrNotSaved
-}
-
-// recordStaged is record for a job that may start once its entry is
-// written (j.ready), before it is durable; the receipt, and so the
-// platform's acknowledgement and the job's replies, wait for durability.
-func (b *Bridge) recordStaged(j *job) error {
-	ev := j.ev
-	start := func(err error) {
-		j.readyErr = err
-		close(j.ready)
-	}
-	data, err := encodeEvent(ev)
-	var (
-		fresh   bool
-		durable func() error
-	)
-	if err == nil {
-		fresh, durable, err = b.staged.ReceiveStaged(b.inboxEntry(ev, data))
-		b.noteStore(err)
-	}
-	switch {
-	case err != nil:
-		start(ErrNotSaved)
-		return b.notSaved(ev, err)
-	case !fresh:
-		b.metrics.deduplicated(ev.Platform)
-		start(ErrDuplicate)
-		return ErrDuplicate
-	}
-	start(nil)
-	if err := durable(); err != nil {
-		b.noteStore(err)
-		// The job has started; its replies wait for this receipt and are
-		// dropped when it fails, and its MarkSent fails too (the journal
-		// refuses once a sync failed), so this notice is the user's one.
-		return b.notSaved(ev, err)
-	}
-	return b.ack(ev)
 }
 
 // ack runs the adapter's acknowledgement, if any. A failed one is logged: the
@@ -260,11 +205,6 @@ func (b *Bridge) markSent(ctx context.Context, log *zap.Logger, ev Event) bool {
 	}
 	b.noteStore(err)
 	if err != nil {
-		if g := e.gate; g != nil {
-			if <-g.done; g.err != nil {
-				return false // its receipt failed as well, and told the user
-			}
-		}
 		log.Error("inbox state not recorded; request not sent", zap.Error(err))
 		b.metrics.storeFailed("mark_sent")
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotSaved})

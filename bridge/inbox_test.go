@@ -319,27 +319,6 @@ func (failingStore) Receive(store.InboxEntry) (bool, error) {
 	return false, errors.New("write: no space left on device")
 }
 
-func (failingStore) ReceiveStaged(store.InboxEntry) (bool, func() error, error) {
-	return false, nil, errors.New("write: no space left on device")
-}
-
-// unsyncedStore writes inbox entries but cannot make them durable, as a
-// disk whose fdatasync fails: the staged receipt and MarkSent both fail.
-type unsyncedStore struct {
-	*sessionmap.Store
-}
-
-var errSync = errors.New("fdatasync: input/output error")
-
-func (unsyncedStore) Receive(store.InboxEntry) (bool, error) { return false, errSync }
-
-func (u unsyncedStore) ReceiveStaged(e store.InboxEntry) (bool, func() error, error) {
-	fresh, _, err := u.Store.ReceiveStaged(e)
-	return fresh, func() error { return errSync }, err
-}
-
-func (unsyncedStore) MarkSent(string, time.Time) error { return errSync }
-
 // bridgeOnStore starts a bridge on a workspace fake with one agent and on
 // wrap's store around a new bbolt store.
 func bridgeOnStore(t *testing.T, wrap func(*sessionmap.Store) bridge.Store) (*bridge.Bridge, *workspacetest.Server) {
@@ -358,27 +337,6 @@ func bridgeOnStore(t *testing.T, wrap func(*sessionmap.Store) bridge.Store) (*br
 		t.Fatal(err)
 	}
 	return b, fake
-}
-
-// A chat message starts before its entry is durable; when it never
-// becomes durable its user is told once, and nothing reaches the agent.
-func TestStagedReceiveUnsyncedTellsUserOnce(t *testing.T) {
-	b, fake := bridgeOnStore(t, func(st *sessionmap.Store) bridge.Store { return unsyncedStore{st} })
-	rec := newRecorder()
-	done := make(chan struct{})
-	ev := keyed("c/1", "test/msg/1", "hello", rec)
-	ev.Done = func() { close(done) }
-	if err := b.Receive(ev).Wait(t.Context()); !errors.Is(err, bridge.ErrNotSaved) {
-		t.Fatalf("Receive = %v, want ErrNotSaved", err)
-	}
-	<-done
-	b.Shutdown(context.Background())
-	if got := rec.all(); len(got) != 1 || !strings.Contains(got[0].Text, "cannot save anything right now") {
-		t.Errorf("replies = %+v, want the one not-saved notice", got)
-	}
-	if n := len(fake.Sessions(agentUUID)); n != 0 {
-		t.Errorf("sessions created = %d, want 0", n)
-	}
 }
 
 func TestStoreFullTellsUserAndSendsNothing(t *testing.T) {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,7 +16,7 @@ import (
 // inbox holds e.Key already, whatever its state. A zero e.Received is the
 // current time. Of any number of deliveries of one key, on any number of
 // replicas, exactly one is new: Receives under way at once share one
-// INSERT … ON CONFLICT (key) DO NOTHING, and so one commit (see receiver).
+// INSERT … ON CONFLICT (key) DO NOTHING, and so one commit (see s.recv).
 // A key that is empty or longer than MaxKeyLen, a conversation key longer
 // than that, or a time PostgreSQL cannot hold is an error of this call
 // alone: it is refused before it joins a batch.
@@ -39,30 +37,19 @@ func (s *Store) Receive(e store.InboxEntry) (bool, error) {
 	if s.closed.Load() {
 		return false, fmt.Errorf("receive %q: %w", e.Key, ErrClosed)
 	}
-	r := &receiveReq{e: e, done: make(chan bool, 1)}
-	if s.recv.join(r) {
-		s.leadReceives(r)
-	}
+	r := &receiveReq{e: e}
+	s.recv.Do(r)
 	if r.err != nil {
 		return false, fmt.Errorf("receive %q: %w", e.Key, r.err)
 	}
 	return r.isNew, nil
 }
 
-// receiver is the group commit of Receive, as sessionmap's committer is
-// bbolt's. A Receive that finds no batch under way leads one: it takes the
-// queue (up to maxBatch entries, maxBatchBytes of events) behind its own
-// entry, inserts them in one statement, and answers each. Others queue and
-// wait to be answered, or to be handed the lead by a leader that finishes
-// while the queue is not empty. A lone Receive never waits for company;
+// Receives under way at once share one statement and one commit
+// (groupcommit.Group, s.recv): a lone Receive never waits for company, and
 // under load each commit carries every event that arrived while the one
 // before ran. (One batch at a time beats two or four here: the commit's
 // flush is the cost, and fewer commits carry more each.)
-type receiver struct {
-	mu      sync.Mutex
-	queue   []*receiveReq
-	leading bool // a batch is under way
-}
 
 // A batch holds at most maxBatch entries and, past its leader's,
 // maxBatchBytes of events.
@@ -75,51 +62,6 @@ type receiveReq struct {
 	e     store.InboxEntry
 	isNew bool
 	err   error
-	done  chan bool // true: lead a batch; false: answered
-}
-
-// join queues r and waits, or reports true at once when r is to lead a
-// batch; after a wait, it reports true when r was handed the lead, false
-// when r was answered.
-func (rv *receiver) join(r *receiveReq) bool {
-	rv.mu.Lock()
-	if !rv.leading {
-		rv.leading = true
-		rv.mu.Unlock()
-		return true
-	}
-	rv.queue = append(rv.queue, r)
-	rv.mu.Unlock()
-	return <-r.done
-}
-
-// leadReceives inserts r and the queue's first entries in one batch,
-// answers them, then hands the lead to the first entry still queued (or
-// lets it go when none is).
-func (s *Store) leadReceives(r *receiveReq) {
-	rv := &s.recv
-	rv.mu.Lock()
-	n := batchLen(rv.queue)
-	batch := append(make([]*receiveReq, 0, n+1), r)
-	batch = append(batch, rv.queue[:n]...)
-	rv.queue = slices.Delete(rv.queue, 0, n)
-	rv.mu.Unlock()
-
-	s.insertBatch(batch)
-	for _, o := range batch[1:] {
-		o.done <- false
-	}
-
-	rv.mu.Lock()
-	if len(rv.queue) == 0 {
-		rv.leading = false
-		rv.mu.Unlock()
-		return
-	}
-	next := rv.queue[0]
-	rv.queue = slices.Delete(rv.queue, 0, 1)
-	rv.mu.Unlock()
-	next.done <- true
 }
 
 // batchLen returns how many of queue join a leader's batch.

@@ -19,6 +19,7 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/flowbridge/flowbridge/bridge/store"
+	"github.com/flowbridge/flowbridge/internal/groupcommit"
 )
 
 // The Store is the whole of what the core keeps durably.
@@ -72,8 +73,8 @@ type Store struct {
 	db      *sql.DB // the pool seen through database/sql, for goose
 	goose   *goose.Provider
 	timeout time.Duration
-	batch   int // rows per statement in bulk deletes; tests shrink it
-	recv    receiver
+	batch   int                             // rows per statement in bulk deletes; tests shrink it
+	recv    *groupcommit.Group[*receiveReq] // Receive's group commit
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -107,6 +108,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		timeout: opts.Timeout,
 		batch:   defaultBatch,
 	}
+	s.recv = groupcommit.New(s.insertBatch, batchLen)
 	if s.timeout <= 0 {
 		s.timeout = DefaultTimeout
 	}

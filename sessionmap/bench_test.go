@@ -258,19 +258,14 @@ func BenchmarkReceive(b *testing.B) {
 }
 
 // BenchmarkInboxLifecycle is the inbox's whole cost per event: Receive,
-// MarkSent and Finish with a turn, three writes, by 64 goroutines. With
-// staged the event is received as the bridge takes a chat message
-// (ReceiveStaged), and MarkSent's sync covers its receipt too. staged-nosync is
-// that without the disk's syncs: ns/op is then the store's own CPU,
-// checkpoints included. (A checkpoint every 5 s instead of every second
-// measured the same there: hot fills up and starts one first at this
-// pace, and per entry it costs the same B-tree writes.)
+// MarkSent and Finish with a turn, three transactions, by 64 goroutines;
+// nosync is that without the disk's syncs, the store's own CPU.
 func BenchmarkInboxLifecycle(b *testing.B) {
 	const conversations = 1000
 	for _, c := range []struct {
-		name           string
-		staged, noSync bool
-	}{{"received", false, false}, {"staged", true, false}, {"staged-nosync", true, true}} {
+		name   string
+		noSync bool
+	}{{"sync", false}, {"nosync", true}} {
 		b.Run(c.name, func(b *testing.B) {
 			s, _ := openTest(b, Options{NoSync: c.noSync})
 			created := time.Now()
@@ -282,20 +277,10 @@ func BenchmarkInboxLifecycle(b *testing.B) {
 			runInbox(b, 64, func(i int) error {
 				key, conv := inboxKey(i), fixtureKey(i%conversations)
 				e := store.InboxEntry{Key: key, Conversation: conv, Event: benchEvent, Received: time.Now()}
-				durable := func() error { return nil }
-				var err error
-				if c.staged {
-					_, durable, err = s.ReceiveStaged(e)
-				} else {
-					_, err = s.Receive(e)
-				}
-				if err != nil {
+				if _, err := s.Receive(e); err != nil {
 					return err
 				}
 				if err := s.MarkSent(key, time.Now()); err != nil {
-					return err
-				}
-				if err := durable(); err != nil {
 					return err
 				}
 				turn := Turn{Session: Session{Key: conv, Agent: "helper", SessionUUID: testUUID(i % conversations), Created: created, LastUsed: time.Now()}, Reply: "the answer"}
@@ -356,62 +341,4 @@ func (m cpuMeter) report(b *testing.B) {
 	if c, ok := processCPU(); ok && b.N > 0 {
 		b.ReportMetric(float64(c-m.start)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 	}
-}
-
-// BenchmarkDurableAppend is the price of one durable change on this
-// machine's disk: a journal frame of an inbox change's size appended and
-// synced, one at a time, so no sync is shared. bare is the same pwrite and
-// fdatasync without the journal around them, and nosync the journal
-// without the sync. cpu-µs/op less nosync's is what each fdatasync costs
-// in CPU (kernel and Go runtime): on the development machine's virtual
-// disk about 90–150 µs, more than the whole CPU a chat message may add in
-// issue 11's target, so the default sync_interval's price is set by
-// how many messages share a sync.
-func BenchmarkDurableAppend(b *testing.B) {
-	fr := frame(benchEvent)
-	for _, c := range []struct {
-		name   string
-		noSync bool
-	}{{"journal", false}, {"journal/nosync", true}} {
-		b.Run(c.name, func(b *testing.B) {
-			j, err := openJournal(filepath.Join(b.TempDir(), "bench.db"), 1, c.noSync, 0)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = j.close() })
-			cpu := startCPU()
-			for b.Loop() {
-				seg, end, err := j.append(fr, false)
-				if err == nil {
-					err = j.syncTo(seg, end)
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-			cpu.report(b)
-		})
-	}
-	b.Run("bare", func(b *testing.B) {
-		f, err := os.Create(filepath.Join(b.TempDir(), "bare"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = f.Close() })
-		if err := fallocate(f, segmentChunk); err != nil {
-			b.Skipf("fallocate: %v", err)
-		}
-		off := int64(0)
-		cpu := startCPU()
-		for b.Loop() {
-			if _, err := f.WriteAt(fr, off%segmentChunk); err != nil {
-				b.Fatal(err)
-			}
-			if err := fdatasync(f); err != nil {
-				b.Fatal(err)
-			}
-			off += int64(len(fr))
-		}
-		cpu.report(b)
-	})
 }

@@ -34,9 +34,6 @@ func (s *Store) SetConversationAgent(key, agent string) error {
 // LastReply returns the latest Agent reply of the conversation, for
 // /agent share; ok is false when there is none.
 func (s *Store) LastReply(key string) (string, bool, error) {
-	if err := s.settle(key); err != nil {
-		return "", false, fmt.Errorf("last reply %q: %w", key, err)
-	}
 	text, ok, err := s.getText(bucketReplies, key)
 	if err != nil {
 		return "", false, fmt.Errorf("last reply %q: %w", key, err)
@@ -47,9 +44,6 @@ func (s *Store) LastReply(key string) (string, bool, error) {
 // SetLastReply records the latest Agent reply of the conversation; an empty
 // text removes it.
 func (s *Store) SetLastReply(key, text string) error {
-	if err := s.settle(key); err != nil {
-		return fmt.Errorf("set last reply %q: %w", key, err)
-	}
 	if err := s.putText(bucketReplies, key, text); err != nil {
 		return fmt.Errorf("set last reply %q: %w", key, err)
 	}
@@ -102,14 +96,6 @@ type Turn = store.Turn
 func (s *Store) PutTurns(turns []Turn) (int, error) {
 	if len(turns) == 0 {
 		return 0, nil
-	}
-	keys := make([]string, 0, len(turns))
-	for _, t := range turns {
-		keys = append(keys, t.Session.Key)
-		keys = append(keys, t.Also...)
-	}
-	if err := s.settle(keys...); err != nil {
-		return 0, fmt.Errorf("put turns: %w", err)
 	}
 	encs := make([]encodedTurn, len(turns))
 	for i, t := range turns {

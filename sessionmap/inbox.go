@@ -53,76 +53,52 @@ const indexFill = 0.9
 // Receive records e, with State Received, a new Seq and Updated equal to
 // Received, and reports true; or reports false and writes nothing when the
 // inbox holds e.Key already, whatever its state. A zero e.Received is the
-// current time. The check and the change are one step under the journal's
-// lock, so of two concurrent deliveries of one key exactly one is new. An
-// empty key or one bbolt cannot store (over bolt.MaxKeySize bytes) is an
-// error of this call alone. It returns once the change is in the journal
-// (written and synced with the changes made at the same moment).
+// current time. The check and the write are one transaction, so of two
+// concurrent deliveries of one key exactly one is new. An empty key or one
+// bbolt cannot store (over bolt.MaxKeySize bytes) is an error of this call
+// alone. It returns once the transaction is committed and synced.
 func (s *Store) Receive(e store.InboxEntry) (bool, error) {
-	fresh, durable, err := s.receive(e, false)
-	if err == nil && fresh {
-		err = durable()
-	}
-	if err != nil {
-		return false, fmt.Errorf("receive %q: %w", e.Key, mapClosed(err))
-	}
-	return fresh, nil
-}
-
-// ReceiveStaged is Receive returning as soon as the entry is written and
-// seen by every later call, before it is durable: durable (set when fresh)
-// returns once it is, or why it could not be. It syncs nothing itself, so
-// the entry's next change (MarkSent) pays one sync for both; when none
-// comes, the lazy timer syncs within a few milliseconds. A crash of the
-// process loses nothing written; a power cut can lose an entry whose
-// durable has not returned, which is why the platform is acknowledged
-// only after it does.
-func (s *Store) ReceiveStaged(e store.InboxEntry) (fresh bool, durable func() error, err error) {
-	fresh, wait, err := s.receive(e, true)
-	if err != nil {
-		return false, nil, fmt.Errorf("receive %q: %w", e.Key, mapClosed(err))
-	}
-	if !fresh {
-		return false, nil, nil
-	}
-	return true, func() error {
-		if err := wait(); err != nil {
-			return fmt.Errorf("receive %q: %w", e.Key, mapClosed(err))
-		}
-		return nil
-	}, nil
-}
-
-// receive writes e's Received frame, unless the inbox holds e.Key already,
-// and returns the function that waits for it to be durable.
-func (s *Store) receive(e store.InboxEntry, staged bool) (fresh bool, wait func() error, err error) {
 	if err := checkKey("inbox key", e.Key); err != nil {
-		return false, nil, err
+		return false, fmt.Errorf("receive: %w", err)
 	}
 	if e.Received.IsZero() {
 		e.Received = time.Now()
 	}
 	e.State, e.Seq, e.Updated, e.Reply = store.Received, 0, e.Received, ""
-	if err := checkInbox(e); err != nil {
-		return false, nil, err
-	}
-	h := &s.hot
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.entries[e.Key] != nil {
-		return false, nil, nil
-	}
-	held, fileSeq, err := s.fileHolds(e.Key)
-	if err != nil || held {
-		return false, nil, err
-	}
-	e.Seq = max(h.seq, fileSeq) + 1
-	wait, err = s.changeLocked(e, nil, false, receiveFrame(e), nil, staged)
+	v, err := appendInbox(nil, e)
 	if err != nil {
-		return false, nil, err
+		return false, fmt.Errorf("receive %q: %w", e.Key, err)
 	}
-	h.seq = e.Seq
-	return true, wait, nil
+	k := []byte(e.Key)
+	var fresh bool
+	err = s.update(func(tx *bolt.Tx) error {
+		fresh = false
+		inbox := tx.Bucket(bucketInbox)
+		if inbox.Get(k) != nil {
+			return nil
+		}
+		seq, err := inbox.NextSequence()
+		if err != nil {
+			return err
+		}
+		// v is this call's alone, and a rolled-back attempt of the batch
+		// let go of it, so writing the seq in place is safe.
+		binary.BigEndian.PutUint64(v[inboxSeqAt:], seq)
+		if err := inbox.Put(k, v); err != nil {
+			return err
+		}
+		pending := tx.Bucket(bucketInboxSeq)
+		pending.FillPercent = indexFill
+		if err := pending.Put(seqKey(seq), k); err != nil {
+			return err
+		}
+		fresh = true
+		return addCounter(tx, metaInbox, 1)
+	})
+	if err != nil {
+		return false, fmt.Errorf("receive %q: %w", e.Key, err)
+	}
+	return fresh, nil
 }
 
 // MarkSent moves the entry to Sent: its request is about to leave for the
@@ -135,34 +111,34 @@ func (s *Store) MarkSent(key string, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("mark sent %q: %w", key, err)
 	}
-	h := &s.hot
-	h.mu.Lock()
-	cur, prev, err := s.currentLocked(key)
-	if err == nil {
-		switch cur.State {
-		case store.Sent:
-			err = store.ErrAlreadySent
-		case store.Answered:
-			err = fmt.Errorf("%w: %w", store.ErrAlreadySent, errAnswered)
+	k := []byte(key)
+	err = s.update(func(tx *bolt.Tx) error {
+		inbox := tx.Bucket(bucketInbox)
+		e, err := getInbox(inbox, k)
+		if err != nil {
+			return err
 		}
-	}
-	var wait func() error
-	if err == nil {
-		cur.State, cur.Updated = store.Sent, now
-		wait, err = s.changeLocked(cur, prev, prev == nil || prev.inFile, sentFrame(key, now), nil, false)
-	}
-	h.mu.Unlock()
-	if err == nil {
-		err = wait()
-	}
+		switch e.State {
+		case store.Sent:
+			return store.ErrAlreadySent
+		case store.Answered:
+			return fmt.Errorf("%w: %w", store.ErrAlreadySent, errAnswered)
+		}
+		e.State, e.Updated = store.Sent, now
+		v, err := appendInbox(nil, e)
+		if err != nil {
+			return err
+		}
+		return inbox.Put(k, v)
+	})
 	if err != nil {
-		return fmt.Errorf("mark sent %q: %w", key, mapClosed(err))
+		return fmt.Errorf("mark sent %q: %w", key, err)
 	}
 	return nil
 }
 
 // Finish moves the entry (Received or Sent) to Answered with the reply's
-// reference. When turn is not nil it is applied in the same step, by
+// reference. When turn is not nil it is applied in the same transaction, by
 // PutTurns' rule: only while turn.Session.Key still maps to
 // turn.Session.SessionUUID. A key the inbox does not hold gives an error
 // wrapping store.ErrUnknownEntry, and an entry answered already an error;
@@ -173,37 +149,48 @@ func (s *Store) Finish(key, reply string, turn *store.Turn, now time.Time) error
 	if err != nil {
 		return fmt.Errorf("finish %q: %w", key, err)
 	}
-	var ht *hotTurn
-	var et *encodedTurn
+	var t *encodedTurn
 	if turn != nil {
-		t, err := encodeTurn(*turn)
-		if err == nil {
-			ht, err = newHotTurn(t)
-		}
+		et, err := encodeTurn(*turn)
 		if err != nil {
 			return fmt.Errorf("finish %q: %w", key, err)
 		}
-		et = &t
+		t = &et
 	}
-	h := &s.hot
-	h.mu.Lock()
-	cur, prev, err := s.currentLocked(key)
-	if err == nil && cur.State == store.Answered {
-		err = errAnswered
-	}
-	var wait func() error
-	if err == nil {
-		cur.State, cur.Reply, cur.Updated, cur.Event = store.Answered, reply, now, nil
-		if err = checkInbox(cur); err == nil {
-			wait, err = s.changeLocked(cur, prev, prev == nil || prev.inFile, answeredFrame(key, reply, now, et), ht, false)
+	k := []byte(key)
+	nowKey := timeKey(now)
+	err = s.update(func(tx *bolt.Tx) error {
+		inbox := tx.Bucket(bucketInbox)
+		e, err := getInbox(inbox, k)
+		if err != nil {
+			return err
 		}
-	}
-	h.mu.Unlock()
-	if err == nil {
-		err = wait()
-	}
+		if e.State == store.Answered {
+			return errAnswered
+		}
+		e.State, e.Reply, e.Updated, e.Event = store.Answered, reply, now, nil
+		v, err := appendInbox(nil, e)
+		if err != nil {
+			return err
+		}
+		if err := inbox.Put(k, v); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketInboxSeq).Delete(seqKey(e.Seq)); err != nil {
+			return err
+		}
+		done := tx.Bucket(bucketInboxDone)
+		done.FillPercent = indexFill
+		if err := done.Put(binary.BigEndian.AppendUint64(nowKey[:], e.Seq), k); err != nil {
+			return err
+		}
+		if t != nil {
+			_, err = t.apply(tx)
+		}
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("finish %q: %w", key, mapClosed(err))
+		return fmt.Errorf("finish %q: %w", key, err)
 	}
 	return nil
 }
@@ -212,13 +199,9 @@ func (s *Store) Finish(key, reply string, turn *store.Turn, now time.Time) error
 var errAnswered = errors.New("inbox entry is answered already")
 
 // Pending returns the entries not yet answered (Received or Sent), in Seq
-// order, with their events. It applies the journal to the file first, then
-// reads in chunks of short transactions, so an entry answered meanwhile may
+// order, with their events. It reads in chunks of short transactions, so an entry answered meanwhile may
 // or may not be in the result.
 func (s *Store) Pending() ([]store.InboxEntry, error) {
-	if err := s.checkpoint(); err != nil {
-		return nil, fmt.Errorf("pending inbox: %w", err)
-	}
 	var out []store.InboxEntry
 	err := s.scanTx(bucketInboxSeq, nil, func([]byte) bool { return true },
 		func(tx *bolt.Tx, k, key []byte) (bool, error) {
@@ -251,11 +234,6 @@ func (s *Store) Pending() ([]store.InboxEntry, error) {
 // never holds the writer lock for long. Entries not yet answered stay,
 // however old.
 func (s *Store) ExpireInbox(before time.Time) (int, error) {
-	// Answered entries still in the journal would be missed until the next
-	// pass; apply them first.
-	if err := s.checkpoint(); err != nil {
-		return 0, fmt.Errorf("expire inbox: %w", err)
-	}
 	hi := timeKey(clampTime(before))
 	total := 0
 	for {
@@ -341,8 +319,13 @@ func getInbox(inbox *bolt.Bucket, key []byte) (store.InboxEntry, error) {
 }
 
 func appendInbox(dst []byte, e store.InboxEntry) ([]byte, error) {
-	if err := checkInbox(e); err != nil {
-		return nil, err
+	for _, t := range []struct {
+		name string
+		t    time.Time
+	}{{"received", e.Received}, {"updated", e.Updated}} {
+		if t.t.Before(minNanoTime) || t.t.After(maxNanoTime) {
+			return nil, fmt.Errorf("%s time %v out of range", t.name, t.t)
+		}
 	}
 	dst = append(dst, inboxV1, byte(e.State))
 	dst = binary.BigEndian.AppendUint64(dst, e.Seq)
@@ -352,33 +335,10 @@ func appendInbox(dst []byte, e store.InboxEntry) ([]byte, error) {
 	dst = append(dst, e.Conversation...)
 	dst = binary.AppendUvarint(dst, uint64(len(e.Reply)))
 	dst = append(dst, e.Reply...)
+	if len(dst)+len(e.Event) > bolt.MaxValueSize {
+		return nil, fmt.Errorf("entry of %d bytes is too large", len(dst)+len(e.Event))
+	}
 	return append(dst, e.Event...), nil
-}
-
-// checkInbox reports why appendInbox cannot encode e, if it cannot,
-// without encoding it: Receive and Finish check an entry before its
-// journal frame, whose record the checkpoint encodes later.
-func checkInbox(e store.InboxEntry) error {
-	for _, t := range []struct {
-		name string
-		t    time.Time
-	}{{"received", e.Received}, {"updated", e.Updated}} {
-		if t.t.Before(minNanoTime) || t.t.After(maxNanoTime) {
-			return fmt.Errorf("%s time %v out of range", t.name, t.t)
-		}
-	}
-	if size := inboxSize(e); size > bolt.MaxValueSize {
-		return fmt.Errorf("entry of %d bytes is too large", size)
-	}
-	return nil
-}
-
-// inboxSize is the length of appendInbox's record of e.
-func inboxSize(e store.InboxEntry) int {
-	var scratch [binary.MaxVarintLen64]byte
-	return 2 + 8 + binary.PutVarint(scratch[:], e.Received.UnixNano()) + binary.PutVarint(scratch[:], e.Updated.UnixNano()) +
-		binary.PutUvarint(scratch[:], uint64(len(e.Conversation))) + len(e.Conversation) +
-		binary.PutUvarint(scratch[:], uint64(len(e.Reply))) + len(e.Reply) + len(e.Event)
 }
 
 // decodeInbox decodes a record, copying every byte out of v (which may be

@@ -5,9 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -79,9 +80,6 @@ func putRawInbox(t testing.TB, s *Store, key string, seq uint64, v []byte) {
 // of entries; answered entries keep no event. It returns the entries.
 func inboxLayout(t testing.TB, s *Store) map[string]store.InboxEntry {
 	t.Helper()
-	if err := s.checkpoint(); err != nil {
-		t.Fatalf("checkpoint: %v", err)
-	}
 	entries := map[string]store.InboxEntry{}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		err := tx.Bucket(bucketInbox).ForEach(func(k, v []byte) error {
@@ -396,41 +394,104 @@ func FuzzDecodeInbox(f *testing.F) {
 	})
 }
 
-// TestCheckpointEntryChangedMeanwhile: an entry that changes while a
-// checkpoint writes its earlier state is one the file holds from then on,
-// so the next checkpoint moves it from the pending index to the answered
-// one and counts it once.
-func TestCheckpointEntryChangedMeanwhile(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s, _ := openTest(t, noCheckpoints)
-		for _, k := range []string{"a", "b"} {
-			if _, err := s.Receive(store.InboxEntry{Key: k, Event: []byte("e")}); err != nil {
+// TestInboxChangesAreInTheFile is what the journal's crash and power-cut
+// tests were, now that bbolt holds every change: when Receive, MarkSent and
+// Finish (with its turn) return, the change is committed to the file, so a
+// copy of the file taken then (what a SIGKILL leaves) holds all of it, and
+// bbolt has synced it (the store never sets NoSync by default; bbolt syncs
+// the data pages and then the meta page that makes them live before a
+// commit returns, which is its own power-cut promise).
+func TestInboxChangesAreInTheFile(t *testing.T) {
+	s, path := openTest(t, Options{})
+	if s.db.NoSync {
+		t.Fatal("the store opened with bbolt's NoSync: nothing would be durable when acknowledged")
+	}
+	t0 := time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC)
+	const uuid = "7f0c9a52-3b9e-4d43-9d6e-0c0a3e6c1b11"
+	sess := store.Session{Key: "conv", Agent: "a", SessionUUID: uuid, Created: t0, LastUsed: t0}
+	if err := s.PutSession(sess); err != nil {
+		t.Fatal(err)
+	}
+	for i, key := range []string{"k-received", "k-sent", "k-answered"} {
+		if ok, err := s.Receive(store.InboxEntry{Key: key, Conversation: "conv", Event: []byte("event " + key), Received: t0}); err != nil || !ok {
+			t.Fatalf("Receive(%s) = %v, %v", key, ok, err)
+		}
+		if i >= 1 {
+			if err := s.MarkSent(key, t0.Add(time.Second)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		// Hold bbolt's writer, so that the checkpoint takes its snapshot
-		// and then waits for its transaction.
-		release := make(chan struct{})
-		go func() {
-			_ = s.update(func(*bolt.Tx) error { <-release; return nil })
-		}()
-		synctest.Wait()
-		done := make(chan error, 1)
-		go func() { done <- s.checkpoint() }()
-		synctest.Wait()
-		if err := s.Finish("a", "r", nil, time.Time{}); err != nil {
-			t.Fatal(err)
+	}
+	later := sess
+	later.LastUsed = t0.Add(time.Minute)
+	if err := s.Finish("k-answered", "ref-1", &store.Turn{Session: later, Reply: "the answer", Also: []string{"conv/u1"}}, t0.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+
+	cp := filepath.Join(t.TempDir(), "copy.db")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cp, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(cp, Options{Check: CheckFull})
+	if err != nil {
+		t.Fatalf("Open(copy) = %v", err)
+	}
+	defer c.Close()
+	pending, err := c.Pending()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pending) != 2 || pending[0].Key != "k-received" || pending[0].State != store.Received ||
+		pending[1].Key != "k-sent" || pending[1].State != store.Sent || string(pending[1].Event) != "event k-sent" {
+		t.Errorf("Pending of the copy = %+v, want k-received (received), k-sent (sent)", pending)
+	}
+	if ok, err := c.Receive(store.InboxEntry{Key: "k-answered", Event: []byte("retry")}); err != nil || ok {
+		t.Errorf("Receive(answered key) on the copy = %v, %v, want a duplicate", ok, err)
+	}
+	if got, ok, err := c.Session("conv"); err != nil || !ok || !got.LastUsed.Equal(later.LastUsed) {
+		t.Errorf("Session of the copy = %+v, %v, %v; want the turn's LastUsed", got, ok, err)
+	}
+	for _, k := range []string{"conv", "conv/u1"} {
+		if text, ok, err := c.LastReply(k); err != nil || !ok || text != "the answer" {
+			t.Errorf("LastReply(%s) of the copy = %q, %v, %v", k, text, ok, err)
 		}
-		close(release)
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		got := inboxLayout(t, s) // checkpoints again, and checks the indexes
-		if got["a"].State != store.Answered || got["b"].State != store.Received {
-			t.Fatalf("file holds a %v, b %v; want answered, received", got["a"].State, got["b"].State)
-		}
-		if n := s.Stats().Inbox; n != 2 {
-			t.Errorf("Stats().Inbox = %d, want 2", n)
-		}
-	})
+	}
+	if ok, err := c.Receive(store.InboxEntry{Key: "k-new", Event: []byte("e")}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	pending, _ = c.Pending()
+	if last := pending[len(pending)-1]; last.Key != "k-new" || last.Seq <= pending[1].Seq {
+		t.Errorf("new entry on the copy = %+v, want the highest seq", last)
+	}
+}
+
+// TestOpenRefusesUnappliedJournal: journal segments the flowbridge before
+// this one left beside the file (it stopped without applying them) stop
+// Open with a message naming them and what to do, rather than start
+// without the acknowledged events they hold.
+func TestOpenRefusesUnappliedJournal(t *testing.T) {
+	s, path := openTest(t, Options{})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seg := path + ".journal.000003"
+	if err := os.WriteFile(seg, []byte("frames"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(path, Options{})
+	if !errors.Is(err, ErrUnappliedJournal) || !strings.Contains(err.Error(), seg) || !strings.Contains(err.Error(), "SIGTERM") {
+		t.Fatalf("Open beside a journal = %v, want ErrUnappliedJournal naming %s and what to do", err, seg)
+	}
+	if err := os.Remove(seg); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(path, Options{})
+	if err != nil {
+		t.Fatalf("Open once the journal is gone = %v", err)
+	}
+	_ = s.Close()
 }

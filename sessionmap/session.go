@@ -37,12 +37,6 @@ func (s *Store) Session(key string) (rec Session, ok bool, err error) {
 	if err != nil {
 		return Session{}, false, fmt.Errorf("session %q: %w", key, err)
 	}
-	if ok {
-		// A turn still in the journal moved LastUsed on.
-		if t, found := s.hot.session(key, rec.SessionUUID); found {
-			rec = t
-		}
-	}
 	return rec, ok, nil
 }
 
@@ -53,9 +47,6 @@ func (s *Store) PutSession(rec Session) error {
 	}
 	v, err := appendSession(nil, rec)
 	if err != nil {
-		return fmt.Errorf("put session %q: %w", rec.Key, err)
-	}
-	if err := s.settle(rec.Key); err != nil {
 		return fmt.Errorf("put session %q: %w", rec.Key, err)
 	}
 	err = s.update(func(tx *bolt.Tx) error { return putSessionTx(tx, rec.Key, v) })
@@ -83,9 +74,6 @@ func putSessionTx(tx *bolt.Tx, key string, v []byte) error {
 // DeleteSession forgets the session of the conversation key and reports
 // whether there was one. The conversation's agent choice and last reply stay.
 func (s *Store) DeleteSession(key string) (bool, error) {
-	if err := s.settle(key); err != nil {
-		return false, fmt.Errorf("delete session %q: %w", key, err)
-	}
 	var found bool
 	err := s.update(func(tx *bolt.Tx) error {
 		found = false
@@ -110,9 +98,6 @@ func (s *Store) DeleteSession(key string) (bool, error) {
 // all), sorted by key. A large listing is read in chunks of short
 // transactions, so it is not one snapshot.
 func (s *Store) ListSessions(prefix string) ([]Session, error) {
-	if err := s.settle(); err != nil {
-		return nil, fmt.Errorf("list sessions %q: %w", prefix, err)
-	}
 	var out []Session
 	p := []byte(prefix)
 	err := s.scan(bucketSessions, p,

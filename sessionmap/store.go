@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +19,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/flowbridge/flowbridge/bridge/store"
+	"github.com/flowbridge/flowbridge/internal/groupcommit"
 )
 
 // The Store is the whole of what the core keeps durably.
@@ -34,6 +37,10 @@ var (
 	ErrCorrupt = errors.New("store is corrupt")
 	// ErrClosed means the Store was used after Close.
 	ErrClosed = errors.New("store is closed")
+	// ErrUnappliedJournal means the flowbridge before this one left inbox
+	// changes in journal files beside the store, which this one cannot
+	// read; the message says what to do.
+	ErrUnappliedJournal = errors.New("store has an unapplied journal")
 )
 
 // DefaultTimeout is how long Open waits for the file lock when
@@ -112,39 +119,19 @@ type Options struct {
 	// guarded: a read that faults or panics on damage fails with
 	// ErrCorrupt, not the process (see Health).
 	Check CheckMode
-	// SyncInterval is the inbox journal's sync policy. Zero (the default)
-	// syncs each change before its method returns: what is acknowledged
-	// survives a power cut. More than zero returns once the change is
-	// written, which no crash of the process can undo, and syncs within
-	// SyncInterval: a power cut or a kernel crash can lose the changes of
-	// that last interval, acknowledged or not. It costs an fdatasync per
-	// interval instead of one per group of concurrent changes.
-	SyncInterval time.Duration
-	// CheckpointEvery is how often the inbox journal is applied to the file
-	// (see hot.go); zero or negative means DefaultCheckpointEvery.
-	CheckpointEvery time.Duration
 }
 
 // Store is the bbolt-backed state of a flowbridge process. It is safe for
-// concurrent use by many goroutines. Every write is its own short
-// transaction, committed (and, unless NoSync, fsynced) before the method
-// returns.
+// concurrent use by many goroutines. Every change is a bbolt transaction,
+// committed (and, unless NoSync, synced) before the method returns;
+// concurrent changes share one commit (see update).
 type Store struct {
 	db    *bolt.DB
 	file  *os.File // bbolt's descriptor of the file, read by Check
 	path  string
 	chunk int // keys per transaction in scans and bulk deletes; tests shrink it
 
-	commits committer
-
-	// The inbox journal and the state it holds that the file does not yet
-	// (hot.go). ckMu lets one checkpoint run at a time.
-	jrn    *journal
-	hot    hot
-	ckMu   sync.Mutex
-	ckKick chan struct{}
-	ckStop chan struct{}
-	ckDone chan struct{}
+	commits *groupcommit.Group[*writeReq]
 
 	// damage is the first damage a read ran into; once set, every call
 	// fails with it (see guard).
@@ -189,6 +176,9 @@ func Open(path string, opts Options) (s *Store, err error) {
 		timeout = DefaultTimeout
 	}
 	if err := precheck(path); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	if err := refuseJournal(path); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 
@@ -251,22 +241,8 @@ func Open(path string, opts Options) (s *Store, err error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	s = &Store{db: db, file: file, path: path, chunk: defaultChunk, ckKick: make(chan struct{}, 1)}
-	s.hot.init()
-	next, err := s.replay()
-	if err == nil {
-		s.jrn, err = openJournal(path, next, opts.NoSync, opts.SyncInterval)
-	}
-	if err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("open store %s: %w", path, err)
-	}
-	every := opts.CheckpointEvery
-	if every <= 0 {
-		every = DefaultCheckpointEvery
-	}
-	s.ckStop, s.ckDone = make(chan struct{}), make(chan struct{})
-	go s.checkpointer(every, s.ckStop, s.ckDone)
+	s = &Store{db: db, file: file, path: path, chunk: defaultChunk}
+	s.commits = groupcommit.New(s.commitBatch, nil)
 	return s, nil
 }
 
@@ -407,15 +383,7 @@ func upgradeDedupe(tx *bolt.Tx, checkRoot func(b *bolt.Bucket, name string) erro
 // waiting for bbolt when a panic left bbolt's transaction unfinished.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		// The journal stops first, so that the last checkpoint covers
-		// every change that was accepted; what it cannot apply stays in
-		// the journal for the next Open.
-		close(s.ckStop)
-		<-s.ckDone
-		err := s.jrn.close()
-		if err == nil && s.Health() == nil {
-			err = s.finalCheckpoint()
-		}
+		var err error
 		s.closed.Store(true)
 		if s.wedged.Load() {
 			// bbolt's rollback did not finish: its Close would wait for
@@ -500,13 +468,6 @@ func (s *Store) Stats() Stats {
 	if err != nil {
 		return Stats{}
 	}
-	s.hot.mu.Lock()
-	for _, he := range s.hot.entries {
-		if !he.inFile {
-			st.Inbox++
-		}
-	}
-	s.hot.mu.Unlock()
 	return st
 }
 
@@ -553,9 +514,6 @@ func (s *Store) Check() error {
 // or ordinary writes. A store found damaged (see Health) refuses, so that a
 // damaged copy never replaces a good backup.
 func (s *Store) Backup(w io.Writer) (int64, error) {
-	if err := s.checkpoint(); err != nil {
-		return 0, fmt.Errorf("backup: %w", err)
-	}
 	var n int64
 	err := s.view(func(tx *bolt.Tx) error {
 		var err error
@@ -580,70 +538,28 @@ func (s *Store) view(fn func(*bolt.Tx) error) error {
 }
 
 // update runs fn in a write transaction. Concurrent callers share one
-// transaction and one fsync (group commit): the first caller commits at once
-// and, while it does, later callers queue; the next of them then commits
-// everything queued in one transaction. A lone write waits for nothing,
-// and under load a few hundred writes cost one sync instead of one each.
-// fn must set its results afresh on every call, since a batch in which
-// another fn failed is rolled back and run again without it.
+// transaction and one sync (group commit, see groupcommit.Group): a lone
+// write waits for nothing, and under load every write that arrived while a
+// commit ran goes in the next one. fn must set its results afresh on every
+// call, since a batch in which another fn failed is rolled back and run
+// again without it.
 func (s *Store) update(fn func(*bolt.Tx) error) error {
-	req := &writeReq{fn: fn, done: make(chan bool, 1)}
-	c := &s.commits
-	c.mu.Lock()
-	c.queue = append(c.queue, req)
-	if c.leading {
-		c.mu.Unlock()
-		if lead := <-req.done; !lead {
-			return req.err
-		}
-	} else {
-		c.leading = true
-		c.mu.Unlock()
-	}
-
-	c.mu.Lock()
-	batch := c.queue
-	c.queue = nil
-	c.mu.Unlock()
-	defer func() {
-		// Pass the lead on whatever happened, so no caller waits forever.
-		c.mu.Lock()
-		if len(c.queue) > 0 {
-			c.queue[0].done <- true
-		} else {
-			c.leading = false
-		}
-		c.mu.Unlock()
-	}()
-	s.commitBatch(req, batch)
+	req := &writeReq{fn: fn}
+	s.commits.Do(req)
 	return req.err
 }
 
-// committer queues writes for group commit.
-type committer struct {
-	mu      sync.Mutex
-	queue   []*writeReq
-	leading bool // a caller is committing; new writes queue
-}
-
 type writeReq struct {
-	fn   func(*bolt.Tx) error
-	err  error
-	done chan bool // false: err is set; true: commit the queue
+	fn  func(*bolt.Tx) error
+	err error
 }
 
-// commitBatch commits batch in one transaction and delivers each request's
-// result (to the others through done; the leader, which runs it, reads its
-// own err). A request whose fn fails gets that error alone and the rest are
+// commitBatch commits batch in one transaction and sets each request's
+// result. A request whose fn fails gets that error alone and the rest are
 // retried without it. A panic (see guard) fails every request not yet
 // answered with the damage, as does a store closed or damaged already.
-func (s *Store) commitBatch(leader *writeReq, batch []*writeReq) {
-	deliver := func(r *writeReq, err error) {
-		r.err = mapClosed(err)
-		if r != leader {
-			r.done <- false
-		}
-	}
+func (s *Store) commitBatch(batch []*writeReq) {
+	deliver := func(r *writeReq, err error) { r.err = mapClosed(err) }
 	err := s.guard(func(cur **bolt.Tx) error {
 		for len(batch) > 0 {
 			failed := -1
@@ -817,4 +733,20 @@ func (s *Store) scanBack(bucket, end []byte, keep func(k []byte) bool, fn func(k
 			return err
 		}
 	}
+}
+
+// refuseJournal refuses a store beside which the flowbridge before this one
+// (which kept inbox changes in a journal, path.journal.NNNNNN, until it
+// applied them to the file) left segments when it stopped without applying
+// them: this flowbridge cannot read them, and starting without them would
+// forget events that were acknowledged.
+func refuseJournal(path string) error {
+	segs, err := filepath.Glob(path + ".journal.*")
+	if err != nil || len(segs) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w: %s holds changes of the store that the previous flowbridge had not yet applied to it "+
+		"(it stopped without a clean shutdown); start that flowbridge version once on this store and stop it with SIGTERM "+
+		"(it applies and removes them), then start this one; or, to give those changes up (events received just before "+
+		"the stop may be answered twice or not at all), delete %s.journal.*", ErrUnappliedJournal, strings.Join(segs, ", "), path)
 }

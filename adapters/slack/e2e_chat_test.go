@@ -301,13 +301,6 @@ func (d fullDisk) Receive(e store.InboxEntry) (bool, error) {
 	return d.Store.Receive(e)
 }
 
-func (d fullDisk) ReceiveStaged(e store.InboxEntry) (bool, func() error, error) {
-	if d.full.Load() {
-		return false, nil, errNoSpace
-	}
-	return d.Store.ReceiveStaged(e)
-}
-
 func (d fullDisk) PutSession(s store.Session) error {
 	if d.full.Load() {
 		return errNoSpace

@@ -315,7 +315,7 @@ func freePort() (string, error) {
 // config is the bridge's configuration: Slack in HTTP mode on listen, the
 // fakes' addresses, the store in the temporary directory, and the slow flow.
 func (e *killEnv) config(listen string) string {
-	return baseConfig(e.wsSrv.URL, fmt.Sprintf("path = %q\n", filepath.Join(e.dir, "flowbridge.db"))+syncIntervalKey(e.p.SyncInterval),
+	return baseConfig(e.wsSrv.URL, fmt.Sprintf("path = %q\n", filepath.Join(e.dir, "flowbridge.db")),
 		e.p.Conversations+256, "", "127.0.0.1:0", "info") + fmt.Sprintf(`
 [[flows]]
 name = "slow"

@@ -12,19 +12,16 @@ import (
 	"time"
 )
 
-// TestRunKillSmoke runs -kill-every briefly against the real binary, with
-// and without store.sync_interval: three SIGKILLs at a low rate, Slack's redeliveries after each restart. The
+// TestRunKillSmoke runs -kill-every briefly against the real binary: three
+// SIGKILLs at a low rate, Slack's redeliveries after each restart. The
 // promises must hold (the three zeros), the kills and redeliveries must have
 // happened, and the run must leave no process and no file behind. It is not
 // parallel: the processes of other tests' runs would be taken for its own.
 func TestRunKillSmoke(t *testing.T) {
-	// The default syncs each change before it is acknowledged; with
-	// store.sync_interval a change is only written first, which must be
-	// enough against SIGKILL.
 	for _, c := range []struct {
 		name  string
 		extra []string
-	}{{"sync each change", nil}, {"sync_interval 10ms", []string{"-sync-interval", "10ms"}}} {
+	}{{"sync each change", nil}} {
 		t.Run(c.name, func(t *testing.T) {
 			extra := c.extra
 			tmp := t.TempDir()

@@ -174,7 +174,7 @@ func (e *env) start(ctx context.Context) error {
 func (e *env) config(slackAPI, discordAPI string) string {
 	p := e.p
 	var b strings.Builder
-	b.WriteString(baseConfig(e.ws.URL(), fmt.Sprintf("path = %q\n", filepath.Join(e.dir, "flowbridge.db"))+syncIntervalKey(p.SyncInterval),
+	b.WriteString(baseConfig(e.ws.URL(), fmt.Sprintf("path = %q\n", filepath.Join(e.dir, "flowbridge.db")),
 		p.Conversations+p.LongFlows+256, indicatorDelayKey(p.IndicatorDelay), "127.0.0.1:0", "warn"))
 	fmt.Fprintf(&b, `
 [[flows]]
@@ -279,15 +279,6 @@ func keepOrRemove(p params, dir string) {
 	} else {
 		os.RemoveAll(dir)
 	}
-}
-
-// syncIntervalKey is the config line for store.sync_interval, left out at
-// the default so that builds from before the key can be measured too.
-func syncIntervalKey(d time.Duration) string {
-	if d == 0 {
-		return ""
-	}
-	return fmt.Sprintf("sync_interval = %q\n", d.String())
 }
 
 // defaultIndicatorDelay is flowbridge's default working_indicator_delay.

@@ -76,9 +76,6 @@ type params struct {
 	WorkingIndicator string        `json:"working_indicator"`
 	IndicatorDelay   time.Duration `json:"-"`
 	IndicatorDelayMS float64       `json:"working_indicator_delay_ms"`
-	// SyncInterval is the bridge's store.sync_interval (0: its default).
-	SyncInterval   time.Duration `json:"-"`
-	SyncIntervalMS float64       `json:"sync_interval_ms,omitempty"`
 	// Floor runs this command's relay in flowbridge's place (see relay.go).
 	Floor bool `json:"floor,omitempty"`
 	// KillEvery, when positive, runs the crash test instead (kill.go):
@@ -141,7 +138,6 @@ func (p *params) resolve() {
 
 func (p *params) fillReported() {
 	p.IndicatorDelayMS = ms(p.IndicatorDelay)
-	p.SyncIntervalMS = ms(p.SyncInterval)
 	p.DurationSec = p.Duration.Seconds()
 	p.APILatencyMS = ms(p.APILatency)
 	p.ThinkMS = ms(p.Think)
@@ -183,9 +179,6 @@ func (p *params) validate() error {
 	}
 	if p.Rate < 0 {
 		errs = append(errs, errors.New("-rate must not be negative"))
-	}
-	if p.SyncInterval < 0 {
-		errs = append(errs, errors.New("-sync-interval must not be negative"))
 	}
 	if p.IndicatorDelay < 0 {
 		errs = append(errs, errors.New("-working-indicator-delay must not be negative"))
@@ -301,7 +294,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&p.RedeliverWindow, "redeliver-window", 10*time.Second, "with -kill-every: after a restart, Slack redelivers every event not acknowledged and a random half of those acknowledged within this window")
 	fs.Float64Var(&p.FlowShare, "flow-share", 0.1, "with -kill-every: the share of conversations that run /flow slow (1.5 s) instead of chatting")
 	fs.StringVar(&p.WorkingIndicator, "working-indicator", "placeholder", "the Slack working indicator configured: placeholder, reaction or none")
-	fs.DurationVar(&p.SyncInterval, "sync-interval", 0, "the bridge's store.sync_interval (bbolt): 0 syncs each inbox change before it is acknowledged; more writes it at once and syncs within that long")
 	fs.DurationVar(&p.IndicatorDelay, "working-indicator-delay", defaultIndicatorDelay, "the bridge's working_indicator_delay: answers quicker than this show no indicator")
 	fs.StringVar(&p.flowbridge, "flowbridge", "", "a prebuilt flowbridge binary (default: go build ./cmd/flowbridge)")
 	fs.BoolVar(&p.Floor, "floor", false, "measure a bare relay on the same libraries (slack-go, discordgo, net/http) instead of flowbridge: what a message costs before flowbridge's own work")

@@ -258,12 +258,6 @@ func cmdStore(ctx context.Context, env *environment, args []string) error {
 		return err
 	}
 	fmt.Fprintf(env.stdout, "%s: OK, no damage found\n", target)
-	// The check reads the file alone; what a crash left in the journal is
-	// applied by the next start, and a copy needs it too.
-	if segs, err := sessionmap.JournalSegments(target); err == nil && len(segs) > 0 {
-		fmt.Fprintf(env.stdout, "  %d journal segment(s) beside it hold changes not yet in the file (flowbridge stopped without its last checkpoint); the next start applies them, and a copy of the store must take them along: %s\n",
-			len(segs), strings.Join(segs, ", "))
-	}
 	return nil
 }
 

@@ -78,10 +78,10 @@ type StoreConfig struct {
 	// recording at that moment goes first ("0s": no wait). Driver postgres
 	// only.
 	OrderHold Duration `toml:"order_hold"`
-	// SyncInterval is the bbolt inbox journal's sync policy: 0 syncs each
-	// change before it is acknowledged or acted on; more than 0 writes it
-	// at once (a crash of the process loses nothing) and syncs within this
-	// long (a power cut can lose that much). Driver bbolt only.
+	// SyncInterval was the bbolt inbox journal's sync policy. The journal
+	// is gone and every change is synced before it is acknowledged; the key
+	// is still decoded so that a config setting it gets an error that says
+	// so (see checkStore), and "0s", which asked for exactly that, passes.
 	SyncInterval Duration `toml:"sync_interval"`
 }
 
@@ -212,7 +212,6 @@ var (
 	auditRetentionRange = durationRange{zero: "keep forever", min: time.Hour, max: 87600 * time.Hour}
 	leaseTTLRange       = durationRange{min: time.Second, max: 5 * time.Minute}
 	orderHoldRange      = durationRange{zero: "no wait", min: 10 * time.Millisecond, max: 2 * time.Second}
-	syncIntervalRange   = durationRange{zero: "sync before each acknowledgement", min: time.Millisecond, max: time.Second}
 	queueSizeRange      = intRange{min: 1, max: 10000}
 	maxInFlightRange    = intRange{min: 1, max: 100000}
 	flowTimeoutRange    = durationRange{min: time.Second, max: time.Hour}
@@ -901,7 +900,10 @@ func (c *Config) checkStore(ps *problems) {
 	ps.duration("store.audit_retention", st.AuditRetention, auditRetentionRange)
 	ps.duration("store.lease_ttl", st.LeaseTTL, leaseTTLRange)
 	ps.duration("store.order_hold", st.OrderHold, orderHoldRange)
-	ps.duration("store.sync_interval", st.SyncInterval, syncIntervalRange)
+	if st.SyncInterval != 0 {
+		ps.add("store.sync_interval", "was removed: every store change is now synced before it is acknowledged "+
+			"(bbolt without its syncs can be left damaged by a power cut, not just behind); delete the key")
+	}
 }
 
 func (c *Config) checkBridge(ps *problems) {

@@ -130,6 +130,8 @@ func TestConfigRanges(t *testing.T) {
 		{"", "[store]\nlease_ttl = \"500ms\"\n", "store.lease_ttl: 500ms is out of range: allowed 1s to 5m"},
 		{"", "[store]\nlease_ttl = \"0s\"\n", "store.lease_ttl: 0s is out of range: allowed 1s to 5m"},
 		{"", "[store]\nlease_ttl = \"1s\"\n", ""},
+		{"", "[store]\nsync_interval = \"10ms\"\n", "store.sync_interval: was removed: every store change is now synced before it is acknowledged"},
+		{"", "[store]\nsync_interval = \"0s\"\n", ""},
 		{"timeout = \"2h\"\n", "", "flows[0].timeout: 2h is out of range: allowed 0s (bridge.default_flow_timeout) or 1s to 1h"},
 		{"timeout = \"500ms\"\n", "", "flows[0].timeout: 500ms is out of range"},
 		{"timeout = \"0s\"\n", "", ""},

@@ -75,7 +75,7 @@ func openStore(ctx context.Context, cfg StoreConfig) (servedStore, error) {
 		}
 		return pgStore{st}, nil
 	}
-	return sessionmap.Open(cfg.Path, sessionmap.Options{Timeout: time.Second, SyncInterval: cfg.SyncInterval.D()})
+	return sessionmap.Open(cfg.Path, sessionmap.Options{Timeout: time.Second})
 }
 
 // describeStore names the configured store for people: the bbolt file, or
