@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -48,9 +49,42 @@ var (
 // Fetcher is implemented by responders whose platform can download the
 // files of the message they answer.
 type Fetcher interface {
-	// Fetch downloads the attachment, reading at most max bytes; a longer
-	// file is ErrFileTooLarge.
-	Fetch(ctx context.Context, a Attachment, max int64) ([]byte, error)
+	// Fetch copies the attachment's content into w as it arrives. The core's
+	// w refuses a write past the file size limit with an error wrapping
+	// ErrFileTooLarge; Fetch then stops reading and returns it.
+	Fetch(ctx context.Context, a Attachment, w io.Writer) error
+}
+
+// cappedWriter keeps at most max bytes and refuses any write past them. It
+// has no ReadFrom, so whatever copies into it (io.Copy, a platform SDK's
+// download) passes every byte through Write and the bound.
+type cappedWriter struct {
+	buf  []byte
+	max  int64
+	over bool
+}
+
+func (w *cappedWriter) Write(p []byte) (int, error) {
+	if int64(len(w.buf))+int64(len(p)) > w.max {
+		w.over = true
+		return 0, ErrFileTooLarge
+	}
+	w.buf = append(w.buf, p...)
+	return len(p), nil
+}
+
+// fetch downloads a through f, bounded by max whatever the adapter does: the
+// download's context ends with it, and a write past max marks it too large
+// even if the adapter drops the error.
+func fetch(ctx context.Context, f Fetcher, a Attachment, max int64) ([]byte, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := &cappedWriter{max: max}
+	err := f.Fetch(ctx, a, w)
+	if w.over {
+		return nil, ErrFileTooLarge
+	}
+	return w.buf, err
 }
 
 // FileSender is implemented by responders that can post a reply's File as an
@@ -121,7 +155,7 @@ func (b *Bridge) readFiles(ctx context.Context, ev Event, text string) (string, 
 			skipped = append(skipped, skippedFile{name, "not a text file"})
 			continue
 		}
-		data, err := f.Fetch(ctx, a, lim.MaxFileBytes)
+		data, err := fetch(ctx, f, a, lim.MaxFileBytes)
 		switch {
 		case errors.Is(err, ErrFilesOff):
 			skipped = append(skipped, skippedFile{name, "reading files is turned off here"})

@@ -3,7 +3,10 @@ package bridge_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/flowbridge/flowbridge/bridge"
@@ -19,17 +22,17 @@ type fileRecorder struct {
 	noFiles bool
 }
 
-func (r *fileRecorder) Fetch(_ context.Context, a bridge.Attachment, max int64) ([]byte, error) {
+func (r *fileRecorder) Fetch(_ context.Context, a bridge.Attachment, w io.Writer) error {
 	r.fetched = append(r.fetched, a.Name)
 	c, ok := r.files[a.URL]
 	if !ok {
-		return nil, errors.New("404")
+		return errors.New("404")
 	}
-	if int64(len(c)) > max {
-		return nil, bridge.ErrFileTooLarge
-	}
-	return []byte(c), nil
+	_, err := io.WriteString(w, c)
+	return err
 }
+
+var _ bridge.Fetcher = (*fileRecorder)(nil)
 
 func (r *fileRecorder) AcceptsFile(bridge.Reply) bool { return !r.noFiles }
 
@@ -153,4 +156,68 @@ func slicesContain(s []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// endlessFetcher is a platform whose download never ends, fetched in the ways
+// an adapter might: through io.Copy, or with write errors ignored.
+type endlessFetcher struct {
+	*recorder
+	ignoreErrors bool
+	read         atomic.Int64
+}
+
+func (f *endlessFetcher) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	f.read.Add(int64(len(p)))
+	return len(p), nil
+}
+
+func (f *endlessFetcher) Fetch(ctx context.Context, _ bridge.Attachment, w io.Writer) error {
+	if !f.ignoreErrors {
+		_, err := io.Copy(w, f)
+		return err
+	}
+	buf := make([]byte, 4096)
+	for range 1000 { // 4 MB, whatever w says
+		if ctx.Err() != nil {
+			return nil
+		}
+		f.Read(buf)
+		w.Write(buf)
+	}
+	return nil
+}
+
+func TestFileDownloadStopsAtTheLimitWhateverTheAdapterDoes(t *testing.T) {
+	for _, ignore := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ignoreErrors=%v", ignore), func(t *testing.T) {
+			cfg := defaultConfig()
+			cfg.Files = bridge.FileLimits{MaxFileBytes: 1000}
+			h := newHarness(t, cfg, nil)
+			f := &endlessFetcher{recorder: newRecorder(), ignoreErrors: ignore}
+			ev := event("t/endless", bridge.KindMessage, "read this", nil)
+			ev.Reply = f
+			ev.Files = []bridge.Attachment{{Name: "small.txt", URL: "u", Size: 10, MIME: "text/plain"}}
+			if err := h.do(ev); err != nil {
+				t.Fatal(err)
+			}
+			if !ignore && f.read.Load() > 1000+64<<10 {
+				t.Errorf("read %d bytes of the endless file, want at most the limit and one copy buffer", f.read.Load())
+			}
+			replies := f.all()
+			if len(replies) == 0 {
+				t.Fatal("no reply")
+			}
+			wantContains(t, "notice", replies[0].Text, `"small.txt"`, "too large")
+			sess, ok, err := h.store.Session("t/endless")
+			if err != nil || !ok {
+				t.Fatalf("Session = %v, %v", ok, err)
+			}
+			if msgs := h.fake.Messages(sess.SessionUUID); len(msgs) != 1 || msgs[0] != "read this" {
+				t.Errorf("agent got %q, want only the text", msgs)
+			}
+		})
+	}
 }

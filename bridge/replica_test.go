@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -728,11 +729,14 @@ type stallingResponder struct {
 	release  chan struct{}
 }
 
-func (r stallingResponder) Fetch(context.Context, bridge.Attachment, int64) ([]byte, error) {
+func (r stallingResponder) Fetch(_ context.Context, _ bridge.Attachment, w io.Writer) error {
 	close(r.fetching)
 	<-r.release
-	return []byte("notes"), nil
+	_, err := io.WriteString(w, "notes")
+	return err
 }
+
+var _ bridge.Fetcher = stallingResponder{}
 
 func TestReplicaStalledPastItsLeaseSendsNothing(t *testing.T) {
 	// A replica stalls while running a message (here, downloading its

@@ -33,36 +33,32 @@ func attachmentsOf(m *discordgo.Message) []bridge.Attachment {
 	return out
 }
 
-// fetch downloads an attachment from Discord's CDN: a plain GET of its
-// signed URL, reading at most max bytes.
-func (a *Adapter) fetch(ctx context.Context, at bridge.Attachment, max int64) ([]byte, error) {
+// fetch downloads an attachment from Discord's CDN into w, which bounds
+// it: a plain GET of its signed URL.
+func (a *Adapter) fetch(ctx context.Context, at bridge.Attachment, w io.Writer) error {
 	if !a.cfg.Files {
-		return nil, bridge.ErrFilesOff
+		return bridge.ErrFilesOff
 	}
 	u, err := url.Parse(at.URL)
 	if err != nil || u.Scheme != "https" || !cdnHosts[u.Hostname()] {
-		return nil, fmt.Errorf("attachment %s: %q is not a Discord CDN URL", at.ID, at.URL)
+		return fmt.Errorf("attachment %s: %q is not a Discord CDN URL", at.ID, at.URL)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, fmt.Errorf("attachment %s: %w", at.ID, err)
+		return fmt.Errorf("attachment %s: %w", at.ID, err)
 	}
 	resp, err := a.session.Client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("attachment %s: %w", at.ID, err)
+		return fmt.Errorf("attachment %s: %w", at.ID, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("attachment %s: CDN answered %s", at.ID, resp.Status)
+		return fmt.Errorf("attachment %s: CDN answered %s", at.ID, resp.Status)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
-	if err != nil {
-		return nil, fmt.Errorf("attachment %s: %w", at.ID, err)
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return fmt.Errorf("attachment %s: %w", at.ID, err)
 	}
-	if int64(len(data)) > max {
-		return nil, bridge.ErrFileTooLarge
-	}
-	return data, nil
+	return nil
 }
 
 // acceptsFile reports whether the adapter posts a reply's file: with files
@@ -78,8 +74,8 @@ var (
 )
 
 // Fetch downloads a file of the user's message.
-func (r *messageResponder) Fetch(ctx context.Context, at bridge.Attachment, max int64) ([]byte, error) {
-	return r.a.fetch(ctx, at, max)
+func (r *messageResponder) Fetch(ctx context.Context, at bridge.Attachment, w io.Writer) error {
+	return r.a.fetch(ctx, at, w)
 }
 
 // AcceptsFile reports whether a reply's file can be posted.

@@ -3,8 +3,8 @@ package slack
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
+	"io"
 
 	slackgo "github.com/slack-go/slack"
 	"go.uber.org/zap"
@@ -47,39 +47,20 @@ var (
 	_ bridge.FileSender = (*responder)(nil)
 )
 
-// errOverLimit stops a download past the size the core asked for.
-var errOverLimit = errors.New("over the size limit")
-
-// cappedBuffer keeps at most max bytes and fails past them.
-type cappedBuffer struct {
-	bytes.Buffer
-	max int64
-}
-
-func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if int64(b.Len()+len(p)) > b.max {
-		return 0, errOverLimit
-	}
-	return b.Buffer.Write(p)
-}
-
 // Fetch downloads a shared file from its url_private_download with the bot
-// token. slack-go sends the token only to Slack's hosts and the API URL.
-func (r *responder) Fetch(ctx context.Context, at bridge.Attachment, max int64) ([]byte, error) {
+// token into w, which bounds it. slack-go sends the token only to Slack's
+// hosts and the API URL.
+func (r *responder) Fetch(ctx context.Context, at bridge.Attachment, w io.Writer) error {
 	if !r.a.cfg.Files {
-		return nil, bridge.ErrFilesOff
+		return bridge.ErrFilesOff
 	}
 	if at.URL == "" {
-		return nil, fmt.Errorf("file %s: Slack gives no download URL for it", at.ID)
+		return fmt.Errorf("file %s: Slack gives no download URL for it", at.ID)
 	}
-	buf := &cappedBuffer{max: max}
-	if err := r.a.api.GetFileContext(ctx, at.URL, buf); err != nil {
-		if errors.Is(err, errOverLimit) {
-			return nil, bridge.ErrFileTooLarge
-		}
-		return nil, fmt.Errorf("file %s: %w", at.ID, err)
+	if err := r.a.api.GetFileContext(ctx, at.URL, w); err != nil {
+		return fmt.Errorf("file %s: %w", at.ID, err)
 	}
-	return buf.Bytes(), nil
+	return nil
 }
 
 // AcceptsFile reports whether a reply's file is posted: with files on, for

@@ -2,7 +2,12 @@ package slack
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -153,6 +158,80 @@ func TestManifestAsksForFileScopesOnlyWithFiles(t *testing.T) {
 			if got := slices.Contains(m.OAuth.Scopes.Bot, s); got != on {
 				t.Errorf("files = %v: %s in bot scopes %v = %v, want %v", on, s, m.OAuth.Scopes.Bot, got, on)
 			}
+		}
+	}
+}
+
+// rssChild marks the process that TestE2EHugeFileStopsAtTheLimit runs to
+// measure its own peak memory, apart from whatever the other tests used.
+const rssChild = "FLOWBRIDGE_TEST_RSS_CHILD"
+
+// letters is an endless stream of text, generated as it is read.
+type letters struct{}
+
+func (letters) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a' + byte(i%26)
+	}
+	return len(p), nil
+}
+
+func TestE2EHugeFileStopsAtTheLimit(t *testing.T) {
+	// A file Slack declares as 10 bytes whose download serves 1 GiB: the
+	// download stops at max_file_bytes, the user hears the file was not
+	// sent, the agent gets none of it, and peak RSS stays under 100 MB.
+	// The scenario runs in a child process, so that VmHWM is its own.
+	if os.Getenv(rssChild) == "" {
+		t.Parallel()
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestE2EHugeFileStopsAtTheLimit$", "-test.count=1")
+		cmd.Env = append(os.Environ(), rssChild+"=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		_, after, ok := strings.Cut(string(out), "peak_rss_kb=")
+		kb, err2 := strconv.Atoi(strings.Fields(after + " ")[0])
+		if !ok || err2 != nil {
+			t.Fatalf("child printed no peak RSS:\n%s", out)
+		}
+		t.Logf("peak RSS while downloading a 1 GiB file with max_file_bytes = 100000: %d MB", kb/1000)
+		if kb > 100_000 {
+			t.Errorf("peak RSS = %d MB, want under 100 MB", kb/1000)
+		}
+		return
+	}
+	const limit = 100_000
+	e := startE2E(t, e2eOptions{cfg: filesOn, core: func(c *bridge.Config) { c.Files.MaxFileBytes = limit }})
+	ctx := waitCtx(t)
+	e.ack(ctx, e.sent(e.slack.SendMessage(ctx, slacktest.MessageEvent{Channel: e2eDM, User: e2eUser, Text: "read this", Files: []slacktest.File{{
+		Name: "notes.txt", Mimetype: "text/plain", Content: []byte("0123456789"),
+		Body: func() io.Reader { return io.LimitReader(letters{}, 1<<30) },
+	}}})))
+	e.reply(ctx, e2eDM, "You said: read this")
+	notice, err := e.slack.WaitMessage(ctx, func(m slacktest.Message) bool {
+		return m.Ephemeral && strings.Contains(m.Text, "not sent to the agent")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(notice.Text, `"notes.txt"`) || !strings.Contains(notice.Text, "too large") {
+		t.Errorf("notice = %q, want notes.txt named as too large", notice.Text)
+	}
+	if got := e.agentMessages(); len(got) != 1 || got[0] != "read this" {
+		t.Errorf("agent got %d messages (%d bytes in the first), want only the text", len(got), len(strings.Join(got, "")))
+	}
+	// The server writes until the client stops reading; socket buffers hold
+	// a few MiB past that.
+	if n := e.slack.DownloadedBytes(); n > limit+64<<20 {
+		t.Errorf("the fake served %d bytes, want the download stopped near the limit", n)
+	}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(status)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			fmt.Printf("peak_rss_kb=%s\n", strings.TrimSuffix(strings.TrimSpace(v), " kB"))
 		}
 	}
 }

@@ -32,6 +32,10 @@ type File struct {
 	Title    string
 	Mimetype string // e.g. "text/plain"; guessed from Name when empty
 	Content  []byte
+	// Body, when set, is what a download serves in place of Content, with
+	// no Content-Length, while the file object still declares
+	// len(Content): a file whose download is not what Slack said it was.
+	Body func() io.Reader
 	// Shares are the channels the file was shared to, with the thread when in one.
 	Channel  string
 	ThreadTS string
@@ -125,6 +129,15 @@ func (s *Server) FileDownloads() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.downloads
+}
+
+// DownloadedBytes counts the bytes of file content the fake has written to
+// clients (a client that stops reading leaves the rest unsent; the kernel's
+// socket buffers hold a few MiB past what it read).
+func (s *Server) DownloadedBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.downloadedBytes
 }
 
 // hasScopeLocked reports whether the bot token has scope: every scope unless Options.Scopes lists them.
@@ -307,8 +320,18 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 	default:
 		w.Header().Set("Content-Type", f.Mimetype)
+		if f.Body != nil {
+			n, _ := io.Copy(w, f.Body())
+			s.mu.Lock()
+			s.downloadedBytes += n
+			s.mu.Unlock()
+			return
+		}
 		w.Header().Set("Content-Length", strconv.Itoa(len(f.Content)))
-		w.Write(f.Content)
+		n, _ := w.Write(f.Content)
+		s.mu.Lock()
+		s.downloadedBytes += int64(n)
+		s.mu.Unlock()
 	}
 }
 

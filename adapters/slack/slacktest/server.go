@@ -180,9 +180,10 @@ type Server struct {
 	channels map[string]Channel
 	groups   []UserGroup
 
-	files     map[string]File    // shared and uploaded files, by ID
-	uploads   map[string]*upload // open upload URLs, by key
-	downloads int
+	files           map[string]File    // shared and uploaded files, by ID
+	uploads         map[string]*upload // open upload URLs, by key
+	downloads       int
+	downloadedBytes int64
 
 	// recent chat.update calls, see ratelimit.go
 	updates updateLimits
