@@ -55,7 +55,7 @@ func cmdRun(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(cfg.Log, env.stderr)
+	log, err := newLogger(cfg.Log, cfg.refs.writer(env.stderr))
 	if err != nil {
 		return err
 	}
@@ -63,7 +63,7 @@ func cmdRun(ctx context.Context, env *environment, args []string) error {
 	for _, w := range cfg.warnings() {
 		log.Warn(w)
 	}
-	return serve(ctx, env, cfg, log, serveOptions{configPath: *path, prompt: isTerminal(env.stdin)})
+	return cfg.refs.error(serve(ctx, env, cfg, log, serveOptions{configPath: *path, prompt: isTerminal(env.stdin)}))
 }
 
 // Dev mode's fake workspace: fixed IDs so a transcript reads the same each time.
@@ -185,19 +185,20 @@ func cmdCheckConfig(env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.stdout, "%s: OK\n", *path)
-	fmt.Fprintf(env.stdout, "  workspace %s at %s\n", cfg.Workspace.WorkspaceUUID, cfg.Workspace.BaseURL)
-	fmt.Fprintf(env.stdout, "  %d agent(s), %d flow(s); store %s\n", len(cfg.Agents), len(cfg.Flows), describeStore(cfg.Store))
-	fmt.Fprintf(env.stdout, "  adapters: %s\n", strings.Join(enabledAdapters(cfg), ", "))
+	stdout := cfg.refs.writer(env.stdout)
+	fmt.Fprintf(stdout, "%s: OK\n", *path)
+	fmt.Fprintf(stdout, "  workspace %s at %s\n", cfg.Workspace.WorkspaceUUID, cfg.Workspace.BaseURL)
+	fmt.Fprintf(stdout, "  %d agent(s), %d flow(s); store %s\n", len(cfg.Agents), len(cfg.Flows), describeStore(cfg.Store))
+	fmt.Fprintf(stdout, "  adapters: %s\n", strings.Join(enabledAdapters(cfg), ", "))
 	for _, n := range slackNotes(cfg) {
-		fmt.Fprintf(env.stdout, "  %s\n", n)
+		fmt.Fprintf(stdout, "  %s\n", n)
 	}
-	printSchedules(env.stdout, cfg)
+	printSchedules(stdout, cfg)
 	for _, w := range cfg.warnings() {
-		fmt.Fprintf(env.stdout, "  warning: %s\n", w)
+		fmt.Fprintf(stdout, "  warning: %s\n", w)
 	}
 	for _, n := range cfg.needs() {
-		fmt.Fprintf(env.stdout, "  needs: %s\n", n)
+		fmt.Fprintf(stdout, "  needs: %s\n", n)
 	}
 	return nil
 }

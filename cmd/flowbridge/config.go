@@ -44,6 +44,9 @@ type Config struct {
 	Discord   discord.Config  `toml:"discord"`
 	// Schedules run flows on cron expressions (schedules.go).
 	Schedules []ScheduleConfig `toml:"schedules"`
+
+	// refs are the values taken from ${VAR} references, never to be shown.
+	refs *references
 }
 
 // WorkspaceConfig is the AI workspace API to call.
@@ -296,7 +299,8 @@ func parse(data []byte, getenv func(string) string, sc scope) (*Config, error) {
 		}
 		return nil, decodeError(err)
 	}
-	envProblems := expandEnv(reflect.ValueOf(&cfg).Elem(), "", getenv, sc)
+	refs := &references{}
+	envProblems := expandEnv(reflect.ValueOf(&cfg).Elem(), "", getenv, sc, refs)
 	// One problem per key: a key whose value was refused or whose variable
 	// is unset is not also reported for what that left it.
 	known := make([]string, 0, len(shapeProblems)+len(envProblems))
@@ -311,8 +315,9 @@ func parse(data []byte, getenv func(string) string, sc scope) (*Config, error) {
 		}
 	}
 	if len(shapeProblems)+len(problems) > 0 {
-		return nil, newConfigError(slices.Concat(shapeProblems, problems), pos)
+		return nil, newConfigError(refs.problems(slices.Concat(shapeProblems, problems)), pos)
 	}
+	cfg.refs = refs
 	// The workspace client reads 0 retries as its default and a negative
 	// number as none; in the file 0 means none.
 	if cfg.Workspace.MaxRetries == 0 {
@@ -735,7 +740,7 @@ var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 // a value can never change the TOML structure. A section with enabled = false
 // is left alone: it needs nothing. An unset variable is a problem naming the
 // key: an empty token would only fail later, less clearly.
-func expandEnv(v reflect.Value, path string, getenv func(string) string, sc scope) []error {
+func expandEnv(v reflect.Value, path string, getenv func(string) string, sc scope, refs *references) []error {
 	var errs []error
 	switch v.Kind() {
 	case reflect.Struct:
@@ -748,11 +753,11 @@ func expandEnv(v reflect.Value, path string, getenv func(string) string, sc scop
 			if name == "" || name == "-" || path == "" && sc.sections != nil && !slices.Contains(sc.sections, name) {
 				continue
 			}
-			errs = append(errs, expandEnv(v.Field(i), joinKey(path, name), getenv, sc)...)
+			errs = append(errs, expandEnv(v.Field(i), joinKey(path, name), getenv, sc, refs)...)
 		}
 	case reflect.Slice:
 		for i := range v.Len() {
-			errs = append(errs, expandEnv(v.Index(i), fmt.Sprintf("%s[%d]", path, i), getenv, sc)...)
+			errs = append(errs, expandEnv(v.Index(i), fmt.Sprintf("%s[%d]", path, i), getenv, sc, refs)...)
 		}
 	case reflect.String:
 		if sc.sections != nil && v.Type() == secretType {
@@ -770,6 +775,7 @@ func expandEnv(v reflect.Value, path string, getenv func(string) string, sc scop
 			if val == "" {
 				missing = append(missing, name)
 			}
+			refs.add(path, name, val)
 			return val
 		})
 		for _, m := range missing {
