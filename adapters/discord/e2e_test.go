@@ -12,6 +12,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/flowbridge/flowbridge/adapters/discord/discordtest"
@@ -46,6 +47,8 @@ type env struct {
 	tap *tap
 	// core, when set, adjusts the core's configuration.
 	core func(*bridge.Config)
+	// log, when set, is the adapter's logger.
+	log *zap.Logger
 }
 
 func manyRegions() []string {
@@ -141,7 +144,11 @@ func (e *env) build(t *testing.T) *bridgeRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(e.cfg, core, zaptest.NewLogger(t))
+	log := e.log
+	if log == nil {
+		log = zaptest.NewLogger(t)
+	}
+	a, err := New(e.cfg, core, log)
 	if err != nil {
 		t.Fatal(err)
 	}

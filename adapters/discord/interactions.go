@@ -82,39 +82,109 @@ func interactionUser(i *discordgo.Interaction) *discordgo.User {
 func (a *Adapter) onCommand(ctx context.Context, i *discordgo.Interaction) {
 	data, ok := i.Data.(discordgo.ApplicationCommandInteractionData)
 	if !ok {
+		a.refuseInteraction(ctx, i, errNoData)
 		return
 	}
-	ev, known := commandEvent(data)
-	if !known {
-		a.spawnLimited(func() { a.retiredCommand(ctx, i) })
+	ev, err := commandEvent(data)
+	if err != nil {
+		a.refuseInteraction(ctx, i, err)
 		return
 	}
 	a.receiveInteraction(i, ev, false)
 }
 
-// retiredCommand answers a command flowbridge registers no more (Discord's
+// Sentences a refused command is answered with.
+const (
+	msgNotOffered = "This command is not offered any more; the bridge's commands are `/flow` and `/agent`."
+	msgOptionType = "The option `%s` must be %s, but Discord sent %s. Nothing was run; try the command again from Discord's list."
+)
+
+// errNoData is a command interaction without its data: Discord says which
+// command through it, so there is nothing to run.
+var errNoData = errors.New("command interaction without data")
+
+// unknownCommandError is a command the bridge does not register (Discord's
 // clients can hold on to an old list for a while).
-func (a *Adapter) retiredCommand(ctx context.Context, i *discordgo.Interaction) {
-	err := a.session.InteractionRespond(i, &discordgo.InteractionResponse{
-		Type: discordgo.InteractionResponseChannelMessageWithSource,
-		Data: &discordgo.InteractionResponseData{
-			Content:         "This command is not offered any more; the bridge's commands are `/flow` and `/agent`.",
-			Flags:           discordgo.MessageFlagsEphemeral,
-			AllowedMentions: noMentions(),
-		},
-	}, discordgo.WithContext(ctx))
-	if err != nil {
-		a.log.Warn("retired command not answered", zap.String("interaction", i.ID), zap.Error(err))
+type unknownCommandError struct{ name string }
+
+func (e *unknownCommandError) Error() string { return fmt.Sprintf("command %q is not registered", e.name) }
+
+// optionTypeError is an option whose value is not of the type the bridge
+// registered it with.
+type optionTypeError struct {
+	name string
+	got  any
+	typ  discordgo.ApplicationCommandOptionType
+}
+
+func (e *optionTypeError) Error() string {
+	return fmt.Sprintf("option %q: got %s (type %d), want text", e.name, kindOf(e.got), e.typ)
+}
+
+// kindOf names the JSON kind of a decoded value, for the user.
+func kindOf(v any) string {
+	switch v.(type) {
+	case nil:
+		return "nothing"
+	case string:
+		return "text"
+	case float64:
+		return "a number"
+	case bool:
+		return "true or false"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "a list"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// refuseInteraction answers a command the bridge cannot run with an
+// ephemeral error, so that it does not hang on "thinking…", and logs why.
+func (a *Adapter) refuseInteraction(ctx context.Context, i *discordgo.Interaction, err error) {
+	a.log.Info("interaction refused", zap.String("interaction", i.ID), zap.Error(err))
+	text := msgNotOffered
+	if oe, ok := errors.AsType[*optionTypeError](err); ok {
+		text = fmt.Sprintf(msgOptionType, oe.name, "text", kindOf(oe.got))
+	}
+	answer := func() {
+		err := a.session.InteractionRespond(i, &discordgo.InteractionResponse{
+			Type: discordgo.InteractionResponseChannelMessageWithSource,
+			Data: &discordgo.InteractionResponseData{Content: text, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()},
+		}, discordgo.WithContext(ctx))
+		if err != nil {
+			a.log.Warn("refused interaction not answered", zap.String("interaction", i.ID), zap.Error(err))
+		}
+	}
+	if !a.spawnLimited(answer) {
+		a.log.Warn("refused interaction not answered: too many answers at once", zap.String("interaction", i.ID))
 	}
 }
 
 // commandEvent turns a slash command into the core's structured command:
 // /flow NAME with its options becomes Flow and Params, with nothing to parse
-// again; /agent SUB becomes Command "agent" with Text "SUB ARGS".
-func commandEvent(data discordgo.ApplicationCommandInteractionData) (ev bridge.Event, known bool) {
+// again; /agent SUB becomes Command "agent" with Text "SUB ARGS". Every
+// option the bridge registers is text: one of another type is refused
+// rather than run with its value printed as text.
+func commandEvent(data discordgo.ApplicationCommandInteractionData) (bridge.Event, error) {
+	var ev bridge.Event
 	var sub *discordgo.ApplicationCommandInteractionDataOption
 	if len(data.Options) > 0 && data.Options[0] != nil && data.Options[0].Type == discordgo.ApplicationCommandOptionSubCommand {
 		sub = data.Options[0]
+	}
+	var values []string
+	if sub != nil {
+		for _, o := range sub.Options {
+			if o == nil {
+				continue
+			}
+			v, ok := o.Value.(string)
+			if !ok || o.Type != discordgo.ApplicationCommandOptionString {
+				return ev, &optionTypeError{name: o.Name, got: o.Value, typ: o.Type}
+			}
+			values = append(values, o.Name, v)
+		}
 	}
 	ev.Kind = bridge.KindCommand
 	switch data.Name {
@@ -122,32 +192,28 @@ func commandEvent(data discordgo.ApplicationCommandInteractionData) (ev bridge.E
 		ev.Command = bridge.CommandFlow
 		if sub == nil {
 			ev.Text = "help"
-			return ev, true
+			return ev, nil
 		}
 		ev.Flow = sub.Name
-		ev.Params = make(map[string]string, len(sub.Options))
-		for _, o := range sub.Options {
-			if o != nil {
-				ev.Params[o.Name] = optionValue(o)
-			}
+		ev.Params = make(map[string]string, len(values)/2)
+		for i := 0; i < len(values); i += 2 {
+			ev.Params[values[i]] = values[i+1]
 		}
-		return ev, true
+		return ev, nil
 	case bridge.CommandAgent:
 		ev.Command = bridge.CommandAgent
 		if sub == nil {
 			ev.Text = agentHelp
-			return ev, true
+			return ev, nil
 		}
 		words := []string{sub.Name}
-		for _, o := range sub.Options {
-			if o != nil {
-				words = append(words, bridge.QuoteArg(optionValue(o)))
-			}
+		for i := 1; i < len(values); i += 2 {
+			words = append(words, bridge.QuoteArg(values[i]))
 		}
 		ev.Text = strings.Join(words, " ")
-		return ev, true
+		return ev, nil
 	}
-	return ev, false
+	return ev, &unknownCommandError{data.Name}
 }
 
 // optionValue reads an option as text; Discord sends numbers for numeric

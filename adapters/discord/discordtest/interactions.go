@@ -38,6 +38,11 @@ type Interaction struct {
 	// PrivateChannel sends it from a group DM (context 2), which only a user install
 	// reaches and the bot never joins; GuildID must be empty.
 	PrivateChannel bool
+	// RawData, when set, is sent as the interaction's data as it is, unchecked: what a
+	// client holding a stale command list, or a forged or changed payload, may carry
+	// (an unregistered name, an option of another type, an empty object). "null" sends
+	// no data at all. Type is then required.
+	RawData json.RawMessage
 }
 
 // SentInteraction identifies a dispatched interaction.
@@ -85,8 +90,8 @@ func (in *interaction) owners() map[string]string {
 // global) and its options valid as Discord's client would send them; a component must be on
 // a bot message. The 3-second deadline and 15-minute token life run from now by Options.Now.
 func (s *Server) SendInteraction(ctx context.Context, in Interaction) (SentInteraction, error) {
-	if in.ChannelID == "" || in.User.ID == "" || in.Data == nil {
-		return SentInteraction{}, errors.New("discordtest: send interaction: ChannelID, User.ID and Data are required")
+	if in.ChannelID == "" || in.User.ID == "" || in.Data == nil && (in.RawData == nil || in.Type == 0) {
+		return SentInteraction{}, errors.New("discordtest: send interaction: ChannelID, User.ID and Data (or RawData and Type) are required")
 	}
 	if in.Type == 0 {
 		in.Type = in.Data.Type()
@@ -102,7 +107,13 @@ func (s *Server) SendInteraction(ctx context.Context, in Interaction) (SentInter
 		return SentInteraction{}, err
 	}
 	s.mu.Lock()
-	data, source, err := s.interactionDataLocked(in)
+	var data any
+	var source string
+	if in.RawData != nil {
+		data = in.RawData
+	} else {
+		data, source, err = s.interactionDataLocked(in)
+	}
 	if err == nil && in.UserInstall {
 		err = s.checkUserInstallLocked(in, where.context)
 	}
@@ -126,6 +137,9 @@ func (s *Server) SendInteraction(ctx context.Context, in Interaction) (SentInter
 		"locale": in.Locale, "app_permissions": where.appPermissions, "data": data,
 		"entitlements": []any{}, "authorizing_integration_owners": st.owners(),
 		"attachment_size_limit": s.opts.AttachmentSizeLimit,
+	}
+	if string(in.RawData) == "null" {
+		delete(payload, "data")
 	}
 	if in.GuildID != "" {
 		u := in.User
