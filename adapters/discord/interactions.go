@@ -107,7 +107,9 @@ var errNoData = errors.New("command interaction without data")
 // clients can hold on to an old list for a while).
 type unknownCommandError struct{ name string }
 
-func (e *unknownCommandError) Error() string { return fmt.Sprintf("command %q is not registered", e.name) }
+func (e *unknownCommandError) Error() string {
+	return fmt.Sprintf("command %q is not registered", e.name)
+}
 
 // optionTypeError is an option whose value is not of the type the bridge
 // registered it with.
