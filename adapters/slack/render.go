@@ -42,25 +42,20 @@ type outMessage struct {
 	Blocks []slackgo.Block
 }
 
-// render turns a reply into Slack messages. Text that fits goes into Slack's
-// markdown block (standard Markdown, tables included); longer text is split at
-// paragraph, line or fence boundaries into converted mrkdwn sections, spread
-// over as many messages as needed. Everything from the reply is escaped, so
-// no part can mention anyone. The footer and buttons go on the last message.
+// render turns a reply into Slack messages. The first Markdown table that
+// fits Slack's table block becomes one (tableBlock); the text around it
+// goes into Slack's markdown block where it fits (standard Markdown, with
+// any other table laid out in a code block), and otherwise is split at
+// paragraph, line or fence boundaries into converted mrkdwn sections. The
+// blocks are spread over as many messages as Slack's limits need.
+// Everything from the reply is escaped, so no part can mention anyone. The
+// footer and buttons go on the last message.
 func render(r bridge.Reply, markdownBlock bool) []outMessage {
 	text := r.Text
 	if strings.TrimSpace(text) == "" {
 		text = "…"
 	}
-	var msgs []outMessage
-	if safe := mrkdwn.SafeMarkdown(text); markdownBlock && runes(safe) <= maxMarkdownBlock {
-		msgs = []outMessage{{
-			Text:   fallback(text),
-			Blocks: []slackgo.Block{slackgo.NewMarkdownBlock("", safe)},
-		}}
-	} else {
-		msgs = sections(text)
-	}
+	msgs := pack(bodyUnits(text, markdownBlock))
 
 	last := &msgs[len(msgs)-1]
 	if f := strings.TrimSpace(r.Footer); f != "" {
@@ -74,14 +69,68 @@ func render(r bridge.Reply, markdownBlock bool) []outMessage {
 	return msgs
 }
 
-// sections splits Markdown into mrkdwn sections within Slack's limits and
-// groups them into messages.
-func sections(text string) []outMessage {
+// unit is one block of a reply's body with what packing it needs to know.
+type unit struct {
+	block  slackgo.Block
+	source string // the Markdown it shows, for the fallback text
+	size   int    // the characters it adds to its message
+	kind   unitKind
+}
+
+type unitKind uint8
+
+const (
+	unitSection unitKind = iota
+	unitMarkdown
+	unitTable
+)
+
+// bodyUnits renders text as blocks, the first table that fits a table
+// block as one.
+func bodyUnits(text string, markdownBlock bool) []unit {
+	for _, t := range markdown.Tables(text) {
+		block, ok := tableBlock(t)
+		if !ok {
+			continue
+		}
+		units := textUnits(strings.TrimRight(text[:t.Start], " \t\r\n"), markdownBlock)
+		units = append(units, unit{block: block, source: text[t.Start:t.End], size: tableChars(block), kind: unitTable})
+		return append(units, textUnits(strings.TrimLeft(text[t.End:], "\r\n"), markdownBlock)...)
+	}
+	return textUnits(text, markdownBlock)
+}
+
+// textUnits renders Markdown as one markdown block where it fits, else as
+// mrkdwn sections.
+func textUnits(md string, markdownBlock bool) []unit {
+	if strings.TrimSpace(md) == "" {
+		return nil
+	}
+	if markdownBlock {
+		if safe := mrkdwn.SafeMarkdown(monospaceTables(md)); runes(safe) <= maxMarkdownBlock {
+			return []unit{{block: slackgo.NewMarkdownBlock("", safe), source: md, size: runes(safe), kind: unitMarkdown}}
+		}
+	}
+	var units []unit
+	for _, part := range convertSplit(md, maxSection) {
+		units = append(units, unit{
+			block:  slackgo.NewSectionBlock(slackgo.NewTextBlockObject(slackgo.MarkdownType, part.mrkdwn, false, false), nil, nil),
+			source: part.markdown,
+			size:   runes(part.mrkdwn),
+		})
+	}
+	return units
+}
+
+// pack groups blocks into messages within Slack's limits: blocks per
+// message, total text, the markdown blocks' total, one table.
+func pack(units []unit) []outMessage {
 	var (
-		msgs []outMessage
-		cur  outMessage
-		src  strings.Builder
-		size int
+		msgs               []outMessage
+		cur                outMessage
+		src                strings.Builder
+		size, markdownSize int
+		hasTable           bool
 	)
 	flush := func() {
 		if len(cur.Blocks) == 0 {
@@ -89,21 +138,26 @@ func sections(text string) []outMessage {
 		}
 		cur.Text = fallback(src.String())
 		msgs = append(msgs, cur)
-		cur, size = outMessage{}, 0
+		cur, size, markdownSize, hasTable = outMessage{}, 0, 0, false
 		src.Reset()
 	}
-	for _, part := range convertSplit(text, maxSection) {
-		n := runes(part.mrkdwn)
-		if len(cur.Blocks) >= maxBlocks-reservedBlocks || size+n > maxMessageText {
+	for _, u := range units {
+		if len(cur.Blocks) >= maxBlocks-reservedBlocks || size+u.size > maxMessageText ||
+			(u.kind == unitMarkdown && markdownSize+u.size > maxMarkdownBlock) || (u.kind == unitTable && hasTable) {
 			flush()
 		}
-		cur.Blocks = append(cur.Blocks, slackgo.NewSectionBlock(
-			slackgo.NewTextBlockObject(slackgo.MarkdownType, part.mrkdwn, false, false), nil, nil))
-		size += n
+		cur.Blocks = append(cur.Blocks, u.block)
+		size += u.size
+		switch u.kind {
+		case unitMarkdown:
+			markdownSize += u.size
+		case unitTable:
+			hasTable = true
+		}
 		if src.Len() > 0 {
 			src.WriteString("\n\n")
 		}
-		src.WriteString(part.markdown)
+		src.WriteString(u.source)
 	}
 	flush()
 	if len(msgs) == 0 {

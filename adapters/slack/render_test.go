@@ -119,7 +119,7 @@ func checkRendered(t *testing.T, msgs []outMessage) {
 		if len(m.Blocks) > maxBlocks {
 			t.Errorf("message %d: %d blocks, want at most %d", i, len(m.Blocks), maxBlocks)
 		}
-		markdownTotal := 0
+		markdownTotal, tables := 0, 0
 		for j, b := range m.Blocks {
 			var text string
 			switch b := b.(type) {
@@ -142,12 +142,32 @@ func checkRendered(t *testing.T, msgs []outMessage) {
 				}
 			case *slackgo.ActionBlock:
 				continue
+			case *slackgo.TableBlock:
+				tables++
+				if len(b.Rows) > maxTableRows || tableChars(b) > maxTableCellChars {
+					t.Errorf("message %d block %d: table of %d rows and %d characters, want at most %d and %d", i, j, len(b.Rows), tableChars(b), maxTableRows, maxTableCellChars)
+				}
+				for r, row := range b.Rows {
+					if len(row) > maxTableColumns || len(row) != len(b.Rows[0]) {
+						t.Errorf("message %d block %d row %d: %d cells, want %d, at most %d", i, j, r, len(row), len(b.Rows[0]), maxTableColumns)
+					}
+					for _, c := range row {
+						cell := c.(*slackgo.TableRawTextCell).Text
+						if cell == "" {
+							t.Errorf("message %d block %d row %d: empty cell", i, j, r)
+						}
+						text += cell + "\n"
+					}
+				}
 			default:
 				t.Errorf("message %d block %d: unexpected block %T", i, j, b)
 			}
 			if pinging.MatchString(text) {
 				t.Errorf("message %d block %d can ping: %q", i, j, text)
 			}
+		}
+		if tables > 1 {
+			t.Errorf("message %d: %d table blocks, want at most one", i, tables)
 		}
 		if markdownTotal > maxMarkdownBlock {
 			t.Errorf("message %d: markdown blocks of %d runes, want at most %d", i, markdownTotal, maxMarkdownBlock)

@@ -3,7 +3,8 @@ package mrkdwn
 import (
 	"regexp"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/flowbridge/flowbridge/bridge/markdown"
 )
 
 var (
@@ -13,7 +14,6 @@ var (
 	bulletRE  = regexp.MustCompile(`^([ \t]*)[-*+][ \t]+(.*)$`)
 	orderedRE = regexp.MustCompile(`^([ \t]*)(\d{1,9}[.)])[ \t]+(.*)$`)
 	taskRE    = regexp.MustCompile(`^\[([ xX])\][ \t]+`)
-	delimRE   = regexp.MustCompile(`^[ \t]*\|?[ \t]*:?-+:?[ \t]*(\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$`)
 )
 
 const ruleLine = "──────────"
@@ -26,6 +26,7 @@ func renderBlocks(md string, plain bool) string {
 	var b strings.Builder
 	b.Grow(len(md) + len(md)/8)
 	r := &inline{plain: plain}
+	tables := tablesByLine(md)
 	for i := 0; i < len(lines); {
 		if i > 0 {
 			b.WriteByte('\n')
@@ -34,8 +35,8 @@ func renderBlocks(md string, plain bool) string {
 			i = r.codeBlock(&b, lines, i, f)
 			continue
 		}
-		if isTableStart(lines, i) {
-			i = r.table(&b, lines, i)
+		if t, ok := tables[i]; ok {
+			i = r.table(&b, i, t)
 			continue
 		}
 		if i+1 < len(lines) && setextRE.MatchString(lines[i+1]) && strings.TrimSpace(lines[i]) != "" && !isSpecialLine(lines[i]) {
@@ -47,6 +48,29 @@ func renderBlocks(md string, plain bool) string {
 		i++
 	}
 	return b.String()
+}
+
+// tablesByLine finds md's tables (markdown.Tables) and keys them by the
+// index of their first line.
+func tablesByLine(md string) map[int]lineTable {
+	tables := markdown.Tables(md)
+	if len(tables) == 0 {
+		return nil
+	}
+	m := make(map[int]lineTable, len(tables))
+	line, pos := 0, 0
+	for _, t := range tables {
+		line += strings.Count(md[pos:t.Start], "\n")
+		pos = t.Start
+		m[line] = lineTable{t, strings.Count(md[t.Start:t.End], "\n") + 1}
+	}
+	return m
+}
+
+// lineTable is a table and the number of lines it spans.
+type lineTable struct {
+	markdown.Table
+	lines int
 }
 
 // isSpecialLine reports whether line has a block meaning of its own, so
@@ -175,140 +199,33 @@ func (r *inline) codeBlock(b *strings.Builder, lines []string, i int, f codeFenc
 	return j
 }
 
-// isTableStart reports whether lines[i] is a GFM table header: a row with
-// a '|' followed by a delimiter row with as many cells.
-func isTableStart(lines []string, i int) bool {
-	if i+1 >= len(lines) || !strings.Contains(lines[i], "|") || !delimRE.MatchString(lines[i+1]) {
-		return false
-	}
-	return len(splitRow(lines[i])) == len(splitRow(lines[i+1]))
-}
-
-// splitRow splits a table row into trimmed cells; "\|" is a literal pipe.
-func splitRow(line string) []string {
-	line = strings.TrimSpace(line)
-	line = strings.TrimPrefix(line, "|")
-	if strings.HasSuffix(line, "|") && !strings.HasSuffix(line, "\\|") {
-		line = line[:len(line)-1]
-	}
-	var cells []string
-	var cell strings.Builder
-	for i := 0; i < len(line); i++ {
-		switch {
-		case line[i] == '\\' && i+1 < len(line) && line[i+1] == '|':
-			cell.WriteByte('|')
-			i++
-		case line[i] == '|':
-			cells = append(cells, strings.TrimSpace(cell.String()))
-			cell.Reset()
-		default:
-			cell.WriteByte(line[i])
-		}
-	}
-	return append(cells, strings.TrimSpace(cell.String()))
-}
-
-type align uint8
-
-const (
-	alignLeft align = iota
-	alignRight
-	alignCenter
-)
-
-// table renders the table that starts at lines[i], aligned in a code block
-// (mrkdwn has no tables), and returns the index of the line after it.
-func (r *inline) table(b *strings.Builder, lines []string, i int) int {
-	header := splitRow(lines[i])
-	var aligns []align
-	for _, d := range splitRow(lines[i+1]) {
-		switch {
-		case strings.HasPrefix(d, ":") && strings.HasSuffix(d, ":") && len(d) > 1:
-			aligns = append(aligns, alignCenter)
-		case strings.HasSuffix(d, ":"):
-			aligns = append(aligns, alignRight)
-		default:
-			aligns = append(aligns, alignLeft)
-		}
-	}
-	rows := [][]string{header}
-	j := i + 2
-	for ; j < len(lines) && strings.Contains(lines[j], "|") && strings.TrimSpace(lines[j]) != ""; j++ {
-		rows = append(rows, splitRow(lines[j]))
-	}
-	// Cells are shown as code, so their markup is stripped to plain text.
+// table renders t, whose first line is line i, as aligned
+// columns in a code block (mrkdwn has no tables; plain text joins the cells
+// with " | "), and returns the index of the line after it.
+func (r *inline) table(b *strings.Builder, i int, t lineTable) int {
+	// Cells are shown as code, so their markup is stripped to plain text;
+	// they are prose all the same, so @here and the like are neutralized.
 	cellText := &inline{plain: true, raw: true}
-	cols := len(header)
-	widths := make([]int, cols)
-	for _, row := range rows {
-		for c := range cols {
-			if c < len(row) {
-				var cb strings.Builder
-				cellText.render(&cb, row[c])
-				row[c] = cb.String()
-				widths[c] = max(widths[c], utf8.RuneCountInString(row[c]))
-			}
-		}
+	plain := func(s string) string {
+		var cb strings.Builder
+		cellText.render(&cb, s)
+		return neutralizeAt(cb.String())
 	}
-	var t strings.Builder
-	for n, row := range rows {
-		if n > 0 {
-			t.WriteByte('\n')
-		}
-		if r.plain {
-			for c := range cols {
-				if c > 0 {
-					t.WriteString(" | ")
-				}
-				if c < len(row) {
-					t.WriteString(row[c])
-				}
-			}
-			continue
-		}
-		writeRow(&t, row, widths, aligns)
-		if n == 0 {
-			t.WriteByte('\n')
-			for c, w := range widths {
-				if c > 0 {
-					t.WriteString("-+-")
-				}
-				t.WriteString(strings.Repeat("-", w))
-			}
-		}
-	}
+	end := i + t.lines
 	if r.plain {
-		writeEscaped(b, t.String())
-	} else {
-		b.WriteString("```\n")
-		writeEscaped(b, strings.TrimRight(t.String(), " "))
-		b.WriteString("\n```")
+		var rows []string
+		for _, row := range append([][]string{t.Header}, t.Rows...) {
+			cells := make([]string, len(row))
+			for c, cell := range row {
+				cells[c] = plain(cell)
+			}
+			rows = append(rows, strings.Join(cells, " | "))
+		}
+		writeEscaped(b, strings.Join(rows, "\n"))
+		return end
 	}
-	return j
-}
-
-func writeRow(t *strings.Builder, row []string, widths []int, aligns []align) {
-	var line strings.Builder
-	for c, w := range widths {
-		if c > 0 {
-			line.WriteString(" | ")
-		}
-		cell := ""
-		if c < len(row) {
-			cell = row[c]
-		}
-		pad := w - utf8.RuneCountInString(cell)
-		left := 0
-		switch aligns[c] {
-		case alignRight:
-			left = pad
-		case alignCenter:
-			left = pad / 2
-		}
-		line.WriteString(strings.Repeat(" ", left))
-		line.WriteString(cell)
-		line.WriteString(strings.Repeat(" ", pad-left))
-	}
-	// Padding after the last column only adds width.
-	t.WriteString(strings.TrimRight(line.String(), " "))
+	b.WriteString("```\n")
+	writeEscaped(b, t.Columns(plain))
+	b.WriteString("\n```")
+	return end
 }

@@ -118,6 +118,20 @@ func SafeMarkdown(md string) string {
 	return neutralizeAt(b.String())
 }
 
+// RawText prepares text for a field Slack shows as it is, unescaped (a
+// table block's raw_text cell): a word joiner goes after the '<' of "<!",
+// "<@" and "<#", which start Slack's control sequences, and after the '@'
+// of "@here", "@channel" and "@everyone", in any case. Nothing is escaped,
+// so "a & b" shows as written.
+func RawText(s string) string {
+	if strings.Contains(s, "<") {
+		s = controlStarts.Replace(s)
+	}
+	return neutralizeAt(s)
+}
+
+var controlStarts = strings.NewReplacer("<!", "<"+wordJoiner+"!", "<@", "<"+wordJoiner+"@", "<#", "<"+wordJoiner+"#")
+
 // quotePrefixLen is the length of the blockquote markers that start line:
 // up to three spaces, then one or more '>' each followed by optional
 // spaces.

@@ -13,6 +13,16 @@ var blockTypes = map[string]bool{
 	"video": true, "table": true, "context_actions": true, "call": true,
 }
 
+// Slack's table block limits (docs.slack.dev, "Table block"), enforced by
+// the fake: rows and the cells of a row, column settings, the characters
+// across a table's cells, and one table per message.
+const (
+	MaxTableRows           = 100
+	MaxTableColumns        = 20
+	MaxTableColumnSettings = 20
+	MaxTableCellChars      = 10000
+)
+
 // validateBlocks checks a message's blocks JSON against Slack's limits and
 // returns the number of blocks, or Slack's error code and the detail lines
 // Slack sends (with their json-pointer).
@@ -25,7 +35,7 @@ func validateBlocks(raw []byte) (int, string, []string) {
 		return 0, "invalid_blocks", []string{fmt.Sprintf("no more than %d items allowed [json-pointer:/blocks]", MaxBlocks)}
 	}
 	var v blockValidator
-	markdown := 0
+	markdown, tables := 0, 0
 	for i, b := range blocks {
 		ptr := fmt.Sprintf("/blocks/%d", i)
 		typ := str(b["type"])
@@ -47,6 +57,11 @@ func validateBlocks(raw []byte) (int, string, []string) {
 				v.add("must be more than 0 characters [json-pointer:%s/text]", ptr)
 			}
 			markdown += utf8.RuneCountInString(t)
+		case "table":
+			if tables++; tables > 1 {
+				v.add("only one table block is allowed per message [json-pointer:%s]", ptr)
+			}
+			v.table(b, ptr)
 		case "context":
 			v.elements(b["elements"], ptr, MaxContextElements)
 		case "actions":
@@ -151,4 +166,127 @@ func (v *blockValidator) element(raw json.RawMessage, ptr string) {
 	case "":
 		v.add("missing type [json-pointer:%s/type]", ptr)
 	}
+}
+
+// table checks a table block: 1..MaxTableRows rows of 1..MaxTableColumns
+// cells, each cell a raw_text with text, a raw_number with a value, or a
+// rich_text with elements; at most MaxTableCellChars characters across
+// the cells; column settings with a known alignment.
+func (v *blockValidator) table(b map[string]json.RawMessage, ptr string) {
+	var rows [][]json.RawMessage
+	if err := json.Unmarshal(b["rows"], &rows); err != nil || len(rows) == 0 {
+		v.add("must provide at least one row [json-pointer:%s/rows]", ptr)
+		return
+	}
+	if len(rows) > MaxTableRows {
+		v.add("no more than %d items allowed [json-pointer:%s/rows]", MaxTableRows, ptr)
+	}
+	chars := 0
+	for r, row := range rows {
+		rp := fmt.Sprintf("%s/rows/%d", ptr, r)
+		if len(row) == 0 {
+			v.add("must provide at least one cell [json-pointer:%s]", rp)
+		}
+		if len(row) > MaxTableColumns {
+			v.add("no more than %d items allowed [json-pointer:%s]", MaxTableColumns, rp)
+		}
+		for c, cell := range row {
+			chars += v.tableCell(cell, fmt.Sprintf("%s/%d", rp, c))
+		}
+	}
+	if chars > MaxTableCellChars {
+		v.add("table cells must total at most %d characters, got %d [json-pointer:%s/rows]", MaxTableCellChars, chars, ptr)
+	}
+	if raw, ok := b["column_settings"]; ok {
+		var settings []json.RawMessage
+		if err := json.Unmarshal(raw, &settings); err != nil {
+			v.add("must be an array [json-pointer:%s/column_settings]", ptr)
+			return
+		}
+		if len(settings) > MaxTableColumnSettings {
+			v.add("no more than %d items allowed [json-pointer:%s/column_settings]", MaxTableColumnSettings, ptr)
+		}
+		for i, raw := range settings {
+			if string(raw) == "null" {
+				continue // a column with the default behaviour
+			}
+			var s struct {
+				Align     *string `json:"align"`
+				IsWrapped *bool   `json:"is_wrapped"`
+			}
+			if err := json.Unmarshal(raw, &s); err != nil {
+				v.add("must be a column setting [json-pointer:%s/column_settings/%d]", ptr, i)
+				continue
+			}
+			if s.Align != nil && *s.Align != "left" && *s.Align != "center" && *s.Align != "right" {
+				v.add("must be a valid enum value [json-pointer:%s/column_settings/%d/align]", ptr, i)
+			}
+		}
+	}
+}
+
+// tableCell checks one cell and returns its characters.
+func (v *blockValidator) tableCell(raw json.RawMessage, ptr string) int {
+	var c struct {
+		Type     string            `json:"type"`
+		Text     *string           `json:"text"`
+		Value    *float64          `json:"value"`
+		Elements []json.RawMessage `json:"elements"`
+	}
+	if err := json.Unmarshal(raw, &c); err != nil || string(raw) == "null" {
+		v.add("must be a table cell [json-pointer:%s]", ptr)
+		return 0
+	}
+	switch c.Type {
+	case "raw_text":
+		if c.Text == nil || *c.Text == "" {
+			v.add("must be more than 0 characters [json-pointer:%s/text]", ptr)
+			return 0
+		}
+		return utf8.RuneCountInString(*c.Text)
+	case "raw_number":
+		if c.Value == nil {
+			v.add("missing required field: value [json-pointer:%s]", ptr)
+		}
+		if c.Text != nil {
+			return utf8.RuneCountInString(*c.Text)
+		}
+		return 0
+	case "rich_text":
+		if len(c.Elements) == 0 {
+			v.add("missing required field: elements [json-pointer:%s]", ptr)
+		}
+		return richTextChars(raw)
+	}
+	v.add("failed to match any allowed schemas: type %q [json-pointer:%s/type]", c.Type, ptr)
+	return 0
+}
+
+// richTextChars counts the characters of every "text" string in a rich
+// text object, however deep.
+func richTextChars(raw json.RawMessage) int {
+	var node any
+	if json.Unmarshal(raw, &node) != nil {
+		return 0
+	}
+	var count func(any) int
+	count = func(n any) int {
+		total := 0
+		switch n := n.(type) {
+		case map[string]any:
+			for k, x := range n {
+				if s, ok := x.(string); ok && k == "text" {
+					total += utf8.RuneCountInString(s)
+				} else {
+					total += count(x)
+				}
+			}
+		case []any:
+			for _, x := range n {
+				total += count(x)
+			}
+		}
+		return total
+	}
+	return count(node)
 }

@@ -129,6 +129,21 @@ func section(text string) slack.Block {
 	return slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, text, false, false), nil, nil)
 }
 
+func blocks(bs ...slack.Block) []slack.MsgOption { return []slack.MsgOption{slack.MsgOptionBlocks(bs...)} }
+
+// table is a table block of rows × cols raw_text cells holding text.
+func table(rows, cols int, text string) *slack.TableBlock {
+	t := slack.NewTableBlock("")
+	for range rows {
+		cells := make([]slack.TableCell, cols)
+		for c := range cells {
+			cells[c] = slack.NewTableRawTextCell(text)
+		}
+		t.AddRow(cells...)
+	}
+	return t
+}
+
 func TestPostMessageRules(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t, slacktest.Options{Channels: []slacktest.Channel{{ID: "C1"}}})
@@ -155,6 +170,18 @@ func TestPostMessageRules(t *testing.T) {
 			slack.NewMarkdownBlock("", strings.Repeat("a", 6000)), slack.NewMarkdownBlock("", strings.Repeat("a", 6001)))}, want: "invalid_blocks"},
 		{name: "markdown 12000", channel: "C1", opts: []slack.MsgOption{slack.MsgOptionBlocks(
 			slack.NewMarkdownBlock("", strings.Repeat("a", 6000)), slack.NewMarkdownBlock("", strings.Repeat("a", 6000)))}},
+		{name: "table", channel: "C1", opts: blocks(table(100, 20, "x"))},
+		{name: "table 101 rows", channel: "C1", opts: blocks(table(101, 1, "x")), want: "invalid_blocks"},
+		{name: "table 21 columns", channel: "C1", opts: blocks(table(1, 21, "x")), want: "invalid_blocks"},
+		{name: "table 10000 characters", channel: "C1", opts: blocks(table(100, 1, strings.Repeat("é", 100)))},
+		{name: "table 10001 characters", channel: "C1", opts: blocks(table(99, 1, strings.Repeat("é", 100)).AddRow(slack.NewTableRawTextCell(strings.Repeat("é", 101)))), want: "invalid_blocks"},
+		{name: "table empty cell", channel: "C1", opts: blocks(table(1, 2, "")), want: "invalid_blocks"},
+		{name: "table no rows", channel: "C1", opts: blocks(slack.NewTableBlock("")), want: "invalid_blocks"},
+		{name: "table empty row", channel: "C1", opts: blocks(slack.NewTableBlock("").AddRow()), want: "invalid_blocks"},
+		{name: "table null cell", channel: "C1", opts: blocks(slack.NewTableBlock("").AddRow(nil)), want: "invalid_blocks"},
+		{name: "table rich cell without elements", channel: "C1", opts: blocks(slack.NewTableBlock("").AddRow(slack.NewTableRichTextCell())), want: "invalid_blocks"},
+		{name: "table bad alignment", channel: "C1", opts: blocks(table(1, 1, "x").WithColumnSettings(slack.ColumnSetting{Align: "middle"})), want: "invalid_blocks"},
+		{name: "two tables", channel: "C1", opts: blocks(table(1, 1, "x"), table(1, 1, "y")), want: "invalid_blocks"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,147 @@
+package slack
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	slackgo "github.com/slack-go/slack"
+
+	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
+	"github.com/flowbridge/flowbridge/bridge"
+)
+
+// tablesReply is the shared table sample: wide, ragged, escaped, formatted
+// and oversized tables.
+func tablesReply(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "bridge", "markdown", "testdata", "tables.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestRenderTablesGolden renders the table sample with and without the
+// markdown block and compares the messages with testdata/render/tables*.json.
+func TestRenderTablesGolden(t *testing.T) {
+	for _, markdownBlock := range []bool{true, false} {
+		name := "tables.json"
+		if !markdownBlock {
+			name = "tables_as_mrkdwn.json"
+		}
+		t.Run(name, func(t *testing.T) {
+			msgs := render(bridge.Reply{Kind: bridge.ReplyAgent, Text: tablesReply(t)}, markdownBlock)
+			checkRendered(t, msgs)
+			if n := countTables(msgs); n != 1 {
+				t.Errorf("render() gave %d table blocks, want 1 (the first table; the rest in code)", n)
+			}
+			out, err := json.MarshalIndent(msgs, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "render/"+name, append(out, '\n'))
+		})
+	}
+}
+
+func countTables(msgs []outMessage) int {
+	n := 0
+	for _, m := range msgs {
+		for _, b := range m.Blocks {
+			if _, ok := b.(*slackgo.TableBlock); ok {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func TestRenderTableLimits(t *testing.T) {
+	row := func(cells int, text string) string {
+		return "|" + strings.Repeat(" "+text+" |", cells) + "\n"
+	}
+	table := func(rows, cols int, text string) string {
+		return row(cols, "h") + "|" + strings.Repeat("---|", cols) + "\n" + strings.Repeat(row(cols, text), rows)
+	}
+	tests := []struct {
+		name string
+		md   string
+		want bool // a table block
+	}{
+		{name: "100 rows", md: table(99, 2, "x"), want: true},
+		{name: "101 rows", md: table(100, 2, "x")},
+		{name: "20 columns", md: table(3, 20, "x"), want: true},
+		{name: "21 columns", md: table(3, 21, "x")},
+		// The header "h" and 99 rows of 101 characters: 10,000.
+		{name: "10000 characters", md: table(99, 1, strings.Repeat("é", 101)), want: true},
+		{name: "10001 characters", md: table(98, 1, strings.Repeat("é", 101)) + row(1, strings.Repeat("é", 102))},
+		{name: "in a fence", md: "```\n" + table(2, 2, "x") + "```"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msgs := render(bridge.Reply{Text: "Before.\n\n" + tt.md + "\nAfter."}, true)
+			checkRendered(t, msgs)
+			if got := countTables(msgs) == 1; got != tt.want {
+				t.Errorf("render() has a table block = %v, want %v", got, tt.want)
+			}
+			js, _ := json.Marshal(msgs)
+			for _, s := range []string{"Before.", "After."} {
+				if !strings.Contains(string(js), s) {
+					t.Errorf("render() lost %q", s)
+				}
+			}
+		})
+	}
+}
+
+// TestE2ETables posts the table sample and a reply with two tables through
+// slack-go to the fake, which checks table blocks as Slack does.
+func TestE2ETables(t *testing.T) {
+	t.Parallel()
+	two := "First:\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\nSecond:\n\n| c | d |\n|---|---|\n| 3 | 4 |\n"
+	for _, noMarkdown := range []bool{false, true} {
+		e := startE2E(t, e2eOptions{
+			reply: func(_ int, msg string) string {
+				if msg == "two" {
+					return two
+				}
+				return tablesReply(t)
+			},
+			cfg: func(c *Config) { c.DisableMarkdownBlock = noMarkdown },
+		})
+		ctx := waitCtx(t)
+		e.ack(ctx, e.sent(e.slack.SendMessage(ctx, slacktest.MessageEvent{Channel: e2eDM, User: e2eUser, Text: "sample"})))
+		e.reply(ctx, e2eDM, "Done.")
+		e.ack(ctx, e.sent(e.slack.SendMessage(ctx, slacktest.MessageEvent{Channel: e2eDM, User: e2eUser, Text: "two"})))
+		e.reply(ctx, e2eDM, "First")
+		for _, c := range e.slack.Calls() {
+			if c.Error != "" {
+				t.Errorf("markdown block %v: %s failed: %s", !noMarkdown, c.Method, c.Error)
+			}
+		}
+		var tables []string
+		for _, m := range e.slack.Messages() {
+			if m.BotID == "" || len(m.Blocks) == 0 {
+				continue
+			}
+			var blocks []map[string]json.RawMessage
+			if err := json.Unmarshal(m.Blocks, &blocks); err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range blocks {
+				if string(b["type"]) == `"table"` {
+					tables = append(tables, string(b["rows"]))
+				}
+			}
+			if strings.Contains(m.Text, "Second") && !strings.Contains(string(m.Blocks), "c | d") {
+				t.Errorf("markdown block %v: the second table is not in columns: %s", !noMarkdown, m.Blocks)
+			}
+		}
+		if len(tables) != 2 || !strings.Contains(tables[0], "eu-west-1") || !strings.Contains(tables[1], `"a"`) {
+			t.Errorf("markdown block %v: table blocks posted = %q, want the sample's first table and the first of two", !noMarkdown, tables)
+		}
+	}
+}
