@@ -129,7 +129,9 @@ func section(text string) slack.Block {
 	return slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, text, false, false), nil, nil)
 }
 
-func blocks(bs ...slack.Block) []slack.MsgOption { return []slack.MsgOption{slack.MsgOptionBlocks(bs...)} }
+func blocks(bs ...slack.Block) []slack.MsgOption {
+	return []slack.MsgOption{slack.MsgOptionBlocks(bs...)}
+}
 
 // table is a table block of rows × cols raw_text cells holding text.
 func table(rows, cols int, text string) *slack.TableBlock {
