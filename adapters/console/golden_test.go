@@ -55,6 +55,17 @@ func TestGoldenCoreReplies(t *testing.T) {
 	}
 }
 
+// tablesSample is the shared table sample: wide, ragged, escaped,
+// formatted and oversized tables.
+func tablesSample(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "bridge", "markdown", "testdata", "tables.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // Replies as agents and flows write them: standard Markdown.
 func TestGoldenAgentReplies(t *testing.T) {
 	core := &scriptedCore{replies: map[string][]bridge.Reply{
@@ -70,6 +81,7 @@ func TestGoldenAgentReplies(t *testing.T) {
 			"See [the docs](https://nginx.org/en/docs/control.html) or <https://nginx.org/>; " +
 			"keep `worker_processes` as is, and don't touch my_custom_module.\n\n" +
 			"> _Note:_ a reload keeps connections open."}},
+		"tables": {{Kind: bridge.ReplyAgent, Text: tablesSample(t)}},
 		"confirm": {{Kind: bridge.ReplyConfirm, Text: "Run *deploy* with these parameters?\n• `host` = web1", Buttons: []bridge.Button{
 			{Label: "Run", Action: bridge.Action{ID: bridge.ActionConfirm}},
 			{Label: "Cancel", Action: bridge.Action{ID: bridge.ActionCancel}},
@@ -77,7 +89,7 @@ func TestGoldenAgentReplies(t *testing.T) {
 	}}
 	for _, s := range styles {
 		t.Run(s.name, func(t *testing.T) {
-			golden(t, "agent."+s.name+".golden", runStyled(t, core, "health\nexplain\nconfirm\n", s.style))
+			golden(t, "agent."+s.name+".golden", runStyled(t, core, "health\nexplain\ntables\nconfirm\n", s.style))
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/bridge/markdown"
 )
 
 // Style is how the console shows the Markdown of replies.
@@ -158,15 +159,25 @@ func (w termWriter) write(st style, s string) {
 //     and its lines indented by two spaces;
 //   - [text](url) becomes "text (url)" and <url> becomes url;
 //   - "# heading" becomes a bold line;
-//   - a backslash before ASCII punctuation shows that character as is.
+//   - a backslash before ASCII punctuation shows that character as is;
+//   - a table becomes aligned columns (markdown.Table.Columns), measured in
+//     terminal columns so wide characters line up, its cells without
+//     markup and its header bold.
 //
 // With ansi false the markup is dropped and nothing styled. Emphasis does not
-// span lines; lists, quotes and tables are left as they read.
+// span lines; lists and quotes are left as they read.
 func renderMarkdown(text string, ansi bool) string {
 	lines := strings.Split(text, "\n")
 	out := make([]string, 0, len(lines))
+	tables := tablesByLine(text)
 	var open *fence
-	for _, line := range lines {
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		if t, ok := tables[i]; ok && open == nil {
+			out = append(out, tableLines(t.Table, ansi)...)
+			i += t.lines - 1
+			continue
+		}
 		switch f, ok := parseFence(line); {
 		case open != nil && open.closedBy(line):
 			open = nil
@@ -186,6 +197,39 @@ func renderMarkdown(text string, ansi bool) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// lineTable is a table and the number of lines it spans.
+type lineTable struct {
+	markdown.Table
+	lines int
+}
+
+// tablesByLine finds text's tables and keys them by their first line.
+func tablesByLine(text string) map[int]lineTable {
+	tables := markdown.Tables(text)
+	if len(tables) == 0 {
+		return nil
+	}
+	m := make(map[int]lineTable, len(tables))
+	line, pos := 0, 0
+	for _, t := range tables {
+		line += strings.Count(text[pos:t.Start], "\n")
+		pos = t.Start
+		m[line] = lineTable{t, strings.Count(text[t.Start:t.End], "\n") + 1}
+	}
+	return m
+}
+
+// tableLines lays t out in columns, the header line bold under ANSI.
+func tableLines(t markdown.Table, ansi bool) []string {
+	lines := strings.Split(t.Columns(markdown.PlainInline), "\n")
+	if ansi {
+		var b strings.Builder
+		termWriter{b: &b, ansi: true}.write(styleBold, lines[0])
+		lines[0] = b.String()
+	}
+	return lines
 }
 
 // fence is an open code fence: three or more backticks or tildes, with any

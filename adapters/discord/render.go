@@ -34,12 +34,14 @@ func noMentions() *discordgo.MessageAllowedMentions {
 }
 
 // render turns a reply into the messages that carry it: the Markdown text as
-// is, split within Discord's limit with code fences balanced in every part,
+// is but for tables, which Discord does not render and which become aligned
+// columns in a code block; split within Discord's limit with code fences
+// balanced in every part (a long table goes on in the next part's block),
 // the footer as a subtext line at the end, and the buttons as components of
 // the last message. Lengths are counted in UTF-16 units, which is never less
 // than the characters Discord counts.
 func render(r bridge.Reply) []message {
-	text := strings.TrimRight(r.Text, " \t\r\n")
+	text := strings.TrimRight(monospaceTables(r.Text), " \t\r\n")
 	if footer := footerLine(r.Footer); footer != "" {
 		if text != "" {
 			text += "\n"
@@ -57,6 +59,15 @@ func render(r bridge.Reply) []message {
 	msgs[len(msgs)-1].Components = components(r.Buttons)
 	msgs[len(msgs)-1].File = r.File
 	return msgs
+}
+
+// monospaceTables replaces every Markdown table of md with its columns,
+// aligned by display width, in a code block; cells lose their inline
+// markup, which a code block would show as written.
+func monospaceTables(md string) string {
+	return markdown.ReplaceTables(md, func(t markdown.Table) string {
+		return markdown.CodeBlock("", t.Columns(markdown.PlainInline))
+	})
 }
 
 // footerLine renders the footer as Discord subtext ("-# "), which only

@@ -2,6 +2,8 @@ package discord
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -40,6 +42,7 @@ func TestRenderGolden(t *testing.T) {
 			Buttons: []bridge.Button{{Action: bridge.Action{ID: "share", Value: "abc123"}, Label: "Share with channel", Style: "primary"}, {Action: bridge.Action{ID: "cancel", Value: "x"}, Label: "Cancel", Style: "danger"}}}},
 		{"empty", bridge.Reply{Kind: bridge.ReplyInfo}},
 		{"long", bridge.Reply{Kind: bridge.ReplyAgent, Text: longReply(), Footer: "helper"}},
+		{"tables", bridge.Reply{Kind: bridge.ReplyAgent, Text: tablesReply(t)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,6 +59,17 @@ func TestRenderGolden(t *testing.T) {
 			golden(t, "render_"+tt.name+".golden.json", append(b, '\n'))
 		})
 	}
+}
+
+// tablesReply is the shared table sample: wide, ragged, escaped, formatted
+// and oversized tables.
+func tablesReply(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "bridge", "markdown", "testdata", "tables.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // checkMessages asserts Discord's rules on rendered messages.
