@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 
 	"github.com/flowbridge/flowbridge/postgres/pgtest"
 )
@@ -23,16 +24,23 @@ import (
 const defaultTestURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
 // TestMain drops the schemas openEmpty kept for reuse and closes the
-// tests' own connections.
+// tests' own connections, then fails the tests if any goroutine is left.
 func TestMain(m *testing.M) {
-	code := m.Run()
+	goleak.VerifyTestMain(closingDB{m})
+}
+
+// closingDB runs the tests, then closes the tests' own access to the database.
+type closingDB struct{ m *testing.M }
+
+func (c closingDB) Run() int {
+	code := c.m.Run()
 	if err := testDB.close(); err != nil {
 		fmt.Fprintln(os.Stderr, "postgres tests:", err)
 		if code == 0 {
 			code = 1
 		}
 	}
-	os.Exit(code)
+	return code
 }
 
 // testDB is the tests' own access to the database, shared by the package: a
