@@ -27,24 +27,20 @@ type Config struct {
 	Agents []Agent
 	// Admins are the user IDs that may switch a conversation's agent.
 	Admins []string
-	// QueueSize bounds the events waiting in one conversation (default 16).
+	// QueueSize bounds the events waiting in one conversation.
 	QueueSize int
-	// MaxInFlight bounds the API calls running at once (default 256).
+	// MaxInFlight bounds the API calls running at once.
 	MaxInFlight int
-	// DefaultFlowTimeout applies to flows that set none (default 60s).
+	// DefaultFlowTimeout applies to flows that set none.
 	DefaultFlowTimeout time.Duration
-	// DedupeTTL is how long a platform event ID is remembered (default 10m:
-	// Slack retries for about 5 minutes, Discord replays only within a session).
-	DedupeTTL time.Duration
-	// ShareTTL is how long a private flow result can still be shared (default 24h).
+	// ShareTTL is how long a private flow result can still be shared.
 	ShareTTL time.Duration
 	// IndicatorDelay is how long an agent may take to answer before the
 	// platform's working indicator (Slack's placeholder, Discord's typing)
 	// is shown. Zero shows it at once.
 	IndicatorDelay time.Duration
 	// ProgressInterval is how often a running flow's message and a slow
-	// answer's placeholder show the time elapsed (default
-	// DefaultProgressInterval; negative: never).
+	// answer's placeholder show the time elapsed; zero never does.
 	ProgressInterval time.Duration
 	// Feedback puts 👍 / 👎 buttons on agent replies and stores the votes.
 	Feedback bool
@@ -63,50 +59,66 @@ type Config struct {
 
 // Limits bound what users may send; each refusal is a clear reply.
 type Limits struct {
-	MaxMessageBytes int // default 16,000
-	MaxParams       int // default 32
-	MaxValueBytes   int // default 4,000
+	MaxMessageBytes int
+	MaxParams       int
+	MaxValueBytes   int
 	// ChatPerMinute and FlowsPerMinute are per-user rates; 0 means unlimited.
 	ChatPerMinute  float64
 	FlowsPerMinute float64
-	// Burst is how many requests a user may make at once before the rate applies (default 5).
+	// Burst is how many requests a user may make at once before the rate applies.
 	Burst int
 }
 
+// DefaultConfig is the core's configuration unless told otherwise: the one
+// place its defaults are written (cmd/flowbridge's config reads them too).
+// New fills a field left zero from it where zero is not a setting of its
+// own: sizes, counts and timeouts, not IndicatorDelay (zero: at once),
+// ProgressInterval (zero: never), the rates (zero: unlimited),
+// Files.ReplyOver (zero: never) or Replicas.OrderHold (zero: no wait).
+//
+// ProgressInterval: Slack's chat.update (about 50 a minute per workspace)
+// and Discord's edits (5 per 5 seconds per channel) both leave room for
+// many runs at one update each 15 seconds.
+func DefaultConfig() Config {
+	return Config{
+		QueueSize:          16,
+		MaxInFlight:        256,
+		DefaultFlowTimeout: 60 * time.Second,
+		ShareTTL:           24 * time.Hour,
+		IndicatorDelay:     500 * time.Millisecond,
+		ProgressInterval:   15 * time.Second,
+		Limits:             Limits{MaxMessageBytes: 16000, MaxParams: 32, MaxValueBytes: 4000, Burst: 5},
+		Files:              FileLimits{MaxFiles: 5, MaxFileBytes: 100_000, ReplyOver: 4000},
+		Replicas:           ReplicaConfig{LeaseTTL: 15 * time.Second, ClaimGrace: 2 * time.Second, OrderHold: 100 * time.Millisecond},
+	}
+}
+
 func (c *Config) setDefaults() {
-	if c.QueueSize <= 0 {
-		c.QueueSize = 16
-	}
-	if c.MaxInFlight <= 0 {
-		c.MaxInFlight = 256
-	}
-	if c.DefaultFlowTimeout <= 0 {
-		c.DefaultFlowTimeout = 60 * time.Second
-	}
-	if c.DedupeTTL <= 0 {
-		c.DedupeTTL = 10 * time.Minute
-	}
-	if c.ShareTTL <= 0 {
-		c.ShareTTL = 24 * time.Hour
-	}
-	if c.Limits.MaxMessageBytes <= 0 {
-		c.Limits.MaxMessageBytes = 16000
-	}
-	if c.Limits.MaxParams <= 0 {
-		c.Limits.MaxParams = 32
-	}
-	if c.Limits.MaxValueBytes <= 0 {
-		c.Limits.MaxValueBytes = 4000
-	}
-	if c.Limits.Burst <= 0 {
-		c.Limits.Burst = 5
-	}
+	d := DefaultConfig()
+	orDefault(&c.QueueSize, d.QueueSize)
+	orDefault(&c.MaxInFlight, d.MaxInFlight)
+	orDefault(&c.DefaultFlowTimeout, d.DefaultFlowTimeout)
+	orDefault(&c.ShareTTL, d.ShareTTL)
+	c.Limits.setDefaults()
+	orDefault(&c.Files.MaxFiles, d.Files.MaxFiles)
+	orDefault(&c.Files.MaxFileBytes, d.Files.MaxFileBytes)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	c.Files.setDefaults()
-	if c.ProgressInterval == 0 {
-		c.ProgressInterval = DefaultProgressInterval
+}
+
+func (l *Limits) setDefaults() {
+	d := DefaultConfig().Limits
+	orDefault(&l.MaxMessageBytes, d.MaxMessageBytes)
+	orDefault(&l.MaxParams, d.MaxParams)
+	orDefault(&l.MaxValueBytes, d.MaxValueBytes)
+	orDefault(&l.Burst, d.Burst)
+}
+
+// orDefault sets *v to def when it is zero or negative.
+func orDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
 	}
 }
 
@@ -202,10 +214,9 @@ func New(cfg Config, ws Workspace, st Store, log *zap.Logger) (*Bridge, error) {
 // SetLimits replaces the limits on user input (on reload). Zero fields take
 // their defaults. Per-user rate buckets start afresh.
 func (b *Bridge) SetLimits(l Limits) {
-	c := Config{Limits: l}
-	c.setDefaults()
-	b.lim.Store(&c.Limits)
-	b.limits.Store(newRateLimits(c.Limits))
+	l.setDefaults()
+	b.lim.Store(&l)
+	b.limits.Store(newRateLimits(l))
 }
 
 func (b *Bridge) limitsNow() Limits { return *b.lim.Load() }

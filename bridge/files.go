@@ -98,23 +98,14 @@ type FileSender interface {
 // FileLimits are the file policy: how many attached files a message may
 // bring to the agent and how large, and when a reply becomes a file.
 type FileLimits struct {
-	// MaxFiles is how many files of one message are read (default 5).
+	// MaxFiles is how many files of one message are read.
 	MaxFiles int
-	// MaxFileBytes bounds each file read (default 100,000).
+	// MaxFileBytes bounds each file read.
 	MaxFileBytes int64
 	// ReplyOver is the length, in characters, above which an agent reply or
 	// flow result is posted as a file with a short summary; 0 never does.
 	// A flow's JSON result is posted as a file whenever it is set.
 	ReplyOver int
-}
-
-func (l *FileLimits) setDefaults() {
-	if l.MaxFiles <= 0 {
-		l.MaxFiles = 5
-	}
-	if l.MaxFileBytes <= 0 {
-		l.MaxFileBytes = 100_000
-	}
 }
 
 // summaryChars is how much of a reply posted as a file its message shows.

@@ -22,12 +22,6 @@ type Progresser interface {
 	Progress(ctx context.Context, ref MessageRef, r Reply) error
 }
 
-// DefaultProgressInterval is how often a running flow's message, or a slow
-// answer's placeholder, shows the time elapsed, unless Config says otherwise.
-// Slack's chat.update (about 50 a minute per workspace) and Discord's edits
-// (5 per 5 seconds per channel) both leave room for many runs at this pace.
-const DefaultProgressInterval = 15 * time.Second
-
 // progress rewrites a message with the time elapsed, every
 // Config.ProgressInterval until stop is called. stop cancels an update under
 // way and waits for it, so nothing rewrites the message once the answer has
@@ -35,7 +29,7 @@ const DefaultProgressInterval = 15 * time.Second
 // until then progress costs one timer: no goroutine, no context.
 func (b *Bridge) progress(ctx context.Context, log *zap.Logger, r Responder, ref MessageRef, reply func(elapsed time.Duration) Reply) (stop func()) {
 	p, ok := r.(Progresser)
-	if !ok || b.cfg.ProgressInterval < 0 {
+	if !ok || b.cfg.ProgressInterval <= 0 {
 		return func() {}
 	}
 	var (

@@ -81,6 +81,7 @@ func slowFlowBridge(t *testing.T, cfg bridge.Config) *bridge.Bridge {
 func TestFlowProgressEvery15s(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := defaultConfig()
+		cfg.ProgressInterval = bridge.DefaultConfig().ProgressInterval
 		b := slowFlowBridge(t, cfg)
 		p := newProgresser()
 		ev := command("c/p", bridge.CommandFlow, "healthcheck host=web1", p.recorder)
@@ -122,8 +123,8 @@ func TestFlowProgressInterval(t *testing.T) {
 		want     int
 	}{
 		{"every 20 s", 20 * time.Second, false, 2}, // at 20 and 40 s of 50
-		{"off", -1, false, 0},
-		{"cannot edit", 0, true, 1},
+		{"off", 0, false, 0},
+		{"cannot edit", 15 * time.Second, true, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -150,7 +151,9 @@ func TestFlowProgressInterval(t *testing.T) {
 // time elapsed every 15 s, and stops before the answer.
 func TestSlowAnswerProgress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b, _ := newBubbleBridge(t, defaultConfig(), workspacetest.Agent{Delay: 40 * time.Second})
+		cfg := defaultConfig()
+		cfg.ProgressInterval = bridge.DefaultConfig().ProgressInterval
+		b, _ := newBubbleBridge(t, cfg, workspacetest.Agent{Delay: 40 * time.Second})
 		p := newProgresser()
 		ev := event("c/slow", bridge.KindMessage, "hello", p.recorder)
 		ev.Reply = p

@@ -60,14 +60,14 @@ type ReplicaConfig struct {
 	// Holder names this process in its leases (default: the host name, the
 	// process ID and a random suffix, so a restarted process inherits none).
 	Holder string
-	// LeaseTTL is how long a lease lasts unless renewed (default 15s, at
-	// least 30ms): how long a dead replica's conversations wait for
+	// LeaseTTL is how long a lease lasts unless renewed (default
+	// DefaultConfig's, at least 30ms): how long a dead replica's conversations wait for
 	// another. Leases are renewed every third of it.
 	LeaseTTL time.Duration
 	// SweepEvery is how often unleased work is looked for (default a third of LeaseTTL).
 	SweepEvery time.Duration
 	// ClaimGrace is how old an entry must be before a replica that did not
-	// record it takes it without being signalled (default 2s): the
+	// record it takes it without being signalled (default DefaultConfig's): the
 	// recording replica claims it in far less.
 	ClaimGrace time.Duration
 	// OrderHold is how long the holder of a conversation's lease lets an
@@ -86,17 +86,13 @@ func (c *ReplicaConfig) setDefaults() {
 		_, _ = rand.Read(b[:])
 		c.Holder = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
-	if c.LeaseTTL <= 0 {
-		c.LeaseTTL = 15 * time.Second
-	}
+	d := DefaultConfig().Replicas
+	orDefault(&c.LeaseTTL, d.LeaseTTL)
 	c.LeaseTTL = max(c.LeaseTTL, 30*time.Millisecond) // renewed every third of it
 	if c.SweepEvery <= 0 {
 		c.SweepEvery = c.LeaseTTL / 3
 	}
-	if c.ClaimGrace <= 0 {
-		c.ClaimGrace = 2 * time.Second
-	}
-
+	orDefault(&c.ClaimGrace, d.ClaimGrace)
 }
 
 // replicas is the bridge's side of sharing a store: the conversations this

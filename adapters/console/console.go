@@ -28,9 +28,13 @@ type Config struct {
 // Validate reports config problems; the console needs none filled in.
 func (c Config) Validate() error { return nil }
 
+// DefaultConfig returns the configuration defaults; New fills an empty User
+// with them, and an empty Name with the user.
+func DefaultConfig() Config { return Config{User: "local"} }
+
 func (c Config) withDefaults() Config {
 	if c.User == "" {
-		c.User = "local"
+		c.User = DefaultConfig().User
 	}
 	if c.Name == "" {
 		c.Name = c.User

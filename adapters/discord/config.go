@@ -110,19 +110,26 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // MarshalText writes the duration as a string.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
 
+// DefaultConfig returns the configuration defaults; withDefaults fills any
+// key left empty with them.
+func DefaultConfig() Config {
+	return Config{SessionScope: ScopeThread, APIURL: DefaultAPIURL, OpenTimeout: Duration(DefaultOpenTimeout), ShardCount: 1}
+}
+
 // withDefaults fills the keys left empty.
 func (c Config) withDefaults() Config {
+	d := DefaultConfig()
 	if c.SessionScope == "" {
-		c.SessionScope = ScopeThread
+		c.SessionScope = d.SessionScope
 	}
 	if c.APIURL == "" {
-		c.APIURL = DefaultAPIURL
+		c.APIURL = d.APIURL
 	}
 	if c.OpenTimeout == 0 {
-		c.OpenTimeout = Duration(DefaultOpenTimeout)
+		c.OpenTimeout = d.OpenTimeout
 	}
 	if c.ShardCount == 0 {
-		c.ShardCount = 1
+		c.ShardCount = d.ShardCount
 	}
 	if len(c.ShardIDs) == 0 && c.ShardCount >= 1 && c.ShardCount <= MaxShardCount {
 		c.ShardIDs = make([]int, c.ShardCount)

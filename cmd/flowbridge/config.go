@@ -191,45 +191,6 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d)
 // D returns the time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-func defaultConfig() Config {
-	return Config{
-		Workspace: WorkspaceConfig{
-			CreateSessionPath: "/api/v1/workspaces/{workspace_uuid}/agents/{agent_uuid}/sessions",
-			ChatTimeout:       Duration(2 * time.Minute),
-			MaxRetries:        2,
-		},
-		Store:  StoreConfig{Driver: driverBBolt, Path: "flowbridge.db", AuditRetention: Duration(90 * 24 * time.Hour), LeaseTTL: Duration(15 * time.Second), OrderHold: Duration(100 * time.Millisecond)},
-		Bridge: BridgeConfig{QueueSize: 16, MaxInFlight: 256, DefaultFlowTimeout: Duration(60 * time.Second), DedupeTTL: Duration(10 * time.Minute), ShutdownGrace: Duration(30 * time.Second), WorkingIndicatorDelay: Duration(500 * time.Millisecond), ProgressInterval: Duration(bridge.DefaultProgressInterval), MaxMessageBytes: 16000, MaxParams: 32, MaxValueBytes: 4000, RateBurst: 5, MaxFiles: 5, MaxFileBytes: 100000, FileReplyOver: 4000},
-		Admin:  AdminConfig{Listen: "127.0.0.1:9090"},
-		Log:    LogConfig{Level: "info", Format: "json"},
-		// Flow forms need no scope: on unless turned off.
-		Slack: slack.Config{FlowForms: true},
-	}
-}
-
-// The allowed ranges of the numeric keys. config.example.toml and the README
-// show each next to its key (TestExampleShowsRanges keeps them in step).
-var (
-	chatTimeoutRange    = durationRange{min: time.Second, max: 30 * time.Minute}
-	maxRetriesRange     = intRange{min: 0, max: 10}
-	auditRetentionRange = durationRange{zero: "keep forever", min: time.Hour, max: 87600 * time.Hour}
-	leaseTTLRange       = durationRange{min: time.Second, max: 5 * time.Minute}
-	orderHoldRange      = durationRange{zero: "no wait", min: 10 * time.Millisecond, max: 2 * time.Second}
-	queueSizeRange      = intRange{min: 1, max: 10000}
-	maxInFlightRange    = intRange{min: 1, max: 100000}
-	flowTimeoutRange    = durationRange{min: time.Second, max: time.Hour}
-	dedupeTTLRange      = durationRange{min: time.Minute, max: 7 * 24 * time.Hour}
-	shutdownGraceRange  = durationRange{min: 0, max: 10 * time.Minute}
-	indicatorDelayRange = durationRange{min: 0, max: 10 * time.Second}
-	messageBytesRange   = intRange{min: 1, max: 1000000}
-	maxParamsRange      = intRange{min: 1, max: 100}
-	valueBytesRange     = intRange{min: 1, max: 100000}
-	perMinuteRange      = floatRange{min: 0, max: 6000, zero: "unlimited"}
-	rateBurstRange      = intRange{min: 1, max: 1000}
-	// A flow's own timeout; 0 takes bridge.default_flow_timeout.
-	flowOwnTimeoutRange = durationRange{zero: "bridge.default_flow_timeout", min: time.Second, max: time.Hour}
-)
-
 // loadConfig reads a config file for run, check-config and every command that
 // uses the whole of it: defaults, then the file decoded strictly, then ${ENV}
 // references (of enabled sections), then validation. Every problem is
@@ -301,6 +262,9 @@ func parse(data []byte, getenv func(string) string, sc scope) (*Config, error) {
 	}
 	refs := &references{}
 	envProblems := expandEnv(reflect.ValueOf(&cfg).Elem(), "", getenv, sc, refs)
+	if cfg.Workspace.MaxRetries == -1 { // how "none" was written before 0 meant it
+		cfg.Workspace.MaxRetries = 0
+	}
 	// One problem per key: a key whose value was refused or whose variable
 	// is unset is not also reported for what that left it.
 	known := make([]string, 0, len(shapeProblems)+len(envProblems))
@@ -318,11 +282,6 @@ func parse(data []byte, getenv func(string) string, sc scope) (*Config, error) {
 		return nil, newConfigError(refs.problems(slices.Concat(shapeProblems, problems)), pos)
 	}
 	cfg.refs = refs
-	// The workspace client reads 0 retries as its default and a negative
-	// number as none; in the file 0 means none.
-	if cfg.Workspace.MaxRetries == 0 {
-		cfg.Workspace.MaxRetries = -1
-	}
 	return &cfg, nil
 }
 
@@ -809,6 +768,7 @@ func joinKey(path, name string) string {
 // accepts.
 func (c *Config) Validate() error {
 	var ps problems
+	checkBounds(&ps, reflect.ValueOf(*c), "")
 	c.checkWorkspace(&ps)
 	c.checkStore(&ps)
 	c.checkBridge(&ps)
@@ -822,7 +782,6 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) checkWorkspace(ps *problems) {
-	before := len(*ps)
 	w := c.Workspace
 	if w.BaseURL == "" {
 		ps.add("workspace.base_url", "required")
@@ -838,13 +797,7 @@ func (c *Config) checkWorkspace(ps *problems) {
 	if p := w.CreateSessionPath; !strings.HasPrefix(p, "/") || !strings.Contains(p, "{agent_uuid}") {
 		ps.add("workspace.create_session_path", "%q must start with / and contain {agent_uuid}", p)
 	}
-	ps.duration("workspace.chat_timeout", w.ChatTimeout, chatTimeoutRange)
-	retries := w.MaxRetries
-	if retries == -1 { // what "none" was written as before 0 meant it
-		retries = 0
-	}
-	ps.int("workspace.max_retries", retries, maxRetriesRange)
-	if len(*ps) > before {
+	if slices.ContainsFunc(*ps, func(p error) bool { return under(problemKey(p), "workspace") }) {
 		return
 	}
 	// run builds its client with workspace.New; whatever else New refuses
@@ -857,10 +810,14 @@ func (c *Config) checkWorkspace(ps *problems) {
 // clientConfig is the workspace client's configuration, the one run builds
 // its client with and check-config validates.
 func (w WorkspaceConfig) clientConfig() workspace.Config {
-	return workspace.Config{
+	cc := workspace.Config{
 		BaseURL: w.BaseURL, WorkspaceUUID: w.WorkspaceUUID, Token: w.APIToken.Value(),
 		CreateSessionPath: w.CreateSessionPath, ChatTimeout: w.ChatTimeout.D(), MaxRetries: w.MaxRetries,
 	}
+	if w.MaxRetries == 0 {
+		cc.MaxRetries = -1 // none; the client's zero is its default
+	}
+	return cc
 }
 
 // baseURLProblem applies the workspace client's rules for its base URL.
@@ -903,9 +860,6 @@ func (c *Config) checkStore(ps *problems) {
 	default:
 		ps.add("store.driver", "%q is not %q or %q", st.Driver, driverBBolt, driverPostgres)
 	}
-	ps.duration("store.audit_retention", st.AuditRetention, auditRetentionRange)
-	ps.duration("store.lease_ttl", st.LeaseTTL, leaseTTLRange)
-	ps.duration("store.order_hold", st.OrderHold, orderHoldRange)
 	if st.SyncInterval != 0 {
 		ps.add("store.sync_interval", "was removed: every store change is now synced before it is acknowledged "+
 			"(bbolt without its syncs can be left damaged by a power cut, not just behind); delete the key")
@@ -914,20 +868,6 @@ func (c *Config) checkStore(ps *problems) {
 
 func (c *Config) checkBridge(ps *problems) {
 	b := c.Bridge
-	ps.int("bridge.queue_size", b.QueueSize, queueSizeRange)
-	ps.int("bridge.max_in_flight", b.MaxInFlight, maxInFlightRange)
-	ps.duration("bridge.default_flow_timeout", b.DefaultFlowTimeout, flowTimeoutRange)
-	ps.duration("bridge.dedupe_ttl", b.DedupeTTL, dedupeTTLRange)
-	ps.duration("bridge.shutdown_grace", b.ShutdownGrace, shutdownGraceRange)
-	ps.duration("bridge.working_indicator_delay", b.WorkingIndicatorDelay, indicatorDelayRange)
-	ps.duration("bridge.progress_interval", b.ProgressInterval, progressRange)
-	ps.int("bridge.max_message_bytes", b.MaxMessageBytes, messageBytesRange)
-	ps.int("bridge.max_params", b.MaxParams, maxParamsRange)
-	ps.int("bridge.max_value_bytes", b.MaxValueBytes, valueBytesRange)
-	ps.float("bridge.chat_per_minute", b.ChatPerMinute, perMinuteRange)
-	ps.float("bridge.flows_per_minute", b.FlowsPerMinute, perMinuteRange)
-	ps.int("bridge.rate_burst", b.RateBurst, rateBurstRange)
-	c.checkFiles(ps)
 	for i, a := range b.Admins {
 		if strings.TrimSpace(a) == "" {
 			ps.add(fmt.Sprintf("bridge.admins[%d]", i), "empty: give a user ID")
@@ -1033,7 +973,6 @@ func (c *Config) validateFlows() error {
 		if f.UUID == "" {
 			ps.add(key+".uuid", "required")
 		}
-		ps.duration(key+".timeout", f.Timeout, flowOwnTimeoutRange)
 		for j, rule := range f.Allow {
 			if msg := c.allowProblem(rule); msg != "" {
 				ps.add(fmt.Sprintf("%s.allow[%d]", key, j), "%s", msg)
@@ -1113,10 +1052,7 @@ func (c *Config) allowProblem(rule string) string {
 		}
 		return fmt.Sprintf("%q: unknown kind %q; a rule is %s", rule, kind, allowForms)
 	}
-	consoleUser := c.Console.User
-	if consoleUser == "" {
-		consoleUser = "local" // the console's own default
-	}
+	consoleUser := cmp.Or(c.Console.User, console.DefaultConfig().User)
 	if strings.EqualFold(rule, "everyone") || slackID.MatchString(rule) || snowflakeID.MatchString(rule) || rule == consoleUser {
 		return ""
 	}
@@ -1159,74 +1095,6 @@ func (c *Config) warnings() []string {
 	return w
 }
 
-// progressRange is bridge.progress_interval's: progress more often than
-// every 15 s would spend the platforms' edit limits (Slack's chat.update,
-// Discord's edits per channel) on little.
-var progressRange = durationRange{zero: "off", min: 15 * time.Second, max: 10 * time.Minute}
-
-// durationRange is the allowed span of a duration key; with zero set, 0 is
-// allowed too and means that.
-type durationRange struct {
-	zero     string
-	min, max time.Duration
-}
-
-func (r durationRange) String() string {
-	s := fmtDuration(r.min) + " to " + fmtDuration(r.max)
-	if r.zero != "" {
-		return "0s (" + r.zero + ") or " + s
-	}
-	return s
-}
-
-func (ps *problems) duration(key string, d Duration, r durationRange) {
-	v := d.D()
-	switch {
-	case v == 0 && r.zero != "", v >= r.min && v <= r.max:
-	case v < 0 && r.min == 0:
-		ps.add(key, "cannot be negative: allowed %s", r)
-	default:
-		ps.add(key, "%s is out of range: allowed %s", fmtDuration(v), r)
-	}
-}
-
-// fmtDuration writes a duration as it would be written in the file ("1h", not "1h0m0s").
-func fmtDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
-
-type intRange struct{ min, max int }
-
-func (r intRange) String() string { return fmt.Sprintf("%d to %d", r.min, r.max) }
-
-func (ps *problems) int(key string, v int, r intRange) {
-	if v < r.min || v > r.max {
-		ps.add(key, "%d is out of range: allowed %s", v, r)
-	}
-}
-
-type floatRange struct {
-	min, max float64
-	zero     string // what 0 means
-}
-
-func (r floatRange) String() string {
-	return fmt.Sprintf("%g (%s) to %g", r.min, r.zero, r.max)
-}
-
-func (ps *problems) float(key string, v float64, r floatRange) {
-	if !(v >= r.min && v <= r.max) { // also refuses NaN
-		ps.add(key, "%g is out of range: allowed %s", v, r)
-	}
-}
-
 // bridgeConfig converts the file's catalog and limits for the core.
 func (c *Config) bridgeConfig() bridge.Config {
 	bc := bridge.Config{
@@ -1234,7 +1102,6 @@ func (c *Config) bridgeConfig() bridge.Config {
 		QueueSize:          c.Bridge.QueueSize,
 		MaxInFlight:        c.Bridge.MaxInFlight,
 		DefaultFlowTimeout: c.Bridge.DefaultFlowTimeout.D(),
-		DedupeTTL:          c.Bridge.DedupeTTL.D(),
 		IndicatorDelay:     c.Bridge.WorkingIndicatorDelay.D(),
 		Replicas:           bridge.ReplicaConfig{LeaseTTL: c.Store.LeaseTTL.D(), OrderHold: c.Store.OrderHold.D()},
 		Feedback:           c.Bridge.Feedback,
@@ -1245,9 +1112,6 @@ func (c *Config) bridgeConfig() bridge.Config {
 		},
 	}
 	bc.Files = c.fileLimits()
-	if bc.ProgressInterval == 0 {
-		bc.ProgressInterval = -1 // off; the core's zero is its default
-	}
 	bc.Flows, bc.Agents = c.catalog()
 	return bc
 }

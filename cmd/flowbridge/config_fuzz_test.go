@@ -102,54 +102,13 @@ func TestExampleConfigDecodes(t *testing.T) {
 	}
 }
 
-// TestExampleShowsDefaults: the example says every key "is shown with its
-// default or an example"; where it shows the default, the code must agree.
-func TestExampleShowsDefaults(t *testing.T) {
+// TestExampleDecodesItsLists: the example's flow and agent decode into the
+// fields they name.
+func TestExampleDecodesItsLists(t *testing.T) {
 	data := readExample(t)
 	cfg, err := parseConfig(data, exampleEnv(t, data))
 	if err != nil {
 		t.Fatal(err)
-	}
-	def := defaultConfig()
-	cases := []struct {
-		key       string
-		got, want any
-	}{
-		{"workspace.create_session_path", cfg.Workspace.CreateSessionPath, def.Workspace.CreateSessionPath},
-		{"workspace.chat_timeout", cfg.Workspace.ChatTimeout, def.Workspace.ChatTimeout},
-		{"workspace.max_retries", cfg.Workspace.MaxRetries, def.Workspace.MaxRetries},
-		{"store.driver", cfg.Store.Driver, def.Store.Driver},
-		{"store.path", cfg.Store.Path, def.Store.Path},
-		{"store.audit_retention", cfg.Store.AuditRetention, def.Store.AuditRetention},
-		{"store.lease_ttl", cfg.Store.LeaseTTL, def.Store.LeaseTTL},
-		{"store.order_hold", cfg.Store.OrderHold, def.Store.OrderHold},
-		{"bridge.admins", len(cfg.Bridge.Admins), len(def.Bridge.Admins)},
-		{"bridge.queue_size", cfg.Bridge.QueueSize, def.Bridge.QueueSize},
-		{"bridge.max_in_flight", cfg.Bridge.MaxInFlight, def.Bridge.MaxInFlight},
-		{"bridge.default_flow_timeout", cfg.Bridge.DefaultFlowTimeout, def.Bridge.DefaultFlowTimeout},
-		{"bridge.dedupe_ttl", cfg.Bridge.DedupeTTL, def.Bridge.DedupeTTL},
-		{"bridge.shutdown_grace", cfg.Bridge.ShutdownGrace, def.Bridge.ShutdownGrace},
-		{"bridge.working_indicator_delay", cfg.Bridge.WorkingIndicatorDelay, def.Bridge.WorkingIndicatorDelay},
-		{"bridge.max_message_bytes", cfg.Bridge.MaxMessageBytes, def.Bridge.MaxMessageBytes},
-		{"bridge.max_params", cfg.Bridge.MaxParams, def.Bridge.MaxParams},
-		{"bridge.max_value_bytes", cfg.Bridge.MaxValueBytes, def.Bridge.MaxValueBytes},
-		{"bridge.chat_per_minute", cfg.Bridge.ChatPerMinute, def.Bridge.ChatPerMinute},
-		{"bridge.flows_per_minute", cfg.Bridge.FlowsPerMinute, def.Bridge.FlowsPerMinute},
-		{"bridge.rate_burst", cfg.Bridge.RateBurst, def.Bridge.RateBurst},
-		{"bridge.max_files", cfg.Bridge.MaxFiles, def.Bridge.MaxFiles},
-		{"bridge.max_file_bytes", cfg.Bridge.MaxFileBytes, def.Bridge.MaxFileBytes},
-		{"bridge.file_reply_over", cfg.Bridge.FileReplyOver, def.Bridge.FileReplyOver},
-		{"admin.listen", cfg.Admin.Listen, def.Admin.Listen},
-		{"admin.token", cfg.Admin.Token.Value(), def.Admin.Token.Value()},
-		{"log.level", cfg.Log.Level, def.Log.Level},
-		{"log.format", cfg.Log.Format, def.Log.Format},
-	}
-	for _, tc := range cases {
-		t.Run(tc.key, func(t *testing.T) {
-			if !reflect.DeepEqual(tc.got, tc.want) {
-				t.Errorf("%s in config.example.toml = %v, default in the code = %v", tc.key, tc.got, tc.want)
-			}
-		})
 	}
 	// The example's flow and agent decode into the fields they name.
 	if len(cfg.Agents) != 1 || cfg.Agents[0].Name != "helper" || !cfg.Agents[0].Default {

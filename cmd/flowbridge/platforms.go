@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 
 	"go.uber.org/zap"
 
@@ -122,7 +123,9 @@ func cmdSlackManifest(env *environment, args []string) error {
 	// The manifest comes from the [slack] settings and the flows' names;
 	// no token is needed, since the app that issues them does not exist yet.
 	cfg, err := loadSections(*path, env.getenv, func(c *Config) error {
-		return errors.Join(c.validateFlows(), c.Slack.ValidateManifest())
+		var ps problems
+		checkBounds(&ps, reflect.ValueOf(c.Flows), "flows")
+		return errors.Join(c.validateFlows(), c.Slack.ValidateManifest(), errors.Join(ps...))
 	}, "slack", "flows", "console")
 	if err != nil {
 		return err

@@ -9,13 +9,14 @@ import (
 )
 
 // TestConfigProgressInterval: bridge.progress_interval is 15s by default,
-// 0s turns progress off, and anything faster than 15s is refused.
+// 0s turns progress off (the core's zero, too), and anything faster than
+// 15s is refused.
 func TestConfigProgressInterval(t *testing.T) {
-	if got := mustParse(t, testConfig("", "")).bridgeConfig().ProgressInterval; got != bridge.DefaultProgressInterval {
-		t.Errorf("default progress interval = %v, want %v", got, bridge.DefaultProgressInterval)
+	if got, want := mustParse(t, testConfig("", "")).bridgeConfig().ProgressInterval, bridge.DefaultConfig().ProgressInterval; got != want || want != 15*time.Second {
+		t.Errorf("default progress interval = %v, want the core's default %v (15s)", got, want)
 	}
-	if got := mustParse(t, testConfig("", "[bridge]\nprogress_interval = \"0s\"\n")).bridgeConfig().ProgressInterval; got >= 0 {
-		t.Errorf("progress_interval = \"0s\" gives the core %v, want a negative interval (off)", got)
+	if got := mustParse(t, testConfig("", "[bridge]\nprogress_interval = \"0s\"\n")).bridgeConfig().ProgressInterval; got != 0 {
+		t.Errorf("progress_interval = \"0s\" gives the core %v, want 0 (off)", got)
 	}
 	if got := mustParse(t, testConfig("", "[bridge]\nprogress_interval = \"1m\"\n")).bridgeConfig().ProgressInterval; got != time.Minute {
 		t.Errorf("progress_interval = \"1m\" gives %v", got)
