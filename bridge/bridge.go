@@ -254,49 +254,35 @@ func (b *Bridge) Agents() []Agent { return b.cat.Load().agentList() }
 
 // job is an event with its route decided.
 type job struct {
-	ev   Event
-	kind jobKind
-	args string   // command arguments
-	rec  *Receipt // settled once the event is recorded: it may run when rec.err is nil
+	ev Event
+	// kind is the event's Kind, except that a message holding a text
+	// command (!flow, !agent) is a KindCommand here.
+	kind Kind
+	// command is CommandFlow or CommandAgent for a KindCommand, else "".
+	command string
+	args    string   // command arguments
+	rec     *Receipt // settled once the event is recorded: it may run when rec.err is nil
 }
-
-type jobKind int
-
-const (
-	jobChat jobKind = iota + 1
-	jobFlow
-	jobAgent
-	jobAction
-	jobOpen
-	jobContext
-)
 
 // classify decides how an event is handled. Text commands (!flow, !agent) work
 // in any message the bot reads, because Slack slash commands cannot be used in threads.
 func classify(ev Event) job {
 	switch ev.Kind {
-	case KindAction:
-		return job{ev: ev, kind: jobAction}
-	case KindOpen:
-		return job{ev: ev, kind: jobOpen}
-	case KindContext:
-		return job{ev: ev, kind: jobContext}
+	case KindAction, KindOpen, KindContext:
+		return job{ev: ev, kind: ev.Kind}
 	case KindCommand:
-		if ev.Flow != "" {
-			return job{ev: ev, kind: jobFlow}
+		switch {
+		case ev.Flow != "":
+			return job{ev: ev, kind: KindCommand, command: CommandFlow}
+		case ev.Command == CommandAgent:
+			return job{ev: ev, kind: KindCommand, command: CommandAgent, args: ev.Text}
 		}
-		if ev.Command == CommandAgent {
-			return job{ev: ev, kind: jobAgent, args: ev.Text}
-		}
-		return job{ev: ev, kind: jobFlow, args: ev.Text}
+		return job{ev: ev, kind: KindCommand, command: CommandFlow, args: ev.Text}
 	}
-	switch cmd, rest := TextCommand(ev.Text); cmd {
-	case CommandFlow:
-		return job{ev: ev, kind: jobFlow, args: rest}
-	case CommandAgent:
-		return job{ev: ev, kind: jobAgent, args: rest}
+	if cmd, rest := TextCommand(ev.Text); cmd != "" {
+		return job{ev: ev, kind: KindCommand, command: cmd, args: rest}
 	}
-	return job{ev: ev, kind: jobChat}
+	return job{ev: ev, kind: KindMessage}
 }
 
 // TextCommand recognises a text command ("!flow …", "!agent …") at the start
@@ -328,10 +314,10 @@ func textCommand(text, word string) (string, bool) {
 // ordered reports whether a job touches the conversation's session and so must
 // wait its turn behind earlier messages of the conversation.
 func (j job) ordered() bool {
-	switch j.kind {
-	case jobChat, jobOpen, jobContext:
+	switch {
+	case j.kind == KindMessage, j.kind == KindOpen, j.kind == KindContext:
 		return true
-	case jobAgent:
+	case j.command == CommandAgent:
 		sub, _, _ := strings.Cut(strings.TrimSpace(j.args), " ")
 		return !strings.EqualFold(sub, "help") && sub != ""
 	}
@@ -569,18 +555,18 @@ func (b *Bridge) run(j job) {
 		b.answered(log, j.ev, "", nil) // not for the bot
 		return
 	}
-	switch j.kind {
-	case jobChat:
+	switch {
+	case j.kind == KindMessage:
 		b.chat(ctx, log, j.ev)
-	case jobFlow:
+	case j.command == CommandFlow:
 		b.flow(ctx, log, j.ev, j.args)
-	case jobAgent:
+	case j.command == CommandAgent:
 		b.agentCommand(ctx, log, j.ev, j.args)
-	case jobAction:
+	case j.kind == KindAction:
 		b.action(ctx, log, j.ev)
-	case jobOpen:
+	case j.kind == KindOpen:
 		b.open(ctx, log, j.ev)
-	case jobContext:
+	case j.kind == KindContext:
 		b.keepContext(log, j.ev)
 	}
 	// Whatever did not close its entry with a reply of its own is done now.

@@ -369,8 +369,8 @@ func humanElapsed(d time.Duration) string {
 // reset and use are posted for the conversation; the rest is private.
 func (b *Bridge) Ephemeral(ev Event) bool {
 	j := classify(ev)
-	switch j.kind {
-	case jobFlow:
+	switch j.command {
+	case CommandFlow:
 		name := ev.Flow
 		if name == "" {
 			name, _, _ = ParseFlowArgs(sanitize(j.args))
@@ -378,7 +378,7 @@ func (b *Bridge) Ephemeral(ev Event) bool {
 		if f, ok := b.cat.Load().flows[strings.ToLower(name)]; ok {
 			return !f.Public
 		}
-	case jobAgent:
+	case CommandAgent:
 		sub, _, _ := strings.Cut(strings.TrimSpace(j.args), " ")
 		switch strings.ToLower(sub) {
 		case "share", "reset", "use":

@@ -368,9 +368,9 @@ func (b *Bridge) tellRestartedNow(log *zap.Logger, ev Event) {
 	defer cancel()
 	j := classify(ev)
 	text := msgRestartedChat
-	if j.kind == jobFlow || (j.kind == jobAction && ev.Action.ID == ActionConfirm) {
+	if j.command == CommandFlow || (j.kind == KindAction && ev.Action.ID == ActionConfirm) {
 		name := ev.Flow
-		if name == "" && j.kind == jobFlow {
+		if name == "" && j.command == CommandFlow {
 			name, _, _ = ParseFlowArgs(j.args)
 		}
 		if name == "" {
