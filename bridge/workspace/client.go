@@ -10,7 +10,7 @@
 // that broke once the request may have been written. Every call, its
 // attempts, pauses and the reading of the response body included, ends by a
 // deadline: ChatTimeout for Chat and CreateSession, the flow's timeout in
-// whole seconds plus FlowMargin (at most MaxFlowMargin) for RunFlowSync.
+// timeout plus FlowMargin (at most MaxFlowMargin) for RunFlowSync.
 package workspace
 
 import (
@@ -43,8 +43,9 @@ const (
 	DefaultFlowMargin        = MaxFlowMargin
 	DefaultMaxRetries        = 2
 	// MaxFlowMargin bounds Config.FlowMargin, so that a flow run, however
-	// the API answers, ends within its timeout plus at most 5 s.
-	MaxFlowMargin = 5 * time.Second
+	// the API answers (hanging past the timeout it was given, dripping its
+	// body), ends within its timeout plus at most a second.
+	MaxFlowMargin = time.Second
 	// DefaultFlowTimeout is the API's own wait when no timeout is sent.
 	DefaultFlowTimeout = 60 * time.Second
 	// MaxResponseSize bounds every response body the client reads.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -36,9 +37,11 @@ func (r *FlowRun) Response() (string, bool) {
 // placeholders. timeout is sent as the timeout query parameter in whole
 // seconds, rounded up; zero or negative sends none, so the API waits its
 // default 60 s. The whole call, reading the response included, ends by that
-// timeout (or 60 s) plus FlowMargin, so a slow flow ends with the API's 408
-// (ErrTimeout), and a response that hangs or drips with ErrUnreachable and
-// context.DeadlineExceeded.
+// timeout (or 60 s) plus FlowMargin (at most a second), so a slow flow ends
+// with the API's 408 (ErrTimeout), and a response that hangs or drips past
+// it with ErrTimeout too, as well as ErrUnreachable and
+// context.DeadlineExceeded: the flow did not finish in its time, whichever
+// side noticed.
 //
 // The run is sent once: only a dial that failed is tried again. A 429 or
 // 503 comes back at once as an *APIError (ErrRateLimited, ErrUnavailable)
@@ -71,10 +74,13 @@ func (c *Client) runFlowSync(ctx context.Context, flowUUID string, params map[st
 	if timeout > 0 {
 		secs := max(int64((timeout+time.Second-1)/time.Second), 1)
 		r.query = "timeout=" + strconv.FormatInt(secs, 10)
-		r.timeout = time.Duration(secs)*time.Second + c.flowMargin
+		r.timeout = timeout + c.flowMargin
 	}
 	data, err := c.do(ctx, r)
 	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, ErrUnreachable) && errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("%w: %w", ErrTimeout, err)
+		}
 		return nil, err
 	}
 	return decodeFlowRun(data)

@@ -368,16 +368,16 @@ func TestClientDeadline(t *testing.T) {
 				_, err := c.RunFlowSync(ctx, flowUUID, nil, 30*time.Second)
 				return err
 			},
-			want: 35 * time.Second,
+			want: 31 * time.Second,
 		},
 		{
-			name: "flow rounded timeout plus margin",
-			edit: func(cfg *workspace.Config) { cfg.FlowMargin = 2 * time.Second },
+			name: "flow timeout plus margin, not rounded",
+			edit: func(cfg *workspace.Config) { cfg.FlowMargin = 500 * time.Millisecond },
 			call: func(ctx context.Context, c *workspace.Client) error {
 				_, err := c.RunFlowSync(ctx, flowUUID, nil, 1500*time.Millisecond)
 				return err
 			},
-			want: 4 * time.Second,
+			want: 2 * time.Second,
 		},
 		{
 			name: "flow default timeout",
@@ -385,7 +385,7 @@ func TestClientDeadline(t *testing.T) {
 				_, err := c.RunFlowSync(ctx, flowUUID, nil, 0)
 				return err
 			},
-			want: 65 * time.Second,
+			want: 61 * time.Second,
 		},
 		{
 			name: "chat default",

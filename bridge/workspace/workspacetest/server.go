@@ -70,6 +70,9 @@ type Flow struct {
 	// Drip, when positive, sends the response body one byte per Drip after
 	// the headers, as a server that trickles its answer does.
 	Drip time.Duration
+	// IgnoreTimeout makes the run take Delay whatever timeout the request
+	// asked for, with no 408: an API that hangs past it.
+	IgnoreTimeout bool
 }
 
 // Agent is an agent the fake chats as.
@@ -356,6 +359,9 @@ func (s *Server) runFlow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if f.IgnoreTimeout {
+		timeout = f.Delay
+	}
 	if !wait(r.Context(), min(f.Delay, timeout)) {
 		return
 	}
