@@ -136,6 +136,7 @@ type Bridge struct {
 	limits   atomic.Pointer[rateLimits]
 	lim      atomic.Pointer[Limits]     // the limits in force; SetLimits replaces them
 	fault    atomic.Pointer[storeFault] // the latest failed store write, until one succeeds
+	outage   outage                     // the probe of a failing store
 	rep      *replicas                  // set when replicas share the store
 	notices  busyNotices                // one "still working" notice per conversation and user
 	contexts store.Contexts             // the store, when it keeps conversation contexts
@@ -666,4 +667,5 @@ func (b *Bridge) Shutdown(ctx context.Context) error {
 // the adapters have stopped and before the store closes.
 func (b *Bridge) Close() {
 	b.late.Wait()
+	b.outage.probes.Wait()
 }

@@ -13,14 +13,18 @@ import (
 	"github.com/flowbridge/flowbridge/bridge/store"
 )
 
-// Errors a Receipt reports. The platform is acknowledged in every case: the
-// event is recorded, known, or its user has been told why not.
+// Errors a Receipt reports. The platform is acknowledged in every case but
+// ErrNotSaved: the event is recorded, known, or its user has been told why
+// not.
 var (
 	// ErrDuplicate means the inbox holds the event already: a platform retry
 	// or redelivery, dropped.
 	ErrDuplicate = errors.New("event delivered before")
-	// ErrNotSaved means the inbox could not record the event; its user was
-	// told flowbridge cannot take messages right now.
+	// ErrNotSaved means the inbox could not record the event (or cannot
+	// tell whether it did: a write whose answer was lost). Its user was not
+	// told: the adapter must not acknowledge it (Slack HTTP: an error
+	// status; Socket Mode: no ack; Discord: no deferral), so the platform
+	// delivers it again, and the inbox answers the event once either way.
 	ErrNotSaved = errors.New("event not recorded")
 )
 
@@ -50,8 +54,8 @@ func (r *Receipt) settle(err error) {
 // with the events recorded at the same moment), found to be a duplicate, or
 // refused with its user told, and returns which: nil (it will be answered),
 // ErrDuplicate, ErrBusy, ErrClosed or ErrNotSaved. The platform should be
-// acknowledged after Wait whatever it returns. When ctx ends first, Wait
-// returns ctx's error.
+// acknowledged after Wait whatever it returns but ErrNotSaved, which it must
+// deliver again. When ctx ends first, Wait returns ctx's error.
 func (r *Receipt) Wait(ctx context.Context) error {
 	select {
 	case <-r.done:
@@ -131,27 +135,25 @@ func (b *Bridge) record(j *job) error {
 		}
 	}
 	if err != nil {
-		return b.notSaved(ev, err)
+		return b.notRecorded(ev, err)
 	}
 	return b.ack(ev)
+}
+
+// notRecorded logs an event the inbox could not record and returns
+// ErrNotSaved: the platform is not acknowledged and delivers it again. Its
+// user is told nothing, since a retry may well be answered (or the write
+// may have taken after all, and the event be answered from the inbox).
+func (b *Bridge) notRecorded(ev Event, err error) error {
+	b.log.Error("event not recorded; left to the platform's retry", zap.String("platform", ev.Platform), zap.String("conversation", ev.Conversation), zap.String("event_key", ev.Key), zap.Error(err))
+	b.metrics.storeFailed("receive")
+	return ErrNotSaved
 }
 
 // inboxEntry is ev's inbox entry, its event encoded as data.
 func (b *Bridge) inboxEntry(ev Event, data []byte) store.InboxEntry {
 	now := b.cfg.Now()
 	return store.InboxEntry{Key: ev.Key, Conversation: ev.Conversation, Order: cmp.Or(ev.Order, now.UnixMicro()), Event: data, Received: now}
-}
-
-// notSaved tells ev's user that the inbox could not record it, and returns
-// ErrNotSaved. The notice does not wait for ev's receipt: it is the
-// receipt's outcome.
-func (b *Bridge) notSaved(ev Event, err error) error {
-	b.log.Error("event not recorded", zap.String("platform", ev.Platform), zap.String("conversation", ev.Conversation), zap.String("event_key", ev.Key), zap.Error(err))
-	b.metrics.storeFailed("receive")
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 10*time.Second)
-	defer cancel()
-	b.sendNow(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotSaved})
-	return ErrNotSaved
 }
 
 // ack runs the adapter's acknowledgement, if any. A failed one is logged: the
@@ -171,19 +173,35 @@ func (b *Bridge) ack(ev Event) error {
 
 // markSent records that ev's request is about to leave for the workspace, so
 // that a crash from here on never sends it twice. It reports false when that
-// could not be recorded: the request must then not be sent, and the user has
-// been told.
+// could not be recorded: the request must then not be sent. While the store
+// fails, it retries as long as the conversation is this process's (its
+// lease, with replicas) and the bridge runs; when it gives up, the entry
+// stays in the inbox for whoever runs the conversation next, and the user
+// is told nothing that is not so.
 func (b *Bridge) markSent(ctx context.Context, log *zap.Logger, ev Event) bool {
 	e := ev.entry
 	if e == nil || e.sent || e.done {
 		return true
 	}
-	var err error
-	if e.lease != "" && b.rep != nil {
-		err = b.rep.st.MarkSentUnder(e.key, e.lease, b.rep.cfg.Holder, b.cfg.Now())
-	} else {
-		err = b.store.MarkSent(e.key, b.cfg.Now())
+	mark := func() error {
+		if e.lease != "" && b.rep != nil {
+			return b.rep.st.MarkSentUnder(e.key, e.lease, b.rep.cfg.Holder, b.cfg.Now())
+		}
+		return b.store.MarkSent(e.key, b.cfg.Now())
 	}
+	keep := func() bool {
+		if e.lease == "" || b.rep == nil {
+			return true
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.rep.holdsLocked(e.lease)
+	}
+	// After a failed attempt, "sent already" under a lease this process
+	// kept throughout is that attempt's own write, committed though its
+	// answer was lost: no other process could mark it.
+	taken := func(err error) bool { return errors.Is(err, store.ErrAlreadySent) && keep() }
+	err := b.retryStore(ctx, log, "mark_sent", mark, taken, keep)
 	if errors.Is(err, store.ErrLeaseLost) {
 		// This process stalled past its lease (or could not renew it):
 		// another may be running the conversation now, so sending would
@@ -204,6 +222,17 @@ func (b *Bridge) markSent(ctx context.Context, log *zap.Logger, ev Event) bool {
 		return false
 	}
 	b.noteStore(err)
+	if err != nil && e.lease != "" && b.rep != nil {
+		// The store is still down and the lease has lapsed or the bridge
+		// is stopping: the entry, still received (or sent by a write whose
+		// answer was lost), is the lease's next holder's.
+		log.Warn("inbox state not recorded; request not sent, left in the inbox", zap.String("event_key", e.key), zap.Error(err))
+		e.done, e.leaseLost = true, true
+		b.mu.Lock()
+		delete(b.rep.held, e.lease)
+		b.mu.Unlock()
+		return false
+	}
 	if err != nil {
 		log.Error("inbox state not recorded; request not sent", zap.Error(err))
 		b.metrics.storeFailed("mark_sent")
@@ -232,7 +261,11 @@ func (b *Bridge) answered(log *zap.Logger, ev Event, ref MessageRef, turn *Turn)
 		return
 	}
 	e.done = true
-	err := b.store.Finish(e.key, string(ref), turn, b.cfg.Now())
+	finish := func() error { return b.store.Finish(e.key, string(ref), turn, b.cfg.Now()) }
+	// After a failed attempt, an entry no longer pending is that attempt's
+	// own write, committed though its answer was lost.
+	taken := func(error) bool { return b.rep != nil && b.answeredAlready(ev.Conversation, e.key) }
+	err := b.retryStore(b.ctx, log, "finish", finish, taken, func() bool { return true })
 	b.noteStore(err)
 	if err != nil {
 		// The user has the answer; what is lost is the turn and, after a
@@ -401,12 +434,13 @@ type storeFault struct {
 }
 
 // noteStore keeps the outcome of a store write: a failure makes StoreReady
-// fail until a later write succeeds.
+// fail until a later write succeeds or the store answers a probe.
 func (b *Bridge) noteStore(err error) {
 	if err != nil {
 		if b.fault.Load() == nil {
 			b.fault.Store(&storeFault{err: err, since: b.cfg.Now()})
 		}
+		b.probeStore()
 		return
 	}
 	if b.fault.Load() != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -339,19 +340,149 @@ func bridgeOnStore(t *testing.T, wrap func(*sessionmap.Store) bridge.Store) (*br
 	return b, fake
 }
 
-func TestStoreFullTellsUserAndSendsNothing(t *testing.T) {
+func TestStoreFullRefusesAndTellsNothing(t *testing.T) {
+	// An event the inbox cannot record is refused (the adapter then does
+	// not acknowledge it, and the platform delivers it again): its user is
+	// told nothing, since that retry may well be answered.
 	b, fake := bridgeOnStore(t, func(st *sessionmap.Store) bridge.Store { return failingStore{st} })
-	t.Cleanup(func() { b.Shutdown(context.Background()) })
 	rec := newRecorder()
 	if err := b.Receive(keyed("c/1", "test/msg/1", "hello", rec)).Wait(t.Context()); !errors.Is(err, bridge.ErrNotSaved) {
 		t.Fatalf("Receive on a full store = %v, want ErrNotSaved", err)
 	}
-	wantContains(t, "reply", rec.last(t).Text, "cannot save anything right now")
 	if err := b.StoreReady(); err == nil || !strings.Contains(err.Error(), "no space left") {
 		t.Errorf("StoreReady = %v, want the write error", err)
 	}
+	b.Shutdown(context.Background())
+	if got := rec.all(); len(got) != 0 {
+		t.Errorf("replies = %+v, want none", got)
+	}
 	if n := len(fake.Sessions(agentUUID)); n != 0 {
 		t.Errorf("sessions created = %d, want 0: nothing is created for a message that cannot be kept", n)
+	}
+}
+
+// outageStore is a store on a database that is down for its first
+// failures writes (MarkSent and Finish) or while down is set: writes and
+// probes fail.
+type outageStore struct {
+	bridge.Store
+	failures *atomic.Int32
+	down     *atomic.Bool
+}
+
+var errDown = errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+
+func (s outageStore) isDown() bool { return s.down.Load() || s.failures.Load() > 0 }
+
+func (s outageStore) fail() bool {
+	if s.down.Load() {
+		return true
+	}
+	return s.failures.Add(-1) >= 0
+}
+
+func (s outageStore) Receive(e store.InboxEntry) (bool, error) {
+	if s.down.Load() {
+		return false, errDown
+	}
+	return s.Store.Receive(e)
+}
+
+func (s outageStore) MarkSent(key string, now time.Time) error {
+	if s.fail() {
+		return errDown
+	}
+	return s.Store.MarkSent(key, now)
+}
+
+func (s outageStore) Finish(key, reply string, turn *store.Turn, now time.Time) error {
+	if s.fail() {
+		return errDown
+	}
+	return s.Store.Finish(key, reply, turn, now)
+}
+
+func (s outageStore) Ping(context.Context) error {
+	if s.isDown() {
+		return errDown
+	}
+	return nil
+}
+
+func TestStoreOutageWaitsAndTellsOnlyTheAnswer(t *testing.T) {
+	// The database goes away between recording a message and marking it
+	// sent, and again before its answer is recorded: the bridge waits for
+	// it rather than tell the user "did not take this" (untrue: the
+	// message is in the inbox, and answered once the database is back).
+	var failures atomic.Int32
+	var down atomic.Bool
+	failures.Store(2)
+	var db *sessionmap.Store
+	b, fake := bridgeOnStore(t, func(st *sessionmap.Store) bridge.Store {
+		db = st
+		return outageStore{Store: st, failures: &failures, down: &down}
+	})
+	rec := newRecorder()
+	done := make(chan struct{})
+	ev := keyed("c/1", "test/msg/1", "hello", rec)
+	ev.Done = func() { close(done) }
+	if err := b.Receive(ev).Wait(t.Context()); err != nil {
+		t.Fatalf("Receive = %v", err)
+	}
+	<-done
+	got := rec.all()
+	if len(got) != 1 || got[0].Kind != bridge.ReplyAgent {
+		t.Fatalf("replies = %+v, want the answer alone", got)
+	}
+	if n := len(fake.Sessions(agentUUID)); n != 1 {
+		t.Errorf("sessions = %d, want 1", n)
+	}
+	failures.Store(1) // the answer's Finish fails once more
+	done = make(chan struct{})
+	ev = keyed("c/1", "test/msg/2", "again", rec)
+	ev.Done = func() { close(done) }
+	if err := b.Receive(ev).Wait(t.Context()); err != nil {
+		t.Fatalf("Receive = %v", err)
+	}
+	<-done
+	b.Shutdown(context.Background())
+	b.Close()
+	if got := rec.all(); len(got) != 2 || got[1].Kind != bridge.ReplyAgent {
+		t.Fatalf("replies = %+v, want two answers", got)
+	}
+	// Both entries are closed: a restart tells no one "restarted".
+	pending, err := db.Pending()
+	if err != nil || len(pending) != 0 {
+		t.Errorf("Pending() = %+v, %v; want none", pending, err)
+	}
+}
+
+func TestStoreReadyRecoversWithoutTraffic(t *testing.T) {
+	// A failed write makes the bridge not ready; once the database answers
+	// again, it is ready again without waiting for an event to succeed.
+	var failures atomic.Int32
+	var down atomic.Bool
+	down.Store(true)
+	b, _ := bridgeOnStore(t, func(st *sessionmap.Store) bridge.Store {
+		return outageStore{Store: st, failures: &failures, down: &down}
+	})
+	t.Cleanup(func() { b.Shutdown(context.Background()); b.Close() })
+	recovered := make(chan struct{}, 1)
+	b.OnStoreRecovered(func() { recovered <- struct{}{} })
+	if err := b.Receive(keyed("c/1", "test/msg/1", "hello", newRecorder())).Wait(t.Context()); !errors.Is(err, bridge.ErrNotSaved) {
+		t.Fatalf("Receive while the database is down = %v, want ErrNotSaved", err)
+	}
+	if err := b.StoreReady(); err == nil {
+		t.Fatal("StoreReady() = nil while writes fail")
+	}
+	down.Store(false)
+	select {
+	case <-recovered:
+	case <-t.Context().Done():
+		t.Fatal("store recovery never noticed")
+	}
+	if err := b.StoreReady(); err != nil {
+		t.Errorf("StoreReady() = %v once the database answers, want nil", err)
 	}
 }
 

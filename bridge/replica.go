@@ -656,6 +656,23 @@ func (b *Bridge) entryState(conv, key string) (store.InboxState, bool) {
 	return 0, false
 }
 
+// answeredAlready reports whether the shared inbox holds key of conv as
+// answered: it is no longer pending.
+func (b *Bridge) answeredAlready(conv, key string) bool {
+	ctx, cancel := b.opCtx()
+	defer cancel()
+	entries, err := b.rep.st.PendingOf(ctx, conv)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if e.Key == key {
+			return false
+		}
+	}
+	return true
+}
+
 // restoreEntry rebuilds the job of an entry this process did not record,
 // through its platform's Restorer, as after a restart. It returns nil and
 // entryStop when the platform does not run here, nil and entryNone when

@@ -3,6 +3,7 @@ package slack
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -287,18 +288,27 @@ func (r turnsRecorded) Finish(key, reply string, turn *store.Turn, now time.Time
 }
 
 // fullDisk is the store on a disk that has filled up: every write fails.
+// Each inbox write refused is reported on refused, when set.
 type fullDisk struct {
 	*sessionmap.Store
-	full *atomic.Bool
+	full    *atomic.Bool
+	refused chan string
 }
 
 var errNoSpace = errors.New("write inbox: no space left on device")
 
 func (d fullDisk) Receive(e store.InboxEntry) (bool, error) {
 	if d.full.Load() {
+		d.refuse(e.Key)
 		return false, errNoSpace
 	}
 	return d.Store.Receive(e)
+}
+
+func (d fullDisk) refuse(key string) {
+	if d.refused != nil {
+		d.refused <- key
+	}
 }
 
 func (d fullDisk) PutSession(s store.Session) error {
@@ -308,34 +318,73 @@ func (d fullDisk) PutSession(s store.Session) error {
 	return d.Store.PutSession(s)
 }
 
-// TestE2EFullDiskCreatesNoSessionAndTells: with the store unable to write,
-// new conversations create no workspace session for nothing; their users are
-// told flowbridge cannot save right now; the core reports not ready; once
-// the disk has room, messages are answered again.
-func TestE2EFullDiskCreatesNoSessionAndTells(t *testing.T) {
+// TestE2EFullDiskIsNotAcknowledged: with the store unable to write, an
+// event is not acknowledged (Socket Mode: no ack; HTTP: 503), so Slack
+// sends it again; its user is told nothing untrue, no workspace session is
+// created for it, and the core reports not ready. Once the disk has room,
+// Slack's retry is answered, once.
+func TestE2EFullDiskIsNotAcknowledged(t *testing.T) {
 	t.Parallel()
-	var full atomic.Bool
-	full.Store(true)
-	e := startE2E(t, e2eOptions{store: func(st *sessionmap.Store) bridge.Store { return fullDisk{Store: st, full: &full} }})
-	ctx := waitCtx(t)
-	for _, dm := range []string{"D0FULL1", "D0FULL2", "D0FULL3"} {
-		e.ack(ctx, e.sent(e.slack.SendMessage(ctx, slacktest.MessageEvent{Channel: dm, ChannelType: "im", User: e2eUser, Text: "hello from " + dm})))
-		if _, err := e.slack.WaitMessage(ctx, func(m slacktest.Message) bool {
-			return m.Channel == dm && m.User == e2eUser && strings.Contains(m.Text, "cannot save anything right now")
-		}); err != nil {
-			t.Fatalf("the user in %s was not told: %v", dm, err)
-		}
-	}
-	if n := len(e.ws.Sessions(e2eAgent)); n != 0 {
-		t.Errorf("workspace sessions created while the disk was full = %d, want 0", n)
-	}
-	if err := e.core.StoreReady(); err == nil {
-		t.Error("StoreReady() = nil while every write fails, want the error (/readyz is 503)")
-	}
-	full.Store(false)
-	e.ack(ctx, e.sent(e.slack.SendMessage(ctx, slacktest.MessageEvent{Channel: "D0FULL1", ChannelType: "im", User: e2eUser, Text: "room again"})))
-	e.reply(ctx, "D0FULL1", "You said: room again")
-	if err := e.core.StoreReady(); err != nil {
-		t.Errorf("StoreReady() = %v after writes succeed again, want nil", err)
+	const secret = "full-secret"
+	for _, mode := range []string{"socket", "http"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			var full atomic.Bool
+			full.Store(true)
+			refused := make(chan string, 10)
+			var cfg func(*Config)
+			if mode == "http" {
+				cfg = httpMode(secret)
+			}
+			e := startE2E(t, e2eOptions{cfg: cfg, store: func(st *sessionmap.Store) bridge.Store { return fullDisk{Store: st, full: &full, refused: refused} }})
+			ctx := waitCtx(t)
+			const dm = "D0FULL1"
+			msg := slacktest.MessageEvent{Channel: dm, ChannelType: "im", User: e2eUser, Text: "hello while full"}
+			var retry func()
+			if mode == "socket" {
+				d := e.sent(e.slack.SendMessage(ctx, msg))
+				<-refused
+				retry = func() { e.ack(ctx, e.sent(e.slack.Redeliver(ctx, d.EnvelopeID))) }
+				defer func() {
+					for _, a := range e.slack.Acks() {
+						if a.EnvelopeID == d.EnvelopeID {
+							t.Errorf("the delivery the store refused was acknowledged: Slack will not send it again")
+						}
+					}
+				}()
+			} else {
+				body, _, err := e.slack.MessageEventBody(msg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if status, _ := e.post(t, ctx, slacktest.ContentTypeJSON, body, secret, time.Now(), nil); status != http.StatusServiceUnavailable {
+					t.Fatalf("status of an event the store refused = %d, want 503", status)
+				}
+				<-refused
+				retry = func() {
+					r := func(r *http.Request) { slacktest.SetRetry(r, 1, "http_error") }
+					if status, _ := e.post(t, ctx, slacktest.ContentTypeJSON, body, secret, time.Now(), r); status != http.StatusOK {
+						t.Fatalf("retry status = %d, want 200", status)
+					}
+				}
+			}
+			if err := e.core.StoreReady(); err == nil {
+				t.Error("StoreReady() = nil while every write fails, want the error (/readyz is 503)")
+			}
+			if n := len(e.ws.Sessions(e2eAgent)); n != 0 {
+				t.Errorf("workspace sessions created while the disk was full = %d, want 0", n)
+			}
+			full.Store(false)
+			retry()
+			e.reply(ctx, dm, "You said: hello while full")
+			if err := e.core.StoreReady(); err != nil {
+				t.Errorf("StoreReady() = %v after writes succeed again, want nil", err)
+			}
+			for _, m := range e.slack.Messages() {
+				if strings.Contains(m.Text, "cannot save") {
+					t.Errorf("user told %q, though the retry was answered", m.Text)
+				}
+			}
+		})
 	}
 }

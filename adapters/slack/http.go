@@ -198,9 +198,14 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	// The empty 200 is the ack, sent once the event is recorded (or known,
-	// or refused with its user told).
+	// or refused with its user told). An event the store could not record
+	// gets an error status instead, so that Slack sends it again.
 	if rec != nil {
-		if err := rec.Wait(r.Context()); err != nil {
+		if err := rec.Wait(r.Context()); errors.Is(err, bridge.ErrNotSaved) {
+			a.log.Warn("event not recorded; Slack is asked to retry it", zap.Error(err))
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		} else if err != nil {
 			a.log.Debug("event not taken", zap.Error(err))
 		}
 	}

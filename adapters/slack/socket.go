@@ -3,6 +3,7 @@ package slack
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -163,11 +164,11 @@ func (k *acker) add(ctx context.Context, p pendingAck) {
 	}
 }
 
-// run sends the queued acknowledgements until ctx is done. Whatever the
-// receipt says, the envelope is acknowledged: the event is recorded, known
-// already, or its user has been told why not. Envelopes left when ctx ends
-// are not acknowledged; Slack sends them again and the core knows those it
-// recorded.
+// run sends the queued acknowledgements until ctx is done. The envelope is
+// acknowledged once the event is recorded, known already, or refused with
+// its user told; one the store could not record is not, so that Slack sends
+// it again. Envelopes left when ctx ends are not acknowledged either; the
+// core knows those it recorded.
 func (k *acker) run(ctx context.Context) {
 	for {
 		var p pendingAck
@@ -180,6 +181,10 @@ func (k *acker) run(ctx context.Context) {
 			err := p.rec.Wait(ctx)
 			if ctx.Err() != nil {
 				return
+			}
+			if errors.Is(err, bridge.ErrNotSaved) {
+				k.log.Warn("event not recorded; not acknowledged, so Slack sends it again", zap.String("envelope", p.envelopeID), zap.Error(err))
+				continue
 			}
 			if err != nil {
 				k.log.Debug("event not taken", zap.String("envelope", p.envelopeID), zap.Error(err))

@@ -1,0 +1,151 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/flowbridge/flowbridge/bridge/store"
+)
+
+// Prober is implemented by a store that can say whether it answers
+// (postgres.Store's Ping). After a failed write, the bridge probes it until
+// it does, so that StoreReady recovers without waiting for traffic.
+type Prober interface {
+	Ping(ctx context.Context) error
+}
+
+// Probe timing: how often a failing store is probed, and how long a probe
+// may take.
+const (
+	probeEvery   = time.Second
+	probeTimeout = time.Second
+)
+
+// storeRetry bounds the waits between attempts of a store write that must
+// not be given up while the store is down (an entry marked sent, or closed).
+const (
+	storeRetryMin = 100 * time.Millisecond
+	storeRetryMax = 2 * time.Second
+)
+
+// outage follows a store that fails: the probe that looks for its return,
+// and who to tell when it is back.
+type outage struct {
+	probing   atomic.Bool
+	probes    sync.WaitGroup
+	mu        sync.Mutex
+	recovered []func()
+}
+
+// OnStoreRecovered registers f, called (on a goroutine of the bridge's) each
+// time the store answers again after failed writes: the Discord adapter
+// then fetches what it could not record meanwhile.
+func (b *Bridge) OnStoreRecovered(f func()) {
+	b.outage.mu.Lock()
+	defer b.outage.mu.Unlock()
+	b.outage.recovered = append(b.outage.recovered, f)
+}
+
+// probeStore starts, once per outage, the probe that clears the store fault
+// when the store answers again. Stores that cannot be probed stay faulty
+// until a write succeeds.
+func (b *Bridge) probeStore() {
+	p, ok := b.store.(Prober)
+	if !ok || !b.outage.probing.CompareAndSwap(false, true) {
+		return
+	}
+	b.outage.probes.Go(func() {
+		t := time.NewTicker(probeEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-b.quit:
+				b.outage.probing.Store(false)
+				return
+			case <-t.C:
+			}
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), probeTimeout)
+			err := p.Ping(ctx)
+			cancel()
+			if err != nil {
+				continue
+			}
+			b.outage.probing.Store(false)
+			if f := b.fault.Swap(nil); f != nil {
+				b.log.Info("store answers again", zap.Duration("after", b.cfg.Now().Sub(f.since)))
+			}
+			b.outage.mu.Lock()
+			hooks := append([]func(){}, b.outage.recovered...)
+			b.outage.mu.Unlock()
+			for _, f := range hooks {
+				f()
+			}
+			return
+		}
+	})
+}
+
+// storeRetries is how many attempts a store write gets when the store gives
+// no sign of being down (it cannot be probed, or answers a probe): its
+// failure is then no outage to wait out.
+const storeRetries = 3
+
+// retryStore runs write until it succeeds or reports an outcome that is no
+// failure of the store (a lease lost, an entry taken by another process or
+// unknown), waiting between attempts while the store is down, as long as
+// keep reports true and ctx lives. taken reports whether err, met after a
+// failed attempt, may be the effect of that attempt (a write that committed
+// though its answer was lost): then retryStore returns nil. It returns the
+// last error when it gives up.
+func (b *Bridge) retryStore(ctx context.Context, log *zap.Logger, op string, write func() error, taken func(error) bool, keep func() bool) error {
+	wait := storeRetryMin
+	attempts := 0
+	for {
+		err := write()
+		attempts++
+		if attempts > 1 && err != nil && taken(err) {
+			err = nil
+		}
+		if err == nil || errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrAlreadySent) || errors.Is(err, store.ErrUnknownEntry) {
+			if attempts > 1 && err == nil {
+				log.Info("store write done once the store came back", zap.String("op", op), zap.Int("attempts", attempts))
+			}
+			return err
+		}
+		b.noteStore(err)
+		if attempts == 1 {
+			log.Warn("store write failed; retrying while the store is down", zap.String("op", op), zap.Error(err))
+			b.metrics.storeFailed(op)
+		}
+		if attempts >= storeRetries && !b.storeDown(ctx) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		if ctx.Err() != nil || !keep() {
+			return err
+		}
+		wait = min(2*wait, storeRetryMax)
+	}
+}
+
+// storeDown reports whether the store fails a probe now; false when it
+// cannot be probed.
+func (b *Bridge) storeDown(ctx context.Context) bool {
+	p, ok := b.store.(Prober)
+	if !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	return p.Ping(ctx) != nil
+}
