@@ -1,6 +1,7 @@
 package sessionmap
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -26,6 +27,10 @@ type voteRecord struct {
 	Agent        string    `json:"a,omitempty"`
 	Value        string    `json:"v"`
 	Time         time.Time `json:"t"`
+	Message      string    `json:"m,omitempty"`
+	Link         string    `json:"l,omitempty"`
+	Turn         string    `json:"tu,omitempty"`
+	Excerpt      string    `json:"x,omitempty"`
 }
 
 func voteKey(v store.Vote) []byte {
@@ -115,3 +120,137 @@ func voteMatch(f store.FeedbackFilter, v store.Vote) bool {
 		(f.Platform == "" || v.Platform == f.Platform) &&
 		(f.Reply == "" || v.Reply == f.Reply)
 }
+
+// Answers live in a bucket of their own, keyed by platform and reply
+// joined by a NUL byte; the value is a version byte and JSON. The bucket
+// is created by the first PutAnswer rather than at Open, so files from
+// before it need no upgrade; reads treat a missing bucket as empty.
+var bucketAnswers = []byte("feedback_answers")
+
+const answerV1 = 1
+
+type answerRecord struct {
+	Reply        string    `json:"r"`
+	Platform     string    `json:"p,omitempty"`
+	Conversation string    `json:"cv,omitempty"`
+	Agent        string    `json:"a,omitempty"`
+	Session      string    `json:"s,omitempty"`
+	Turn         string    `json:"tu,omitempty"`
+	Excerpt      string    `json:"x,omitempty"`
+	Time         time.Time `json:"t"`
+}
+
+func answerKey(platform, reply string) []byte { return []byte(platform + "\x00" + reply) }
+
+// PutAnswer records a, replacing the Answer with its platform and reply.
+func (s *Store) PutAnswer(a store.Answer) error {
+	if a.Time.IsZero() {
+		a.Time = time.Now()
+	}
+	if a.Reply == "" {
+		return fmt.Errorf("put answer: reply is required")
+	}
+	key := answerKey(a.Platform, a.Reply)
+	if err := checkKey("answer key", string(key)); err != nil {
+		return fmt.Errorf("put answer: %w", err)
+	}
+	rec, err := json.Marshal(answerRecord(a))
+	if err != nil {
+		return fmt.Errorf("put answer: %w", err)
+	}
+	err = s.update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketAnswers)
+		if err != nil {
+			return err
+		}
+		return b.Put(key, append([]byte{answerV1}, rec...))
+	})
+	if err != nil {
+		return fmt.Errorf("put answer: %w", err)
+	}
+	return nil
+}
+
+// Answer returns the Answer recorded under platform and reply.
+func (s *Store) Answer(platform, reply string) (store.Answer, bool, error) {
+	var (
+		a  store.Answer
+		ok bool
+	)
+	err := s.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketAnswers)
+		if b == nil {
+			return nil
+		}
+		v := b.Get(answerKey(platform, reply))
+		if v == nil {
+			return nil
+		}
+		var err error
+		a, err = decodeAnswer(v)
+		ok = err == nil
+		return err
+	})
+	if err != nil {
+		return store.Answer{}, false, fmt.Errorf("answer: %w", err)
+	}
+	return a, ok, nil
+}
+
+func decodeAnswer(v []byte) (store.Answer, error) {
+	if len(v) == 0 || v[0] != answerV1 {
+		return store.Answer{}, fmt.Errorf("%w: answer record of unknown version", ErrCorrupt)
+	}
+	var r answerRecord
+	if err := json.Unmarshal(v[1:], &r); err != nil {
+		return store.Answer{}, fmt.Errorf("%w: answer record: %v", ErrCorrupt, err)
+	}
+	return store.Answer(r), nil
+}
+
+// PruneAnswers deletes the Answers recorded before before. Answers are
+// keyed by reply, not time, so it reads them all (one read transaction,
+// no write held meanwhile), then deletes the old ones in chunks of bounded
+// size.
+func (s *Store) PruneAnswers(before time.Time) (int, error) {
+	var old [][]byte
+	err := s.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketAnswers)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			a, err := decodeAnswer(v)
+			if err != nil {
+				return err
+			}
+			if a.Time.Before(before) {
+				old = append(old, bytes.Clone(k))
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune answers: %w", err)
+	}
+	total := 0
+	for chunk := range slices.Chunk(old, pruneChunk) {
+		err := s.update(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketAnswers)
+			for _, k := range chunk {
+				if err := b.Delete(k); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return total, fmt.Errorf("prune answers: %w", err)
+		}
+		total += len(chunk)
+	}
+	return total, nil
+}
+
+// pruneChunk bounds the answers one PruneAnswers transaction deletes.
+const pruneChunk = 1000

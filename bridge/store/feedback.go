@@ -8,6 +8,9 @@ const (
 	VoteDown = "down"
 )
 
+// MaxExcerpt is the most characters an Answer's excerpt holds.
+const MaxExcerpt = 300
+
 // Vote is one user's rating of one agent reply. A user has at most one vote
 // per reply: a later vote replaces it.
 type Vote struct {
@@ -24,6 +27,35 @@ type Vote struct {
 	Value string
 	// Time is when the vote was last cast or changed.
 	Time time.Time
+	// Message is the platform's reference of the message that carried the
+	// buttons ("C0456/1716212345.000100" on Slack, "<channel>/<message>"
+	// on Discord), Link its permalink; both "" where the platform did not
+	// say.
+	Message, Link string
+	// Turn and Excerpt come from the rated reply's Answer: the platform
+	// key of the message it answered and its beginning. Both are "" when
+	// no Answer was recorded (feedback from before it was, or pruned).
+	Turn, Excerpt string
+}
+
+// Answer is what the core records of an agent reply when it offers it for
+// rating, so that a vote can say which answer it rates.
+type Answer struct {
+	// Reply is the reference the reply's buttons carry; with Platform, the
+	// key.
+	Reply    string
+	Platform string
+	// Conversation, Agent and Session are where the reply was given.
+	Conversation string
+	Agent        string
+	Session      string
+	// Turn is the platform key of the message the reply answered, as the
+	// inbox knows it ("slack/msg/C0456/1716212345.000100").
+	Turn string
+	// Excerpt is the reply's beginning on one line, at most MaxExcerpt
+	// characters.
+	Excerpt string
+	Time    time.Time
 }
 
 // FeedbackFilter selects votes; its conditions are ANDed and zero values
@@ -46,4 +78,12 @@ type Feedback interface {
 	PutVote(v Vote) (previous string, err error)
 	// Votes returns the votes f selects, oldest first.
 	Votes(f FeedbackFilter) ([]Vote, error)
+	// PutAnswer records a, replacing an Answer with its platform and reply.
+	PutAnswer(a Answer) error
+	// Answer returns the Answer recorded under platform and reply; ok is
+	// false when there is none.
+	Answer(platform, reply string) (a Answer, ok bool, err error)
+	// PruneAnswers deletes the Answers recorded before before and returns
+	// how many. Votes keep what they took from them.
+	PruneAnswers(before time.Time) (int, error)
 }

@@ -12,7 +12,13 @@ import (
 func sameVote(a, b store.Vote) bool {
 	return a.Reply == b.Reply && a.Platform == b.Platform && a.User == b.User && a.UserName == b.UserName &&
 		a.Conversation == b.Conversation && a.Session == b.Session && a.Agent == b.Agent &&
-		a.Value == b.Value && a.Time.Equal(b.Time)
+		a.Value == b.Value && a.Time.Equal(b.Time) && a.Message == b.Message && a.Link == b.Link &&
+		a.Turn == b.Turn && a.Excerpt == b.Excerpt
+}
+
+func sameAnswer(a, b store.Answer) bool {
+	return a.Reply == b.Reply && a.Platform == b.Platform && a.Conversation == b.Conversation && a.Agent == b.Agent &&
+		a.Session == b.Session && a.Turn == b.Turn && a.Excerpt == b.Excerpt && a.Time.Equal(b.Time)
 }
 
 func putVote(t *testing.T, s store.Store, v store.Vote, wantPrevious string) {
@@ -44,7 +50,70 @@ func testFeedback(t *testing.T, o Opener) {
 	vote := store.Vote{
 		Reply: "r1", Platform: "slack", User: "U1", UserName: "Ann Ö", Conversation: "slack/T/C1/1.2",
 		Session: "5f0c6a8e-4c1e-4f7e-9d55-9f7a3a1b2c3d", Agent: "helper", Value: store.VoteUp, Time: at(10),
+		Message: "C1/1.3", Link: "https://t.slack.com/archives/C1/p10000003?thread_ts=1.2&cid=C1",
+		Turn: "slack/msg/C1/1.2", Excerpt: "The disk is 93 % full — clean /var/log first. ☃",
 	}
+	answer := store.Answer{
+		Reply: "r1", Platform: "slack", Conversation: "slack/T/C1/1.2", Agent: "helper",
+		Session: "5f0c6a8e-4c1e-4f7e-9d55-9f7a3a1b2c3d", Turn: "slack/msg/C1/1.2", Excerpt: "The disk is 93 % full ☃", Time: at(5),
+	}
+
+	t.Run("AnswerRoundTrip", func(t *testing.T) {
+		s := o.Open(t)
+		if _, ok, err := s.Answer("slack", "r1"); ok || err != nil {
+			t.Fatalf("Answer() before any = %v, %v, want none", ok, err)
+		}
+		if err := s.PutAnswer(answer); err != nil {
+			t.Fatalf("PutAnswer() = %v", err)
+		}
+		got, ok, err := s.Answer("slack", "r1")
+		if !ok || err != nil || !sameAnswer(got, answer) {
+			t.Errorf("Answer() = %+v, %v, %v, want %+v", got, ok, err, answer)
+		}
+		// The key is platform and reply.
+		if _, ok, err := s.Answer("discord", "r1"); ok || err != nil {
+			t.Errorf("Answer(discord, r1) = %v, %v, want none", ok, err)
+		}
+		// Recording it again replaces it.
+		again := answer
+		again.Excerpt, again.Time = "second", at(6)
+		if err := s.PutAnswer(again); err != nil {
+			t.Fatalf("PutAnswer() again = %v", err)
+		}
+		if got, _, _ := s.Answer("slack", "r1"); !sameAnswer(got, again) {
+			t.Errorf("Answer() after a second PutAnswer = %+v, want %+v", got, again)
+		}
+		if err := s.PutAnswer(store.Answer{Platform: "slack", Time: at(1)}); err == nil {
+			t.Errorf("PutAnswer() without a reply = nil error, want one")
+		}
+	})
+
+	t.Run("PruneAnswers", func(t *testing.T) {
+		s := o.Open(t)
+		for i := range 5 {
+			a := answer
+			a.Reply, a.Time = fmt.Sprintf("r%d", i), at(i)
+			if err := s.PutAnswer(a); err != nil {
+				t.Fatalf("PutAnswer() = %v", err)
+			}
+		}
+		putVote(t, s, vote, "")
+		if n, err := s.PruneAnswers(at(3)); n != 3 || err != nil {
+			t.Fatalf("PruneAnswers(at 3) = %d, %v, want 3", n, err)
+		}
+		for i := range 5 {
+			if _, ok, err := s.Answer("slack", fmt.Sprintf("r%d", i)); ok != (i >= 3) || err != nil {
+				t.Errorf("Answer(r%d) after the prune = %v, %v, want %v", i, ok, err, i >= 3)
+			}
+		}
+		// Votes keep what they hold.
+		if got := votes(t, s, store.FeedbackFilter{}); len(got) != 1 || !sameVote(got[0], vote) {
+			t.Errorf("Votes() after the prune = %+v, want [%+v]", got, vote)
+		}
+		if n, err := s.PruneAnswers(at(3)); n != 0 || err != nil {
+			t.Errorf("PruneAnswers() again = %d, %v, want 0", n, err)
+		}
+	})
 
 	t.Run("RoundTrip", func(t *testing.T) {
 		s := o.Open(t)
@@ -175,9 +244,15 @@ func testFeedback(t *testing.T, o Opener) {
 		}
 		s := o.Open(t)
 		putVote(t, s, vote, "")
+		if err := s.PutAnswer(answer); err != nil {
+			t.Fatalf("PutAnswer() = %v", err)
+		}
 		s = o.Reopen(t, s)
 		if got := votes(t, s, store.FeedbackFilter{}); len(got) != 1 || !sameVote(got[0], vote) {
 			t.Errorf("after Reopen: Votes() = %+v, want [%+v]", got, vote)
+		}
+		if got, ok, err := s.Answer("slack", "r1"); !ok || err != nil || !sameAnswer(got, answer) {
+			t.Errorf("after Reopen: Answer() = %+v, %v, %v, want %+v", got, ok, err, answer)
 		}
 		down := vote
 		down.Value = store.VoteDown
