@@ -91,7 +91,7 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	if strings.TrimSpace(out) == "" {
 		out = msgEmptyReply
 	}
-	ref := b.send(ctx, ev, b.asFile(ev, b.withFeedback(Reply{Kind: ReplyAgent, Text: out}, agent.Name, sess.SessionUUID), "reply", nil))
+	ref := b.send(ctx, ev, b.asFile(ev, b.withFeedback(log, ev, Reply{Kind: ReplyAgent, Text: out}, agent.Name, sess.SessionUUID), "reply", nil))
 	sess.LastUsed = b.cfg.Now()
 	turn := &Turn{Session: sess, Reply: out}
 	if ev.Parent != "" {

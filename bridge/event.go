@@ -151,6 +151,12 @@ type User struct {
 type Action struct {
 	ID    string
 	Value string
+	// Message and Link are set by the adapter on a press: the platform's
+	// reference of the message the button is on ("C0456/1716212345.000100"
+	// on Slack, "<channel>/<message>" on Discord) and its permalink, where
+	// the platform tells them. A vote records them.
+	Message string `json:",omitempty"`
+	Link    string `json:",omitempty"`
 }
 
 // ReplyKind tells an adapter what a reply is, so it can style it.

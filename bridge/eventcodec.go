@@ -29,6 +29,8 @@ func appendStoredEvent(dst []byte, ev Event) ([]byte, error) {
 	if ev.Action != (Action{}) {
 		e.str(`,"action":{"ID":`, ev.Action.ID, false)
 		e.str(`,"Value":`, ev.Action.Value, false)
+		e.str(`,"Message":`, ev.Action.Message, true)
+		e.str(`,"Link":`, ev.Action.Link, true)
 		e.dst = append(e.dst, '}')
 	}
 	e.str(`,"flow":`, ev.Flow, true)

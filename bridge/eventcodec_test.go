@@ -73,6 +73,9 @@ func TestEncodeEventMatchesJSON(t *testing.T) {
 		"groups":         func(ev *Event) { ev.User.Groups = []string{"S1", "S<2>"} },
 		"empty groups":   func(ev *Event) { ev.User.Groups = []string{} },
 		"action":         func(ev *Event) { ev.Kind, ev.Action = KindAction, Action{ID: "share", Value: "tok&1"} },
+		"action on a message": func(ev *Event) {
+			ev.Kind, ev.Action = KindAction, Action{ID: "vote_up", Value: "a.s.r", Message: "C1/1.2", Link: "https://x/p12?a=1&b=<2>"}
+		},
 		"flow": func(ev *Event) {
 			ev.Flow, ev.Params, ev.MaxFlowTimeout = "deploy", map[string]string{"b": "2", "a": "x y"}, 14*time.Minute
 		},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -25,22 +26,44 @@ const (
 	labelDown = "👎"
 )
 
-// withFeedback puts the 👍 / 👎 buttons on an agent's answer when feedback
-// is on. The buttons carry what the vote is stored with — the agent, the
-// session and a reference of the reply — so that a press needs no record
-// of the reply and still counts after a restart, a reset of the
-// conversation or on another replica. The value stays within Discord's 100
-// characters of custom_id for agent names of 32 characters and UUIDs.
-func (b *Bridge) withFeedback(r Reply, agent, session string) Reply {
+// withFeedback puts the 👍 / 👎 buttons on an agent's answer to ev when
+// feedback is on, and records the answer (store.Answer: the message it
+// answers, its beginning) under the reference the buttons carry, so that
+// a vote can say which answer it rates. The buttons themselves carry the
+// agent, the session and the reference, so a press still counts without
+// the record: after it was pruned, or when writing it failed. The value
+// stays within Discord's 100 characters of custom_id for agent names of
+// 32 characters and UUIDs.
+func (b *Bridge) withFeedback(log *zap.Logger, ev Event, r Reply, agent, session string) Reply {
 	if !b.cfg.Feedback {
 		return r
 	}
-	value := agent + "." + session + "." + randomID()[:12]
+	ref := randomID()[:12]
+	err := b.store.PutAnswer(store.Answer{
+		Reply: ref, Platform: ev.Platform, Conversation: ev.Conversation, Agent: agent, Session: session,
+		Turn: ev.Key, Excerpt: excerpt(r.Text), Time: b.cfg.Now(),
+	})
+	b.noteStore(err)
+	if err != nil {
+		b.metrics.storeFailed("put_answer")
+		log.Warn("answer not recorded for feedback; its votes will lack the excerpt", zap.Error(err))
+	}
+	value := agent + "." + session + "." + ref
 	r.Buttons = append(r.Buttons,
 		Button{Action: Action{ID: ActionVoteUp, Value: value}, Label: labelUp},
 		Button{Action: Action{ID: ActionVoteDown, Value: value}, Label: labelDown},
 	)
 	return r
+}
+
+// excerpt is the beginning of text on one line, at most store.MaxExcerpt
+// characters, an ellipsis marking a cut.
+func excerpt(text string) string {
+	s := strings.Join(strings.Fields(text), " ")
+	if utf8.RuneCountInString(s) <= store.MaxExcerpt {
+		return s
+	}
+	return string([]rune(s)[:store.MaxExcerpt-1]) + "…"
 }
 
 // parseVoteValue reverses withFeedback's value: agent names hold no ".",
@@ -71,6 +94,13 @@ func (b *Bridge) vote(ctx context.Context, log *zap.Logger, ev Event) {
 	v := Vote{
 		Reply: reply, Platform: ev.Platform, User: ev.User.ID, UserName: ev.User.Name,
 		Conversation: ev.Conversation, Session: session, Agent: agent, Value: value, Time: b.cfg.Now(),
+		Message: ev.Action.Message, Link: ev.Action.Link,
+	}
+	switch a, ok, err := b.store.Answer(ev.Platform, reply); {
+	case err != nil:
+		log.Warn("answer lookup for a vote", zap.Error(err))
+	case ok:
+		v.Conversation, v.Turn, v.Excerpt = a.Conversation, a.Turn, a.Excerpt
 	}
 	previous, err := b.store.PutVote(v)
 	b.noteStore(err)

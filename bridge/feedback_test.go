@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -40,7 +41,13 @@ func TestFeedbackVotes(t *testing.T) {
 	h := newHarness(t, cfg, func(f *workspacetest.Server) {
 		f.AddAgent(workspacetest.Agent{UUID: agentUUID})
 	})
-	answer := h.ask("c/fb", "hello")
+	rec := newRecorder()
+	q := event("c/fb", bridge.KindMessage, "hello", rec)
+	q.Key = "test/msg/1"
+	if err := h.do(q); err != nil {
+		t.Fatal(err)
+	}
+	answer := rec.last(t)
 	if answer.Kind != bridge.ReplyAgent {
 		t.Fatalf("answer = %+v, want an agent reply", answer)
 	}
@@ -56,6 +63,7 @@ func TestFeedbackVotes(t *testing.T) {
 		ev := event("c/fb", bridge.KindAction, "", rec)
 		ev.User = bridge.User{ID: user, Name: "name of " + user}
 		ev.Action = a
+		ev.Action.Message, ev.Action.Link = "C1/2.0", "https://t.example/archives/C1/p20"
 		if err := h.do(ev); err != nil {
 			t.Fatalf("press %s: %v", a.ID, err)
 		}
@@ -103,6 +111,11 @@ func TestFeedbackVotes(t *testing.T) {
 		v.Platform != "test" || v.UserName != "name of U1" || v.Reply == "" || v.Time.IsZero() {
 		t.Errorf("U1's vote = %+v, want down on helper's reply in session %s of c/fb", v, sess.SessionUUID)
 	}
+	// The vote says which answer it rates: the message, the turn, the text.
+	if v.Message != "C1/2.0" || v.Link != "https://t.example/archives/C1/p20" || v.Turn != "test/msg/1" || v.Excerpt != answer.Text {
+		t.Errorf("U1's vote traces to message %q, link %q, turn %q, excerpt %q; want C1/2.0, its link, test/msg/1 and %q",
+			v.Message, v.Link, v.Turn, v.Excerpt, answer.Text)
+	}
 	if byUser["U2"].Value != store.VoteUp || byUser["U2"].Reply != v.Reply {
 		t.Errorf("U2's vote = %+v, want up on the same reply %s", byUser["U2"], v.Reply)
 	}
@@ -117,6 +130,15 @@ func TestFeedbackVotes(t *testing.T) {
 		t.Errorf("two answers carry the same vote value %q", up.Value)
 	}
 	wantContains(t, "👍 on the second answer", press("U1", up2).Text, "Thanks")
+
+	// A vote on an answer whose record is gone still counts, without the excerpt.
+	if _, err := h.store.PruneAnswers(time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	wantContains(t, "👍 after the prune", press("U3", up).Text, "Thanks")
+	if vs, err := h.store.Votes(store.FeedbackFilter{User: "U3"}); err != nil || len(vs) != 1 || vs[0].Excerpt != "" || vs[0].Agent != "helper" {
+		t.Errorf("U3's vote = %+v, %v, want one on helper's reply, without excerpt", vs, err)
+	}
 
 	bad := bridge.Action{ID: bridge.ActionVoteUp, Value: "no-dots"}
 	if r := press("U1", bad); r.Kind != bridge.ReplyError {

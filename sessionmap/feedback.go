@@ -2,6 +2,7 @@ package sessionmap
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -122,7 +123,9 @@ func voteMatch(f store.FeedbackFilter, v store.Vote) bool {
 }
 
 // Answers live in a bucket of their own, keyed by platform and reply
-// joined by a NUL byte; the value is a version byte and JSON. The bucket
+// joined by a NUL byte; the value is a version byte, the time in Unix
+// nanoseconds (8 bytes, big-endian: PruneAnswers reads it without decoding
+// the rest) and JSON. The bucket
 // is created by the first PutAnswer rather than at Open, so files from
 // before it need no upgrade; reads treat a missing bucket as empty.
 var bucketAnswers = []byte("feedback_answers")
@@ -163,7 +166,8 @@ func (s *Store) PutAnswer(a store.Answer) error {
 		if err != nil {
 			return err
 		}
-		return b.Put(key, append([]byte{answerV1}, rec...))
+		v := binary.BigEndian.AppendUint64([]byte{answerV1}, uint64(a.Time.UnixNano()))
+		return b.Put(key, append(v, rec...))
 	})
 	if err != nil {
 		return fmt.Errorf("put answer: %w", err)
@@ -198,11 +202,11 @@ func (s *Store) Answer(platform, reply string) (store.Answer, bool, error) {
 }
 
 func decodeAnswer(v []byte) (store.Answer, error) {
-	if len(v) == 0 || v[0] != answerV1 {
+	if len(v) < 9 || v[0] != answerV1 {
 		return store.Answer{}, fmt.Errorf("%w: answer record of unknown version", ErrCorrupt)
 	}
 	var r answerRecord
-	if err := json.Unmarshal(v[1:], &r); err != nil {
+	if err := json.Unmarshal(v[9:], &r); err != nil {
 		return store.Answer{}, fmt.Errorf("%w: answer record: %v", ErrCorrupt, err)
 	}
 	return store.Answer(r), nil
@@ -219,12 +223,12 @@ func (s *Store) PruneAnswers(before time.Time) (int, error) {
 		if b == nil {
 			return nil
 		}
+		limit := before.UnixNano()
 		return b.ForEach(func(k, v []byte) error {
-			a, err := decodeAnswer(v)
-			if err != nil {
-				return err
+			if len(v) < 9 || v[0] != answerV1 {
+				return fmt.Errorf("%w: answer record of unknown version", ErrCorrupt)
 			}
-			if a.Time.Before(before) {
+			if int64(binary.BigEndian.Uint64(v[1:9])) < limit {
 				old = append(old, bytes.Clone(k))
 			}
 			return nil

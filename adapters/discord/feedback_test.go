@@ -21,7 +21,8 @@ func TestFeedback(t *testing.T) {
 	r := e.start(t)
 	ctx := testCtx(t)
 	bot := e.fake.BotUser().ID
-	if _, err := e.fake.SendMessage(ctx, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Author: alice, Content: mention(bot, "hello")}); err != nil {
+	question, err := e.fake.SendMessage(ctx, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Author: alice, Content: mention(bot, "hello")})
+	if err != nil {
 		t.Fatal(err)
 	}
 	answer := e.waitBot(t, channelID, "You said: hello")
@@ -79,6 +80,12 @@ func TestFeedback(t *testing.T) {
 		want := map[string]string{alice.ID: store.VoteDown, bob.ID: store.VoteUp}[v.User]
 		if v.Value != want || v.Agent != "helper" || v.Session == "" || !strings.Contains(v.Conversation, channelID) {
 			t.Errorf("vote %+v, want %s for helper in channel %s", v, want, channelID)
+		}
+		// It says which answer it rates: the message, its link, the question, the text.
+		link := "https://discord.com/channels/" + guildID + "/" + channelID + "/" + answer.ID
+		if v.Message != channelID+"/"+answer.ID || v.Link != link || v.Turn != "discord/msg/"+question.ID || v.Excerpt != answer.Content {
+			t.Errorf("vote traces to message %q, link %q, turn %q, excerpt %q; want %s/%s, %s, discord/msg/%s, %q",
+				v.Message, v.Link, v.Turn, v.Excerpt, channelID, answer.ID, link, question.ID, answer.Content)
 		}
 	}
 }

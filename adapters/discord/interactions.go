@@ -260,6 +260,12 @@ func (a *Adapter) receiveInteraction(i *discordgo.Interaction, ev bridge.Event, 
 	if i.Message != nil {
 		rt.Message = i.Message.ID
 		rt.Interaction.Source = i.Message.Content
+		if ev.Kind == bridge.KindAction {
+			ev.Action.Message = i.ChannelID + "/" + i.Message.ID
+			if !ephemeral {
+				ev.Action.Link = messageLink(i.GuildID, i.ChannelID, i.Message.ID)
+			}
+		}
 	}
 	if i.GuildID == "" {
 		ev.Conversation = dmKey(i.ChannelID)
@@ -683,4 +689,13 @@ func tokenExpired(err error) bool {
 		}
 	}
 	return restErr.Response != nil && restErr.Response.StatusCode == http.StatusUnauthorized
+}
+
+// messageLink is a message's permalink, as Discord's "Copy Message Link"
+// gives it; a DM's guild is "@me".
+func messageLink(guild, channel, message string) string {
+	if guild == "" {
+		guild = "@me"
+	}
+	return "https://discord.com/channels/" + guild + "/" + channel + "/" + message
 }

@@ -52,6 +52,15 @@ func TestE2EFeedback(t *testing.T) {
 			!strings.HasPrefix(v.Conversation, "slack/") || !strings.Contains(v.Conversation, e2eChannel) {
 			t.Errorf("vote %+v, want %s by %s for helper in a conversation of %s", v, want, v.User, e2eChannel)
 		}
+		// It says which answer it rates: the message, its permalink (a
+		// thread reply's, with the thread), the question, the text.
+		link := "https://" + slacktest.DefaultTeamName + ".slack.com/archives/" + e2eChannel + "/p" + strings.ReplaceAll(answer.TS, ".", "") +
+			"?thread_ts=" + answer.ThreadTS + "&cid=" + e2eChannel
+		if v.Message != e2eChannel+"/"+answer.TS || v.Link != link || v.Turn != "slack/msg/"+e2eChannel+"/"+answer.ThreadTS ||
+			v.Excerpt != answer.Text {
+			t.Errorf("vote traces to message %q, link %q, turn %q, excerpt %q; want %s/%s, %s, the mention and the answer",
+				v.Message, v.Link, v.Turn, v.Excerpt, e2eChannel, answer.TS, link)
+		}
 	}
 	// The acknowledgements went through response_urls only: no message was
 	// posted or changed in the channel.

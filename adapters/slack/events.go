@@ -328,7 +328,7 @@ func (a *Adapter) receiveInteraction(cb slackgo.InteractionCallback) *bridge.Rec
 		Team:         team,
 		Channel:      channel,
 		User:         bridge.User{ID: cb.User.ID, Name: cb.User.Name},
-		Action:       bridge.Action{ID: act.ActionID, Value: act.Value},
+		Action:       pressed(act.ActionID, act.Value, &cb, channel, thread),
 		Key:          "slack/act/" + id,
 	}, route{
 		Kind: kindAction, Channel: channel, Thread: thread, User: cb.User.ID, ResponseURL: cb.ResponseURL,
@@ -405,4 +405,41 @@ func errorCode(err error) string {
 		return e.Err
 	}
 	return ""
+}
+
+// pressed is the press as the core reads it: the button's action and value,
+// and the message it is on with its permalink (an ephemeral message has
+// none). The link is built as Slack's own permalinks are, from the team's
+// domain, saving a chat.getPermalink call per press.
+func pressed(id, value string, cb *slackgo.InteractionCallback, channel, thread string) bridge.Action {
+	a := bridge.Action{ID: id, Value: value}
+	ts := cb.Container.MessageTs
+	if ts == "" {
+		ts = cb.Message.Timestamp
+	}
+	if ts == "" || !isTS(ts) {
+		return a
+	}
+	a.Message = channel + "/" + ts
+	if domain := cb.Team.Domain; isDomain(domain) && !cb.Container.IsEphemeral {
+		a.Link = "https://" + domain + ".slack.com/archives/" + channel + "/p" + strings.ReplaceAll(ts, ".", "")
+		if thread != "" && thread != ts {
+			a.Link += "?thread_ts=" + thread + "&cid=" + channel
+		}
+	}
+	return a
+}
+
+// isDomain accepts a Slack workspace's subdomain: lower-case letters,
+// digits and hyphens, at most 63 of them.
+func isDomain(s string) bool {
+	if s == "" || len(s) > 63 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
 }

@@ -12,23 +12,11 @@ import (
 )
 
 // listRecords is what "flowbridge audit" and "flowbridge feedback" share:
-// read the records from the store or, while a running bridge holds the
-// bbolt file, from its admin API at apiPath with the same query, and print
-// them as JSON lines or as a table of header and one row per record.
+// read the records (fetchRecords) and print them as JSON lines or as a
+// table of header and one row per record.
 func listRecords[T any](ctx context.Context, env *environment, cfg *Config, apiPath string, q url.Values,
 	read func(cliStore) ([]T, error), asJSON bool, header string, row func(T) string) error {
-	st, admin, err := openCLIStore(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	var list []T
-	if st != nil {
-		defer st.Close()
-		list, err = read(st)
-		err = storeError(cfg, err)
-	} else {
-		err = admin.get(ctx, apiPath+"?"+q.Encode(), &list)
-	}
+	list, err := fetchRecords(ctx, cfg, apiPath, q, read)
 	if err != nil {
 		return err
 	}
@@ -41,6 +29,27 @@ func listRecords[T any](ctx context.Context, env *environment, cfg *Config, apiP
 		fmt.Fprintln(tw, row(r))
 	}
 	return tw.Flush()
+}
+
+// fetchRecords reads records from the store or, while a running bridge
+// holds the bbolt file, from its admin API at apiPath with the same query.
+func fetchRecords[T any](ctx context.Context, cfg *Config, apiPath string, q url.Values, read func(cliStore) ([]T, error)) ([]T, error) {
+	st, admin, err := openCLIStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	var list []T
+	if st != nil {
+		defer st.Close()
+		list, err = read(st)
+		err = storeError(cfg, err)
+	} else {
+		err = admin.get(ctx, apiPath+"?"+q.Encode(), &list)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return list, nil
 }
 
 // listHandler serves the records a filter read from the query selects, to

@@ -267,11 +267,13 @@ var (
 type expiringStore interface {
 	ExpireInbox(before time.Time) (int, error)
 	PruneAudit(before time.Time) (int, error)
+	PruneAnswers(before time.Time) (int, error)
 }
 
 // maintain expires answered inbox entries older than dedupeTTL (until then a
-// platform retry is recognised) and old audit entries, so the store does not
-// grow without bound. Every minute: expiry is chunked and cheap, and freed
+// platform retry is recognised), and old audit entries and records of the
+// answers offered for feedback (kept as long as the audit), so the store
+// does not grow without bound. Every minute: expiry is chunked and cheap, and freed
 // pages are reused before the file grows. Replicas sharing a database each
 // run it; their deletions skip one another's rows.
 func maintain(ctx context.Context, st expiringStore, dedupeTTL, retention time.Duration, log *zap.Logger) {
@@ -288,6 +290,9 @@ func maintain(ctx context.Context, st expiringStore, dedupeTTL, retention time.D
 			if retention > 0 {
 				if _, err := st.PruneAudit(now.Add(-retention)); err != nil {
 					log.Warn("pruning audit", zap.Error(err))
+				}
+				if _, err := st.PruneAnswers(now.Add(-retention)); err != nil {
+					log.Warn("pruning feedback answers", zap.Error(err))
 				}
 			}
 		}
