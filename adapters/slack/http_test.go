@@ -76,7 +76,7 @@ func TestHTTPHandler(t *testing.T) {
 			wantKey:   "slack/msg/D1/1.1"},
 		{name: "unknown event type acked", req: signedRequest(unknownEvent, "application/json", now, testSecret), wantStatus: 200},
 		{name: "button", req: signedRequest(action, form, now, testSecret), wantStatus: 200,
-			wantEvent: &bridge.Event{Kind: bridge.KindAction, Action: bridge.Action{ID: "share", Value: "r1"}, Conversation: "slack/T1/C1", User: bridge.User{ID: "U1", Name: "alice"}},
+			wantEvent: &bridge.Event{Kind: bridge.KindAction, Action: bridge.Action{ID: "share", Value: "r1", Message: "C1/3.3"}, Conversation: "slack/T1/C1", User: bridge.User{ID: "U1", Name: "alice"}},
 			wantKey:   "slack/act/1.3.abc"},
 		{name: "ssl check", req: signedRequest("ssl_check=1&token=x", form, now, testSecret), wantStatus: 200},
 		{name: "bad signature", req: signedRequest(command, form, now, "wrong"), wantStatus: 401},
