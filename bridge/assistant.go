@@ -31,9 +31,15 @@ type Titler interface {
 const maxContextBytes = 2000
 
 // open greets a conversation the platform opened for the bot with its
-// agent's greeting and suggested prompts, and keeps its context.
+// agent's greeting and suggested prompts, and keeps its context. A
+// conversation opened before is not greeted again (Slack's Messages tab
+// opens the same DM each time the user looks at it).
 func (b *Bridge) open(ctx context.Context, log *zap.Logger, ev Event) {
-	b.keepContext(log, ev)
+	if known := b.keepContext(log, ev); known {
+		log.Debug("conversation opened again; not greeted")
+		b.answered(log, ev, "", nil)
+		return
+	}
 	agent, err := b.conversationAgent(b.cat.Load(), ev)
 	var r Reply
 	switch {
@@ -55,24 +61,25 @@ func (b *Bridge) open(ctx context.Context, log *zap.Logger, ev Event) {
 }
 
 // keepContext records what the user of the event's conversation has open
-// beside it (ev.Text), for the agent to hear with the next message. An
-// open event without one leaves what is known alone; a context event
-// without one forgets it. A context the conversation already has, told or
-// not, is not written again.
-func (b *Bridge) keepContext(log *zap.Logger, ev Event) {
+// beside it (ev.Text), for the agent to hear with the next message, and
+// reports whether the conversation had a record already. An open event
+// records the conversation, leaving a context it knows alone when it brings
+// none; a context event without one forgets it. A context the conversation
+// already has, told or not, is not written again.
+func (b *Bridge) keepContext(log *zap.Logger, ev Event) (known bool) {
 	cs := b.contexts
 	if cs == nil {
-		return
+		return false
 	}
 	text := truncate(sanitize(ev.Text), maxContextBytes)
-	if text == "" && ev.Kind == KindOpen {
-		return
-	}
 	cur, found, err := cs.ConversationContext(ev.Conversation)
-	if err != nil {
+	switch {
+	case err != nil:
 		log.Warn("context not read", zap.Error(err))
-	} else if found && cur.Text == text || !found && text == "" {
-		return
+	case found && (cur.Text == text || text == "" && ev.Kind == KindOpen):
+		return true
+	case !found && text == "" && ev.Kind == KindContext:
+		return false
 	}
 	err = cs.PutConversationContext(store.Context{Key: ev.Conversation, Text: text, Updated: b.cfg.Now()})
 	b.noteStore(err)
@@ -80,22 +87,28 @@ func (b *Bridge) keepContext(log *zap.Logger, ev Event) {
 		b.metrics.storeFailed("save_context")
 		log.Warn("context not kept", zap.Error(err))
 	}
+	return found
 }
 
 // withContext returns text led by the conversation's context when the agent
 // has not been told it yet, and the function that records that it has,
-// to call once the agent answered.
+// to call once the agent answered. A thread without a context of its own
+// takes its parent's (Slack's agent view tells what the user views once
+// for the whole DM, whose threads are the conversations).
 func (b *Bridge) withContext(log *zap.Logger, ev Event, text string) (string, func()) {
 	cs := b.contexts
 	if cs == nil {
 		return text, func() {}
 	}
 	c, found, err := cs.ConversationContext(ev.Conversation)
+	if err == nil && !found && ev.Parent != "" {
+		c, found, err = cs.ConversationContext(ev.Parent)
+	}
 	if err != nil {
 		log.Warn("context not read", zap.Error(err))
 		return text, func() {}
 	}
-	if !found || c.Told {
+	if !found || c.Told || c.Text == "" {
 		return text, func() {}
 	}
 	return fmt.Sprintf(msgContextLead, c.Text) + text, func() {

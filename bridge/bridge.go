@@ -46,6 +46,9 @@ type Config struct {
 	Feedback bool
 	// Limits on user input.
 	Limits Limits
+	// ThreadContext bounds what the agent hears of a thread its
+	// conversation starts in (see Event.Earlier).
+	ThreadContext ThreadContext
 	// Files is the policy for attached files and replies posted as files.
 	Files FileLimits
 	// Replicas tunes the sharing of work between replicas, when the store

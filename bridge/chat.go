@@ -68,7 +68,7 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	log = log.WithLazy(zap.String("agent", agent.Name))
 	log.Debug("chat message", zap.String("text", text))
 	titler := b.titler(log, ev)
-	asked, told := b.withContext(log, ev, text)
+	asked, told := b.withContext(log, ev, b.threadLead(ctx, log, ev)+text)
 	stopProgress := b.progress(ctx, log, ev.Reply, "", thinkingProgress)
 	out, sess, renewed, err := b.ask(ctx, log, ev.Conversation, agent, asked)
 	stopProgress()

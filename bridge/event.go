@@ -128,6 +128,12 @@ type Event struct {
 	// the bot takes part in a thread). It returns false when the event turns
 	// out not to be for the bot; it is then dropped without a reply.
 	Prepare func(ctx context.Context, ev *Event) bool
+	// Earlier, when set, reads what was said before this message in the
+	// place it was written (a Slack thread it mentions the bot in, the
+	// Discord messages it replies to): at most max messages, oldest first.
+	// The core calls it only for the first message of a conversation's
+	// session, and tells the agent what it returns.
+	Earlier func(ctx context.Context, max int) ([]Earlier, error)
 	// Done, when set, is called once the bridge has finished with the event:
 	// replied, failed or refused. The console uses it to take one line at a time.
 	Done func()

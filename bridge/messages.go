@@ -32,6 +32,14 @@ const (
 	msgGreeting       = "Hi! I'm *%s*. Ask me anything, or pick a suggestion."
 	// msgContextLead tells the agent what the user has open beside the conversation.
 	msgContextLead = "[Context: %s]\n\n"
+	// The earlier messages of the thread a conversation starts in, as the
+	// agent reads them before the first message (thread.go).
+	msgThreadLead    = "[Earlier in this thread, oldest first:]\n"
+	msgThreadLeftOut = "- (%d earlier messages left out)\n"
+	msgThreadEnd     = "[End of the earlier messages. The new message follows.]\n\n"
+	msgThreadSelf    = "%s (you, an earlier answer)"
+	msgThreadFiles   = "[files: %s]"
+	msgThreadUnknown = "someone"
 
 	msgThinking     = "_Thinking… %s so far._"
 	msgVoteThanks   = "Thanks for the feedback: you rated this answer %s."
