@@ -303,6 +303,15 @@ func (s *Server) assistantSetSuggestedPrompts(p url.Values, _ *http.Request) api
 			return tooLong(fmt.Sprintf("/prompts/%d/message", i), MaxPromptMessage)
 		}
 	}
+	if s.opts.AgentView {
+		// An agent's prompts sit at the top of its DM; Slack ignores a
+		// thread_ts without an error (ai/migrating-to-agent-messaging).
+		if ts == "" {
+			t := s.assistantThreadLocked(channel, "")
+			t.PromptsTitle, t.Prompts = p.Get("title"), prompts
+		}
+		return ok(nil)
+	}
 	if ts == "" {
 		// Without thread_ts Slack takes the channel's latest thread.
 		for i := len(s.order) - 1; i >= 0; i-- {

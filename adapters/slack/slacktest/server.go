@@ -122,6 +122,21 @@ type Options struct {
 	// conversations.replies. Other envelopes' acks are still kept.
 	NoRecord bool
 
+	// RestrictedHistory applies the limits Slack sets since 2025-05-29 for
+	// a commercially distributed app outside the Slack Marketplace:
+	// conversations.replies once a minute, at most 15 messages a page.
+	RestrictedHistory bool
+
+	// UserNames are users' display names for users.info; a user not named
+	// here is called by their ID in lower case.
+	UserNames map[string]string
+
+	// AgentView makes the fake an app with the Agent messaging experience
+	// (features.agent_view) rather than assistant_view: app_context_changed
+	// can be sent, and setSuggestedPrompts with a thread_ts does nothing (it
+	// succeeds), as Slack documents, while without one it sets the DM's prompts.
+	AgentView bool
+
 	// Scopes are the bot token's scopes the file methods and downloads check
 	// (files:read, files:write), answering missing_scope without them. Nil grants every scope.
 	Scopes []string
@@ -187,6 +202,8 @@ type Server struct {
 
 	// recent chat.update calls, see ratelimit.go
 	updates updateLimits
+	// recent conversations.replies calls, see history.go
+	repliesAt []time.Time
 
 	msgs    map[msgKey]*stored // current state, app messages and user messages
 	order   []msgKey

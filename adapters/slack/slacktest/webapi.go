@@ -316,8 +316,9 @@ type msgKey struct{ channel, ts string }
 // or a user's, learnt from a delivered event.
 type stored struct {
 	Message
-	author  string
-	fromApp bool
+	author    string
+	fromApp   bool
+	fileNames []string // a user's message: the files shared with it
 }
 
 // Message is the state of a message the app produced, through the Web API,
@@ -516,6 +517,13 @@ func (s *Server) botMessageJSON(m *stored) map[string]any {
 	}
 	if len(m.Blocks) > 0 {
 		out["blocks"] = m.Blocks
+	}
+	if len(m.fileNames) > 0 {
+		files := make([]map[string]any, len(m.fileNames))
+		for i, n := range m.fileNames {
+			files[i] = map[string]any{"id": "F" + strconv.Itoa(i+1) + strings.ReplaceAll(m.TS, ".", ""), "name": n, "title": n, "mode": "hosted"}
+		}
+		out["files"] = files
 	}
 	if m.Edits > 0 {
 		out["edited"] = map[string]any{"user": s.opts.BotUserID, "ts": m.TS}
@@ -779,35 +787,6 @@ func (s *Server) conversationsInfo(p url.Values, _ *http.Request) apiResult {
 	return ok(map[string]any{"channel": ch})
 }
 
-func (s *Server) conversationsReplies(p url.Values, _ *http.Request) apiResult {
-	ch, root := p.Get("channel"), p.Get("ts")
-	if !s.knownChannelLocked(ch) {
-		return fail("channel_not_found")
-	}
-	r, found := s.msgs[msgKey{ch, root}]
-	if !found || r.Deleted || r.Ephemeral {
-		return fail("thread_not_found")
-	}
-	var thread []*stored
-	for _, k := range s.order {
-		m := s.msgs[k]
-		if m.Channel == ch && !m.Deleted && !m.Ephemeral && (m.TS == root || m.ThreadTS == root) {
-			thread = append(thread, m)
-		}
-	}
-	slices.SortFunc(thread, func(a, b *stored) int { return compareTS(a.TS, b.TS) })
-	msgs := make([]map[string]any, 0, len(thread))
-	for _, m := range thread {
-		j := s.botMessageJSON(m)
-		if m.TS == root && len(thread) > 1 {
-			j["thread_ts"] = root
-			j["reply_count"] = len(thread) - 1
-		}
-		msgs = append(msgs, j)
-	}
-	return ok(map[string]any{"messages": msgs, "has_more": false, "response_metadata": map[string]any{"next_cursor": ""}})
-}
-
 // compareTS orders Slack timestamps numerically ("9.000001" < "10.000000").
 func compareTS(a, b string) int {
 	as, af, _ := strings.Cut(a, ".")
@@ -827,6 +806,9 @@ func (s *Server) usersInfo(p url.Values, _ *http.Request) apiResult {
 		return fail("user_not_found")
 	}
 	name, real := strings.ToLower(id), "User "+id
+	if n, ok := s.opts.UserNames[id]; ok {
+		name, real = n, n
+	}
 	isBot := id == s.opts.BotUserID
 	// reference/objects/user-object, as users.info's example shows it.
 	return ok(map[string]any{"user": map[string]any{
