@@ -28,6 +28,13 @@ const (
 	maxTitle = 80
 )
 
+// MaxAgentDescription is Slack's limit on the manifest's agent_description.
+const MaxAgentDescription = 300
+
+// DefaultAgentDescription is the manifest's agent_description unless
+// slack.agent_description says otherwise.
+const DefaultAgentDescription = "Ask the AI agent in a thread of its own; it sees what you are viewing in Slack."
+
 // DefaultAssistantStatus is what the assistant thread shows while the agent works.
 const DefaultAssistantStatus = "is thinking…"
 
@@ -82,23 +89,35 @@ func contextText(channel string) string {
 	return "The user is viewing the Slack channel <#" + channel + ">."
 }
 
-// assistantResponder answers in an assistant thread: Slack's status shows
-// the agent working, the thread takes its title from its first message, and
-// a greeting brings its suggested prompts.
-type assistantResponder struct {
+// statusResponder answers where Slack shows the app's status while it
+// works and suggested prompts with a greeting: an assistant thread, or a
+// thread of an agent_view app's Messages tab.
+type statusResponder struct {
 	*responder
+	// agent marks the Messages tab of an agent_view app, whose prompts
+	// belong to the whole DM: Slack ignores them for a thread.
+	agent     bool
 	statusSet atomic.Bool
+}
+
+// assistantResponder answers in an assistant thread, which also takes its
+// title from its first message.
+type assistantResponder struct {
+	*statusResponder
 }
 
 var (
 	_ bridge.Titler = (*assistantResponder)(nil)
-	_ bridge.Typist = (*assistantResponder)(nil)
+	_ bridge.Typist = (*statusResponder)(nil)
 )
 
 // Typing sets the thread's status; Slack clears it when the reply is
-// posted. Where Slack refuses the status (the app lacks the scope), the
-// placeholder message shows instead.
-func (r *assistantResponder) Typing(ctx context.Context) (stop func()) {
+// posted. Where Slack refuses the status (the app lacks the scope), or
+// there is no thread to show it in, the placeholder message shows instead.
+func (r *statusResponder) Typing(ctx context.Context) (stop func()) {
+	if r.Thread == "" {
+		return r.responder.Typing(ctx)
+	}
 	var fallback func()
 	done := make(chan struct{})
 	go func() { // owned by stop, which waits for it
@@ -116,7 +135,7 @@ func (r *assistantResponder) Typing(ctx context.Context) (stop func()) {
 	})
 }
 
-func (r *assistantResponder) setStatus(ctx context.Context, status string) error {
+func (r *statusResponder) setStatus(ctx context.Context, status string) error {
 	err := r.a.withRetry(ctx, "assistant.threads.setStatus", func() error {
 		return r.a.api.SetAssistantThreadsStatusContext(ctx, slackgo.AssistantThreadsSetStatusParameters{
 			ChannelID: r.Channel, ThreadTS: r.Thread, Status: status})
@@ -129,7 +148,7 @@ func (r *assistantResponder) setStatus(ctx context.Context, status string) error
 
 // Send posts the reply in the thread, then its suggested prompts. An
 // ephemeral reply does not clear the status in Slack, so it is cleared here.
-func (r *assistantResponder) Send(ctx context.Context, rep bridge.Reply) (bridge.MessageRef, error) {
+func (r *statusResponder) Send(ctx context.Context, rep bridge.Reply) (bridge.MessageRef, error) {
 	ref, err := r.responder.Send(ctx, rep)
 	if err != nil {
 		return ref, err
@@ -148,8 +167,11 @@ func (r *assistantResponder) Send(ctx context.Context, rep bridge.Reply) (bridge
 	return ref, nil
 }
 
-func (r *assistantResponder) suggest(ctx context.Context, prompts []bridge.Prompt) error {
+func (r *statusResponder) suggest(ctx context.Context, prompts []bridge.Prompt) error {
 	params := slackgo.AssistantThreadsSetSuggestedPromptsParameters{ChannelID: r.Channel, ThreadTS: r.Thread}
+	if r.agent {
+		params.ThreadTS = ""
+	}
 	for _, p := range prompts[:min(len(prompts), MaxSuggestedPrompts)] {
 		params.AddPrompt(truncate(p.Title, MaxPromptTitle), truncate(p.Message, MaxPromptMessage))
 	}

@@ -90,9 +90,21 @@ type Config struct {
 	// AssistantStatus while the agent works. It needs the assistant:write
 	// scope and the assistant_view feature.
 	Assistant bool `toml:"assistant"`
-	// AssistantStatus is the status shown in an assistant thread while the
-	// agent works, at most 50 characters.
+	// AssistantStatus is the status shown in an assistant thread, or an
+	// agent_view thread, while the agent works, at most 50 characters.
 	AssistantStatus string `toml:"assistant_status"`
+	// AgentView serves Slack's Agent messaging experience (the
+	// agent_view feature, which new apps must use instead of
+	// assistant_view): the app's Messages tab greets the user with the
+	// default agent's suggested prompts the first time they open it, each
+	// thread there is a conversation of its own, what the user views in
+	// Slack (app_context_changed) reaches the agent once per change, and
+	// AssistantStatus shows while the agent works. It cannot be combined
+	// with Assistant.
+	AgentView bool `toml:"agent_view"`
+	// AgentDescription is the manifest's agent_description: what Slack
+	// tells users the agent does, at most 300 characters.
+	AgentDescription string `toml:"agent_description"`
 	// FlowForms opens a form (a modal) for "/flow" alone and for a flow
 	// command without a required parameter, and serves the "Run a flow"
 	// message shortcut. DefaultConfig turns it on; it needs no scope.
@@ -112,6 +124,7 @@ func DefaultConfig() Config {
 		WorkingIndicator: IndicatorPlaceholder,
 		WorkingReaction:  "hourglass_flowing_sand",
 		AssistantStatus:  DefaultAssistantStatus,
+		AgentDescription: DefaultAgentDescription,
 		FlowForms:        true,
 	}
 }
@@ -132,6 +145,7 @@ func (c Config) withDefaults() Config {
 	set(&c.WorkingIndicator, d.WorkingIndicator)
 	set(&c.WorkingReaction, d.WorkingReaction)
 	set(&c.AssistantStatus, d.AssistantStatus)
+	set(&c.AgentDescription, d.AgentDescription)
 	return c
 }
 
@@ -226,6 +240,12 @@ func (c Config) settingProblems() error {
 	}
 	if n := runes(c.AssistantStatus); n > MaxStatusLength || strings.ContainsAny(c.AssistantStatus, "\n\r") {
 		bad(&errs, "assistant_status", "%q must be one line of at most %d characters (Slack's limit)", truncate(c.AssistantStatus, 60), MaxStatusLength)
+	}
+	if c.Assistant && c.AgentView {
+		bad(&errs, "agent_view", "cannot be used with slack.assistant: a Slack app has either agent_view (new apps) or assistant_view; turn one off")
+	}
+	if n := runes(c.AgentDescription); n > MaxAgentDescription {
+		bad(&errs, "agent_description", "%d characters; Slack takes at most %d", n, MaxAgentDescription)
 	}
 	if strings.ContainsAny(c.WorkingReaction, ": \t") {
 		bad(&errs, "working_reaction", "%q must be an emoji name without colons, e.g. \"eyes\"", c.WorkingReaction)

@@ -128,7 +128,7 @@ func TestValidateManifestNeedsNoToken(t *testing.T) {
 			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 				t.Errorf("ValidateManifest() = %v, want %q", err, tt.want)
 			}
-			if _, merr := Manifest(tt.cfg, nil, "", "yaml"); (merr == nil) != (tt.want == "") {
+			if _, merr := Manifest(tt.cfg, nil, nil, "", "yaml"); (merr == nil) != (tt.want == "") {
 				t.Errorf("Manifest() error = %v, want error %v", merr, tt.want != "")
 			}
 		})

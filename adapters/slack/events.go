@@ -56,6 +56,10 @@ func (a *Adapter) receiveEventsAPI(ev slackevents.EventsAPIEvent, retry int) *br
 		return a.receiveAssistant(log, cb.TeamID, cb.EventID, bridge.KindOpen, e.AssistantThread)
 	case *slackevents.AssistantThreadContextChangedEvent:
 		return a.receiveAssistant(log, cb.TeamID, cb.EventID, bridge.KindContext, e.AssistantThread)
+	case *slackevents.AppHomeOpenedEvent:
+		return a.receiveHome(log, cb.TeamID, cb.EventID, e)
+	case *slackevents.AppContextChangedEvent:
+		return a.receiveAppContext(log, cb.TeamID, cb.EventID, e)
 	}
 	if err != nil {
 		a.refuse(log, err)
@@ -140,6 +144,9 @@ func (a *Adapter) fromMention(team string, e *slackevents.AppMentionEvent) (*inc
 	} else {
 		in.rt.Thread = root
 		in.key, in.parent = conversationKey(team, e.Channel, root), conversationKey(team, e.Channel, "")
+		if root != e.TimeStamp {
+			in.rt.ContextOf = root // a mention inside a thread people had started
+		}
 	}
 	in.rt.JoinThread = in.rt.Thread != ""
 	return in, nil
@@ -194,6 +201,15 @@ func (a *Adapter) fromMessage(team string, e *slackevents.MessageEvent) (*incomi
 		// Each thread of the assistant container is a conversation of its own.
 		in.key, in.parent = conversationKey(team, e.Channel, e.ThreadTimeStamp), conversationKey(team, e.Channel, "")
 		in.rt.Assistant = true
+	case e.ChannelType == "im" && a.cfg.AgentView:
+		// The Messages tab of an agent: a message there starts a thread, and
+		// each thread is a conversation of its own.
+		root := e.ThreadTimeStamp
+		if root == "" {
+			root = e.TimeStamp
+		}
+		in.key, in.parent = conversationKey(team, e.Channel, root), conversationKey(team, e.Channel, "")
+		in.rt.Thread, in.rt.Agent = root, true
 	case e.ChannelType == "im":
 		in.key = conversationKey(team, e.Channel, "")
 	case a.cfg.SessionScope == ScopeChannel:
@@ -202,6 +218,7 @@ func (a *Adapter) fromMessage(team string, e *slackevents.MessageEvent) (*incomi
 	default:
 		in.key, in.parent = conversationKey(team, e.Channel, e.ThreadTimeStamp), conversationKey(team, e.Channel, "")
 		in.rt.CheckThread = true
+		in.rt.ContextOf = e.ThreadTimeStamp
 	}
 	return in, nil
 }
@@ -351,12 +368,18 @@ func (a *Adapter) receive(log *zap.Logger, ev bridge.Event, rt route) *bridge.Re
 
 // complete gives an event its responder and Prepare, from its route.
 func (a *Adapter) complete(ev *bridge.Event, rt route) {
-	if rt.Assistant {
-		ev.Reply = &assistantResponder{responder: a.newResponder(rt)}
-	} else {
+	switch {
+	case rt.Assistant:
+		ev.Reply = &assistantResponder{&statusResponder{responder: a.newResponder(rt)}}
+	case rt.Agent:
+		ev.Reply = &statusResponder{responder: a.newResponder(rt), agent: true}
+	default:
 		ev.Reply = a.newResponder(rt)
 	}
 	ev.Prepare = a.prepare(rt)
+	if rt.ContextOf != "" && rt.UserTS != "" {
+		ev.Earlier = a.earlier(rt)
+	}
 }
 
 // prepare returns the event's Prepare: what runs on the core's dispatcher,

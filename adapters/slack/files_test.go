@@ -140,7 +140,7 @@ func TestE2EOnlyPublicResultsBecomeFiles(t *testing.T) {
 
 func TestManifestAsksForFileScopesOnlyWithFiles(t *testing.T) {
 	for _, on := range []bool{false, true} {
-		js, err := Manifest(Config{Files: on}, nil, "", "json")
+		js, err := Manifest(Config{Files: on}, nil, nil, "", "json")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -46,15 +46,16 @@ func strs(ss ...string) *node {
 // Manifest returns a Slack app manifest for the configuration: its slash
 // commands (the flow command's usage hint lists flows), the bot scopes and
 // events the adapter uses, interactivity for the Share button, and Socket Mode
-// or, in HTTP mode, request URLs under public_url. format is "yaml" or "json".
-// It needs no token; settings it cannot be made from are an error
-// (ValidateManifest's).
-func Manifest(cfg Config, flows []bridge.Flow, botName, format string) ([]byte, error) {
+// or, in HTTP mode, request URLs under public_url. With agent_view, the
+// agent's description, the default agent's suggested prompts and one action
+// per flow. format is "yaml" or "json". It needs no token; settings it
+// cannot be made from are an error (ValidateManifest's).
+func Manifest(cfg Config, flows []bridge.Flow, agents []bridge.Agent, botName, format string) ([]byte, error) {
 	if err := cfg.ValidateManifest(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	m := manifestTree(cfg, flows, botName)
+	m := manifestTree(cfg, flows, defaultPrompts(agents), botName)
 	switch format {
 	case "json":
 		var b bytes.Buffer
@@ -70,7 +71,55 @@ func Manifest(cfg Config, flows []bridge.Flow, botName, format string) ([]byte, 
 	return nil, fmt.Errorf("slack manifest format %q: want \"yaml\" or \"json\"", format)
 }
 
-func manifestTree(cfg Config, flows []bridge.Flow, botName string) *node {
+// defaultPrompts are the suggested prompts of the agent a new conversation
+// uses: the default one, else the first.
+func defaultPrompts(agents []bridge.Agent) []bridge.Prompt {
+	for _, a := range agents {
+		if a.Default {
+			return a.SuggestedPrompts
+		}
+	}
+	if len(agents) > 0 {
+		return agents[0].SuggestedPrompts
+	}
+	return nil
+}
+
+// agentView is the manifest's features.agent_view: Slack's Agent messaging
+// experience, with what the agent is for, its suggested prompts (at most
+// four) and, as its quick actions, the flows.
+func agentView(cfg Config, flows []bridge.Flow, prompts []bridge.Prompt) *node {
+	v := mapping().set("agent_description", str(truncate(cfg.AgentDescription, MaxAgentDescription)))
+	if len(prompts) > 0 {
+		ps := list()
+		for _, p := range prompts[:min(len(prompts), MaxSuggestedPrompts)] {
+			ps.items = append(ps.items, mapping().
+				set("title", str(truncate(p.Title, MaxPromptTitle))).
+				set("message", str(truncate(p.Message, MaxPromptMessage))))
+		}
+		v.set("suggested_prompts", ps)
+	}
+	if len(flows) > 0 {
+		as := list()
+		for _, f := range flows {
+			desc := f.Description
+			if strings.TrimSpace(desc) == "" {
+				desc = "Run the " + f.Name + " flow"
+			}
+			as.items = append(as.items, mapping().
+				set("name", str(f.Name)).
+				set("description", str(truncate(desc, maxActionDescription))))
+		}
+		v.set("actions", as)
+	}
+	return v
+}
+
+// maxActionDescription keeps an agent action's description to the length of
+// a slash command's, since Slack states none for it.
+const maxActionDescription = 100
+
+func manifestTree(cfg Config, flows []bridge.Flow, prompts []bridge.Prompt, botName string) *node {
 	name := strings.TrimSpace(botName)
 	if name == "" {
 		name = "flowbridge"
@@ -110,6 +159,9 @@ func manifestTree(cfg Config, flows []bridge.Flow, botName string) *node {
 	if cfg.Assistant {
 		botEvents = append(botEvents, "assistant_thread_started", "assistant_thread_context_changed")
 	}
+	if cfg.AgentView {
+		botEvents = append(botEvents, "app_home_opened", "app_context_changed")
+	}
 
 	events := mapping()
 	if http {
@@ -133,6 +185,9 @@ func manifestTree(cfg Config, flows []bridge.Flow, botName string) *node {
 		// The agent's suggested prompts are set per thread when it starts.
 		features.set("assistant_view", mapping().
 			set("assistant_description", str("Ask the AI agent; each thread is a conversation of its own")))
+	}
+	if cfg.AgentView {
+		features.set("agent_view", agentView(cfg, flows, prompts))
 	}
 	if cfg.FlowForms {
 		// Opens the flow form from inside a thread, where slash commands cannot be used.

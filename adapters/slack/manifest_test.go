@@ -12,8 +12,11 @@ import (
 	"github.com/flowbridge/flowbridge/bridge"
 )
 
+// manifestAgents give the manifest its suggested prompts.
+var manifestAgents = []bridge.Agent{{Name: "other"}, {Name: "helper", Default: true, SuggestedPrompts: e2ePrompts}}
+
 func TestManifest(t *testing.T) {
-	flows := []bridge.Flow{{Name: "healthcheck"}, {Name: "deploy"}}
+	flows := []bridge.Flow{{Name: "healthcheck", Description: "Check a host's health"}, {Name: "deploy"}}
 	tests := []struct {
 		name string
 		cfg  Config
@@ -23,15 +26,17 @@ func TestManifest(t *testing.T) {
 		{"http", Config{Mode: ModeHTTP, PublicURL: "https://bot.example.com/", FlowCommand: "/run", UserGroups: true, WorkingIndicator: IndicatorReaction}, "Ops \"Bot\": #1"},
 		{"http placeholder url", Config{Mode: ModeHTTP}, ""},
 		{"assistant", Config{Assistant: true}, "flowbridge"},
+		{"agent view", Config{AgentView: true}, "flowbridge"},
+		{"agent view http", Config{AgentView: true, Mode: ModeHTTP, PublicURL: "https://bot.example.com", AgentDescription: "Answers questions about prod"}, "Ops"},
 		{"flow forms", Config{FlowForms: true}, "flowbridge"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			js, err := Manifest(tt.cfg, flows, tt.bot, "json")
+			js, err := Manifest(tt.cfg, flows, manifestAgents, tt.bot, "json")
 			if err != nil {
 				t.Fatalf("Manifest(json) = %v", err)
 			}
-			ym, err := Manifest(tt.cfg, flows, tt.bot, "yaml")
+			ym, err := Manifest(tt.cfg, flows, manifestAgents, tt.bot, "yaml")
 			if err != nil {
 				t.Fatalf("Manifest(yaml) = %v", err)
 			}
@@ -51,9 +56,10 @@ func TestManifest(t *testing.T) {
 				t.Errorf("YAML and JSON manifests differ:\njson: %v\nyaml: %v", fromJSON, fromYAML)
 			}
 			checkManifest(t, tt.cfg.withDefaults(), fromJSON)
+			checkManifestSchema(t, js)
 		})
 	}
-	if _, err := Manifest(Config{}, nil, "", "toml"); err == nil {
+	if _, err := Manifest(Config{}, nil, nil, "", "toml"); err == nil {
 		t.Error(`Manifest(format "toml") = nil error, want one`)
 	}
 }
@@ -101,8 +107,23 @@ func checkManifest(t *testing.T, cfg Config, m map[string]any) {
 	if slices.Contains(scopes, "reactions:write") != (cfg.WorkingIndicator == IndicatorReaction) {
 		t.Errorf("reactions:write in %v, want %v", scopes, cfg.WorkingIndicator == IndicatorReaction)
 	}
-	if slices.Contains(scopes, AssistantScope) != cfg.Assistant {
-		t.Errorf("%s in %v, want %v", AssistantScope, scopes, cfg.Assistant)
+	if slices.Contains(scopes, AssistantScope) != (cfg.Assistant || cfg.AgentView) {
+		t.Errorf("%s in %v, want %v", AssistantScope, scopes, cfg.Assistant || cfg.AgentView)
+	}
+	if got := get("features", "agent_view") != nil; got != cfg.AgentView {
+		t.Errorf("agent_view present = %v, want %v", got, cfg.AgentView)
+	}
+	if cfg.AgentView {
+		av := get("features", "agent_view").(map[string]any)
+		if av["agent_description"] != cfg.AgentDescription {
+			t.Errorf("agent_description = %v, want %q", av["agent_description"], cfg.AgentDescription)
+		}
+		if ps, _ := av["suggested_prompts"].([]any); len(ps) != len(e2ePrompts) || ps[0].(map[string]any)["title"] != e2ePrompts[0].Title {
+			t.Errorf("suggested_prompts = %v, want the default agent's %v", ps, e2ePrompts)
+		}
+		if as, _ := av["actions"].([]any); len(as) != 2 || as[0].(map[string]any)["name"] != "healthcheck" || as[0].(map[string]any)["description"] != "Check a host's health" {
+			t.Errorf("actions = %v, want one per flow", as)
+		}
 	}
 	if got := get("features", "assistant_view") != nil; got != cfg.Assistant {
 		t.Errorf("assistant_view present = %v, want %v", got, cfg.Assistant)
@@ -114,6 +135,11 @@ func checkManifest(t *testing.T, cfg Config, m map[string]any) {
 	for _, e := range []string{"assistant_thread_started", "assistant_thread_context_changed"} {
 		if slices.Contains(events, e) != cfg.Assistant {
 			t.Errorf("bot event %s in %v, want %v", e, events, cfg.Assistant)
+		}
+	}
+	for _, e := range []string{"app_home_opened", "app_context_changed"} {
+		if slices.Contains(events, e) != cfg.AgentView {
+			t.Errorf("bot event %s in %v, want %v", e, events, cfg.AgentView)
 		}
 	}
 	var shortcuts []string

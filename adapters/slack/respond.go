@@ -65,6 +65,13 @@ type route struct {
 	// Assistant marks a thread of the app's assistant container: replies
 	// there use its status, title and suggested prompts.
 	Assistant bool `json:"assistant,omitempty"`
+	// Agent marks the Messages tab of an agent_view app: replies there use
+	// its status and the DM's suggested prompts.
+	Agent bool `json:"agent,omitempty"`
+	// ContextOf is the root of the thread a message was written in, whose
+	// earlier messages the agent hears when the message starts its
+	// conversation's session.
+	ContextOf string `json:"context_of,omitempty"`
 }
 
 // check applies the same rules to a route read back from the inbox as to
@@ -80,6 +87,7 @@ func (rt route) check() error {
 		field{"thread", rt.Thread, optional(isTS)},
 		field{"user", rt.User, optional(isID)},
 		field{"user_ts", rt.UserTS, optional(isTS)},
+		field{"context_of", rt.ContextOf, optional(isTS)},
 		field{"response_url", rt.ResponseURL, optional(isResponseURL)},
 	)
 }

@@ -22,7 +22,7 @@ func Scopes(cfg Config) []string {
 	if cfg.Files {
 		scopes = append(scopes, FileScopes...)
 	}
-	if cfg.Assistant {
+	if cfg.Assistant || cfg.AgentView {
 		scopes = append(scopes, AssistantScope)
 	}
 	return scopes
@@ -44,6 +44,10 @@ func Requirements(cfg Config) []string {
 	if cfg.Assistant {
 		out = append(out, "slack.assistant needs the "+AssistantScope+" scope, the Agents & AI Apps feature (assistant_view) "+
 			"and the assistant_thread_started and assistant_thread_context_changed bot events")
+	}
+	if cfg.AgentView {
+		out = append(out, "slack.agent_view needs the "+AssistantScope+" scope, the Agent messaging experience (features.agent_view, "+
+			"App Home's Messages tab) and the app_home_opened, app_context_changed and message.im bot events")
 	}
 	if cfg.Files {
 		out = append(out, "slack.files needs the "+strings.Join(FileScopes, ", ")+" scopes")

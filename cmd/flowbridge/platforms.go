@@ -120,18 +120,19 @@ func cmdSlackManifest(env *environment, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	// The manifest comes from the [slack] settings and the flows' names;
+	// The manifest comes from the [slack] settings, the flows' names and
+	// the default agent's suggested prompts;
 	// no token is needed, since the app that issues them does not exist yet.
 	cfg, err := loadSections(*path, env.getenv, func(c *Config) error {
 		var ps problems
 		checkBounds(&ps, reflect.ValueOf(c.Flows), "flows")
 		return errors.Join(c.validateFlows(), c.Slack.ValidateManifest(), errors.Join(ps...))
-	}, "slack", "flows", "console")
+	}, "slack", "flows", "agents", "console")
 	if err != nil {
 		return err
 	}
-	flows, _ := cfg.catalog()
-	m, err := slack.Manifest(cfg.Slack, flows, *name, *format)
+	flows, agents := cfg.catalog()
+	m, err := slack.Manifest(cfg.Slack, flows, agents, *name, *format)
 	if err != nil {
 		return err
 	}
