@@ -86,6 +86,12 @@ func (a *Adapter) onMessage(m *discordgo.MessageCreate) {
 	text := stripMention(m.Content, bot)
 	cmd, _ := bridge.TextCommand(text)
 	rt := route{Channel: m.ChannelID, Guild: m.GuildID, Message: m.ID, Mention: mentions(m.Message, bot)}
+	if ref := m.MessageReference; ref != nil && m.Type == discordgo.MessageTypeReply {
+		rt.ReplyTo = ref.MessageID
+		if ref.ChannelID != m.ChannelID {
+			rt.ReplyChannel = ref.ChannelID
+		}
+	}
 	addressed := rt.Mention || cmd != ""
 	ev := bridge.Event{
 		Kind:     bridge.KindMessage,

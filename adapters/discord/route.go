@@ -29,6 +29,11 @@ type route struct {
 	Lookup bool `json:"lookup,omitempty"`
 	// Interaction is set for a slash command or a button press.
 	Interaction *interactionRoute `json:"interaction,omitempty"`
+	// ReplyTo is the message Message replies to, in ReplyChannel (Channel
+	// when empty): the start of the reply chain the agent hears when the
+	// message starts its conversation's session.
+	ReplyTo      string `json:"reply_to,omitempty"`
+	ReplyChannel string `json:"reply_channel,omitempty"`
 }
 
 // interactionRoute is what answering an interaction takes.
@@ -63,6 +68,8 @@ func (rt route) check() error {
 	ids.need("channel id", rt.Channel)
 	ids.may("guild id", rt.Guild)
 	ids.may("message id", rt.Message)
+	ids.may("replied-to message id", rt.ReplyTo)
+	ids.may("replied-to channel id", rt.ReplyChannel)
 	if in := rt.Interaction; in != nil {
 		ids.need("interaction id", in.ID)
 		ids.need("application id", in.AppID)
@@ -117,6 +124,9 @@ func (a *Adapter) withRoute(ev *bridge.Event, rt route) {
 	ev.Reply = r
 	if rt.Lookup || rt.Thread {
 		ev.Prepare = a.prepareMessage(rt, r)
+	}
+	if rt.ReplyTo != "" {
+		ev.Earlier = a.earlier(rt)
 	}
 }
 
