@@ -118,6 +118,9 @@ func TestValidateManifestNeedsNoToken(t *testing.T) {
 		{"bad command", Config{FlowCommand: "flow"}, `slack.flow_command: "flow" must start with "/"`},
 		{"bad public url", Config{Mode: ModeHTTP, PublicURL: "bot.example.com"}, "slack.public_url:"},
 		{"bad mode, disabled", Config{Mode: "rtm"}, `slack.mode: "rtm"`},
+		{"agent view", Config{AgentView: true}, ""},
+		{"agent view and assistant", Config{AgentView: true, Assistant: true}, "slack.agent_view: cannot be used with slack.assistant"},
+		{"long agent description", Config{AgentView: true, AgentDescription: strings.Repeat("a", 301)}, "slack.agent_description: 301 characters; Slack takes at most 300"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -390,6 +390,18 @@ flow_command = "/run"
 			t.Errorf("manifest lacks %q:\n%s", want, out)
 		}
 	}
+	// With agent_view, the default agent's prompts and the flows are in it.
+	agent := writeFile(t, strings.Replace(text, `flow_command = "/run"`, "flow_command = \"/run\"\nagent_view = true", 1)+
+		"\n[[agents.suggested_prompts]]\ntitle = \"Status\"\nmessage = \"What is the status of prod?\"\n")
+	out, errOut, err = runCmd(t, nil, "", "slack-manifest", "-config", agent, "-format", "json")
+	if err != nil {
+		t.Fatalf("slack-manifest with agent_view = %v\n%s", err, errOut)
+	}
+	for _, want := range []string{`"agent_view": {`, `"title": "Status"`, `"name": "healthcheck"`, `"app_context_changed"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("agent_view manifest lacks %q:\n%s", want, out)
+		}
+	}
 	// What the manifest is made from is still checked.
 	bad := writeFile(t, strings.Replace(text, `flow_command = "/run"`, `flow_command = "run"`, 1))
 	if _, _, err := runCmd(t, nil, "", "slack-manifest", "-config", bad); err == nil || !strings.Contains(err.Error(), "slack.flow_command") {

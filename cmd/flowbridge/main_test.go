@@ -351,3 +351,15 @@ func TestAdminEndpoints(t *testing.T) {
 		t.Fatalf("run: %v", err)
 	}
 }
+
+func TestCheckConfigRefusesAgentViewWithAssistant(t *testing.T) {
+	slackOn := "[slack]\nenabled = true\nbot_token = \"xoxb-1\"\napp_token = \"xapp-1\"\nagent_view = true\n"
+	env := map[string]string{"TEST_TOKEN": "x"}
+	if out, _, err := runCmd(t, env, "", "check-config", "-config", writeConfig(t, "http://127.0.0.1:1", slackOn)); err != nil || !strings.Contains(out, "slack.agent_view needs") {
+		t.Errorf("check-config with agent_view = %v\n%s\nwant OK and what the app needs", err, out)
+	}
+	_, _, err := runCmd(t, env, "", "check-config", "-config", writeConfig(t, "http://127.0.0.1:1", slackOn+"assistant = true\n"))
+	if err == nil || !strings.Contains(err.Error(), "slack.agent_view: cannot be used with slack.assistant") {
+		t.Errorf("check-config with agent_view and assistant = %v, want the pair refused", err)
+	}
+}
