@@ -47,7 +47,7 @@ type Config struct {
 	// Limits on user input.
 	Limits Limits
 	// ThreadContext bounds what the agent hears of a thread its
-	// conversation starts in (see Event.Earlier).
+	// conversation starts in (see Event.Earlier); Messages 0 turns it off.
 	ThreadContext ThreadContext
 	// Files is the policy for attached files and replies posted as files.
 	Files FileLimits
@@ -93,6 +93,7 @@ func DefaultConfig() Config {
 		Limits:             Limits{MaxMessageBytes: 16000, MaxParams: 32, MaxValueBytes: 4000, Burst: 5},
 		Files:              FileLimits{MaxFiles: 5, MaxFileBytes: 100_000, ReplyOver: 4000},
 		Replicas:           ReplicaConfig{LeaseTTL: 15 * time.Second, ClaimGrace: 2 * time.Second, OrderHold: 100 * time.Millisecond},
+		ThreadContext:      ThreadContext{Messages: 20, Chars: 4000},
 	}
 }
 
@@ -105,6 +106,7 @@ func (c *Config) setDefaults() {
 	c.Limits.setDefaults()
 	orDefault(&c.Files.MaxFiles, d.Files.MaxFiles)
 	orDefault(&c.Files.MaxFileBytes, d.Files.MaxFileBytes)
+	orDefault(&c.ThreadContext.Chars, d.ThreadContext.Chars)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

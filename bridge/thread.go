@@ -27,15 +27,9 @@ type Earlier struct {
 type ThreadContext struct {
 	// Messages is how many earlier messages at most; 0 turns it off.
 	Messages int
-	// Chars bounds their text, names included (default 4,000).
+	// Chars bounds their text, names included.
 	Chars int
 }
-
-// Defaults of ThreadContext.
-const (
-	DefaultThreadContextMessages = 20
-	DefaultThreadContextChars    = 4000
-)
 
 // earlierBudget bounds the platform calls that read a thread, so a slow
 // platform delays the answer by this much at most.
@@ -68,9 +62,6 @@ func (b *Bridge) threadLead(ctx context.Context, log *zap.Logger, ev Event) stri
 // were left out.
 func formatEarlier(msgs []Earlier, tc ThreadContext) string {
 	chars := tc.Chars
-	if chars <= 0 {
-		chars = DefaultThreadContextChars
-	}
 	if len(msgs) > tc.Messages {
 		msgs = msgs[len(msgs)-tc.Messages:]
 	}

@@ -109,6 +109,11 @@ type BridgeConfig struct {
 	MaxFiles      int `toml:"max_files"`
 	MaxFileBytes  int `toml:"max_file_bytes"`
 	FileReplyOver int `toml:"file_reply_over"`
+	// ThreadContextMessages and ThreadContextChars bound the earlier
+	// messages of a thread (Slack) or reply chain (Discord) the first
+	// message of a conversation brings the agent; 0 messages turns it off.
+	ThreadContextMessages int `toml:"thread_context_messages"`
+	ThreadContextChars    int `toml:"thread_context_chars"`
 	// ProgressInterval is how often a running flow's message, and a slow
 	// answer's placeholder, show the time elapsed; 0 turns it off.
 	ProgressInterval Duration `toml:"progress_interval"`
@@ -1112,6 +1117,7 @@ func (c *Config) bridgeConfig() bridge.Config {
 		},
 	}
 	bc.Files = c.fileLimits()
+	bc.ThreadContext = bridge.ThreadContext{Messages: c.Bridge.ThreadContextMessages, Chars: c.Bridge.ThreadContextChars}
 	bc.Flows, bc.Agents = c.catalog()
 	return bc
 }

@@ -57,6 +57,8 @@ func defaultConfig() Config {
 			MaxFiles:              core.Files.MaxFiles,
 			MaxFileBytes:          int(core.Files.MaxFileBytes),
 			FileReplyOver:         core.Files.ReplyOver,
+			ThreadContextMessages: core.ThreadContext.Messages,
+			ThreadContextChars:    core.ThreadContext.Chars,
 		},
 		Admin:   AdminConfig{Listen: "127.0.0.1:9090"},
 		Log:     LogConfig{Level: "info", Format: "json"},
@@ -98,6 +100,10 @@ var bounds = map[string]bound{
 	"bridge.max_files":       intRange{min: 1, max: 20},
 	"bridge.max_file_bytes":  intRange{min: 1, max: 10000000},
 	"bridge.file_reply_over": intRange{zero: "never", min: 500, max: 1000000},
+	// The earlier messages of a thread the first message of a conversation
+	// brings the agent: Slack reads at most five pages of 200.
+	"bridge.thread_context_messages": intRange{zero: "off", min: 1, max: 200},
+	"bridge.thread_context_chars":    intRange{min: 200, max: 100000},
 
 	"flows.timeout": durationRange{zero: "bridge.default_flow_timeout", min: time.Second, max: time.Hour},
 }
