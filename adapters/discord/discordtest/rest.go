@@ -79,6 +79,7 @@ func (s *Server) routes() http.Handler {
 	api(RouteGetChannel, authBot, s.handleGetChannel)
 	api(RouteCreateMessage, authBot, s.handleCreateMessage)
 	api(RouteGetMessage, authBot, s.handleGetMessage)
+	api(RouteListMessages, authBot, s.handleListMessages)
 	api(RouteEditMessage, authBot, s.handleEditMessage)
 	api(RouteDeleteMessage, authBot, s.handleDeleteMessage)
 	api(RouteTyping, authBot, s.handleTyping)
@@ -126,6 +127,9 @@ func (s *Server) api(route string, mode authMode, h handlerFunc) http.Handler {
 		if !limited {
 			limit, limited = s.editLimitLocked(route, r)
 		}
+		if !limited {
+			limit, limited = s.historyLimitLocked(route, r)
+		}
 		s.mu.Unlock()
 
 		var (
@@ -143,8 +147,11 @@ func (s *Server) api(route string, mode authMode, h handlerFunc) http.Handler {
 		case limited:
 			s.writeRateLimited(w, route, limit)
 			why := "rate limited (edits per channel)"
-			if scripted {
+			switch {
+			case scripted:
 				why = "rate limited (scripted)"
+			case route == RouteListMessages:
+				why = "rate limited (history reads per channel)"
 			}
 			s.finishRequest(idx, http.StatusTooManyRequests, 0, why)
 			return
