@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -431,4 +432,34 @@ func (s *Store) deleteBatches(q string, before time.Time, more ...any) (int, err
 			return total, nil
 		}
 	}
+}
+
+// LastOrders returns, for each conversation with inbox entries whose key
+// starts with keyPrefix and that were received at or after since, the
+// highest Order among them: how far the platform's order of the
+// conversation was recorded (a Discord adapter catches up on what came
+// after). Entries without an Order are left out.
+func (s *Store) LastOrders(ctx context.Context, keyPrefix string, since time.Time) (map[string]int64, error) {
+	if s.closed.Load() {
+		return nil, fmt.Errorf("last orders: %w", ErrClosed)
+	}
+	like := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(keyPrefix) + "%"
+	rows, err := s.pool.Query(ctx, `
+		SELECT conversation, max(ord) FROM inbox
+		WHERE key LIKE $1 AND received >= $2 AND ord > 0 AND conversation <> ''
+		GROUP BY conversation`, like, since)
+	if err != nil {
+		return nil, fmt.Errorf("last orders: %w", err)
+	}
+	out := make(map[string]int64)
+	var conv string
+	var ord int64
+	_, err = pgx.ForEachRow(rows, []any{&conv, &ord}, func() error {
+		out[conv] = ord
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("last orders: %w", err)
+	}
+	return out, nil
 }

@@ -98,6 +98,8 @@ type Adapter struct {
 
 	// pace keeps progress edits within Discord's edits per channel.
 	pace progressPace
+	// missed holds the messages the store refused, for catch-up.
+	missed missed
 	// done is closed when Run shuts down, ending typing indicators.
 	done chan struct{}
 
@@ -262,6 +264,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 		a.log.Info("unfinished events of the previous run taken up", zap.Int("resumed", resumed), zap.Int("told", told))
 	}
 
+	a.watchStore(runCtx)
 	pacer := a.newPacer(ctx)
 	fatal := make(chan error, len(a.shards))
 	var supervisors sync.WaitGroup
@@ -294,7 +297,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 func (a *Adapter) addHandlers(ctx context.Context, sh *shard) []func() {
 	s := sh.session
 	return []func(){
-		s.AddHandler(func(_ *discordgo.Session, r *discordgo.Ready) { a.onReady(sh, r) }),
+		s.AddHandler(func(_ *discordgo.Session, r *discordgo.Ready) { a.onReady(ctx, sh, r) }),
 		s.AddHandler(func(*discordgo.Session, *discordgo.Connect) { a.onConnect(sh) }),
 		s.AddHandler(func(*discordgo.Session, *discordgo.Resumed) { a.shardLog(sh).Info("gateway session resumed") }),
 		s.AddHandler(func(*discordgo.Session, *discordgo.Disconnect) { a.onDisconnect(sh) }),
@@ -468,12 +471,15 @@ func fatalError(err error) error {
 	return nil
 }
 
-func (a *Adapter) onReady(sh *shard, r *discordgo.Ready) {
+// onReady notes the bot's ID and, as a new session gets no replay of what
+// was posted meanwhile, catches up on the shard's conversations.
+func (a *Adapter) onReady(ctx context.Context, sh *shard, r *discordgo.Ready) {
 	if r.User != nil {
 		id := r.User.ID
 		a.botID.Store(&id)
 	}
 	a.shardLog(sh).Info("gateway ready", zap.Int("guilds", len(r.Guilds)))
+	a.spawn(func() { a.catchUp(ctx, sh) })
 }
 
 func (a *Adapter) onConnect(sh *shard) {

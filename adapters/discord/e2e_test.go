@@ -19,6 +19,7 @@ import (
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/workspace"
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/postgres"
 	"github.com/flowbridge/flowbridge/sessionmap"
 )
 
@@ -37,12 +38,15 @@ type env struct {
 	// discordRT, when set, wraps the adapter's REST transport.
 	discordRT func(http.RoundTripper) http.RoundTripper
 	storePath string
-	cfg       Config
-	flows     []bridge.Flow
-	agents    []bridge.Agent
-	admins    []string
-	files     bridge.FileLimits
-	starts    int
+	// dsn, when set, puts the bridge on PostgreSQL (a pgtest schema)
+	// instead of storePath.
+	dsn    string
+	cfg    Config
+	flows  []bridge.Flow
+	agents []bridge.Agent
+	admins []string
+	files  bridge.FileLimits
+	starts int
 	// tap, when set, carries the gateway connections (see tap).
 	tap *tap
 	// core, when set, adjusts the core's configuration.
@@ -113,17 +117,30 @@ func testCtx(t *testing.T) context.Context {
 type bridgeRun struct {
 	a       *Adapter
 	core    *bridge.Bridge
-	store   *sessionmap.Store
+	store   e2eStore
 	metrics *prometheus.Registry
 	cancel  context.CancelFunc
 	done    chan error
 	once    sync.Once
 }
 
+// e2eStore is the store a test bridge runs on: bbolt, or PostgreSQL when
+// the env has a DSN.
+type e2eStore interface {
+	bridge.Store
+	Close() error
+}
+
 // build makes a bridge on the env's store and fakes without running it.
 func (e *env) build(t *testing.T) *bridgeRun {
 	t.Helper()
-	store, err := sessionmap.Open(e.storePath, sessionmap.Options{})
+	var store e2eStore
+	var err error
+	if e.dsn != "" {
+		store, err = postgres.Open(t.Context(), e.dsn, postgres.Options{MaxConns: 4})
+	} else {
+		store, err = sessionmap.Open(e.storePath, sessionmap.Options{})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

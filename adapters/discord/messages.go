@@ -142,7 +142,7 @@ func (a *Adapter) onMessage(m *discordgo.MessageCreate) {
 		a.refuse("MESSAGE_CREATE", err)
 		return
 	}
-	a.core.Receive(ev) // Discord needs no acknowledgement of a message
+	a.received(ev, m.GuildID, m.ChannelID, m.ID) // Discord needs no acknowledgement of a message
 }
 
 // startsThread reports whether a message in a plain channel starts a thread
