@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -37,6 +38,11 @@ var (
 	ErrCorrupt = errors.New("store is corrupt")
 	// ErrClosed means the Store was used after Close.
 	ErrClosed = errors.New("store is closed")
+	// ErrMissing means the store file is gone while the marker Open leaves
+	// beside it (path + ".created") says it existed: starting with a new,
+	// empty store would forget every event answered, and answer their
+	// redeliveries again. The message says what to do.
+	ErrMissing = errors.New("store file is missing")
 	// ErrUnappliedJournal means the flowbridge before this one left inbox
 	// changes in journal files beside the store, which this one cannot
 	// read; the message says what to do.
@@ -181,6 +187,9 @@ func Open(path string, opts Options) (s *Store, err error) {
 	if err := refuseJournal(path); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
+	if err := refuseMissing(path); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
 
 	// bbolt reads pages through an mmap without bounds checks, so a damaged
 	// file can fault or panic inside it. A fault becomes a panic only on a
@@ -238,6 +247,10 @@ func Open(path string, opts Options) (s *Store, err error) {
 		}
 	}
 	if err := initBuckets(db, &tx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	if err := markCreated(path); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
@@ -749,4 +762,37 @@ func refuseJournal(path string) error {
 		"(it stopped without a clean shutdown); start that flowbridge version once on this store and stop it with SIGTERM "+
 		"(it applies and removes them), then start this one; or, to give those changes up (events received just before "+
 		"the stop may be answered twice or not at all), delete %s.journal.*", ErrUnappliedJournal, strings.Join(segs, ", "), path)
+}
+
+// CreatedMarker is the file Open leaves beside the store file at path, to
+// tell a store that was never created from one that was lost.
+func CreatedMarker(path string) string { return path + ".created" }
+
+// refuseMissing refuses to create the store file anew when its marker says
+// it existed.
+func refuseMissing(path string) error {
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		return nil // there, or a problem bbolt's open reports
+	}
+	if _, err := os.Stat(CreatedMarker(path)); err != nil {
+		return nil // a first start
+	}
+	return fmt.Errorf("%w: %s is gone, but %s says flowbridge kept its store there; restore it from a backup "+
+		"(taken from the admin listener's /backup, or a copy of the file), or, to start with a new, empty store "+
+		"(sessions, inbox and audit log start over, and events answered before may be answered again), delete %s",
+		ErrMissing, path, CreatedMarker(path), CreatedMarker(path))
+}
+
+// markCreated leaves the marker beside the store file at path, once.
+func markCreated(path string) error {
+	f, err := os.OpenFile(CreatedMarker(path), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("marker: %w", err)
+	}
+	_, err = fmt.Fprintf(f, "flowbridge keeps its store in %s. While this file exists, flowbridge refuses to start without it "+
+		"rather than create a new, empty one; delete this file to let it.\n", filepath.Base(path))
+	return errors.Join(err, f.Close())
 }

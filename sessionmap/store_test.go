@@ -681,3 +681,35 @@ func reopenWithoutCounter(t *testing.T, s *Store, path string, counter []byte) *
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+// TestOpenRefusesAMissingStore: once a store was created at a path, Open
+// refuses to create a new, empty one there when the file is gone, naming
+// the file and the way out; without the marker (a first start, or the user
+// chose to start over) it creates one.
+func TestOpenRefusesAMissingStore(t *testing.T) {
+	s, path := openTest(t, Options{})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(CreatedMarker(path)); err != nil {
+		t.Fatalf("no marker beside a new store: %v", err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(path, Options{})
+	if !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "backup") || !strings.Contains(err.Error(), "delete "+CreatedMarker(path)) {
+		t.Fatalf("Open of a lost store = %v, want ErrMissing naming %s, the backup and the marker", err, path)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Open created %s after refusing: %v", path, err)
+	}
+	if err := os.Remove(CreatedMarker(path)); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(path, Options{})
+	if err != nil {
+		t.Fatalf("Open without the marker = %v, want a new store", err)
+	}
+	_ = s.Close()
+}

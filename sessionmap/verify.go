@@ -67,8 +67,9 @@ func (e *DamageError) Is(target error) bool { return target == ErrCorrupt }
 
 // Remedy says what to do about the damage.
 func (e *DamageError) Remedy() string {
-	return fmt.Sprintf("to recover, restore %s from a backup (taken from the admin listener's /backup, or a copy of the file), "+
-		"or move it aside and start with a new, empty store (sessions, inbox and audit log start over)", e.Path)
+	return fmt.Sprintf("to recover, restore %s from a backup "+
+		"(taken from the admin listener's /backup, or a copy of the file), or move it aside and delete %s "+
+		"to start with a new, empty store (sessions, inbox and audit log start over)", e.Path, CreatedMarker(e.Path))
 }
 
 func damage(path string, format string, args ...any) *DamageError {

@@ -78,7 +78,7 @@ func (e *ended) Ready() error {
 func serve(ctx context.Context, env *environment, cfg *Config, log *zap.Logger, opts serveOptions) (err error) {
 	st, err := openStore(ctx, cfg.Store)
 	if err != nil {
-		return err
+		return storeError(cfg, err)
 	}
 	defer func() {
 		if cerr := st.Close(); cerr != nil && err == nil {
