@@ -17,6 +17,10 @@ WORKDIR /data
 ENV FLOWBRIDGE_CONFIG=/etc/flowbridge/flowbridge.toml
 USER nonroot:nonroot
 EXPOSE 9090
-HEALTHCHECK --interval=30s --timeout=5s --start-period=20s CMD ["/flowbridge", "health"]
+# Healthy means serving: /readyz, which fails while the store cannot write
+# (with the reason) or a platform is disconnected, not /healthz, which only
+# says the process answers. Docker does not restart an unhealthy container;
+# the status is for operators and orchestrators to see.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s CMD ["/flowbridge", "health", "-ready"]
 ENTRYPOINT ["/flowbridge"]
 CMD ["run"]

@@ -2,6 +2,7 @@ package sessionmap
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/flowbridge/flowbridge/bridge/store"
 )
 
 // The test binary doubles as a helper process: with helperEnv set it runs
@@ -23,6 +26,7 @@ const (
 
 	modeHoldLock = "hold-lock"    // open, print "locked", hold until stdin closes
 	modeWriter   = "crash-writer" // put sessions forever, printing each key once stored
+	modeReceiver = "receiver"     // Receive each line of stdin as a key, printing "ok KEY" (new), "held KEY" or "error KEY: ERR"
 )
 
 func TestMain(m *testing.M) {
@@ -53,6 +57,21 @@ func runHelper(mode, path string) int {
 			}
 			fmt.Println(key)
 		}
+	}
+	if mode == modeReceiver {
+		in := bufio.NewScanner(os.Stdin)
+		for in.Scan() {
+			key := in.Text()
+			switch fresh, err := s.Receive(store.InboxEntry{Key: key, Conversation: "c", Event: bytes.Repeat([]byte("e"), 2000)}); {
+			case err != nil:
+				fmt.Printf("error %s: %v\n", key, err)
+			case fresh:
+				fmt.Printf("ok %s\n", key)
+			default:
+				fmt.Printf("held %s\n", key)
+			}
+		}
+		return 0
 	}
 	fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
 	return 2
