@@ -3,6 +3,7 @@ package sessionmap
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -62,6 +63,14 @@ func runHelper(mode, path string) int {
 		in := bufio.NewScanner(os.Stdin)
 		for in.Scan() {
 			key := in.Text()
+			if key == "ping" {
+				if err := s.Ping(context.Background()); err != nil {
+					fmt.Printf("error ping: %v\n", err)
+				} else {
+					fmt.Println("pong")
+				}
+				continue
+			}
 			switch fresh, err := s.Receive(store.InboxEntry{Key: key, Conversation: "c", Event: bytes.Repeat([]byte("e"), 2000)}); {
 			case err != nil:
 				fmt.Printf("error %s: %v\n", key, err)

@@ -3,6 +3,7 @@ package sessionmap
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -99,6 +100,7 @@ var (
 	metaSessions = []byte("n_sessions")
 	metaInbox    = []byte("n_inbox")
 	metaAudit    = []byte("n_audit")
+	metaPing     = []byte("ping") // what Ping writes
 
 	// The de-duplication counter of formats 1 and 2, dropped on upgrade.
 	metaOldEvents = []byte("n_events")
@@ -516,6 +518,23 @@ func (s *Store) Check() error {
 	}
 	if err != nil {
 		return fmt.Errorf("check: %w", err)
+	}
+	return nil
+}
+
+// Ping reports whether the store takes writes now: it commits a small change
+// (the time, under a key of its own in the meta bucket), so the commit
+// writes a page and syncs as every change does, and fails as they do while
+// the disk refuses writes. The bridge pings a store whose write failed, to
+// see it recover with no traffic. A bbolt commit cannot be abandoned, so
+// ctx is checked only before it starts.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ping store: %w", err)
+	}
+	now := encodeCounter(time.Now().UnixNano())
+	if err := s.update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(metaPing, now) }); err != nil {
+		return fmt.Errorf("ping store: %w", err)
 	}
 	return nil
 }

@@ -48,7 +48,13 @@ func TestFailedWriteIsNotForever(t *testing.T) {
 			t.Fatalf("while the disk refuses writes: %s, want the write's error", got)
 		}
 	}
+	if got := receive("ping"); !strings.HasPrefix(got, "error ping") || !strings.Contains(got, "file too large") {
+		t.Fatalf("Ping while the disk refuses writes = %s, want the write's error", got)
+	}
 	limit(unix.RLIM_INFINITY)
+	if got := receive("ping"); got != "pong" {
+		t.Fatalf("Ping once the disk takes writes again = %s, want pong", got)
+	}
 	for i := range 20 {
 		if got := receive(fmt.Sprintf("after-%d", i)); !strings.HasPrefix(got, "ok ") {
 			t.Fatalf("once the disk takes writes again: %s, want ok with no restart", got)

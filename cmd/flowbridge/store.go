@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/store"
 	"github.com/flowbridge/flowbridge/postgres"
 	"github.com/flowbridge/flowbridge/sessionmap"
@@ -38,10 +39,12 @@ type statsStore interface {
 // What admin and the metrics find by type assertion; a lost method must fail
 // the build, not quietly answer 501 or drop the gauges.
 var (
-	_ servedStore = (*sessionmap.Store)(nil)
-	_ servedStore = pgStore{}
-	_ backupStore = (*sessionmap.Store)(nil)
-	_ statsStore  = (*sessionmap.Store)(nil)
+	_ servedStore   = (*sessionmap.Store)(nil)
+	_ bridge.Prober = (*sessionmap.Store)(nil)
+	_ bridge.Prober = pgStore{}
+	_ servedStore   = pgStore{}
+	_ backupStore   = (*sessionmap.Store)(nil)
+	_ statsStore    = (*sessionmap.Store)(nil)
 )
 
 // pgOpenTimeout bounds connecting to PostgreSQL and migrating its schema at

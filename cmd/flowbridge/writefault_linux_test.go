@@ -22,11 +22,11 @@ import (
 // file's size, so every page bbolt writes past it fails with EFBIG, as a
 // full disk fails it with ENOSPC. (Running as root, a read-only mode would
 // not stop the writes; Go ignores SIGXFSZ, so the write fails rather than
-// the signal ending the process.) While the writes fail, messages are
-// refused with the not-saved notice and /readyz, which the container health
-// check asks (flowbridge health -ready), answers 503 with the reason. Once
-// the disk takes writes again, a new message is answered within 10 s, with
-// no restart, and /readyz is 200 again.
+// the signal ending the process.) While the writes fail, messages are not
+// recorded (nor acknowledged: Slack delivers them again) and /readyz, which
+// the container health check asks (flowbridge health -ready), answers 503
+// with the reason. Once the disk takes writes again, a new message is
+// answered within 10 s, with no restart, and /readyz is 200 again.
 func TestStoreWriteFailureRecovers(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t, t.TempDir())
@@ -88,9 +88,6 @@ func TestStoreWriteFailureRecovers(t *testing.T) {
 	}
 	if _, _, err := runCmd(t, s.env, "", "health", "-ready", "-config", s.path); err == nil || !strings.Contains(err.Error(), "503") {
 		t.Errorf("health -ready while writes fail = %v, want an error with 503", err)
-	}
-	if _, err := s.slack.WaitMessage(ctx, func(m slacktest.Message) bool { return slackHas(m, "cannot save anything right now") }); err != nil {
-		t.Errorf("no user was told their message was not saved: %v", err)
 	}
 	select {
 	case <-faultEnds:
