@@ -41,7 +41,7 @@ func TestAssistantConfig(t *testing.T) {
 	if !strings.Contains(reqs, AssistantScope) || !strings.Contains(reqs, "assistant_view") {
 		t.Errorf("Requirements() = %q, want the scope and feature assistant threads need", reqs)
 	}
-	if reqs := Requirements(Config{}); len(reqs) != 0 {
+	if reqs := Requirements(DefaultConfig()); len(reqs) != 0 {
 		t.Errorf("Requirements(defaults) = %q, want none", reqs)
 	}
 }

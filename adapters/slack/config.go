@@ -149,6 +149,17 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// UnusedKeys names the keys of the section that its mode does not read:
+// app_token in HTTP mode, signing_secret in Socket Mode. The config loader
+// leaves their ${ENV} references unread, so a copy of the example switched
+// to the other mode needs no variable for them.
+func (c Config) UnusedKeys() []string {
+	if c.withDefaults().Mode == ModeHTTP {
+		return []string{"app_token"}
+	}
+	return []string{"signing_secret"}
+}
+
 // Validate reports every problem of an enabled configuration, each naming its
 // key; a disabled one is not checked.
 func (c Config) Validate() error {
@@ -163,7 +174,12 @@ func (c Config) Validate() error {
 // from, enabled or not. It needs no token, so the manifest can be made before
 // the app exists.
 func (c Config) ValidateManifest() error {
-	return c.withDefaults().settingProblems()
+	c = c.withDefaults()
+	var errs []error
+	if c.Mode == ModeHTTP && c.PublicURL == "" {
+		bad(&errs, "public_url", "required in http mode for the manifest: the HTTPS address that reaches listen, e.g. \"https://bot.example.com\" (Slack is sent to {public_url}%s)", EventsPath)
+	}
+	return errors.Join(append(errs, c.settingProblems())...)
 }
 
 func bad(errs *[]error, key, format string, args ...any) {

@@ -9,10 +9,6 @@ import (
 	"github.com/flowbridge/flowbridge/bridge"
 )
 
-// placeholderPublicURL stands in for public_url in an HTTP-mode manifest
-// when none is configured; the operator replaces it before pasting.
-const placeholderPublicURL = "https://YOUR-PUBLIC-HOST"
-
 // node is one value of the manifest: an ordered mapping, a list, a string or a bool.
 type node struct {
 	keys  []string
@@ -127,11 +123,7 @@ func manifestTree(cfg Config, flows []bridge.Flow, prompts []bridge.Prompt, botN
 	http := cfg.Mode == ModeHTTP
 	requestURL := ""
 	if http {
-		base := strings.TrimRight(cfg.PublicURL, "/")
-		if base == "" {
-			base = placeholderPublicURL
-		}
-		requestURL = base + EventsPath
+		requestURL = strings.TrimRight(cfg.PublicURL, "/") + EventsPath
 	}
 
 	names := make([]string, 0, len(flows))

@@ -24,7 +24,6 @@ func TestManifest(t *testing.T) {
 	}{
 		{"socket", Config{}, "flowbridge"},
 		{"http", Config{Mode: ModeHTTP, PublicURL: "https://bot.example.com/", FlowCommand: "/run", UserGroups: true, WorkingIndicator: IndicatorReaction}, "Ops \"Bot\": #1"},
-		{"http placeholder url", Config{Mode: ModeHTTP}, ""},
 		{"assistant", Config{Assistant: true}, "flowbridge"},
 		{"agent view", Config{AgentView: true}, "flowbridge"},
 		{"agent view http", Config{AgentView: true, Mode: ModeHTTP, PublicURL: "https://bot.example.com", AgentDescription: "Answers questions about prod"}, "Ops"},
@@ -58,6 +57,10 @@ func TestManifest(t *testing.T) {
 			checkManifest(t, tt.cfg.withDefaults(), fromJSON)
 			checkManifestSchema(t, js)
 		})
+	}
+	// An HTTP-mode manifest without public_url would send Slack nowhere.
+	if _, err := Manifest(Config{Mode: ModeHTTP}, flows, nil, "", "yaml"); err == nil || !strings.Contains(err.Error(), "slack.public_url: required in http mode") {
+		t.Errorf("Manifest(http mode without public_url) = %v, want public_url required", err)
 	}
 	if _, err := Manifest(Config{}, nil, nil, "", "toml"); err == nil {
 		t.Error(`Manifest(format "toml") = nil error, want one`)

@@ -31,7 +31,9 @@ func Scopes(cfg Config) []string {
 // Requirements says, for each feature the configuration turns on beyond
 // the basics, what the Slack app must have for it: the scopes, features and
 // events to add before reinstalling the app. check-config prints them
-// (slack.files' own note is check-config's).
+// (slack.files' own note is check-config's). Flow forms, on by default,
+// are among the basics: they need no scope, and the manifest made for the
+// configuration carries their shortcut.
 func Requirements(cfg Config) []string {
 	cfg = cfg.withDefaults()
 	var out []string
@@ -51,9 +53,6 @@ func Requirements(cfg Config) []string {
 	}
 	if cfg.Files {
 		out = append(out, "slack.files needs the "+strings.Join(FileScopes, ", ")+" scopes")
-	}
-	if cfg.FlowForms {
-		out = append(out, "slack.flow_forms needs no scope; its \"Run a flow\" message shortcut needs the shortcut with callback_id "+ShortcutCallback)
 	}
 	return out
 }

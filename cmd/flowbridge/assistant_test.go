@@ -26,7 +26,7 @@ func TestCheckConfigNamesTheAssistantScope(t *testing.T) {
 		want, not  []string
 	}{
 		{"assistant on", slackOn + "assistant = true\n", []string{"assistant:write", "needs: slack.assistant needs the assistant:write scope", "assistant_view", "update the app"}, nil},
-		{"assistant off", slackOn, []string{"slack scopes: app_mentions:read", "callback_id run_flow"}, []string{"assistant:write"}},
+		{"assistant off", slackOn, []string{"slack scopes: app_mentions:read"}, []string{"assistant:write", "needs:"}},
 		{"slack off", "", nil, []string{"slack scopes", "assistant"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -230,7 +230,7 @@ func cmdStore(ctx context.Context, env *environment, args []string) error {
 	}
 	target := *file
 	if target == "" {
-		cfg, err := loadConfig(*path, env.getenv)
+		cfg, err := loadStoreConfig(*path, env.getenv)
 		if err != nil {
 			return err
 		}
@@ -294,7 +294,7 @@ func cmdMigrate(ctx context.Context, env *environment, args []string) error {
 	if fs.NArg() > 0 {
 		return &usageError{"usage: flowbridge migrate [-config FILE] [-apply]"}
 	}
-	cfg, err := loadConfig(*path, env.getenv)
+	cfg, err := loadStoreConfig(*path, env.getenv)
 	if err != nil {
 		return err
 	}
@@ -350,7 +350,7 @@ func cmdSessions(ctx context.Context, env *environment, args []string) error {
 			return err
 		}
 	}
-	cfg, err := loadConfig(*path, env.getenv)
+	cfg, err := loadStoreConfig(*path, env.getenv)
 	if err != nil {
 		return err
 	}
@@ -472,7 +472,7 @@ func cmdAudit(ctx context.Context, env *environment, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*path, env.getenv)
+	cfg, err := loadStoreConfig(*path, env.getenv)
 	if err != nil {
 		return err
 	}
@@ -568,7 +568,7 @@ func cmdHealth(ctx context.Context, env *environment, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*path, env.getenv)
+	cfg, err := loadStoreConfig(*path, env.getenv)
 	if err != nil {
 		return err
 	}

@@ -213,6 +213,29 @@ func loadSections(path string, getenv func(string) string, check func(*Config) e
 	return loadFile(path, getenv, scope{sections: sections, check: check})
 }
 
+// loadStoreConfig reads a config file for a command that reads or changes
+// only the store, or asks the running bridge through the admin listener
+// (sessions, audit, feedback, store check, migrate, health): [store],
+// [admin] and [log] with their secrets (store.dsn, admin.token), and
+// [agents] (sessions bind names one), checked as run checks them. No other
+// section's ${ENV} reference is read, so these commands need neither the
+// workspace's token nor any platform's.
+func loadStoreConfig(path string, getenv func(string) string) (*Config, error) {
+	return loadFile(path, getenv, scope{sections: []string{"store", "admin", "log", "agents"}, secrets: true, check: (*Config).validateStoreAccess})
+}
+
+// validateStoreAccess is Validate for the sections loadStoreConfig reads.
+func (c *Config) validateStoreAccess() error {
+	var ps problems
+	checkBounds(&ps, reflect.ValueOf(c.Store), "store")
+	checkBounds(&ps, reflect.ValueOf(c.Admin), "admin")
+	checkBounds(&ps, reflect.ValueOf(c.Log), "log")
+	c.checkStore(&ps)
+	c.checkAdmin(&ps)
+	c.checkLog(&ps)
+	return errors.Join(ps...)
+}
+
 func loadFile(path string, getenv func(string) string, sc scope) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -228,8 +251,10 @@ func loadFile(path string, getenv func(string) string, sc scope) (*Config, error
 // scope is how much of a config a command resolves and checks.
 type scope struct {
 	// sections, when set, are the only top-level keys whose ${ENV}
-	// references are resolved; secrets are then emptied, unread.
+	// references are resolved; their secrets are then emptied, unread,
+	// unless secrets is set.
 	sections []string
+	secrets  bool
 	check    func(*Config) error
 }
 
@@ -702,7 +727,8 @@ var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // expandEnv replaces ${VAR} in the strings of the config, after decoding, so
 // a value can never change the TOML structure. A section with enabled = false
-// is left alone: it needs nothing. An unset variable is a problem naming the
+// is left alone: it needs nothing; so is a key its section's settings leave
+// unread (unusedKeys). An unset variable is a problem naming the
 // key: an empty token would only fail later, less clearly.
 func expandEnv(v reflect.Value, path string, getenv func(string) string, sc scope, refs *references) []error {
 	var errs []error
@@ -711,10 +737,21 @@ func expandEnv(v reflect.Value, path string, getenv func(string) string, sc scop
 		if sc.sections == nil && isDisabled(v) {
 			return nil
 		}
+		var unused []string
+		if u, ok := v.Interface().(unusedKeys); ok {
+			unused = u.UnusedKeys()
+		}
 		t := v.Type()
 		for i := range t.NumField() {
 			name, _, _ := strings.Cut(t.Field(i).Tag.Get("toml"), ",")
 			if name == "" || name == "-" || path == "" && sc.sections != nil && !slices.Contains(sc.sections, name) {
+				continue
+			}
+			if slices.Contains(unused, name) {
+				// Not read in this mode: neither its variable nor its value.
+				if f := v.Field(i); f.Kind() == reflect.String && strings.Contains(f.String(), "${") {
+					f.SetString("")
+				}
 				continue
 			}
 			errs = append(errs, expandEnv(v.Field(i), joinKey(path, name), getenv, sc, refs)...)
@@ -724,7 +761,7 @@ func expandEnv(v reflect.Value, path string, getenv func(string) string, sc scop
 			errs = append(errs, expandEnv(v.Index(i), fmt.Sprintf("%s[%d]", path, i), getenv, sc, refs)...)
 		}
 	case reflect.String:
-		if sc.sections != nil && v.Type() == secretType {
+		if sc.sections != nil && !sc.secrets && v.Type() == secretType {
 			v.SetString("")
 			return nil
 		}
@@ -748,6 +785,12 @@ func expandEnv(v reflect.Value, path string, getenv func(string) string, sc scop
 		v.SetString(out)
 	}
 	return errs
+}
+
+// unusedKeys is a section whose settings leave some of its keys unread
+// (slack.Config: a mode's credentials).
+type unusedKeys interface {
+	UnusedKeys() []string
 }
 
 // isDisabled reports whether a section has enabled = false.
@@ -1076,6 +1119,15 @@ func (c *Config) checkAdapters(ps *problems) {
 		ps.add("", "no adapter is enabled: set enabled = true in [console] (this terminal), [slack] or [discord]")
 	}
 	ps.addErr(checkPlatforms(c))
+	if c.Discord.Enabled {
+		// The adapter takes any digits (its fakes use short IDs); a server
+		// ID in a file is a real snowflake, and a short one a typo.
+		for i, g := range c.Discord.GuildIDs {
+			if snowflakeID.MatchString(g) && !discordSnowflake.MatchString(g) {
+				ps.add(fmt.Sprintf("discord.guild_ids[%d]", i), "%q is not a Discord server ID: those are 17 to 20 digits (Developer Mode on, then right-click the server → Copy Server ID)", g)
+			}
+		}
+	}
 }
 
 // warnings are problems that do not stop flowbridge but that an operator

@@ -29,7 +29,7 @@ func cmdFeedback(ctx context.Context, env *environment, args []string) error {
 	if *asCSV && *lf.asJSON {
 		return &usageError{"-csv and -json: choose one"}
 	}
-	cfg, err := loadConfig(*path, env.getenv)
+	cfg, err := loadStoreConfig(*path, env.getenv)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -29,8 +30,10 @@ type ScheduleConfig struct {
 }
 
 var (
-	slackChannelID   = regexp.MustCompile(`^[CGD][A-Z0-9]{2,}$`)
-	discordChannelID = regexp.MustCompile(`^[0-9]{17,20}$`)
+	slackChannelID = regexp.MustCompile(`^[CGD][A-Z0-9]{2,}$`)
+	// discordSnowflake is any Discord ID as Discord makes them (a
+	// snowflake: 17 to 20 digits), of a channel or a server.
+	discordSnowflake = regexp.MustCompile(`^[0-9]{17,20}$`)
 )
 
 // checkSchedules reports, per entry, a bad cron expression or time zone, an
@@ -38,7 +41,11 @@ var (
 // that is not enabled.
 func (c *Config) checkSchedules(ps *problems) {
 	flows := make(map[string]FlowConfig, len(c.Flows))
+	twice := map[string]bool{} // reported on the flow: which one is meant is anyone's guess
 	for _, f := range c.Flows {
+		if _, ok := flows[f.Name]; ok {
+			twice[f.Name] = true
+		}
 		flows[f.Name] = f
 	}
 	seen := make(map[string]bool, len(c.Schedules))
@@ -52,7 +59,12 @@ func (c *Config) checkSchedules(ps *problems) {
 			ps.add(key("name"), "%q is used by an earlier schedule", s.Name)
 		}
 		seen[s.Name] = true
-		if _, err := schedule.Parse(s.Cron, s.Timezone); s.Cron == "" {
+		tz := s.Timezone
+		if _, err := time.LoadLocation(tz); tz != "" && err != nil {
+			ps.add(key("timezone"), "%q is not a time zone: give an IANA name such as \"Europe/Berlin\", or \"\" for the local time", tz)
+			tz = "" // the expression is still checked
+		}
+		if _, err := schedule.Parse(s.Cron, tz); s.Cron == "" {
 			ps.add(key("cron"), "required: a cron expression such as \"30 6 * * 1-5\" or \"@daily\"")
 		} else if err != nil {
 			ps.add(key("cron"), "%q is not a cron expression here: %v", s.Cron, err)
@@ -63,6 +75,7 @@ func (c *Config) checkSchedules(ps *problems) {
 			ps.add(key("flow"), "required")
 		case !ok:
 			ps.add(key("flow"), "%q is not a configured flow", s.Flow)
+		case twice[s.Flow]:
 		default:
 			checkScheduleParams(ps, key("params"), f, s.Params)
 		}
@@ -72,7 +85,7 @@ func (c *Config) checkSchedules(ps *problems) {
 				ps.add(key("channel"), "%q is not a Slack channel ID (C0123ABC)", s.Channel)
 			}
 		case "discord":
-			if !discordChannelID.MatchString(s.Channel) {
+			if !discordSnowflake.MatchString(s.Channel) {
 				ps.add(key("channel"), "%q is not a Discord channel ID (digits)", s.Channel)
 			}
 		case "":

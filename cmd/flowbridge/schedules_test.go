@@ -28,7 +28,7 @@ func TestCheckConfigSchedules(t *testing.T) {
 	}{
 		{"bad cron", strings.Replace(good, `"30 6 * * 1-5"`, `"61 6 * * *"`, 1), "schedules[0].cron: \"61 6 * * *\" is not a cron expression"},
 		{"no cron", strings.Replace(good, "cron = \"30 6 * * 1-5\"\n", "", 1), "schedules[0].cron: required"},
-		{"bad time zone", strings.Replace(good, "Europe/Berlin", "Mars/Olympus", 1), "schedules[0].cron: \"30 6 * * 1-5\" is not a cron expression here: time zone \"Mars/Olympus\""},
+		{"bad time zone", strings.Replace(good, "Europe/Berlin", "Mars/Olympus", 1), "schedules[0].timezone: \"Mars/Olympus\" is not a time zone"},
 		{"unknown flow", strings.Replace(good, `flow = "healthcheck"`, `flow = "deploy"`, 1), "schedules[0].flow: \"deploy\" is not a configured flow"},
 		{"missing required parameter", strings.Replace(good, `params = { host = "web1" }`, `params = {}`, 1), "schedules[0].params: flow healthcheck needs host"},
 		{"unknown parameter", strings.Replace(good, `{ host = "web1" }`, `{ host = "web1", port = "80" }`, 1), "schedules[0].params: flow healthcheck has no parameter \"port\""},

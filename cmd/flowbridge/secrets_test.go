@@ -29,7 +29,7 @@ const (
 	secretSigning       = "5ec12e7-signing-secret-e5f6"
 	secretDiscordToken  = "discord.secret-token.g7h8"
 	secretAdminToken    = "admin-secret-token-i9j0"
-	discordGuild        = "1"
+	discordGuild        = "500000000000000001"
 	discordChannel      = "10"
 	slackChannel        = "C0GENERAL"
 	slackUser           = "U0ALICE"

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// exampleWith is config.example.toml with the given keys set, each "section.key"
+// to a TOML value (the line that sets it replaced, or added at the top of
+// its section), written to a temporary directory whose store file it uses.
+func exampleWith(t *testing.T, set map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	set["store.path"] = `"` + filepath.ToSlash(filepath.Join(dir, "flowbridge.db")) + `"`
+	text := string(readExample(t))
+	for key, value := range set {
+		section, name, _ := strings.Cut(key, ".")
+		head := regexp.MustCompile(`(?m)^\[` + section + `\]\n`)
+		loc := head.FindStringIndex(text)
+		if loc == nil {
+			t.Fatalf("config.example.toml has no [%s]", section)
+		}
+		body := text[loc[1]:]
+		end := regexp.MustCompile(`(?m)^\[`).FindStringIndex(body)
+		if end != nil {
+			body = body[:end[0]]
+		}
+		line := regexp.MustCompile(`(?m)^` + name + ` *=.*$`)
+		if line.MatchString(body) {
+			body = line.ReplaceAllLiteralString(body, name+" = "+value)
+		} else {
+			body = name + " = " + value + "\n" + body
+		}
+		rest := text[loc[1]:]
+		if end != nil {
+			rest = rest[end[0]:]
+		} else {
+			rest = ""
+		}
+		text = text[:loc[1]] + body + rest
+	}
+	path := filepath.Join(dir, "flowbridge.toml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestSlackHTTPModeNeedsNoAppToken: a copy of the example switched to HTTP
+// mode, as the README says, passes check-config without SLACK_APP_TOKEN,
+// which HTTP mode does not use; Socket Mode still needs it.
+func TestSlackHTTPModeNeedsNoAppToken(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"FLOWBRIDGE_API_TOKEN": "t", "SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s"}
+	http := exampleWith(t, map[string]string{"slack.enabled": "true", "slack.mode": `"http"`,
+		"slack.signing_secret": `"${SLACK_SIGNING_SECRET}"`, "slack.public_url": `"https://bot.example.com"`})
+	if out, _, err := runCmd(t, env, "", "check-config", "-config", http); err != nil || !strings.Contains(out, "slack (http mode)") {
+		t.Errorf("check-config in http mode without SLACK_APP_TOKEN = %v\n%s", err, out)
+	}
+	socket := exampleWith(t, map[string]string{"slack.enabled": "true"})
+	if _, _, err := runCmd(t, env, "", "check-config", "-config", socket); err == nil || !strings.Contains(err.Error(), "slack.app_token: environment variable SLACK_APP_TOKEN is not set") {
+		t.Errorf("check-config in socket mode without SLACK_APP_TOKEN = %v, want slack.app_token's variable missing", err)
+	}
+	// Socket Mode does not read signing_secret.
+	socketEnv := map[string]string{"FLOWBRIDGE_API_TOKEN": "t", "SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}
+	socket = exampleWith(t, map[string]string{"slack.enabled": "true", "slack.signing_secret": `"${SLACK_SIGNING_SECRET}"`})
+	if out, _, err := runCmd(t, socketEnv, "", "check-config", "-config", socket); err != nil {
+		t.Errorf("check-config in socket mode without SLACK_SIGNING_SECRET = %v\n%s", err, out)
+	}
+}
+
+// TestReadOnlyCommandsNeedNoSecrets: the commands that read only the store
+// or ask the admin listener run with no variable set, on a config whose
+// workspace and Slack sections reference theirs.
+func TestReadOnlyCommandsNeedNoSecrets(t *testing.T) {
+	t.Parallel()
+	admin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(admin.Close)
+	path := exampleWith(t, map[string]string{"slack.enabled": "true", "admin.listen": `"` + admin.Listener.Addr().String() + `"`})
+	if _, _, err := runCmd(t, nil, "", "check-config", "-config", path); err == nil {
+		t.Fatal("check-config passed with no variable set; this test proves nothing")
+	}
+	for _, args := range [][]string{{"audit"}, {"feedback"}, {"sessions", "list"}, {"store", "check"}, {"health"}} {
+		out, _, err := runCmd(t, nil, "", append(args, "-config", path)...)
+		if err != nil {
+			t.Errorf("flowbridge %s without any secret = %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	// What they do use is still checked.
+	bad := exampleWith(t, map[string]string{"store.driver": `"sqlite"`})
+	if _, _, err := runCmd(t, nil, "", "audit", "-config", bad); err == nil || !strings.Contains(err.Error(), "store.driver") {
+		t.Errorf("audit with store.driver = \"sqlite\" = %v, want it refused", err)
+	}
+}
+
+// TestConfigErrorsPointAtTheirKey: each mistake is reported once, on the
+// key that holds it.
+func TestConfigErrorsPointAtTheirKey(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"FLOWBRIDGE_API_TOKEN": "t", "SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1", "DISCORD_BOT_TOKEN": "a.b.c"}
+	tests := []struct {
+		name           string
+		set            map[string]string
+		replace, with  string // in the file
+		want, wantNone []string
+	}{
+		{"bad time zone", map[string]string{"slack.enabled": "true"}, `timezone = "Europe/Berlin"`, `timezone = "Europe/Berlinn"`,
+			[]string{`schedules[0].timezone: "Europe/Berlinn" is not a time zone`}, []string{"schedules[0].cron"}},
+		{"a flow defined twice", map[string]string{"slack.enabled": "true"}, "[console]",
+			"[[flows]]\nname = \"healthcheck\"\nuuid = \"33333333-3333-3333-3333-333333333333\"\nallow = [\"everyone\"]\n\n[console]",
+			[]string{`flows[1].name: flow "healthcheck" is defined twice`}, []string{"has no parameter", "needs host"}},
+		{"a short guild ID", map[string]string{"discord.enabled": "true", "discord.application_id": `"900000000000000001"`,
+			"discord.token": `"${DISCORD_BOT_TOKEN}"`, "discord.guild_ids": `["42"]`}, "", "",
+			[]string{`discord.guild_ids[0]: "42" is not a Discord server ID: those are 17 to 20 digits`}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := exampleWith(t, tt.set)
+			if tt.replace != "" {
+				data, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(string(data), tt.replace) {
+					t.Fatalf("the example no longer holds %q", tt.replace)
+				}
+				if err := os.WriteFile(path, []byte(strings.Replace(string(data), tt.replace, tt.with, 1)), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, _, err := runCmd(t, env, "", "check-config", "-config", path)
+			checkProblems(t, tt.name, err, tt.want, tt.wantNone)
+		})
+	}
+}
+
+func checkProblems(t *testing.T, what string, err error, want, wantNotIn []string) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("check-config with %s passed, want %q", what, want)
+		return
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("check-config with %s = %v, want %q", what, err, w)
+		}
+	}
+	for _, w := range wantNotIn {
+		if strings.Contains(err.Error(), w) {
+			t.Errorf("check-config with %s = %v, which says %q", what, err, w)
+		}
+	}
+}
+
+// TestSlackManifestHTTPNeedsPublicURL: an HTTP-mode manifest without
+// public_url fails, naming the key, and writes no file.
+func TestSlackManifestHTTPNeedsPublicURL(t *testing.T) {
+	t.Parallel()
+	path := exampleWith(t, map[string]string{"slack.enabled": "true", "slack.mode": `"http"`})
+	out := filepath.Join(filepath.Dir(path), "slack-manifest.yaml")
+	_, _, err := runCmd(t, nil, "", "slack-manifest", "-config", path, "-o", out)
+	if err == nil || !strings.Contains(err.Error(), "slack.public_url: required in http mode") {
+		t.Errorf("slack-manifest in http mode without public_url = %v, want public_url required", err)
+	}
+	if _, serr := os.Stat(out); !errors.Is(serr, os.ErrNotExist) {
+		t.Errorf("slack-manifest wrote %s although it failed (stat: %v)", out, serr)
+	}
+	path = exampleWith(t, map[string]string{"slack.enabled": "true", "slack.mode": `"http"`, "slack.public_url": `"https://bot.example.com"`})
+	m, _, err := runCmd(t, nil, "", "slack-manifest", "-config", path)
+	if err != nil || !strings.Contains(m, "https://bot.example.com/slack/events") {
+		t.Errorf("slack-manifest in http mode = %v, want the request URLs under public_url:\n%s", err, m)
+	}
+}
+
+// TestCheckConfigNeedsOnlyWhatApplies: the example with Slack on, as it is,
+// needs nothing beyond the manifest; a feature that needs more says so.
+func TestCheckConfigNeedsOnlyWhatApplies(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"FLOWBRIDGE_API_TOKEN": "t", "SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}
+	out, _, err := runCmd(t, env, "", "check-config", "-config", exampleWith(t, map[string]string{"slack.enabled": "true"}))
+	if err != nil || strings.Contains(out, "needs:") {
+		t.Errorf("check-config of the example with Slack on = %v, want no \"needs:\" line:\n%s", err, out)
+	}
+	out, _, err = runCmd(t, env, "", "check-config", "-config", exampleWith(t, map[string]string{"slack.enabled": "true", "slack.user_groups": "true"}))
+	if err != nil || !strings.Contains(out, "needs: slack.user_groups needs the usergroups:read scope") {
+		t.Errorf("check-config with slack.user_groups = %v, want its need:\n%s", err, out)
+	}
+}
