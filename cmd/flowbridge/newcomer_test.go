@@ -182,14 +182,14 @@ func TestSlackManifestHTTPNeedsPublicURL(t *testing.T) {
 	}
 }
 
-// TestCheckConfigNeedsOnlyWhatApplies: the example with Slack on, as it is,
-// needs nothing beyond the manifest; a feature that needs more says so.
+// TestCheckConfigNeedsOnlyWhatApplies: Slack with its defaults (flow forms
+// on) needs nothing beyond the manifest; a feature that needs more says so.
 func TestCheckConfigNeedsOnlyWhatApplies(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"FLOWBRIDGE_API_TOKEN": "t", "SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}
-	out, _, err := runCmd(t, env, "", "check-config", "-config", exampleWith(t, map[string]string{"slack.enabled": "true"}))
+	out, _, err := runCmd(t, env, "", "check-config", "-config", exampleWith(t, map[string]string{"slack.enabled": "true", "slack.agent_view": "false"}))
 	if err != nil || strings.Contains(out, "needs:") {
-		t.Errorf("check-config of the example with Slack on = %v, want no \"needs:\" line:\n%s", err, out)
+		t.Errorf("check-config with Slack's defaults = %v, want no \"needs:\" line:\n%s", err, out)
 	}
 	out, _, err = runCmd(t, env, "", "check-config", "-config", exampleWith(t, map[string]string{"slack.enabled": "true", "slack.user_groups": "true"}))
 	if err != nil || !strings.Contains(out, "needs: slack.user_groups needs the usergroups:read scope") {
