@@ -2,6 +2,7 @@ package slacktest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -58,11 +59,9 @@ func (s *Server) contextLocked(entities []ContextEntity) map[string]any {
 	return map[string]any{"entities": list}
 }
 
-// SendAppHomeOpened delivers app_home_opened: the user opened the app's
-// Messages tab (Tab "messages") or Home tab. An agent_view app's event
-// carries what the user views.
-func (s *Server) SendAppHomeOpened(ctx context.Context, e AgentEvent) (Delivery, error) {
-	s.mu.Lock()
+// homeEventLocked completes e and returns the event_callback payload of
+// its app_home_opened.
+func (s *Server) homeEventLocked(e *AgentEvent) map[string]any {
 	if e.Tab == "" {
 		e.Tab = "messages"
 	}
@@ -74,9 +73,30 @@ func (s *Server) SendAppHomeOpened(ctx context.Context, e AgentEvent) (Delivery,
 	if s.opts.AgentView {
 		ev["context"] = s.contextLocked(e.Entities)
 	}
-	p := s.wrapEventLocked(ev, e.EventID)
+	return s.wrapEventLocked(ev, e.EventID)
+}
+
+// SendAppHomeOpened delivers app_home_opened: the user opened the app's
+// Messages tab (Tab "messages") or Home tab. An agent_view app's event
+// carries what the user views.
+func (s *Server) SendAppHomeOpened(ctx context.Context, e AgentEvent) (Delivery, error) {
+	s.mu.Lock()
+	p := s.homeEventLocked(&e)
 	s.mu.Unlock()
 	return s.sendEvent(ctx, p)
+}
+
+// AppHomeOpenedBody is SendAppHomeOpened for HTTP mode: the event_callback
+// JSON Slack POSTs.
+func (s *Server) AppHomeOpenedBody(e AgentEvent) ([]byte, error) {
+	s.mu.Lock()
+	p := s.homeEventLocked(&e)
+	s.mu.Unlock()
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("app_home_opened body: %w", err)
+	}
+	return raw, nil
 }
 
 // SendAppContextChanged delivers app_context_changed: the user of the

@@ -64,7 +64,12 @@ func (s *Server) repliesLimitedLocked() (apiResult, bool) {
 		perMinute = RestrictedRepliesPerMinute
 	}
 	now := s.now()
-	s.repliesAt = recent(s.repliesAt, now.Add(-time.Minute))
+	// A call a minute old no longer counts.
+	i := 0
+	for i < len(s.repliesAt) && !s.repliesAt[i].After(now.Add(-time.Minute)) {
+		i++
+	}
+	s.repliesAt = s.repliesAt[i:]
 	if len(s.repliesAt) >= perMinute {
 		wait := s.repliesAt[len(s.repliesAt)-perMinute].Add(time.Minute).Sub(now)
 		secs := int((wait + time.Second - 1) / time.Second)
