@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/bridge"
@@ -220,5 +221,60 @@ func TestE2EThreadRestrictedHistoryReadsOnePage(t *testing.T) {
 	}
 	if calls := e.slack.Calls(); !slices.ContainsFunc(calls, func(c slacktest.Call) bool { return c.Method == "conversations.replies" && c.Error == "ratelimited" }) {
 		t.Error("the second page was not refused: the fake does not hold the restricted tier")
+	}
+}
+
+func TestE2EAgentViewOverHTTP(t *testing.T) {
+	t.Parallel()
+	const secret = "agent-secret"
+	s, ws := newFakesWith(t, slacktest.Options{AgentView: true})
+	e := startE2E(t, e2eOptions{slack: s, ws: ws, cfg: func(c *Config) { httpMode(secret)(c); c.AgentView = true }})
+	e.assistantOn()
+	ctx := waitCtx(t)
+	body, err := e.slack.AppHomeOpenedBody(slacktest.AgentEvent{User: e2eUser, Channel: e2eDM})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _ := e.post(t, ctx, "application/json", body, secret, time.Now(), nil); status != 200 {
+		t.Fatalf("POST app_home_opened = %d", status)
+	}
+	if m := e.reply(ctx, e2eDM, "Ask me anything"); m.ThreadTS != "" {
+		t.Errorf("greeting in thread %q, want the DM", m.ThreadTS)
+	}
+	if _, err := e.slack.WaitAssistant(ctx, e2eDM, "", func(th slacktest.AssistantThread) bool { return len(th.Prompts) == 2 }); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestRestoreKeepsThreadContext: an event read back from the inbox after a
+// restart still reads its thread, and an agent_view thread keeps its status.
+func TestRestoreKeepsThreadContext(t *testing.T) {
+	t.Parallel()
+	a, err := New(validSocket(), idleCore{t}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		route       string
+		earlier     bool
+		statusReply bool
+	}{
+		{`{"kind":"chat","channel":"C0GENERAL","thread":"1700000000.000100","user_ts":"1700000001.000100","context_of":"1700000000.000100"}`, true, false},
+		{`{"kind":"chat","channel":"C0GENERAL","thread":"1700000000.000100","user_ts":"1700000001.000100"}`, false, false},
+		{`{"kind":"chat","channel":"D0ALICE","thread":"1700000000.000100","agent":true}`, false, true},
+	} {
+		ev := bridge.Event{Key: "k", Route: []byte(tt.route)}
+		if err := a.Restore(&ev); err != nil {
+			t.Fatalf("Restore(%s) = %v", tt.route, err)
+		}
+		if (ev.Earlier != nil) != tt.earlier {
+			t.Errorf("Restore(%s): Earlier set = %v, want %v", tt.route, ev.Earlier != nil, tt.earlier)
+		}
+		if _, ok := ev.Reply.(*statusResponder); ok != tt.statusReply {
+			t.Errorf("Restore(%s): responder %T", tt.route, ev.Reply)
+		}
+	}
+	if err := a.Restore(&bridge.Event{Key: "k", Route: []byte(`{"kind":"chat","channel":"C0GENERAL","context_of":"nope"}`)}); err == nil {
+		t.Error("Restore accepted a malformed context_of")
 	}
 }
