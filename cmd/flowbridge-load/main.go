@@ -102,6 +102,10 @@ type params struct {
 	LeaseTTL time.Duration `json:"-"`
 	// OrderHold is the replicas' store.order_hold, "" for flowbridge's default.
 	OrderHold string `json:"-"`
+	// PGOutage, with -replicas, stops a throwaway PostgreSQL for this long
+	// mid-run; PGBin holds its initdb and pg_ctl.
+	PGOutage time.Duration `json:"-"`
+	PGBin    string        `json:"-"`
 
 	DurationSec   float64 `json:"duration_sec"`
 	APILatencyMS  float64 `json:"api_latency_ms"`
@@ -305,6 +309,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&p.DropEvery, "drop-every", 0, "with -replicas: about this often, close one live Slack socket or one Discord shard's gateway connection (in turn) while its process lives")
 	fs.DurationVar(&p.SlackAckTimeout, "slack-ack-timeout", slacktest.DefaultAckTimeout, "with -replicas: how long the fake Slack waits for a Socket Mode ack before it redelivers the event on another socket (Slack: 3s)")
 	fs.StringVar(&p.OrderHold, "order-hold", "", "with -replicas: the replicas' store.order_hold, how long a conversation's first message of a burst waits for an earlier one another replica received (e.g. \"100ms\", \"0s\" for none; default: flowbridge's)")
+	fs.DurationVar(&p.PGOutage, "pg-outage", 0, "with -replicas: run on a throwaway PostgreSQL the harness starts itself (initdb and pg_ctl from -pg-bin, a free port, a temporary directory; -dsn is not used), stop it for this long a third of the way into -duration, start it again, and check that no user is told \"try again\" and then answered, nothing is lost, and /readyz is 200 within 5s of its return; -slack-ack-timeout defaults to 5s then, so that Slack's three retries outlast a 10s outage as its real minutes-apart retries do")
+	fs.StringVar(&p.PGBin, "pg-bin", "/usr/lib/postgresql/15/bin", "with -pg-outage: where initdb and pg_ctl are")
 	fs.DurationVar(&p.LeaseTTL, "lease-ttl", 0, "with -replicas: the replicas' store.lease_ttl, how long a dead replica's conversations wait for another (0: flowbridge's default)")
 	fs.IntVar(&p.Burst, "burst", 2, "with -replicas: messages a user sends at once before waiting for the answers, so one conversation's messages reach several replicas")
 	sweep := fs.Bool("sweep", false, "run with 1, 10, 100, 1000 and 10000 conversations and show how each figure grows (relative to 10); with -rate, at the same total message rate")
@@ -335,6 +341,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		if !set["rate"] {
 			p.Rate = defaultKillRate
+		}
+		if p.PGOutage > 0 && !set["slack-ack-timeout"] {
+			p.SlackAckTimeout = 5 * time.Second
 		}
 	}
 	if p.KillEvery > 0 && p.Replicas == "" {

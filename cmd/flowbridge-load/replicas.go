@@ -179,6 +179,11 @@ type replicaEnv struct {
 	threads   int
 	stats     repStats
 	killedAt  []float64
+
+	// pg is the throwaway database of -pg-outage, in pgDir.
+	pg          *pgInstance
+	pgDir       string
+	outageStats outageStats
 }
 
 // repStats count the faults a run made.
@@ -279,7 +284,19 @@ func (e *replicaEnv) start(ctx context.Context) error {
 	// time per message); together they offer -rate messages a second.
 	e.think = max(time.Duration(float64(p.Conversations*p.Burst)/p.Rate*float64(time.Second))-time.Duration(p.Burst)*p.APILatency, 0)
 
-	dsn, schema, drop, err := newSchema(ctx, p.DSN)
+	base := p.DSN
+	var err error
+	if p.PGOutage > 0 {
+		// A directory the server's user can reach (the run's is private).
+		if e.pgDir, err = os.MkdirTemp("", "flowbridge-load-pg-"); err != nil {
+			return err
+		}
+		if e.pg, err = startThrowawayPG(ctx, p.PGBin, e.pgDir); err != nil {
+			return err
+		}
+		base = e.pg.dsn()
+	}
+	dsn, schema, drop, err := newSchema(ctx, base)
 	if err != nil {
 		return err
 	}
@@ -590,6 +607,13 @@ func (e *replicaEnv) run(ctx context.Context) (*replicaResult, error) {
 			stopDriving(err)
 		}
 	})
+	if e.pg != nil {
+		faults.Go(func() {
+			if err := e.outage(drive); err != nil {
+				stopDriving(err)
+			}
+		})
+	}
 	select {
 	case <-timer.C:
 	case <-drive.Done():
@@ -940,6 +964,16 @@ func (e *replicaEnv) close() error {
 		e.discord.Close()
 	}
 	closeWorkspace(e.wsSrv, e.ws)
+	if e.pg != nil {
+		if err := e.pg.stop(context.Background()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if e.pgDir != "" {
+		if err := os.RemoveAll(e.pgDir); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -1019,6 +1053,9 @@ func (e *replicaEnv) count(ctx context.Context, driven time.Duration) (*replicaR
 		res.Starts = append(res.Starts, r.starts)
 	}
 	res.repStats = stats
+	e.mu.Lock()
+	res.outageStats = e.outageStats
+	e.mu.Unlock()
 	res.killStats.Kills = stats.Kills
 	res.KilledAtSec = killedAt
 	res.AgentCalls = agentCalls
@@ -1038,6 +1075,14 @@ func (e *replicaEnv) count(ctx context.Context, driven time.Duration) (*replicaR
 			}
 		}
 	}
+	firstAnswer := map[int]time.Time{} // by conversation
+	for _, o := range byMarker {
+		if t := l.offers[o.t.m]; t != nil && !t.answeredAt.IsZero() {
+			if at, ok := firstAnswer[o.conv.id]; !ok || t.answeredAt.Before(at) {
+				firstAnswer[o.conv.id] = t.answeredAt
+			}
+		}
+	}
 	for _, o := range byMarker {
 		if o.conv.platform == "slack" {
 			res.SlackOffered++
@@ -1049,6 +1094,33 @@ func (e *replicaEnv) count(ctx context.Context, driven time.Duration) (*replicaR
 		}
 		if !acked[o] && o.conv.platform == "discord" {
 			res.DiscordNotAcked++
+		}
+		if t := l.offers[o.t.m]; t != nil {
+			if !t.resolved() {
+				res.Lost++
+			}
+			if slices.ContainsFunc(t.told, func(s string) bool { return strings.Contains(s, "cannot save") }) {
+				res.ToldTryAgain++
+				if len(t.answers) > 0 {
+					res.ToldTryAgainAnswered++
+				}
+			}
+		}
+		// Discord does not redeliver: a message posted while its shard's
+		// replica was down must be caught up from the channel's history,
+		// in a conversation flowbridge was serving (one with an answer
+		// before it). The first message of a conversation never seen has
+		// no history to be found by, and is counted apart.
+		if t := l.offers[o.t.m]; o.conv.platform == "discord" && t != nil && !t.resolved() {
+			if first, ok := firstAnswer[o.conv.id]; !ok || !first.Before(t.offered) {
+				res.DiscordFirstLost++
+				continue
+			}
+			res.DiscordLost++
+			if len(res.DiscordLostDetail) < maxViolations {
+				res.DiscordLostDetail = append(res.DiscordLostDetail, fmt.Sprintf("%s in %s %s (message %s, offered at %.3f s, acknowledged %v)",
+					t.m, o.conv.kind, o.conv.channel, o.msgID, t.offered.Sub(e.t0).Seconds(), acked[o]))
+			}
 		}
 	}
 	ord := order{seq: map[marker]int64{}, called: called, acked: map[marker]time.Time{}}
@@ -1205,10 +1277,26 @@ type replicaResult struct {
 	NotDelivered int `json:"not_delivered"`
 	// DiscordNotAcked are the Discord messages never recorded: sent to a
 	// shard whose replica was down or dying.
-	DiscordNotAcked int       `json:"discord_not_acked"`
-	AnsweredPerSec  float64   `json:"answered_per_sec"`
-	AddedLatencyMS  quantiles `json:"added_latency_ms"`
-	EndToEndMS      quantiles `json:"end_to_end_ms"`
+	DiscordNotAcked int `json:"discord_not_acked"`
+	// DiscordLost are Discord messages of a conversation flowbridge was
+	// serving (one answered before) neither answered nor told, whether or
+	// not a replica was up to receive them: must be 0, as a new session
+	// catches up on its conversations' history. DiscordFirstLost are
+	// first messages of a conversation, sent while its shard was down:
+	// nothing tells flowbridge the conversation exists.
+	DiscordLost       int      `json:"discord_lost"`
+	DiscordFirstLost  int      `json:"discord_first_contact_lost"`
+	DiscordLostDetail []string `json:"discord_lost_detail,omitempty"`
+	// With -pg-outage: the outage's times, the users told "cannot save …
+	// try again" (and of them, those answered all the same), and the
+	// messages of any platform neither answered nor told.
+	outageStats
+	ToldTryAgain         int       `json:"told_try_again,omitempty"`
+	ToldTryAgainAnswered int       `json:"told_try_again_then_answered,omitempty"`
+	Lost                 int       `json:"lost,omitempty"`
+	AnsweredPerSec       float64   `json:"answered_per_sec"`
+	AddedLatencyMS       quantiles `json:"added_latency_ms"`
+	EndToEndMS           quantiles `json:"end_to_end_ms"`
 
 	// OrderViolations count messages the agent received after one of their
 	// conversation that came after them in every order seen (agentView);
@@ -1226,9 +1314,12 @@ type replicaResult struct {
 
 // broken returns the promises the run saw broken, or nil.
 func (r *replicaResult) broken() error {
-	errs := []error{r.killResult.broken()}
+	errs := []error{r.killResult.broken(), r.outageBroken()}
 	if r.OrderViolations > 0 {
 		errs = append(errs, fmt.Errorf("%d messages reached the agent after one of their conversation sent and recorded after them", r.OrderViolations))
+	}
+	if r.DiscordLost > 0 {
+		errs = append(errs, fmt.Errorf("%d Discord messages neither answered nor told", r.DiscordLost))
 	}
 	if r.SessionChanged > 0 {
 		errs = append(errs, fmt.Errorf("%d conversations changed session with no reset or expiry", r.SessionChanged))
@@ -1246,6 +1337,11 @@ func printReplicaTable(w io.Writer, r *replicaResult) {
 	fmt.Fprintf(w, "store.order_hold: %s\n", cmp.Or(r.OrderHold, "flowbridge's default"))
 	fmt.Fprintf(w, "faults: %d SIGKILLs (about every %.0f ms) at %.1f s; %d Slack socket and %d Discord shard drops (about every %.0f ms); starts by replica %v\n",
 		r.Kills, r.KillEveryMS, r.KilledAtSec, r.SlackDrops, r.DiscordDrops, r.DropEveryMS, r.Starts)
+	if r.OutageSec > 0 {
+		fmt.Fprintf(w, "PostgreSQL stopped %.0f s at %.1f s, back at %.1f s; every /readyz 200 %.2f s after (-1: never)\n", r.OutageSec, r.StoppedAtSec, r.BackAtSec, r.ReadyAfterSec)
+		fmt.Fprintf(w, "  %-56s %d (then answered all the same: %d, must be 0)\n", "told \"cannot save … try again\"", r.ToldTryAgain, r.ToldTryAgainAnswered)
+		fmt.Fprintf(w, "  %-56s %d\n", "neither answered nor told, any platform (must be 0)", r.Lost)
+	}
 	printReplicaFigures(w, r)
 	for _, v := range r.Violations {
 		fmt.Fprintf(w, "BROKEN: %s\n", v)
@@ -1255,6 +1351,9 @@ func printReplicaTable(w io.Writer, r *replicaResult) {
 	}
 	for _, s := range r.SessionDetail {
 		fmt.Fprintf(w, "SESSION CHANGED: %s\n", s)
+	}
+	for _, s := range r.DiscordLostDetail {
+		fmt.Fprintf(w, "DISCORD LOST: %s\n", s)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
@@ -1270,6 +1369,7 @@ func printReplicaFigures(w io.Writer, r *replicaResult) {
 	fmt.Fprintf(w, "  %-56s %d\n", "sent to the agent more than once (must be 0)", r.DuplicateAgentCalls)
 	fmt.Fprintf(w, "  %-56s %d\n", "answered in more than one message (must be 0)", r.DuplicateReplies)
 	fmt.Fprintf(w, "  %-56s %d\n", "acknowledged, neither answered nor told (must be 0)", r.AckedSilent)
+	fmt.Fprintf(w, "  %-56s %d (first of a conversation, shard down: %d)\n", "Discord messages neither answered nor told (must be 0)", r.DiscordLost, r.DiscordFirstLost)
 	fmt.Fprintf(w, "  %-56s %d (behind one only sent later: %d, only recorded later: %d)\n", "order violations within a conversation (must be 0)", r.OrderViolations, r.SendOrderInversions, r.InboxOrderInversions)
 	fmt.Fprintf(w, "  %-56s %d\n", "sessions changed without expiry or reset (must be 0)", r.SessionChanged)
 	fmt.Fprintf(w, "  %-56s %d; something else %d; answered and told %d; told twice %d\n", "told \"restarted while…\"", r.ToldRestartedChat, r.ToldOther, r.AnsweredAndTold, r.ToldTwice)
