@@ -39,12 +39,16 @@ type marker struct {
 
 func (m marker) String() string { return fmt.Sprintf("fbl%dx%dy", m.conv, m.seq) }
 
-// findMarker returns the first marker in b.
+// findMarker returns the last marker in b: a message's own, after any
+// context flowbridge puts before it (the earlier messages of a thread the
+// bot is mentioned in, which carry their own markers).
 func findMarker(b []byte) (marker, bool) {
+	var last marker
+	found := false
 	for {
 		i := bytes.Index(b, []byte("fbl"))
 		if i < 0 {
-			return marker{}, false
+			return last, found
 		}
 		b = b[i+3:]
 		c, rest, ok := digits(b)
@@ -55,7 +59,7 @@ func findMarker(b []byte) (marker, bool) {
 		if !ok || len(rest) == 0 || rest[0] != 'y' {
 			continue
 		}
-		return marker{conv: c, seq: n}, true
+		last, found = marker{conv: c, seq: n}, true
 	}
 }
 
