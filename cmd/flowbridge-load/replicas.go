@@ -468,7 +468,8 @@ mode = "socket"
 bot_token = %q
 app_token = %q
 api_url = %q
-`, e.slack.BotToken(), e.slack.AppToken(), slackAPI)
+working_indicator = %q
+`, e.slack.BotToken(), e.slack.AppToken(), slackAPI, e.p.WorkingIndicator)
 	}
 	if discordAPI != "" && len(r.shards) > 0 {
 		ids := make([]string, len(r.shards))
