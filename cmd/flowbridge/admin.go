@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,13 +42,16 @@ type adminStore interface {
 
 type adminServer struct {
 	addr     string
+	handler  atomic.Pointer[http.Handler]
 	shutdown func()
 }
 
-// startAdmin serves /healthz, /readyz, /metrics, /backup and the store API the
-// CLI uses while the bridge holds the store's lock. Beyond loopback a bearer
-// token is required for all but the health checks.
-func startAdmin(cfg AdminConfig, d adminDeps) (*adminServer, error) {
+// startAdmin listens on cfg.Listen before anything else starts, so that
+// /readyz says why flowbridge is not ready while it waits for its store:
+// until serve hands it the full handler (setHandler), /healthz answers and
+// /readyz is 503 with starting's reason for the store. Beyond loopback a
+// bearer token is required for all but the health checks.
+func startAdmin(cfg AdminConfig, starting func() string, log *zap.Logger) (*adminServer, error) {
 	if cfg.Listen == "" || cfg.Listen == "off" {
 		return &adminServer{shutdown: func() {}}, nil
 	}
@@ -58,19 +62,48 @@ func startAdmin(cfg AdminConfig, d adminDeps) (*adminServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin: %w", err)
 	}
-	srv := &http.Server{Handler: adminHandler(cfg, d), ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 5 * time.Minute}
+	s := &adminServer{addr: ln.Addr().String()}
+	s.setHandler(startingHandler(starting))
+	srv := &http.Server{
+		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*s.handler.Load()).ServeHTTP(w, r) }),
+		ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 5 * time.Minute,
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			d.log.Error("admin listener stopped", zap.Error(err))
+			log.Error("admin listener stopped", zap.Error(err))
 		}
 	})
-	return &adminServer{addr: ln.Addr().String(), shutdown: func() {
+	s.shutdown = sync.OnceFunc(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 		wg.Wait()
-	}}, nil
+	})
+	return s, nil
+}
+
+// setHandler serves h from now on.
+func (s *adminServer) setHandler(h http.Handler) {
+	if s.addr != "" {
+		s.handler.Store(&h)
+	}
+}
+
+// startingHandler is the admin listener while the store is not open yet.
+func startingHandler(reason func() string) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"store": reason()})
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, msgStarting, http.StatusServiceUnavailable)
+	})
+	return mux
 }
 
 func isLoopback(addr string) bool {
@@ -170,6 +203,9 @@ func adminHandler(cfg AdminConfig, d adminDeps) http.Handler {
 	mux.Handle("/", requireToken(cfg.Token.Value(), private))
 	return mux
 }
+
+// msgStarting answers the admin API while the store is not open yet.
+const msgStarting = "flowbridge is starting: its store is not open yet (see /readyz)"
 
 // msgNoBackup is /backup's answer when the store is not a file flowbridge
 // can copy: the database has its own tools.

@@ -76,7 +76,13 @@ func (e *ended) Ready() error {
 // stops taking events and finishes in-flight work within the grace period, the
 // adapters disconnect, and the store closes last.
 func serve(ctx context.Context, env *environment, cfg *Config, log *zap.Logger, opts serveOptions) (err error) {
-	st, err := openStore(ctx, cfg.Store)
+	var wait storeWait
+	admin, err := startAdmin(cfg.Admin, wait.String, log.Named("admin"))
+	if err != nil {
+		return err
+	}
+	defer admin.shutdown()
+	st, err := openStore(ctx, cfg.Store, &wait, log)
 	if err != nil {
 		return storeError(cfg, err)
 	}
@@ -122,10 +128,7 @@ func serve(ctx context.Context, env *environment, cfg *Config, log *zap.Logger, 
 		adapters[i].adapter = &ended{adapter: adapters[i].adapter}
 	}
 
-	admin, err := startAdmin(cfg.Admin, adminDeps{store: st, core: b, registry: reg, adapters: adapters, log: log.Named("admin")})
-	if err != nil {
-		return err
-	}
+	admin.setHandler(adminHandler(cfg.Admin, adminDeps{store: st, core: b, registry: reg, adapters: adapters, log: log.Named("admin")}))
 	if env.onServe != nil {
 		env.onServe(serveInfo{AdminAddr: admin.addr})
 	}

@@ -5,9 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/store"
@@ -65,20 +69,76 @@ func (s pgStore) Health() error {
 	return s.Ping(ctx)
 }
 
+// Backoff between attempts to reach PostgreSQL at start.
+const (
+	pgRetryMin = time.Second
+	pgRetryMax = 30 * time.Second
+)
+
 // openStore opens the configured store for serve: the bbolt file, which one
 // process holds at a time, or the PostgreSQL database, whose schema it
-// brings up to date and which any number of processes share.
-func openStore(ctx context.Context, cfg StoreConfig) (servedStore, error) {
-	if cfg.Driver == driverPostgres {
-		ctx, cancel := context.WithTimeout(ctx, pgOpenTimeout)
-		defer cancel()
-		st, err := postgres.Open(ctx, cfg.DSN.Value(), postgres.Options{})
-		if err != nil {
+// brings up to date and which any number of processes share. A database
+// that does not answer yet (at boot, beside its container) is waited for, as
+// Slack and Discord are: tried again with backoff from pgRetryMin to
+// pgRetryMax, each wait logged and its reason kept in wait for /readyz,
+// until ctx ends. A login the server refuses, or a database it does not
+// have, ends it at once: waiting would not change them.
+func openStore(ctx context.Context, cfg StoreConfig, wait *storeWait, log *zap.Logger) (servedStore, error) {
+	if cfg.Driver != driverPostgres {
+		return sessionmap.Open(cfg.Path, sessionmap.Options{Timeout: time.Second})
+	}
+	where := describeStore(cfg)
+	wait.set("connecting to " + where)
+	delay := pgRetryMin
+	for {
+		octx, cancel := context.WithTimeout(ctx, pgOpenTimeout)
+		st, err := postgres.Open(octx, cfg.DSN.Value(), postgres.Options{})
+		cancel()
+		if err == nil {
+			return pgStore{st}, nil
+		}
+		if ctx.Err() != nil || permanentPG(err) {
 			return nil, fmt.Errorf("store: %w", err)
 		}
-		return pgStore{st}, nil
+		wait.set(fmt.Sprintf("waiting for %s (next try in %s): %v", where, delay, err))
+		log.Warn("PostgreSQL not reachable; waiting for it", zap.String("store", where), zap.Duration("retry_in", delay), zap.Error(err))
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("store: %w (gave up waiting: %w)", err, context.Cause(ctx))
+		case <-t.C:
+		}
+		delay = min(2*delay, pgRetryMax)
 	}
-	return sessionmap.Open(cfg.Path, sessionmap.Options{Timeout: time.Second})
+}
+
+// permanentPG reports whether the server refused the login or has no such
+// database (SQLSTATE class 28, or 3D000).
+func permanentPG(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && (strings.HasPrefix(pgErr.Code, "28") || pgErr.Code == "3D000")
+}
+
+// storeWait is why the store is not open yet, for /readyz.
+type storeWait struct {
+	mu     sync.Mutex
+	reason string
+}
+
+func (w *storeWait) set(reason string) {
+	w.mu.Lock()
+	w.reason = reason
+	w.mu.Unlock()
+}
+
+func (w *storeWait) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.reason == "" {
+		return "opening the store"
+	}
+	return w.reason
 }
 
 // describeStore names the configured store for people: the bbolt file, or
