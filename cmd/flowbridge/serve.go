@@ -76,16 +76,11 @@ func (e *ended) Ready() error {
 // stops taking events and finishes in-flight work within the grace period, the
 // adapters disconnect, and the store closes last.
 func serve(ctx context.Context, env *environment, cfg *Config, log *zap.Logger, opts serveOptions) (err error) {
-	var wait storeWait
-	admin, err := startAdmin(cfg.Admin, wait.String, log.Named("admin"))
-	if err != nil {
-		return err
-	}
-	defer admin.shutdown()
-	st, err := openStore(ctx, cfg.Store, &wait, log)
+	st, admin, err := openServing(ctx, cfg, log)
 	if err != nil {
 		return storeError(cfg, err)
 	}
+	defer admin.shutdown()
 	defer func() {
 		if cerr := st.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("close store: %w", cerr)
@@ -198,6 +193,37 @@ wait:
 	admin.shutdown()
 	log.Info("flowbridge stopped")
 	return runErr
+}
+
+// openServing opens the store and the admin listener. A bbolt file opens
+// first, so that a second process on the same file hears that it is locked
+// rather than that the admin port is taken; PostgreSQL, which may take a
+// while to answer, is waited for behind the listener, whose /readyz says why
+// flowbridge is not ready yet.
+func openServing(ctx context.Context, cfg *Config, log *zap.Logger) (servedStore, *adminServer, error) {
+	var wait storeWait
+	if cfg.Store.Driver != driverPostgres {
+		st, err := openStore(ctx, cfg.Store, &wait, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		admin, err := startAdmin(cfg.Admin, wait.String, log.Named("admin"))
+		if err != nil {
+			_ = st.Close()
+			return nil, nil, err
+		}
+		return st, admin, nil
+	}
+	admin, err := startAdmin(cfg.Admin, wait.String, log.Named("admin"))
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := openStore(ctx, cfg.Store, &wait, log)
+	if err != nil {
+		admin.shutdown()
+		return nil, nil, err
+	}
+	return st, admin, nil
 }
 
 // buildAdapters creates every adapter the config enables.
