@@ -251,13 +251,13 @@ func (s *Store) markSent(key, name, holder string, now time.Time) error {
 }
 
 // finishEntry answers an entry that is not answered yet, dropping its event.
-const finishEntry = `UPDATE inbox SET state = $2, reply = $3, updated = $4, event = NULL WHERE key = $1 AND state < $2`
+const finishEntry = `UPDATE inbox SET state = $2, reply = $3, updated = $4, event = NULL, outbox = NULL WHERE key = $1 AND state < $2`
 
 // finishWithTurn is finishEntry and applyTurn in one statement: the turn's
 // UPDATE runs only when the entry's did.
 const finishWithTurn = `
 	WITH answered AS (
-		UPDATE inbox SET state = $2, reply = $3, updated = $4, event = NULL
+		UPDATE inbox SET state = $2, reply = $3, updated = $4, event = NULL, outbox = NULL
 		WHERE key = $1 AND state < $2
 		RETURNING key),
 	turn AS (
@@ -304,6 +304,81 @@ func (s *Store) Finish(key, reply string, turn *store.Turn, now time.Time) error
 		return fmt.Errorf("finish %q: %w", key, err)
 	}
 	return nil
+}
+
+// putReply keeps an entry's answer until it is posted; the entry becomes
+// Sent, so that no process sends its request again.
+const putReply = `UPDATE inbox SET state = $2, outbox = $3, updated = $4 WHERE key = $1 AND state < $5`
+
+// putReplyWithTurn is putReply and applyTurn in one statement, as
+// finishWithTurn is.
+const putReplyWithTurn = `
+	WITH kept AS (
+		UPDATE inbox SET state = $2, outbox = $3, updated = $4
+		WHERE key = $1 AND state < $12
+		RETURNING key),
+	turn AS (
+		UPDATE sessions SET agent = $6, created = $8, last_used = $9
+		WHERE key = $5 AND session_uuid = $7 AND EXISTS (SELECT FROM kept)
+		RETURNING key),
+	reply AS (
+		INSERT INTO last_replies (conversation, reply)
+		SELECT DISTINCT k, $10 FROM turn, unnest(turn.key || $11::text[]) AS k ORDER BY k
+		ON CONFLICT (conversation) DO UPDATE SET reply = EXCLUDED.reply)
+	SELECT count(*) FROM kept`
+
+// PutReply keeps reply as the answer of the entry (Received or Sent) until
+// it is posted: the entry becomes Sent with reply in its outbox column,
+// and turn, when not nil, is applied in the same statement by Finish's
+// rule. An answered entry gives an error wrapping store.ErrAlreadySent, a
+// key the inbox does not hold one wrapping store.ErrUnknownEntry; either
+// way nothing is written. A zero now is the current time.
+func (s *Store) PutReply(key string, reply []byte, turn *store.Turn, now time.Time) error {
+	if turn != nil {
+		if err := checkTurn(*turn); err != nil {
+			return fmt.Errorf("put reply %q: %w", key, err)
+		}
+	}
+	ctx, cancel, err := s.op()
+	if err != nil {
+		return fmt.Errorf("put reply %q: %w", key, err)
+	}
+	defer cancel()
+	if now.IsZero() {
+		now = time.Now()
+	}
+	if reply == nil {
+		reply = []byte{} // NULL is "no answer kept"
+	}
+	args := []any{key, int16(store.Sent), reply, now}
+	if !storable(key) {
+		return fmt.Errorf("put reply %q: %w", key, store.ErrUnknownEntry)
+	}
+	var n int64
+	if turn == nil {
+		tag, err := s.pool.Exec(ctx, putReply, append(args, int16(store.Answered))...)
+		if err != nil {
+			return fmt.Errorf("put reply %q: %w", key, err)
+		}
+		n = tag.RowsAffected()
+	} else {
+		args = append(append(args, turnArgs(*turn)...), int16(store.Answered))
+		if err := s.pool.QueryRow(ctx, putReplyWithTurn, args...).Scan(&n); err != nil {
+			return fmt.Errorf("put reply %q: %w", key, err)
+		}
+	}
+	if n > 0 {
+		return nil
+	}
+	var v int16
+	err = s.pool.QueryRow(ctx, `SELECT state FROM inbox WHERE key = $1`, key).Scan(&v)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		err = store.ErrUnknownEntry
+	case err == nil:
+		err = fmt.Errorf("%w: %w", store.ErrAlreadySent, errAnswered)
+	}
+	return fmt.Errorf("put reply %q: %w", key, err)
 }
 
 // moved runs move, a state change of the entry of key to state that reports
@@ -355,7 +430,7 @@ func (s *Store) Pending() ([]store.InboxEntry, error) {
 	}
 	defer cancel()
 	out, err := s.pending(ctx, `
-		SELECT key, seq, conversation, ord, state, event, reply, received, updated
+		SELECT key, seq, conversation, ord, state, event, reply, outbox, received, updated
 		FROM inbox WHERE state < $1 ORDER BY seq`, int16(store.Answered))
 	if err != nil {
 		return nil, fmt.Errorf("pending inbox: %w", err)
@@ -374,7 +449,7 @@ func (s *Store) PendingOf(ctx context.Context, conversation string) ([]store.Inb
 		return nil, nil
 	}
 	out, err := s.pending(ctx, `
-		SELECT key, seq, conversation, ord, state, event, reply, received, updated
+		SELECT key, seq, conversation, ord, state, event, reply, outbox, received, updated
 		FROM inbox WHERE conversation = $2 AND state < $1 ORDER BY ord, seq`, int16(store.Answered), conversation)
 	if err != nil {
 		return nil, fmt.Errorf("pending inbox of %q: %w", conversation, err)
@@ -391,7 +466,7 @@ func (s *Store) pending(ctx context.Context, q string, args ...any) ([]store.Inb
 		var e store.InboxEntry
 		var seq int64
 		var state int16
-		err := row.Scan(&e.Key, &seq, &e.Conversation, &e.Order, &state, &e.Event, &e.Reply, &e.Received, &e.Updated)
+		err := row.Scan(&e.Key, &seq, &e.Conversation, &e.Order, &state, &e.Event, &e.Reply, &e.Outbox, &e.Received, &e.Updated)
 		e.Seq, e.State = uint64(seq), store.InboxState(state)
 		return e, err
 	})

@@ -15,6 +15,8 @@ import (
 	"github.com/flowbridge/flowbridge/postgres/pgtest"
 )
 
+var _ store.Outbox = (*Store)(nil)
+
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {

@@ -107,6 +107,11 @@ type InboxEntry struct {
 	Event []byte
 	// Reply names the answer (a message reference) once answered.
 	Reply string
+	// Outbox is the answer of a Sent entry recorded before it was posted
+	// (Outbox.PutReply), in the core's encoding; nil until then, and once
+	// answered. After a crash the core posts it, once, instead of telling
+	// the user the request may be lost.
+	Outbox []byte
 	// Received is when the entry was recorded; Updated when its state last changed.
 	Received, Updated time.Time
 }
@@ -151,6 +156,19 @@ type Inbox interface {
 	// ExpireInbox deletes the answered entries last updated before before,
 	// and returns how many.
 	ExpireInbox(before time.Time) (int, error)
+}
+
+// Outbox is implemented by an inbox that keeps an entry's answer from when
+// it is known until the platform has accepted it: the outbound half of the
+// inbox's promise. Finish then closes the entry.
+type Outbox interface {
+	// PutReply records reply as the answer of the entry (Received or Sent),
+	// which becomes Sent with Outbox set to reply, replacing any answer
+	// recorded before. When turn is not nil it is applied in the same
+	// write, by Finish's rule. An Answered entry gives an error wrapping
+	// ErrAlreadySent, and a key the inbox does not hold one wrapping
+	// ErrUnknownEntry; either way nothing is written.
+	PutReply(key string, reply []byte, turn *Turn, now time.Time) error
 }
 
 // AuditEntry records one flow run, refusal or confirmation.

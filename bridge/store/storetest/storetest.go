@@ -39,6 +39,9 @@ func Run(t *testing.T, o Opener) {
 	}
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, o) })
 	t.Run("Inbox", func(t *testing.T) { testInbox(t, o) })
+	if s := o.Open(t); implementsOutbox(s) {
+		t.Run("Outbox", func(t *testing.T) { testOutbox(t, o) })
+	}
 	t.Run("Audit", func(t *testing.T) { testAudit(t, o) })
 	t.Run("Contexts", func(t *testing.T) { testContexts(t, o) })
 	t.Run("Feedback", func(t *testing.T) { testFeedback(t, o) })
@@ -50,6 +53,13 @@ func Run(t *testing.T, o Opener) {
 		}
 		testReopen(t, o)
 	})
+}
+
+// implementsOutbox reports whether s keeps answers until they are posted
+// (store.Outbox); the suite checks it of the backends that do.
+func implementsOutbox(s store.Store) bool {
+	_, ok := s.(store.Outbox)
+	return ok
 }
 
 // t0 is the suite's clock: a whole microsecond, like every time it uses.
@@ -65,7 +75,7 @@ func sameSession(a, b store.Session) bool {
 
 func sameEntry(a, b store.InboxEntry) bool {
 	return a.Key == b.Key && a.Seq == b.Seq && a.Conversation == b.Conversation && a.State == b.State &&
-		bytes.Equal(a.Event, b.Event) && a.Reply == b.Reply && a.Received.Equal(b.Received) && a.Updated.Equal(b.Updated)
+		bytes.Equal(a.Event, b.Event) && a.Reply == b.Reply && bytes.Equal(a.Outbox, b.Outbox) && a.Received.Equal(b.Received) && a.Updated.Equal(b.Updated)
 }
 
 func sameAudit(a, b store.AuditEntry) bool {
