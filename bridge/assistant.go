@@ -56,8 +56,7 @@ func (b *Bridge) open(ctx context.Context, log *zap.Logger, ev Event) {
 			r.Text = fmt.Sprintf(msgGreeting, agent.Name)
 		}
 	}
-	ref := b.send(ctx, ev, r)
-	b.answered(log, ev, ref, nil)
+	b.deliver(ctx, log, ev, "", r, nil)
 }
 
 // keepContext records what the user of the event's conversation has open

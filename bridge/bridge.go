@@ -145,6 +145,7 @@ type Bridge struct {
 	rep      *replicas                  // set when replicas share the store
 	notices  busyNotices                // one "still working" notice per conversation and user
 	contexts store.Contexts             // the store, when it keeps conversation contexts
+	outbox   store.Outbox               // the store, when it keeps answers until they are posted
 	tokens   Tokens                     // set when replicas share the store: button state
 
 	// schedules are listed for admins in /flow help (SetSchedules).
@@ -209,6 +210,9 @@ func New(cfg Config, ws Workspace, st Store, log *zap.Logger) (*Bridge, error) {
 	if t, ok := st.(Tokens); ok {
 		b.tokens = t
 	}
+	if ob, ok := st.(store.Outbox); ok {
+		b.outbox = ob
+	}
 	if cs, ok := st.(store.Contexts); ok {
 		b.contexts = cs
 	}
@@ -268,6 +272,9 @@ type job struct {
 	command string
 	args    string   // command arguments
 	rec     *Receipt // settled once the event is recorded: it may run when rec.err is nil
+	// out, when set, is the answer a stopped process kept in the outbox:
+	// the job posts it and runs nothing else.
+	out *outbound
 }
 
 // classify decides how an event is handled. Text commands (!flow, !agent) work
@@ -321,6 +328,8 @@ func textCommand(text, word string) (string, bool) {
 // wait its turn behind earlier messages of the conversation.
 func (j job) ordered() bool {
 	switch {
+	case j.out != nil:
+		return true
 	case j.kind == KindMessage, j.kind == KindOpen, j.kind == KindContext:
 		return true
 	case j.command == CommandAgent:
@@ -557,6 +566,11 @@ func (b *Bridge) run(j job) {
 		}
 	}()
 	ctx := b.ctx
+	if j.out != nil {
+		// Prepared and run by the process that kept the answer.
+		b.post(ctx, log, j.ev, *j.out, true)
+		return
+	}
 	if j.ev.Prepare != nil && !j.ev.Prepare(ctx, &j.ev) {
 		b.answered(log, j.ev, "", nil) // not for the bot
 		return

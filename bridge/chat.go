@@ -81,8 +81,7 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	}
 	if err != nil {
 		log.Warn("chat failed", zap.Error(err))
-		ref := b.send(ctx, ev, Reply{Kind: ReplyError, Text: chatErrorText(ctx, err)})
-		b.answered(log, ev, ref, nil)
+		b.deliver(ctx, log, ev, "", Reply{Kind: ReplyError, Text: chatErrorText(ctx, err)}, nil)
 		return
 	}
 	if renewed {
@@ -91,13 +90,12 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	if strings.TrimSpace(out) == "" {
 		out = msgEmptyReply
 	}
-	ref := b.send(ctx, ev, b.asFile(ev, b.withFeedback(log, ev, Reply{Kind: ReplyAgent, Text: out}, agent.Name, sess.SessionUUID), "reply", nil))
 	sess.LastUsed = b.cfg.Now()
 	turn := &Turn{Session: sess, Reply: out}
 	if ev.Parent != "" {
 		turn.Also = []string{shareKey(ev.Parent, ev.User.ID)}
 	}
-	b.answered(log, ev, ref, turn)
+	b.deliver(ctx, log, ev, "", b.asFile(ev, b.withFeedback(log, ev, Reply{Kind: ReplyAgent, Text: out}, agent.Name, sess.SessionUUID), "reply", nil), turn)
 }
 
 // indicate starts the responder's working indicator once the answer has

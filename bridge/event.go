@@ -200,6 +200,15 @@ type Reply struct {
 	// Prompts are suggestions the user can pick as their next message (a
 	// greeting's); adapters show them where the platform can.
 	Prompts []Prompt
+	// Once, when set, names the reply (the inbox key of the event it
+	// answers) so that it is posted at most once however often it is sent:
+	// adapters pass it to the platform's own de-duplication (Discord's
+	// nonce) or mark the message with it (Slack's message metadata).
+	Once string `json:"-"`
+	// Again says an earlier send of this reply (the same Once) may have
+	// been posted: an adapter whose platform does not de-duplicate looks
+	// for the marked message before posting.
+	Again bool `json:"-"`
 }
 
 // Button is a pressable control on a reply.

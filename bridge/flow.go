@@ -131,8 +131,7 @@ func (b *Bridge) runFlow(ctx context.Context, log *zap.Logger, ev Event, f *Flow
 		b.audit(log, entry)
 		b.metrics.flowRun(f.Name, entry.Outcome)
 		log.Warn("flow failed", zap.Error(err), zap.Duration("duration", elapsed))
-		ref = b.replace(ctx, ev, ref, Reply{Kind: ReplyError, Ephemeral: !f.Public, Text: flowErrorText(ctx, err, f.Name, timeout), Footer: footer})
-		b.answered(log, ev, ref, nil)
+		b.deliver(ctx, log, ev, ref, Reply{Kind: ReplyError, Ephemeral: !f.Public, Text: flowErrorText(ctx, err, f.Name, timeout), Footer: footer}, nil)
 		return
 	}
 	entry.Outcome = OutcomeOK
@@ -145,8 +144,7 @@ func (b *Bridge) runFlow(ctx context.Context, log *zap.Logger, ev Event, f *Flow
 			r.Buttons = []Button{{Action: Action{ID: ActionShare, Value: id}, Label: "Share with channel", Style: "primary"}}
 		}
 	}
-	ref = b.replace(ctx, ev, ref, b.asFile(ev, r, fileBase(f.Name), jsonResult(run)))
-	b.answered(log, ev, ref, nil)
+	b.deliver(ctx, log, ev, ref, b.asFile(ev, r, fileBase(f.Name), jsonResult(run)), nil)
 }
 
 func outcomeOf(ctx context.Context, err error) string {

@@ -293,8 +293,9 @@ type recovered struct {
 // Attach hands a platform's unfinished events from before a restart to the
 // dispatcher. An adapter calls it once it can answer (before it takes new
 // events, so these queue ahead of them). Events still Received run as if just
-// delivered; events already Sent are never sent again: their users are told
-// flowbridge restarted while answering. Later calls for the same platform
+// delivered; events already Sent are never sent again: their answers, when
+// the outbox kept them, are posted (once), and otherwise their users are
+// told flowbridge restarted while answering. Later calls for the same platform
 // find nothing more.
 //
 // When replicas share the store, Attach takes up only the work no live
@@ -327,6 +328,14 @@ func (b *Bridge) Attach(platform string, r Restorer) (resumed, told int, err err
 			continue
 		}
 		ev.entry = &entry{key: e.Key}
+		if j, ok := b.outboxJob(log, ev, e); ok {
+			resumed++
+			b.metrics.recoveredEvent(platform, "reposted")
+			b.mu.Lock()
+			b.enqueueLocked(j)
+			b.mu.Unlock()
+			continue
+		}
 		switch e.State {
 		case store.Sent:
 			ev.entry.sent = true
@@ -416,8 +425,7 @@ func (b *Bridge) tellRestartedNow(log *zap.Logger, ev Event) {
 		entry.Flow, entry.Outcome = stripStars(name), OutcomeInterrupted
 		b.audit(log, entry)
 	}
-	ref := b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: text})
-	b.answered(log, ev, ref, nil)
+	b.deliver(ctx, log, ev, "", Reply{Kind: ReplyError, Ephemeral: true, Text: text}, nil)
 }
 
 func stripStars(s string) string {

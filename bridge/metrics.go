@@ -10,17 +10,18 @@ import (
 // Metrics are the bridge's Prometheus collectors. A nil *Metrics records nothing,
 // so tests and tools need not build one.
 type Metrics struct {
-	events     *prometheus.CounterVec
-	apiCalls   *prometheus.CounterVec
-	apiLatency *prometheus.HistogramVec
-	flowRuns   *prometheus.CounterVec
-	queueDepth prometheus.Gauge
-	inFlight   prometheus.Gauge
-	dedup      *prometheus.CounterVec
-	refusals   *prometheus.CounterVec
-	storeErrs  *prometheus.CounterVec
-	recovered  *prometheus.CounterVec
-	votes      *prometheus.CounterVec
+	events      *prometheus.CounterVec
+	apiCalls    *prometheus.CounterVec
+	apiLatency  *prometheus.HistogramVec
+	flowRuns    *prometheus.CounterVec
+	queueDepth  prometheus.Gauge
+	inFlight    prometheus.Gauge
+	dedup       *prometheus.CounterVec
+	refusals    *prometheus.CounterVec
+	storeErrs   *prometheus.CounterVec
+	recovered   *prometheus.CounterVec
+	undelivered *prometheus.CounterVec
+	votes       *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them on reg (never the global registry).
@@ -55,13 +56,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "flowbridge_store_errors_total", Help: "Store writes that failed, by operation (receive, mark_sent, finish, put_turns, save_session).",
 		}, []string{"operation"}),
 		recovered: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "flowbridge_recovered_events_total", Help: "Unfinished events of a previous process found at start, by platform and what was done: resumed (never sent, processed now) or told (may have been sent; the user was told).",
+			Name: "flowbridge_recovered_events_total", Help: "Unfinished events of a previous process found at start, by platform and what was done: resumed (never sent, processed now), reposted (its answer was kept, and is posted now unless it was already) or told (may have been sent; the user was told).",
 		}, []string{"platform", "action"}),
+		undelivered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flowbridge_undelivered_replies_total", Help: "Answers the platform had not accepted, by platform and what became of them: kept (in the outbox at shutdown, posted by the next start) or told (given up after the retry budget; the user was told).",
+		}, []string{"platform", "outcome"}),
 		votes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flowbridge_feedback_total", Help: "Votes on agent replies, by agent and vote (up, down): each first vote and each change; pressing the same button again is not counted.",
 		}, []string{"agent", "vote"}),
 	}
-	for _, c := range []prometheus.Collector{m.events, m.apiCalls, m.apiLatency, m.flowRuns, m.queueDepth, m.inFlight, m.dedup, m.refusals, m.storeErrs, m.recovered, m.votes} {
+	for _, c := range []prometheus.Collector{m.events, m.apiCalls, m.apiLatency, m.flowRuns, m.queueDepth, m.inFlight, m.dedup, m.refusals, m.storeErrs, m.recovered, m.undelivered, m.votes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -123,6 +127,12 @@ func (m *Metrics) storeFailed(op string) {
 func (m *Metrics) recoveredEvent(platform, action string) {
 	if m != nil {
 		m.recovered.WithLabelValues(platform, action).Inc()
+	}
+}
+
+func (m *Metrics) delivery(platform, outcome string) {
+	if m != nil {
+		m.undelivered.WithLabelValues(platform, outcome).Inc()
 	}
 }
 

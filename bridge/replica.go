@@ -615,6 +615,9 @@ func (b *Bridge) nextEntry(log *zap.Logger, c *leasedConv, entries []store.Inbox
 				continue
 			}
 		}
+		if oj, ok := b.outboxJob(log, j.ev, e); ok {
+			j = oj
+		}
 		j.ev.entry.sent = e.State == store.Sent
 		if j.ordered() && !j.ev.alone {
 			return j, entryRun
@@ -715,9 +718,11 @@ func (b *Bridge) finishDropped(log *zap.Logger, key string) {
 
 // runTaken runs a job whose lease this process holds, with the inbox's
 // crash policy: an entry sent by a replica that went away is not sent
-// again, its user is told.
+// again, its user is told; an answer it kept is posted, once.
 func (b *Bridge) runTaken(log *zap.Logger, j *job) {
-	if j.ev.entry != nil && j.ev.entry.sent {
+	if j.out != nil {
+		b.metrics.recoveredEvent(j.ev.Platform, "reposted")
+	} else if j.ev.entry != nil && j.ev.entry.sent {
 		b.metrics.recoveredEvent(j.ev.Platform, "told")
 		b.tellRestartedNow(log.With(zap.String("platform", j.ev.Platform)), j.ev)
 		if j.ev.Done != nil {

@@ -146,7 +146,7 @@ func (r *responder) Send(ctx context.Context, rep bridge.Reply) (bridge.MessageR
 			return refURL + slackgo.ResponseTypeInChannel, err
 		}
 	}
-	ts, err := r.postChat(ctx, msgs, r.takePlaceholder())
+	ts, err := r.postMarked(ctx, msgs, r.takePlaceholder(), rep.Once, rep.Again)
 	if err != nil && r.Kind == kindAction && r.ResponseURL != "" && notMember(err) {
 		// The bot is not in the channel; the button's response_url can still post there.
 		r.a.log.Debug("chat.postMessage refused; posting through response_url", zap.Error(err))
@@ -289,22 +289,47 @@ func (r *responder) dropPlaceholder(ctx context.Context) {
 // one replacing the placeholder at replaceTS when set. It returns the first
 // message's ts.
 func (r *responder) postChat(ctx context.Context, msgs []outMessage, replaceTS string) (string, error) {
+	return r.postMarked(ctx, msgs, replaceTS, "", false)
+}
+
+// replyEventType is the metadata event type of the messages of a reply
+// the core named (bridge.Reply.Once); the payload holds the name ("key")
+// and the part's index ("part").
+const replyEventType = "flowbridge_reply"
+
+// postMarked is postChat for a reply named once: each part carries the
+// name in its metadata, and when again is set (an earlier send may have
+// been posted) the parts already in the conversation are looked for first
+// and not posted twice.
+func (r *responder) postMarked(ctx context.Context, msgs []outMessage, replaceTS, once string, again bool) (string, error) {
 	unlock, err := r.a.locks.lock(ctx, r.Channel)
 	if err != nil {
 		return "", err
 	}
 	defer unlock()
+	var posted map[int]string
+	if once != "" && again {
+		if posted, err = r.findPosted(ctx, once); err != nil {
+			return "", fmt.Errorf("look for the reply in %s: %w", r.Channel, err)
+		}
+	}
 	first := ""
 	for i, m := range msgs {
 		var ts string
-		if i == 0 && replaceTS != "" {
+		opts := content(m)
+		if once != "" {
+			opts = append(opts, slackgo.MsgOptionMetadata(slackgo.SlackMetadata{
+				EventType: replyEventType, EventPayload: map[string]any{"key": once, "part": i}}))
+		}
+		if done, ok := posted[i]; ok {
+			ts, err = done, nil
+		} else if i == 0 && replaceTS != "" {
 			ts = replaceTS
 			err = r.a.withRetry(ctx, "chat.update", func() error {
-				_, _, _, err := r.a.api.UpdateMessageContext(ctx, r.Channel, replaceTS, content(m)...)
+				_, _, _, err := r.a.api.UpdateMessageContext(ctx, r.Channel, replaceTS, opts...)
 				return err
 			})
 		} else {
-			opts := content(m)
 			if r.Thread != "" {
 				opts = append(opts, slackgo.MsgOptionTS(r.Thread))
 			}
@@ -324,6 +349,46 @@ func (r *responder) postChat(ctx context.Context, msgs []outMessage, replaceTS s
 	r.a.threads.add(r.Channel, r.Thread)
 	return first, nil
 }
+
+// findPosted returns the parts of the reply named once that are in the
+// responder's thread (or, outside a thread, among the channel's latest
+// messages), by index.
+func (r *responder) findPosted(ctx context.Context, once string) (map[int]string, error) {
+	var msgs []slackgo.Message
+	err := r.a.withRetry(ctx, "conversations.history", func() error {
+		if r.Thread != "" {
+			m, _, _, err := r.a.api.GetConversationRepliesContext(ctx, &slackgo.GetConversationRepliesParameters{
+				ChannelID: r.Channel, Timestamp: r.Thread, Limit: findPostedLimit, IncludeAllMetadata: true})
+			msgs = m
+			return err
+		}
+		res, err := r.a.api.GetConversationHistoryContext(ctx, &slackgo.GetConversationHistoryParameters{
+			ChannelID: r.Channel, Limit: findPostedLimit, IncludeAllMetadata: true})
+		if err == nil {
+			msgs = res.Messages
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	posted := make(map[int]string)
+	for _, m := range msgs {
+		md := m.Metadata
+		if md.EventType != replyEventType || md.EventPayload["key"] != once {
+			continue
+		}
+		if part, ok := md.EventPayload["part"].(float64); ok {
+			posted[int(part)] = m.Timestamp
+		}
+	}
+	return posted, nil
+}
+
+// findPostedLimit is how many of a conversation's latest messages are
+// searched for a reply posted before a restart: a reply is posted soon
+// after its question, and Slack's own limit on one page is 1,000.
+const findPostedLimit = 200
 
 // updateChat replaces the message at ts with the first message and posts the
 // rest after it.

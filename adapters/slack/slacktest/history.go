@@ -58,7 +58,11 @@ func (s *Server) AddThreadMessage(m ThreadMessage) string {
 
 // repliesLimitedLocked counts a conversations.replies call against its rate
 // tier, or answers 429 ratelimited with Retry-After as Slack does.
-func (s *Server) repliesLimitedLocked() (apiResult, bool) {
+func (s *Server) repliesLimitedLocked() (apiResult, bool) { return s.tier3LimitedLocked(&s.repliesAt) }
+
+// tier3LimitedLocked counts a call of a history method (whose recent calls
+// are *calls) against its tier, or answers 429 ratelimited with Retry-After.
+func (s *Server) tier3LimitedLocked(calls *[]time.Time) (apiResult, bool) {
 	perMinute := RepliesPerMinute
 	if s.opts.RestrictedHistory {
 		perMinute = RestrictedRepliesPerMinute
@@ -66,17 +70,17 @@ func (s *Server) repliesLimitedLocked() (apiResult, bool) {
 	now := s.now()
 	// A call a minute old no longer counts.
 	i := 0
-	for i < len(s.repliesAt) && !s.repliesAt[i].After(now.Add(-time.Minute)) {
+	for i < len(*calls) && !(*calls)[i].After(now.Add(-time.Minute)) {
 		i++
 	}
-	s.repliesAt = s.repliesAt[i:]
-	if len(s.repliesAt) >= perMinute {
-		wait := s.repliesAt[len(s.repliesAt)-perMinute].Add(time.Minute).Sub(now)
+	*calls = (*calls)[i:]
+	if len(*calls) >= perMinute {
+		wait := (*calls)[len(*calls)-perMinute].Add(time.Minute).Sub(now)
 		secs := int((wait + time.Second - 1) / time.Second)
 		return apiResult{status: http.StatusTooManyRequests, body: map[string]any{"ok": false, "error": "ratelimited"},
 			header: map[string]string{"Retry-After": strconv.Itoa(max(secs, 1))}}, true
 	}
-	s.repliesAt = append(s.repliesAt, now)
+	*calls = append(*calls, now)
 	return apiResult{}, false
 }
 
@@ -149,7 +153,7 @@ func (s *Server) conversationsReplies(p url.Values, _ *http.Request) apiResult {
 	}
 	msgs := make([]map[string]any, 0, len(thread))
 	for _, m := range thread {
-		j := s.botMessageJSON(m)
+		j := s.listedMessageJSON(m, p)
 		if m.TS == root && replies > 0 {
 			j["thread_ts"] = root
 			j["reply_count"] = replies

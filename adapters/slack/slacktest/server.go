@@ -204,6 +204,7 @@ type Server struct {
 	updates updateLimits
 	// recent conversations.replies calls, see history.go
 	repliesAt []time.Time
+	historyAt []time.Time // conversations.history calls of the last minute
 
 	msgs    map[msgKey]*stored // current state, app messages and user messages
 	order   []msgKey

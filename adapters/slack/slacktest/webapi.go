@@ -158,6 +158,7 @@ var botMethods = map[string]apiMethod{
 	"reactions.remove":      (*Server).reactionsRemove,
 	"conversations.info":    (*Server).conversationsInfo,
 	"conversations.replies": (*Server).conversationsReplies,
+	"conversations.history": (*Server).conversationsHistory,
 	"users.info":            (*Server).usersInfo,
 	"usergroups.list":       (*Server).usergroupsList,
 	"usergroups.users.list": (*Server).usergroupsUsersList,
@@ -785,6 +786,77 @@ func (s *Server) conversationsInfo(p url.Values, _ *http.Request) apiResult {
 		ch[k] = v
 	}
 	return ok(map[string]any{"channel": ch})
+}
+
+// listedMessageJSON is a message as conversations.history and .replies
+// list it: with its metadata only when include_all_metadata asks for it.
+func (s *Server) listedMessageJSON(m *stored, p url.Values) map[string]any {
+	j := s.botMessageJSON(m)
+	if m.Metadata != nil && (p.Get("include_all_metadata") == "1" || p.Get("include_all_metadata") == "true") {
+		j["metadata"] = m.Metadata
+	}
+	return j
+}
+
+// Page sizes of conversations.history: Slack's default and its maximum.
+const (
+	DefaultHistoryLimit = 100
+	MaxHistoryLimit     = 999
+)
+
+// conversationsHistory lists a channel's messages (thread replies left
+// out, as Slack does), newest first, between oldest and latest (both
+// exclusive unless inclusive), at most limit of them. It is Tier 3, as
+// conversations.replies, with the same restriction for a commercially
+// distributed app outside the Marketplace.
+func (s *Server) conversationsHistory(p url.Values, _ *http.Request) apiResult {
+	if res, limited := s.tier3LimitedLocked(&s.historyAt); limited {
+		return res
+	}
+	ch := p.Get("channel")
+	if !s.knownChannelLocked(ch) {
+		return fail("channel_not_found")
+	}
+	limit, maxLimit := DefaultHistoryLimit, MaxHistoryLimit
+	if s.opts.RestrictedHistory {
+		limit, maxLimit = RestrictedRepliesLimit, RestrictedRepliesLimit
+	}
+	if v := p.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fail("invalid_limit")
+		}
+		if n > 0 {
+			limit = min(n, maxLimit)
+		}
+	}
+	oldest, latest := p.Get("oldest"), p.Get("latest")
+	inclusive := p.Get("inclusive") == "1" || p.Get("inclusive") == "true"
+	var list []*stored
+	for _, k := range s.order {
+		m := s.msgs[k]
+		if m.Channel != ch || m.Deleted || m.Ephemeral || (m.ThreadTS != "" && m.ThreadTS != m.TS) {
+			continue
+		}
+		if oldest != "" && (compareTS(m.TS, oldest) < 0 || !inclusive && m.TS == oldest) {
+			continue
+		}
+		if latest != "" && (compareTS(m.TS, latest) > 0 || !inclusive && m.TS == latest) {
+			continue
+		}
+		list = append(list, m)
+	}
+	slices.SortFunc(list, func(a, b *stored) int { return compareTS(b.TS, a.TS) })
+	more := len(list) > limit
+	if more {
+		list = list[:limit]
+	}
+	msgs := make([]map[string]any, 0, len(list))
+	for _, m := range list {
+		msgs = append(msgs, s.listedMessageJSON(m, p))
+	}
+	return ok(map[string]any{"messages": msgs, "has_more": more, "pin_count": 0,
+		"response_metadata": map[string]any{"next_cursor": ""}})
 }
 
 // compareTS orders Slack timestamps numerically ("9.000001" < "10.000000").

@@ -1,0 +1,77 @@
+package slack
+
+import (
+	"strings"
+	"testing"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
+	"github.com/flowbridge/flowbridge/bridge"
+)
+
+// TestReplyPostedOnce: a reply the core names (Reply.Once) carries the name
+// in each part's metadata; sent again with Again (after a restart), by a
+// new responder, it is found through conversations.replies or .history and
+// not posted twice, and one that was never posted is posted.
+func TestReplyPostedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := waitCtx(t)
+	s, _ := newFakes(t, nil)
+	s.AddChannel(slacktest.Channel{ID: e2eChannel, Name: "general"})
+	s.AddChannel(slacktest.Channel{ID: e2eDM, IsIM: true, User: e2eUser})
+	a, err := New(e2eConfig(s), idleCore{t}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := a.newResponder(route{Kind: kindChat, Channel: e2eChannel}).Send(ctx, bridge.Reply{Kind: bridge.ReplyInfo, Text: "a thread"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rootTS, _ := strings.Cut(strings.TrimPrefix(string(root), refMessage), ":")
+	long := strings.Repeat("a long answer in several parts. ", 700)
+	for _, tt := range []struct {
+		name string
+		rt   route
+	}{
+		{"DM", route{Kind: kindChat, Channel: e2eDM}},
+		{"thread", route{Kind: kindChat, Channel: e2eChannel, Thread: rootTS}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := bridge.Reply{Kind: bridge.ReplyAgent, Text: long, Once: "slack/msg/" + tt.name + "/1.000001"}
+			before := s.CallCount("chat.postMessage")
+			first, err := a.newResponder(tt.rt).Send(ctx, rep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts := s.CallCount("chat.postMessage") - before
+			if parts < 2 {
+				t.Fatalf("the reply went out in %d part(s); the test needs several", parts)
+			}
+			rep.Again = true
+			again, err := a.newResponder(tt.rt).Send(ctx, rep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := s.CallCount("chat.postMessage") - before; n != parts || again != first {
+				t.Errorf("sent again: %d posts in all, ref %q; want %d (none more) and the first's ref %q", n, again, parts, first)
+			}
+			rep.Once = "slack/msg/" + tt.name + "/2.000002"
+			if _, err := a.newResponder(tt.rt).Send(ctx, rep); err != nil {
+				t.Fatal(err)
+			}
+			if n := s.CallCount("chat.postMessage") - before; n != 2*parts {
+				t.Errorf("a reply never posted, sent with Again: %d posts in all, want %d", n, 2*parts)
+			}
+		})
+	}
+	var looked []string
+	for _, c := range s.Calls() {
+		if strings.HasPrefix(c.Method, "conversations.") {
+			looked = append(looked, c.Method+" include_all_metadata="+c.Params.Get("include_all_metadata"))
+		}
+	}
+	if len(looked) != 4 || looked[0] != "conversations.history include_all_metadata=1" || looked[2] != "conversations.replies include_all_metadata=1" {
+		t.Errorf("lookups = %q, want history for the DM, replies for the thread, each asking for metadata", looked)
+	}
+}

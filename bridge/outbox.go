@@ -1,0 +1,171 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/flowbridge/flowbridge/bridge/store"
+)
+
+// outbound is an answer as the outbox keeps it (store.InboxEntry.Outbox):
+// the reply, and the message it takes the place of, if any (a flow's
+// progress message).
+type outbound struct {
+	Reply   Reply      `json:"reply"`
+	Replace MessageRef `json:"replace,omitempty"`
+}
+
+// deliverAttempts bounds the sends of one answer before its user is told
+// that it could not be posted; deliverBackoff is the wait before each
+// further attempt. Each attempt already waits out the platform's
+// Retry-After in its adapter: these are for an adapter that gave up.
+const deliverAttempts = 3
+
+var deliverBackoff = [deliverAttempts - 1]time.Duration{2 * time.Second, 10 * time.Second}
+
+// deliver posts r, ev's answer, and closes ev's inbox entry, applying turn.
+// With an Outbox store, r (and turn) are recorded first: the entry is
+// answered only once the platform has accepted r, or its user was told,
+// after deliverAttempts, that it could not be posted. An answer not yet
+// posted when the shutdown grace ends stays in the outbox, for the next
+// start (or the replica that takes the conversation) to post, once.
+// replace, when set, is the message r takes the place of.
+func (b *Bridge) deliver(ctx context.Context, log *zap.Logger, ev Event, replace MessageRef, r Reply, turn *Turn) {
+	e := ev.entry
+	if e == nil || e.done || b.outbox == nil {
+		b.answered(log, ev, b.postPlain(ctx, ev, replace, r), turn)
+		return
+	}
+	out := outbound{Reply: r, Replace: replace}
+	data, err := json.Marshal(out)
+	if err != nil {
+		err = fmt.Errorf("encode reply: %w", err)
+	} else {
+		err = b.outbox.PutReply(e.key, data, turn, b.cfg.Now())
+		if !errors.Is(err, store.ErrAlreadySent) {
+			b.noteStore(err)
+		}
+	}
+	switch {
+	case errors.Is(err, store.ErrAlreadySent):
+		// Answered by another process (a replica that took the
+		// conversation over): posting too would answer twice.
+		log.Info("event answered by another process; reply not posted", zap.String("event_key", e.key))
+		e.done = true
+		return
+	case err != nil:
+		// The user can still have the answer; only a crash before it is
+		// posted would lose it.
+		log.Warn("reply not kept in the outbox; posting it all the same", zap.String("event_key", e.key), zap.Error(err))
+		b.metrics.storeFailed("put_reply")
+		b.answered(log, ev, b.postPlain(ctx, ev, replace, r), turn)
+		return
+	}
+	b.post(ctx, log, ev, out, false)
+}
+
+// postPlain sends r without the outbox, in place of replace when set.
+func (b *Bridge) postPlain(ctx context.Context, ev Event, replace MessageRef, r Reply) MessageRef {
+	if replace != "" {
+		return b.replace(ctx, ev, replace, r)
+	}
+	return b.send(ctx, ev, r)
+}
+
+// post sends an answer kept in the outbox until the platform accepts it,
+// then closes its entry. again says an earlier attempt may have been
+// posted (one of a process that stopped): the responder is asked to post
+// it only if it is not there yet (Reply.Once, Reply.Again).
+func (b *Bridge) post(ctx context.Context, log *zap.Logger, ev Event, out outbound, again bool) {
+	e := ev.entry
+	e.done = true // closed here, or left in the outbox
+	for attempt := 1; ; attempt++ {
+		r := out.Reply
+		r.Once, r.Again = e.key, again
+		ref, err := b.postOnce(ctx, ev, out.Replace, r)
+		if err == nil {
+			b.finishEntry(log, e.key, ref)
+			return
+		}
+		again = true
+		if b.ctx.Err() != nil {
+			log.Warn("reply not delivered before shutdown; kept for the next start", zap.String("event_key", e.key), zap.Error(err))
+			b.metrics.delivery(ev.Platform, "kept")
+			return
+		}
+		if attempt == deliverAttempts {
+			log.Error("reply not delivered; user told", zap.String("event_key", e.key), zap.Int("attempts", attempt), zap.Error(err))
+			b.metrics.delivery(ev.Platform, "told")
+			nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), noticeTimeout)
+			b.sendNow(nctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotDelivered})
+			cancel()
+			b.finishEntry(log, e.key, "")
+			return
+		}
+		log.Warn("reply not delivered; trying again", zap.String("event_key", e.key), zap.Int("attempt", attempt), zap.Error(err))
+		t := time.NewTimer(deliverBackoff[attempt-1])
+		select {
+		case <-t.C:
+		case <-b.ctx.Done():
+			t.Stop()
+		}
+	}
+}
+
+// postOnce makes one attempt at posting r, in place of replace when set.
+// Work cut off by the end of the shutdown grace still makes one, on a fresh
+// context bounded by noticeTimeout.
+func (b *Bridge) postOnce(ctx context.Context, ev Event, replace MessageRef, r Reply) (MessageRef, error) {
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), noticeTimeout)
+		defer cancel()
+	}
+	if u, ok := ev.Reply.(Updater); ok && replace != "" {
+		err := u.Update(ctx, replace, r)
+		if err == nil || ctx.Err() != nil {
+			return replace, err
+		}
+		b.log.Debug("update failed; sending instead", zap.Error(err))
+	}
+	return ev.Reply.Send(ctx, r)
+}
+
+// finishEntry closes the entry of key, whose answer was posted (ref) or
+// given up on.
+func (b *Bridge) finishEntry(log *zap.Logger, key string, ref MessageRef) {
+	err := b.store.Finish(key, string(ref), nil, b.cfg.Now())
+	b.noteStore(err)
+	if err != nil {
+		// The user has the answer; after a crash it is looked for (and
+		// found) before it would be posted again.
+		log.Warn("inbox entry not closed", zap.String("event_key", key), zap.Error(err))
+		b.metrics.storeFailed("finish")
+	}
+}
+
+// outboxJob returns the job that posts the answer kept for an entry
+// (e.Outbox) of a process that stopped before the platform had it, or
+// false when e holds none. An answer that cannot be read is dropped.
+func (b *Bridge) outboxJob(log *zap.Logger, ev Event, e store.InboxEntry) (*job, bool) {
+	if e.Outbox == nil {
+		return nil, false
+	}
+	var out outbound
+	if err := json.Unmarshal(e.Outbox, &out); err != nil {
+		log.Error("kept reply unreadable; dropped", zap.String("event_key", e.Key), zap.Error(err))
+		out = outbound{Reply: Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotDelivered}}
+	}
+	if ev.entry == nil {
+		ev.entry = &entry{key: e.Key}
+	}
+	ev.entry.sent = true
+	j := &job{ev: ev, kind: ev.Kind, out: &out, rec: newReceipt()}
+	j.rec.settle(nil)
+	return j, true
+}
