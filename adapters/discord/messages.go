@@ -2,8 +2,12 @@ package discord
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -384,7 +388,7 @@ func (r *messageResponder) Send(ctx context.Context, reply bridge.Reply) (bridge
 	}
 	r.sent = true
 	r.mu.Unlock()
-	ids, err := r.a.sendChannel(ctx, channel, render(reply), ref, nil)
+	ids, err := r.a.sendChannelOnce(ctx, channel, render(reply), ref, nil, reply.Once)
 	if len(ids) == 0 {
 		return "", err
 	}
@@ -464,6 +468,14 @@ func (a *Adapter) typing(ctx context.Context, channel string) func() {
 
 // sendChannel posts messages in order; ref and allowUser apply to the first.
 func (a *Adapter) sendChannel(ctx context.Context, channel string, msgs []message, ref *discordgo.MessageReference, allow *discordgo.MessageAllowedMentions) ([]string, error) {
+	return a.sendChannelOnce(ctx, channel, msgs, ref, allow, "")
+}
+
+// sendChannelOnce is sendChannel for a reply the core named once
+// (bridge.Reply.Once): each part carries a nonce made from the name and its
+// index, with enforce_nonce, so that Discord creates it once however often
+// it is sent within its nonce window, and returns the first instead.
+func (a *Adapter) sendChannelOnce(ctx context.Context, channel string, msgs []message, ref *discordgo.MessageReference, allow *discordgo.MessageAllowedMentions, once string) ([]string, error) {
 	var ids []string
 	for i, m := range msgs {
 		send := &discordgo.MessageSend{Content: m.Content, Components: m.Components, AllowedMentions: noMentions(), Files: discordFiles(m.File)}
@@ -473,13 +485,63 @@ func (a *Adapter) sendChannel(ctx context.Context, channel string, msgs []messag
 				send.AllowedMentions = allow
 			}
 		}
-		sent, err := a.session.ChannelMessageSendComplex(channel, send, discordgo.WithContext(ctx))
+		var (
+			sent *discordgo.Message
+			err  error
+		)
+		if once == "" {
+			sent, err = a.session.ChannelMessageSendComplex(channel, send, discordgo.WithContext(ctx))
+		} else {
+			sent, err = a.sendWithNonce(ctx, channel, send, nonce(once, i))
+		}
 		if err != nil {
 			return ids, fmt.Errorf("send to channel %s: %w", channel, err)
 		}
 		ids = append(ids, sent.ID)
 	}
 	return ids, nil
+}
+
+// nonce is the nonce of part i of the reply named once: at most 25
+// characters, as Discord takes.
+func nonce(once string, i int) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s#%d", once, i))
+	return hex.EncodeToString(sum[:])[:25]
+}
+
+// nonceSend is a Create Message body with the nonce fields discordgo's
+// MessageSend lacks.
+type nonceSend struct {
+	*discordgo.MessageSend
+	Nonce        string `json:"nonce"`
+	EnforceNonce bool   `json:"enforce_nonce"`
+}
+
+// sendWithNonce is ChannelMessageSendComplex with a nonce Discord enforces.
+func (a *Adapter) sendWithNonce(ctx context.Context, channel string, send *discordgo.MessageSend, nonce string) (*discordgo.Message, error) {
+	body := nonceSend{MessageSend: send, Nonce: nonce, EnforceNonce: true}
+	endpoint := discordgo.EndpointChannelMessages(channel)
+	var (
+		res []byte
+		err error
+	)
+	if len(send.Files) > 0 {
+		contentType, data, encErr := discordgo.MultipartBodyWithJSON(body, send.Files)
+		if encErr != nil {
+			return nil, encErr
+		}
+		res, err = a.session.RequestRaw(http.MethodPost, endpoint, contentType, data, endpoint, 0, discordgo.WithContext(ctx))
+	} else {
+		res, err = a.session.RequestWithBucketID(http.MethodPost, endpoint, body, endpoint, discordgo.WithContext(ctx))
+	}
+	if err != nil {
+		return nil, err
+	}
+	var m discordgo.Message
+	if err := json.Unmarshal(res, &m); err != nil {
+		return nil, fmt.Errorf("decode the created message: %w", err)
+	}
+	return &m, nil
 }
 
 func (a *Adapter) editChannel(ctx context.Context, channel, id string, m message) error {

@@ -69,6 +69,8 @@ type Message struct {
 	Mentions []discordgo.User
 	// Member is the author's guild member (roles) of a user message in a guild.
 	Member *discordgo.Member
+	// Nonce is the nonce the message was created with, if any.
+	Nonce string
 	// ThreadID is the thread started from this message, if any.
 	ThreadID  string
 	Timestamp time.Time

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/bwmarrin/discordgo"
 )
@@ -360,6 +361,15 @@ func (s *Server) handleCreateMessage(c *call) (reply, *apiError) {
 		s.mu.Unlock()
 		return reply{}, newAPIError(http.StatusBadRequest, CodeEmptyMessage, "Cannot send an empty message")
 	}
+	nonceKey := s.bot.ID + "/" + b.nonce
+	if b.enforceNonce && b.nonce != "" {
+		if u, ok := s.nonces[nonceKey]; ok && s.now().Sub(u.at) < NonceWindow {
+			// Discord returns the message created with the nonce, and creates none.
+			out := s.wireLocked(s.messages[u.message])
+			s.mu.Unlock()
+			return reply{body: out}, nil
+		}
+	}
 	m := &Message{
 		ID: s.newIDLocked(), ChannelID: channelID, GuildID: ch.GuildID, Author: s.bot,
 		Content: b.content, Embeds: b.embeds, Components: b.components, rawComponents: b.rawComponents,
@@ -367,7 +377,11 @@ func (s *Server) handleCreateMessage(c *call) (reply, *apiError) {
 		Source: SourceChannel, Timestamp: s.now(), Attachments: s.storeAttachmentsLocked(channelID, b.files),
 	}
 	m.Pings = pings(m.Content, m.AllowedMentions, SourceChannel, repliedTo)
+	m.Nonce = b.nonce
 	s.addBotMessageLocked(m)
+	if b.enforceNonce && b.nonce != "" {
+		s.nonces[nonceKey] = nonceUse{message: m.ID, at: m.Timestamp}
+	}
 	out := s.wireLocked(m)
 	s.mu.Unlock()
 	s.echo(c.r.Context(), "MESSAGE_CREATE", m)
@@ -638,6 +652,7 @@ type wireMessage struct {
 	GuildID             string                    `json:"guild_id,omitempty"`
 	Type                discordgo.MessageType     `json:"type"`
 	Content             string                    `json:"content"`
+	Nonce               string                    `json:"nonce,omitempty"`
 	Timestamp           string                    `json:"timestamp"`
 	EditedTimestamp     *string                   `json:"edited_timestamp"`
 	TTS                 bool                      `json:"tts"`
@@ -663,9 +678,21 @@ type wireMessage struct {
 }
 
 // wireLocked renders m as the REST API answers it.
+// NonceWindow is how long a nonce sent with enforce_nonce keeps a second
+// message of the same author from being created: Discord says "the past
+// few minutes".
+const NonceWindow = 5 * time.Minute
+
+// nonceUse is the message a nonce sent with enforce_nonce created.
+type nonceUse struct {
+	message string
+	at      time.Time
+}
+
 func (s *Server) wireLocked(m *Message) *wireMessage {
 	w := &wireMessage{
-		ID: m.ID, ChannelID: m.ChannelID, GuildID: m.GuildID, Content: m.Content,
+		Nonce: m.Nonce,
+		ID:    m.ID, ChannelID: m.ChannelID, GuildID: m.GuildID, Content: m.Content,
 		Timestamp: timestamp(m.Timestamp), Author: wireUser(m.Author),
 		Embeds: m.Embeds, Components: m.rawComponents, Attachments: wireAttachments(m.Attachments), Flags: m.Flags,
 		Mentions: []any{}, MentionRoles: []string{}, WebhookID: m.WebhookID,

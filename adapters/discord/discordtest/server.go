@@ -95,7 +95,8 @@ type Server struct {
 
 	requests     []Request
 	messages     map[string]*Message
-	botMessages  []string // ids in creation order
+	botMessages  []string            // ids in creation order
+	nonces       map[string]nonceUse // by author and nonce, for enforce_nonce
 	channels     map[string]*discordgo.Channel
 	channelOrder []string
 	guilds       []string
@@ -152,6 +153,7 @@ func NewServer(opts Options) *Server {
 		bot:          discordgo.User{ID: opts.BotUserID, Username: opts.BotUsername, Discriminator: "0", Bot: true},
 		changed:      make(chan struct{}),
 		messages:     make(map[string]*Message),
+		nonces:       make(map[string]nonceUse),
 		channels:     make(map[string]*discordgo.Channel),
 		typing:       make(map[string]int),
 		interactions: make(map[string]*interaction),

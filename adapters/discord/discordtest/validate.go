@@ -46,7 +46,12 @@ type msgBody struct {
 	stickers        []string
 	choices         []*discordgo.ApplicationCommandOptionChoice
 	files           []Attachment // uploaded as multipart files[n]
+	nonce           string       // a number is kept as its decimal text
+	enforceNonce    bool
 }
+
+// MaxNonceLength is the longest nonce Discord takes on a message.
+const MaxNonceLength = 25
 
 func errBadJSON(err error) *apiError {
 	return &apiError{status: http.StatusBadRequest, code: 50109, message: "The request body contains invalid JSON.",
@@ -85,6 +90,20 @@ func parseMessageBody(raw []byte) (msgBody, *apiError) {
 	decode("flags", &b.flags)
 	decode("sticker_ids", &b.stickers)
 	decode("choices", &b.choices)
+	if r, ok := fields["nonce"]; ok && string(r) != "null" {
+		b.has["nonce"] = true
+		var n json.Number
+		if err := json.Unmarshal(r, &b.nonce); err != nil {
+			if err := json.Unmarshal(r, &n); err != nil {
+				fe.add("nonce", "BASE_TYPE_INVALID", "must be a string or an integer")
+			}
+			b.nonce = n.String()
+		}
+		if len(b.nonce) > MaxNonceLength {
+			fe.add("nonce", "BASE_TYPE_MAX_LENGTH", "Must be %d or fewer in length.", MaxNonceLength)
+		}
+	}
+	decode("enforce_nonce", &b.enforceNonce)
 	if r, ok := fields["components"]; ok {
 		b.has["components"] = true
 		if string(r) != "null" {
