@@ -179,6 +179,9 @@ func (s *Store) Finish(key, reply string, turn *store.Turn, now time.Time) error
 		if err := tx.Bucket(bucketInboxSeq).Delete(seqKey(e.Seq)); err != nil {
 			return err
 		}
+		if err := dropReply(tx, k); err != nil {
+			return err
+		}
 		done := tx.Bucket(bucketInboxDone)
 		done.FillPercent = indexFill
 		if err := done.Put(binary.BigEndian.AppendUint64(nowKey[:], e.Seq), k); err != nil {
@@ -199,7 +202,7 @@ func (s *Store) Finish(key, reply string, turn *store.Turn, now time.Time) error
 var errAnswered = errors.New("inbox entry is answered already")
 
 // Pending returns the entries not yet answered (Received or Sent), in Seq
-// order, with their events. It reads in chunks of short transactions, so an entry answered meanwhile may
+// order, with their events and the answers kept for them (outbox.go). It reads in chunks of short transactions, so an entry answered meanwhile may
 // or may not be in the result.
 func (s *Store) Pending() ([]store.InboxEntry, error) {
 	var out []store.InboxEntry
@@ -220,6 +223,7 @@ func (s *Store) Pending() ([]store.InboxEntry, error) {
 			if e.Seq != seq || e.State == store.Answered {
 				return false, fmt.Errorf("%w: pending seq %d names inbox entry %q of seq %d, %v", ErrCorrupt, seq, key, e.Seq, e.State)
 			}
+			e.Outbox = keptReply(tx, key)
 			out = append(out, e)
 			return true, nil
 		})

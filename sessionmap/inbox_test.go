@@ -17,6 +17,9 @@ import (
 	"github.com/flowbridge/flowbridge/bridge/store/storetest"
 )
 
+
+var _ store.Outbox = (*Store)(nil)
+
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {

@@ -84,8 +84,9 @@ var (
 	bucketContexts  = []byte("contexts")  // conversation key -> context, see context.go
 	bucketFeedback  = []byte("feedback")  // reply, platform, user -> vote, see feedback.go
 	bucketSchedules = []byte("schedules") // schedule name -> latest run claimed, see schedule.go
+	bucketOutbox    = []byte("outbox")    // platform key -> answer not yet posted, see outbox.go
 
-	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketAgents, bucketReplies, bucketInbox, bucketInboxSeq, bucketInboxDone, bucketAudit, bucketContexts, bucketFeedback, bucketSchedules}
+	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketAgents, bucketReplies, bucketInbox, bucketInboxSeq, bucketInboxDone, bucketAudit, bucketContexts, bucketFeedback, bucketSchedules, bucketOutbox}
 
 	// The de-duplication buckets of formats 1 (events, events_by_expiry)
 	// and 2 (dedupe, whose generations are nested buckets), dropped on

@@ -255,8 +255,9 @@ func TestE2EAgentShareInChannelFindsThreadAnswer(t *testing.T) {
 	bot := "<@" + e.slack.BotUserID() + "> "
 	e.sent(e.slack.SendAppMention(ctx, slacktest.MessageEvent{Channel: e2eChannel, User: e2eUser, Text: bot + "the deploy plan"}))
 	e.reply(ctx, e2eChannel, "You said: the deploy plan")
-	// The core records the turn just after it delivers the answer; a share
-	// sent before that would rightly find nothing.
+	// The core records the turn with the answer (before it posts it, or
+	// just after, without an outbox); a share sent before that would
+	// rightly find nothing.
 	select {
 	case <-recorded:
 	case <-ctx.Done():
@@ -274,6 +275,19 @@ func TestE2EAgentShareInChannelFindsThreadAnswer(t *testing.T) {
 type turnsRecorded struct {
 	*sessionmap.Store
 	keys chan<- string
+}
+
+// PutReply records the turn with the answer, before the answer is posted
+// (the outbox).
+func (r turnsRecorded) PutReply(key string, reply []byte, turn *store.Turn, now time.Time) error {
+	err := r.Store.PutReply(key, reply, turn, now)
+	if turn != nil {
+		select {
+		case r.keys <- key:
+		default:
+		}
+	}
+	return err
 }
 
 func (r turnsRecorded) Finish(key, reply string, turn *store.Turn, now time.Time) error {
