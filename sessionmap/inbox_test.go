@@ -17,7 +17,6 @@ import (
 	"github.com/flowbridge/flowbridge/bridge/store/storetest"
 )
 
-
 var _ store.Outbox = (*Store)(nil)
 
 func TestConformance(t *testing.T) {
