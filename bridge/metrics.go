@@ -53,7 +53,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "flowbridge_refusals_total", Help: "Requests refused, by reason.",
 		}, []string{"reason"}),
 		storeErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "flowbridge_store_errors_total", Help: "Store writes that failed, by operation (receive, mark_sent, finish, put_turns, save_session).",
+			Name: "flowbridge_store_errors_total", Help: "Store writes that failed, by operation (receive, mark_sent, put_reply, finish, put_turns, save_session).",
 		}, []string{"operation"}),
 		recovered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flowbridge_recovered_events_total", Help: "Unfinished events of a previous process found at start, by platform and what was done: resumed (never sent, processed now), reposted (its answer was kept, and is posted now unless it was already) or told (may have been sent; the user was told).",

@@ -46,7 +46,12 @@ func (b *Bridge) deliver(ctx context.Context, log *zap.Logger, ev Event, replace
 	if err != nil {
 		err = fmt.Errorf("encode reply: %w", err)
 	} else {
-		err = b.outbox.PutReply(e.key, data, turn, b.cfg.Now())
+		// Retried while the store is down: kept, the answer survives a
+		// crash; posted without it, it would not. A retry of a write that
+		// committed though its answer was lost writes the same again.
+		put := func() error { return b.outbox.PutReply(e.key, data, turn, b.cfg.Now()) }
+		never := func(error) bool { return false }
+		err = b.retryStore(b.ctx, log, "put_reply", put, never, func() bool { return true })
 		if !errors.Is(err, store.ErrAlreadySent) {
 			b.noteStore(err)
 		}
@@ -89,7 +94,7 @@ func (b *Bridge) post(ctx context.Context, log *zap.Logger, ev Event, out outbou
 		r.Once, r.Again = e.key, again
 		ref, err := b.postOnce(ctx, ev, out.Replace, r)
 		if err == nil {
-			b.finishEntry(log, e.key, ref)
+			b.finishEntry(log, ev.Conversation, e.key, ref)
 			return
 		}
 		again = true
@@ -104,7 +109,7 @@ func (b *Bridge) post(ctx context.Context, log *zap.Logger, ev Event, out outbou
 			nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), noticeTimeout)
 			b.sendNow(nctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotDelivered})
 			cancel()
-			b.finishEntry(log, e.key, "")
+			b.finishEntry(log, ev.Conversation, e.key, "")
 			return
 		}
 		log.Warn("reply not delivered; trying again", zap.String("event_key", e.key), zap.Int("attempt", attempt), zap.Error(err))
@@ -138,8 +143,12 @@ func (b *Bridge) postOnce(ctx context.Context, ev Event, replace MessageRef, r R
 
 // finishEntry closes the entry of key, whose answer was posted (ref) or
 // given up on.
-func (b *Bridge) finishEntry(log *zap.Logger, key string, ref MessageRef) {
-	err := b.store.Finish(key, string(ref), nil, b.cfg.Now())
+func (b *Bridge) finishEntry(log *zap.Logger, conv, key string, ref MessageRef) {
+	finish := func() error { return b.store.Finish(key, string(ref), nil, b.cfg.Now()) }
+	// After a failed attempt, an entry no longer pending is that attempt's
+	// own write, committed though its answer was lost.
+	taken := func(error) bool { return b.rep != nil && b.answeredAlready(conv, key) }
+	err := b.retryStore(b.ctx, log, "finish", finish, taken, func() bool { return true })
 	b.noteStore(err)
 	if err != nil {
 		// The user has the answer; after a crash it is looked for (and
