@@ -174,8 +174,8 @@ func renderMarkdown(text string, ansi bool) string {
 	for i := 0; i < len(lines); i++ {
 		line := lines[i]
 		if t, ok := tables[i]; ok && open == nil {
-			out = append(out, tableLines(t.Table, ansi)...)
-			i += t.lines - 1
+			out = append(out, tableLines(t, ansi)...)
+			i += t.Lines - 1
 			continue
 		}
 		switch f, ok := parseFence(line); {
@@ -199,24 +199,11 @@ func renderMarkdown(text string, ansi bool) string {
 	return strings.Join(out, "\n")
 }
 
-// lineTable is a table and the number of lines it spans.
-type lineTable struct {
-	markdown.Table
-	lines int
-}
-
-// tablesByLine finds text's tables and keys them by their first line.
-func tablesByLine(text string) map[int]lineTable {
-	tables := markdown.Tables(text)
-	if len(tables) == 0 {
-		return nil
-	}
-	m := make(map[int]lineTable, len(tables))
-	line, pos := 0, 0
-	for _, t := range tables {
-		line += strings.Count(text[pos:t.Start], "\n")
-		pos = t.Start
-		m[line] = lineTable{t, strings.Count(text[t.Start:t.End], "\n") + 1}
+// tablesByLine finds md's tables and keys them by their first line.
+func tablesByLine(md string) map[int]markdown.Table {
+	m := make(map[int]markdown.Table)
+	for _, t := range markdown.Tables(md) {
+		m[t.Line] = t
 	}
 	return m
 }

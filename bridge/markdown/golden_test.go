@@ -27,19 +27,7 @@ func TestSplitGolden(t *testing.T) {
 			for i, p := range Split(string(text), limit, nil) {
 				fmt.Fprintf(&b, "===== part %d: %d runes =====\n%s\n", i+1, utf8.RuneCountInString(p), p)
 			}
-			got := b.String()
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("read golden (run go test -update): %v", err)
-			}
-			if got != string(want) {
-				t.Errorf("Split(reply.md, %d) differs from %s:\ngot:\n%s", limit, golden, got)
-			}
+			checkGolden(t, golden, b.String())
 		})
 	}
 }

@@ -31,6 +31,9 @@ type Table struct {
 	// text[Start:End] is the header line to the end of the last row, without
 	// its line feed.
 	Start, End int
+	// Line is the index of the header's line in the text, counting from
+	// 0, and Lines the number of lines the table spans.
+	Line, Lines int
 }
 
 // Tables returns the tables of md in order, outside code fences. A table is
@@ -97,7 +100,7 @@ func parseTable(md string, lines [][2]int, i int) (Table, int, bool) {
 	if len(header) != len(aligns) {
 		return Table{}, 0, false
 	}
-	t := Table{Header: header, Align: aligns, Start: lines[i][0], End: lines[i+1][1]}
+	t := Table{Header: header, Align: aligns, Start: lines[i][0], End: lines[i+1][1], Line: i}
 	j := i + 2
 	for ; j < len(lines); j++ {
 		line := md[lines[j][0]:lines[j][1]]
@@ -114,6 +117,7 @@ func parseTable(md string, lines [][2]int, i int) (Table, int, bool) {
 		t.Rows = append(t.Rows, row)
 		t.End = lines[j][1]
 	}
+	t.Lines = j - i
 	return t, j, true
 }
 

@@ -37,6 +37,9 @@ func FuzzTables(f *testing.F) {
 			if tab.Start > 0 && md[tab.Start-1] != '\n' || tab.End < len(md) && md[tab.End] != '\n' {
 				t.Errorf("Tables(%q)[%d] = [%d,%d) is not whole lines", md, i, tab.Start, tab.End)
 			}
+			if tab.Line != strings.Count(md[:tab.Start], "\n") || tab.Lines != strings.Count(md[tab.Start:tab.End], "\n")+1 {
+				t.Errorf("Tables(%q)[%d] says lines %d+%d, not where it is", md, i, tab.Line, tab.Lines)
+			}
 			first, _, _ := strings.Cut(md[tab.Start:tab.End], "\n")
 			if !strings.Contains(first, "|") {
 				t.Errorf("Tables(%q)[%d] starts at %q, which holds no '|'", md, i, first)

@@ -14,12 +14,12 @@ func TestTables(t *testing.T) {
 		{
 			name: "plain",
 			md:   "intro\n\n| a | b |\n|---|--:|\n| 1 | 2 |\n\nafter",
-			want: []Table{{Header: []string{"a", "b"}, Align: []Align{AlignLeft, AlignRight}, Rows: [][]string{{"1", "2"}}, Start: 7, End: 36}},
+			want: []Table{{Header: []string{"a", "b"}, Align: []Align{AlignLeft, AlignRight}, Rows: [][]string{{"1", "2"}}, Start: 7, End: 36, Line: 2, Lines: 3}},
 		},
 		{
 			name: "ragged and escaped",
 			md:   "a | b\n:-: | ---\n| 1\n1 | 2 | 3\nx \\| y | z",
-			want: []Table{{Header: []string{"a", "b"}, Align: []Align{AlignCenter, AlignLeft}, Rows: [][]string{{"1", ""}, {"1", "2"}, {"x | y", "z"}}, Start: 0, End: 40}},
+			want: []Table{{Header: []string{"a", "b"}, Align: []Align{AlignCenter, AlignLeft}, Rows: [][]string{{"1", ""}, {"1", "2"}, {"x | y", "z"}}, Start: 0, End: 40, Line: 0, Lines: 5}},
 		},
 		{
 			name: "in a fence",

@@ -50,27 +50,13 @@ func renderBlocks(md string, plain bool) string {
 	return b.String()
 }
 
-// tablesByLine finds md's tables (markdown.Tables) and keys them by the
-// index of their first line.
-func tablesByLine(md string) map[int]lineTable {
-	tables := markdown.Tables(md)
-	if len(tables) == 0 {
-		return nil
-	}
-	m := make(map[int]lineTable, len(tables))
-	line, pos := 0, 0
-	for _, t := range tables {
-		line += strings.Count(md[pos:t.Start], "\n")
-		pos = t.Start
-		m[line] = lineTable{t, strings.Count(md[t.Start:t.End], "\n") + 1}
+// tablesByLine finds md's tables and keys them by their first line.
+func tablesByLine(md string) map[int]markdown.Table {
+	m := make(map[int]markdown.Table)
+	for _, t := range markdown.Tables(md) {
+		m[t.Line] = t
 	}
 	return m
-}
-
-// lineTable is a table and the number of lines it spans.
-type lineTable struct {
-	markdown.Table
-	lines int
 }
 
 // isSpecialLine reports whether line has a block meaning of its own, so
@@ -202,7 +188,7 @@ func (r *inline) codeBlock(b *strings.Builder, lines []string, i int, f codeFenc
 // table renders t, whose first line is line i, as aligned
 // columns in a code block (mrkdwn has no tables; plain text joins the cells
 // with " | "), and returns the index of the line after it.
-func (r *inline) table(b *strings.Builder, i int, t lineTable) int {
+func (r *inline) table(b *strings.Builder, i int, t markdown.Table) int {
 	// Cells are shown as code, so their markup is stripped to plain text;
 	// they are prose all the same, so @here and the like are neutralized.
 	cellText := &inline{plain: true, raw: true}
@@ -211,7 +197,7 @@ func (r *inline) table(b *strings.Builder, i int, t lineTable) int {
 		cellText.render(&cb, s)
 		return neutralizeAt(cb.String())
 	}
-	end := i + t.lines
+	end := i + t.Lines
 	if r.plain {
 		var rows []string
 		for _, row := range append([][]string{t.Header}, t.Rows...) {

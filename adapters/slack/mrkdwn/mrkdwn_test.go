@@ -164,3 +164,17 @@ func TestUnmatchedOpenersBecomeText(t *testing.T) {
 		}
 	}
 }
+
+func TestRawText(t *testing.T) {
+	tests := map[string]string{
+		"a & b <c>":                  "a & b <c>",
+		"<!here> <@U1> <#C1> <http>": "<\u2060!here> <\u2060@U1> <\u2060#C1> <http>",
+		"@Here and @CHANNEL":         "@\u2060Here and @\u2060CHANNEL",
+		"mail@here.example":          "mail@\u2060here.example",
+	}
+	for in, want := range tests {
+		if got := RawText(in); got != want {
+			t.Errorf("RawText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
