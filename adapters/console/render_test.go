@@ -162,6 +162,7 @@ func FuzzRender(f *testing.F) {
 		"\x1b[31mred\x1b[0m \r\n \x9b \xff\xfe",
 		"*_*_*_*_*_*_*_*_*_*_x_*_*_*_*_*_*_*_*_*_*",
 		"[[[[[a](b)](c)](d)](e)",
+		"| a | 東京 |\n|--:|:-:|\n| `x\\|y` | **b** |\n| 1 |",
 	} {
 		f.Add(s, "footer *x*", false)
 	}

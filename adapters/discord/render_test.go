@@ -176,6 +176,7 @@ func FuzzRender(f *testing.F) {
 	f.Add(longReply(), "f")
 	f.Add(strings.Repeat("```\n", 700), "")
 	f.Add(strings.Repeat("😀", 2100), "")
+	f.Add("| a | 東京 |\n|--:|:-:|\n| `x\\|y` | **b** |\n"+strings.Repeat("| 1 | 2 |\n", 300), "")
 	f.Fuzz(func(t *testing.T, text, footer string) {
 		msgs := render(bridge.Reply{Text: text, Footer: footer, Buttons: []bridge.Button{{Action: bridge.Action{ID: "share", Value: "v"}, Label: "S"}}})
 		if len(msgs) == 0 {
