@@ -102,6 +102,11 @@ func TestProcess(t *testing.T) {
 
 	// Each subtest runs its own processes on a stack of its own.
 
+	t.Run("replies refused 429 across SIGTERM are posted once by the next start", func(t *testing.T) {
+		t.Parallel()
+		answersSurviveRateLimitAndRestart(t, bin)
+	})
+
 	t.Run("SIGTERM during a chat delivers the reply, then exits 0", func(t *testing.T) {
 		t.Parallel()
 		s := newStack(t, stackOptions{})

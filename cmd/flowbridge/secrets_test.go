@@ -69,6 +69,8 @@ type stackOptions struct {
 	flows string
 	// grace is [bridge] shutdown_grace (default 30s).
 	grace string
+	// slackListen, when set, runs Slack in HTTP mode on this address.
+	slackListen string
 }
 
 func newStack(t *testing.T, o stackOptions) *stack {
@@ -136,15 +138,22 @@ allow = ["everyone"]
 	b.WriteString(o.flows)
 	b.WriteString("[console]\nenabled = true\n")
 	if s.slack != nil {
+		mode := "socket"
+		if o.slackListen != "" {
+			mode = "http"
+		}
 		fmt.Fprintf(&b, `
 [slack]
 enabled = true
-mode = "socket"
+mode = %q
 bot_token = "${FB_SLACK_BOT}"
 app_token = "${FB_SLACK_APP}"
 signing_secret = "${FB_SLACK_SIGNING}"
 api_url = %q
-`, s.slack.APIURL())
+`, mode, s.slack.APIURL())
+		if o.slackListen != "" {
+			fmt.Fprintf(&b, "listen = %q\n", o.slackListen)
+		}
 	}
 	if s.discord != nil {
 		fmt.Fprintf(&b, `
