@@ -380,3 +380,50 @@ func peekInbox(v []byte) (store.InboxState, uint64, bool) {
 	}
 	return store.InboxState(v[1]), binary.BigEndian.Uint64(v[inboxSeqAt:]), true
 }
+
+// checkInboxTx reports through problem what is inconsistent in the inbox:
+// a record that does not decode, an index entry naming an entry that is
+// missing or of another seq or state, an entry in no index. bbolt keeps no
+// checksums, so a changed byte in a key or a record passes its own check;
+// but every inbox key is kept twice (the entry's key, and the value of its
+// index entry) with its seq and state, so such damage to the inbox, where
+// it would lose or repeat a delivery, shows here as a mismatch.
+func checkInboxTx(tx *bolt.Tx, problem func(format string, args ...any)) {
+	inbox, pending, done := tx.Bucket(bucketInbox), tx.Bucket(bucketInboxSeq), tx.Bucket(bucketInboxDone)
+	if inbox == nil || pending == nil || done == nil {
+		return // not yet a format 3 store: Open creates them
+	}
+	indexed := 0
+	indexes := func(b *bolt.Bucket, name string, answered bool) {
+		_ = b.ForEach(func(k, v []byte) error {
+			indexed++
+			var seq uint64
+			switch {
+			case !answered && len(k) == 8:
+				seq = binary.BigEndian.Uint64(k)
+			case answered && len(k) == 16:
+				seq = binary.BigEndian.Uint64(k[8:])
+			default:
+				problem("inbox: %s key %x of %d bytes", name, k, len(k))
+				return nil
+			}
+			e, err := getInbox(inbox, v)
+			switch {
+			case errors.Is(err, store.ErrUnknownEntry):
+				problem("inbox: %s seq %d names entry %q, which is missing", name, seq, v)
+			case err != nil:
+				problem("inbox: %v", err)
+			case e.Seq != seq || (e.State == store.Answered) != answered:
+				problem("inbox: %s seq %d names entry %q of seq %d, %v", name, seq, v, e.Seq, e.State)
+			case answered && !bytes.Equal(k[:8], func() []byte { t := timeKey(e.Updated); return t[:] }()):
+				problem("inbox: %s seq %d has another time than entry %q", name, seq, v)
+			}
+			return nil
+		})
+	}
+	indexes(pending, string(bucketInboxSeq), false)
+	indexes(done, string(bucketInboxDone), true)
+	if n := inbox.Stats().KeyN; n != indexed {
+		problem("inbox: %d entries, %d index entries", n, indexed)
+	}
+}

@@ -497,3 +497,48 @@ func TestOpenRefusesUnappliedJournal(t *testing.T) {
 	}
 	_ = s.Close()
 }
+
+// TestOpenFindsInboxDamage: bbolt keeps no checksums, so a changed byte in
+// an inbox key passes its page check; Open's inbox check still refuses the
+// store, since the entry's key no longer matches its index entry's. (Served,
+// the answered entry's redelivery would be taken for a new event.)
+func TestOpenFindsInboxDamage(t *testing.T) {
+	s, path := openTest(t, Options{})
+	for _, k := range []string{"slack/msg/C1/1.000001", "slack/msg/C1/1.000002"} {
+		if _, err := s.Receive(store.InboxEntry{Key: k, Event: []byte("e")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Finish("slack/msg/C1/1.000001", "r", nil, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ key, changed, want string }{
+		{"slack/msg/C1/1.000001", "slack/msg/C1/1.000011", `inbox_done seq 1 names entry "slack/msg/C1/1.000001", which is missing`},
+		{"slack/msg/C1/1.000002", "slack/msg/C1/1.000012", `inbox_seq seq 2 names entry "slack/msg/C1/1.000002", which is missing`},
+	} {
+		db, err := bolt.Open(path, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = db.Update(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketInbox)
+			v := bytes.Clone(b.Get([]byte(c.key)))
+			if err := b.Delete([]byte(c.key)); err != nil {
+				return err
+			}
+			return b.Put([]byte(c.changed), v)
+		})
+		if cerr := db.Close(); err != nil || cerr != nil {
+			t.Fatal(err, cerr)
+		}
+		if _, err := Open(path, Options{}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Open with %q changed to %q = %v, want ErrCorrupt saying %s", c.key, c.changed, err, c.want)
+		}
+		if err := CheckFile(path); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("CheckFile with %q changed = %v, want ErrCorrupt saying %s", c.key, err, c.want)
+		}
+	}
+}

@@ -185,12 +185,16 @@ func checkOpen(path string, f *os.File, db *bolt.DB, mode CheckMode) error {
 	return nil
 }
 
-// boltCheck adds what bbolt's Tx.Check finds to w's problems. Run it only
-// after a walk found nothing: Check reads pages on a goroutine of its own,
-// where a fault on a page outside the file would end the process.
+// boltCheck adds what bbolt's Tx.Check finds to w's problems and, when it
+// finds nothing, what checkInboxTx finds. Run it only after a walk found
+// nothing: Check reads pages on a goroutine of its own, where a fault on a
+// page outside the file would end the process.
 func boltCheck(tx *bolt.Tx, w *walker) {
 	for err := range tx.Check() {
 		w.problem("%v", err)
+	}
+	if len(w.problems) == 0 {
+		checkInboxTx(tx, w.problem)
 	}
 }
 

@@ -126,6 +126,8 @@ type killStats struct {
 	Redeliveries      int `json:"redeliveries"`
 	RedeliveriesAcked int `json:"redeliveries_acked"`
 	FailedDeliveries  int `json:"failed_deliveries"`
+	// Damaged are the starts on a damaged store (-damage), in order.
+	Damaged []damageOutcome `json:"damaged_starts,omitempty"`
 }
 
 // slackReplies returns, as ledger records, what the bot posted or updated
@@ -354,9 +356,19 @@ func (e *killEnv) run(ctx context.Context) (*killResult, error) {
 		if err := context.Cause(drive); err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
 			return nil, err
 		}
-		b, err := startChild(p.flowbridge, []string{"run", "-config", e.cfgPath}, filepath.Join(e.dir, fmt.Sprintf("flowbridge-%02d.log", k)))
-		if err != nil {
-			return nil, err
+		var (
+			b   *child
+			err error
+		)
+		if k > 0 && p.Damage {
+			if b, err = e.damageAndStart(ctx, k, damageKinds[(k-1)%len(damageKinds)]); err != nil {
+				return nil, err
+			}
+		}
+		if b == nil {
+			if b, err = startChild(p.flowbridge, []string{"run", "-config", e.cfgPath}, filepath.Join(e.dir, fmt.Sprintf("flowbridge-%02d.log", k))); err != nil {
+				return nil, err
+			}
 		}
 		e.mu.Lock()
 		e.bridge, e.proc = b, k

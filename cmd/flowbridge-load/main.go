@@ -81,8 +81,10 @@ type params struct {
 	// KillEvery, when positive, runs the crash test instead (kill.go):
 	// Kills SIGKILLs about KillEvery apart under load over Slack's HTTP
 	// mode, Slack's redeliveries after each restart, and the promises counted.
-	KillEvery       time.Duration `json:"-"`
-	Kills           int           `json:"-"`
+	KillEvery time.Duration `json:"-"`
+	Kills     int           `json:"-"`
+	// Damage damages the store after each kill (damage.go).
+	Damage          bool          `json:"-"`
 	RedeliverWindow time.Duration `json:"-"`
 	FlowShare       float64       `json:"-"`
 	// Replicas, when set, runs several flowbridge processes on one
@@ -190,6 +192,9 @@ func (p *params) validate() error {
 	if p.KillEvery < 0 {
 		errs = append(errs, errors.New("-kill-every must not be negative"))
 	}
+	if p.Damage && p.KillEvery <= 0 {
+		errs = append(errs, errors.New("-damage needs -kill-every"))
+	}
 	if p.Replicas != "" {
 		return errors.Join(append(errs, p.validateReplicas())...)
 	}
@@ -295,6 +300,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&p.ReplyTimeout, "reply-timeout", 30*time.Second, "a reply later than this counts as lost; with -kill-every, the longest wait for the last answers")
 	fs.DurationVar(&p.KillEvery, "kill-every", 0, "test delivery: SIGKILL flowbridge at random moments about this far apart (exponential, at most 3x) under load over Slack's HTTP mode, restart it, redeliver as Slack does, and count duplicates and silent drops")
 	fs.IntVar(&p.Kills, "kills", 20, "with -kill-every: how many times to kill flowbridge")
+	fs.BoolVar(&p.Damage, "damage", false, "with -kill-every: after each kill, damage the store file (cut short, emptied, one byte changed, deleted, in turn); each start must refuse naming the file and the backup (the file is then put back) or serve with the promises kept")
 	fs.DurationVar(&p.RedeliverWindow, "redeliver-window", 10*time.Second, "with -kill-every: after a restart, Slack redelivers every event not acknowledged and a random half of those acknowledged within this window")
 	fs.Float64Var(&p.FlowShare, "flow-share", 0.1, "with -kill-every: the share of conversations that run /flow slow (1.5 s) instead of chatting")
 	fs.StringVar(&p.WorkingIndicator, "working-indicator", "placeholder", "the Slack working indicator configured: placeholder, reaction or none")

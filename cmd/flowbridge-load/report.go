@@ -162,6 +162,25 @@ func printKillTable(w io.Writer, r *killResult) {
 	fmt.Fprintf(tw, "parameters\tSlack HTTP mode, %d conversations (%d run /flow slow), %.0f messages/s offered, API %.0f ms, a kill about every %.0f ms, redelivery window %.0f s, %d cores\n",
 		r.Conversations, r.FlowConvs, r.Rate, r.APILatencyMS, r.KillEveryMS, r.RedeliverSec, r.Cores)
 	fmt.Fprintf(tw, "kills\t%d (%d before the process listened), in %.1f s\n", r.Kills, r.KilledBeforeReady, r.ElapsedSec)
+	if len(r.Damaged) > 0 {
+		counts := map[string][2]int{}
+		for _, d := range r.Damaged {
+			c := counts[d.Kind]
+			if d.Refused {
+				c[0]++
+			} else {
+				c[1]++
+			}
+			counts[d.Kind] = c
+		}
+		var parts []string
+		for _, kind := range damageKinds {
+			if c, ok := counts[kind]; ok {
+				parts = append(parts, fmt.Sprintf("%s: %d refused, %d served", kind, c[0], c[1]))
+			}
+		}
+		fmt.Fprintf(tw, "starts on a damaged store\t%s\n", strings.Join(parts, "; "))
+	}
 	fmt.Fprintf(tw, "offered\t%d messages, %d /flow commands (%.1f messages/s while the users talked)\n", r.MessagesOffered, r.CommandsOffered, r.OfferedPerSec)
 	fmt.Fprintf(tw, "acknowledged (200, at least once)\t%d messages, %d commands; %d never (%d of them answered or told all the same)\n", r.MessagesAcked, r.CommandsAcked, r.NotAcked, r.NotAckedAnswered)
 	fmt.Fprintf(tw, "deliveries\t%d first, %d redeliveries with X-Slack-Retry-Num (%d acknowledged), %d failed\n", r.Deliveries, r.Redeliveries, r.RedeliveriesAcked, r.FailedDeliveries)

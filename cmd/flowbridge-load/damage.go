@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// -damage (with -kill-every): after each kill the store file is damaged the
+// way a machine damages it — cut short, left empty, one byte changed, or
+// gone — before the next start, in turn. Each start must then either refuse
+// with a message that names the file and the way out (the test restores the
+// file as the kill left it and starts again), or serve; whatever it serves
+// is held to the run's three promises like any other restart.
+
+// damageKinds are applied in this order, one per kill.
+var damageKinds = []string{"truncate", "zero", "flip", "delete"}
+
+// damageOutcome is what one damaged start did.
+type damageOutcome struct {
+	Kind    string `json:"kind"`
+	Refused bool   `json:"refused"`
+	// Message is the refusal's last log line.
+	Message string `json:"message,omitempty"`
+}
+
+// storePath is the bridge's store file.
+func (e *killEnv) storePath() string { return filepath.Join(e.dir, "flowbridge.db") }
+
+// damageAndStart damages the store as kind says and starts the bridge on it.
+// A bridge that refuses must say why, naming the file and the backup: then
+// the file is put back as the kill left it and nil is returned, for the run
+// to start the next process as usual. A bridge that answers is returned, to
+// serve.
+func (e *killEnv) damageAndStart(ctx context.Context, k int, kind string) (*child, error) {
+	path := e.storePath()
+	kept, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("damage: %w", err)
+	}
+	if err := damageFile(path, kept, kind); err != nil {
+		return nil, fmt.Errorf("damage %s: %w", kind, err)
+	}
+	b, err := startChild(e.p.flowbridge, []string{"run", "-config", e.cfgPath}, filepath.Join(e.dir, fmt.Sprintf("flowbridge-%02d-%s.log", k, kind)))
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(startTimeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !e.verifiedBy(ctx, b) {
+		select {
+		case <-b.done:
+			log := b.logTail()
+			if !strings.Contains(log, path) || !strings.Contains(log, "backup") {
+				return nil, fmt.Errorf("flowbridge on a store damaged by %s exited without naming %s and the backup: %v\n%s", kind, path, b.waitErr, log)
+			}
+			e.mu.Lock()
+			e.stats.Damaged = append(e.stats.Damaged, damageOutcome{Kind: kind, Refused: true, Message: lastLine(log)})
+			e.mu.Unlock()
+			// Back to what the kill left, and its marker with it.
+			return nil, os.WriteFile(path, kept, 0o600)
+		case <-ctx.Done():
+			b.kill()
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+		if time.Now().After(deadline) {
+			b.kill()
+			return nil, fmt.Errorf("flowbridge on a store damaged by %s neither answered nor exited within %s\n%s", kind, startTimeout, b.logTail())
+		}
+	}
+	e.mu.Lock()
+	e.stats.Damaged = append(e.stats.Damaged, damageOutcome{Kind: kind})
+	e.mu.Unlock()
+	return b, nil
+}
+
+// verifiedBy is verified while b runs: a previous process's port is free.
+func (e *killEnv) verifiedBy(ctx context.Context, b *child) bool {
+	select {
+	case <-b.done:
+		return false
+	default:
+	}
+	return e.verified(ctx)
+}
+
+// damageFile damages the file at path, whose content is data.
+func damageFile(path string, data []byte, kind string) error {
+	switch kind {
+	case "truncate": // a copy or a disk that stopped part way
+		return os.Truncate(path, int64(len(data)/4+rand.IntN(len(data)/2)))
+	case "zero": // a file created and never written, or written on a full disk
+		return os.Truncate(path, 0)
+	case "flip": // one byte changed anywhere, as a bad sector or a stray write
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		at := rand.IntN(len(data))
+		_, err = f.WriteAt([]byte{data[at] ^ byte(1+rand.IntN(255))}, int64(at))
+		return errors.Join(err, f.Close())
+	case "delete": // the file lost, its directory kept
+		return os.Remove(path)
+	}
+	return fmt.Errorf("unknown damage %q", kind)
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
