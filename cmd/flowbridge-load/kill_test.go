@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,20 +14,24 @@ import (
 )
 
 // TestRunKillSmoke runs -kill-every briefly against the real binary: three
-// SIGKILLs at a low rate, Slack's redeliveries after each restart. The
+// SIGKILLs at a low rate, Slack's redeliveries after each restart; then four,
+// each followed by one of -damage's damages to the store file. The
 // promises must hold (the three zeros), the kills and redeliveries must have
 // happened, and the run must leave no process and no file behind. It is not
 // parallel: the processes of other tests' runs would be taken for its own.
 func TestRunKillSmoke(t *testing.T) {
 	for _, c := range []struct {
-		name  string
-		extra []string
-	}{{"sync each change", nil}} {
+		name   string
+		kills  int
+		damage bool
+	}{{"kills", 3, false}, {"kills, each followed by damage to the store", 4, true}} {
 		t.Run(c.name, func(t *testing.T) {
-			extra := c.extra
 			tmp := t.TempDir()
-			args := append([]string{"-json", "-kill-every", "300ms", "-kills", "3", "-rate", "30", "-conversations", "30", "-reply-timeout", "5s", "-tmpdir", tmp,
-				"-flowbridge", flowbridgeBin(t)}, extra...)
+			args := []string{"-json", "-kill-every", "300ms", "-kills", strconv.Itoa(c.kills), "-rate", "30", "-conversations", "30", "-reply-timeout", "5s", "-tmpdir", tmp,
+				"-flowbridge", flowbridgeBin(t)}
+			if c.damage {
+				args = append(args, "-damage")
+			}
 			var out, errOut bytes.Buffer
 			runErr := run(t.Context(), args, &out, &errOut)
 			var got killResult
@@ -43,7 +48,7 @@ func TestRunKillSmoke(t *testing.T) {
 				name string
 				ok   bool
 			}{
-				{"3 kills", got.Kills == 3 && len(got.KilledAtSec) == 3},
+				{fmt.Sprintf("%d kills", c.kills), got.Kills == c.kills && len(got.KilledAtSec) == c.kills},
 				{"messages and commands offered", got.MessagesOffered > 0 && got.CommandsOffered > 0},
 				{"messages acknowledged", got.MessagesAcked > 0},
 				{"redeliveries sent", got.Redeliveries > 0},
@@ -52,6 +57,23 @@ func TestRunKillSmoke(t *testing.T) {
 				{"no flow run twice", got.DuplicateFlowRuns == 0},
 				{"no message answered twice", got.DuplicateReplies == 0},
 				{"no acknowledged message left without answer or notice", got.AckedSilent == 0},
+			}
+			if c.damage {
+				// One start on each damage; an empty or deleted file is
+				// always refused (a refusal that did not name the file and
+				// the backup would have failed the run).
+				var kinds []string
+				for _, d := range got.Damaged {
+					kinds = append(kinds, d.Kind)
+					if (d.Kind == "zero" || d.Kind == "delete") && !d.Refused {
+						t.Errorf("a store damaged by %s was served", d.Kind)
+					}
+				}
+				if !slices.Equal(kinds, damageKinds) {
+					t.Errorf("damaged starts = %v, want one of each of %v", kinds, damageKinds)
+				}
+			} else if len(got.Damaged) > 0 {
+				t.Errorf("damaged starts without -damage: %v", got.Damaged)
 			}
 			for _, c := range checks {
 				if !c.ok {
