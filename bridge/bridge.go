@@ -92,7 +92,7 @@ func DefaultConfig() Config {
 		ProgressInterval:   15 * time.Second,
 		Limits:             Limits{MaxMessageBytes: 16000, MaxParams: 32, MaxValueBytes: 4000, Burst: 5},
 		Files:              FileLimits{MaxFiles: 5, MaxFileBytes: 100_000, ReplyOver: 4000},
-		Replicas:           ReplicaConfig{LeaseTTL: 15 * time.Second, ClaimGrace: 2 * time.Second, OrderHold: 100 * time.Millisecond},
+		Replicas:           ReplicaConfig{LeaseTTL: 15 * time.Second, ClaimGrace: 2 * time.Second, OrderHold: 250 * time.Millisecond},
 		ThreadContext:      ThreadContext{Messages: 20, Chars: 4000},
 	}
 }

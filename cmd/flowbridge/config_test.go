@@ -710,7 +710,7 @@ func TestOrderHoldReachesTheBridge(t *testing.T) {
 		rest string
 		want time.Duration
 	}{
-		{"", 100 * time.Millisecond},
+		{"", 250 * time.Millisecond},
 		{"[store]\norder_hold = \"0s\"\n", 0},
 		{"[store]\norder_hold = \"300ms\"\n", 300 * time.Millisecond},
 	} {
