@@ -29,8 +29,11 @@ type Config struct {
 	Admins []string
 	// QueueSize bounds the events waiting in one conversation.
 	QueueSize int
-	// MaxInFlight bounds the API calls running at once.
+	// MaxInFlight bounds the API calls running at once for people.
 	MaxInFlight int
+	// ScheduledInFlight bounds the scheduled flow runs at once, apart from
+	// MaxInFlight, so that chat cannot starve schedules, nor they chat.
+	ScheduledInFlight int
 	// DefaultFlowTimeout applies to flows that set none.
 	DefaultFlowTimeout time.Duration
 	// ShareTTL is how long a private flow result can still be shared.
@@ -86,6 +89,7 @@ func DefaultConfig() Config {
 	return Config{
 		QueueSize:          16,
 		MaxInFlight:        256,
+		ScheduledInFlight:  16,
 		DefaultFlowTimeout: 60 * time.Second,
 		ShareTTL:           24 * time.Hour,
 		IndicatorDelay:     500 * time.Millisecond,
@@ -101,6 +105,7 @@ func (c *Config) setDefaults() {
 	d := DefaultConfig()
 	orDefault(&c.QueueSize, d.QueueSize)
 	orDefault(&c.MaxInFlight, d.MaxInFlight)
+	orDefault(&c.ScheduledInFlight, d.ScheduledInFlight)
 	orDefault(&c.DefaultFlowTimeout, d.DefaultFlowTimeout)
 	orDefault(&c.ShareTTL, d.ShareTTL)
 	c.Limits.setDefaults()
@@ -129,24 +134,26 @@ func orDefault[T int | int64 | time.Duration](v *T, def T) {
 
 // Bridge routes platform events to the AI workspace and replies.
 type Bridge struct {
-	cfg      Config
-	log      *zap.Logger
-	ws       Workspace
-	store    Store
-	metrics  *Metrics
-	cat      atomic.Pointer[catalog]
-	slots    chan struct{} // in-flight API calls
-	shares   *shareCache
-	confirm  *confirmCache
-	limits   atomic.Pointer[rateLimits]
-	lim      atomic.Pointer[Limits]     // the limits in force; SetLimits replaces them
-	fault    atomic.Pointer[storeFault] // the latest failed store write, until one succeeds
-	outage   outage                     // the probe of a failing store
-	rep      *replicas                  // set when replicas share the store
-	notices  busyNotices                // one "still working" notice per conversation and user
-	contexts store.Contexts             // the store, when it keeps conversation contexts
-	outbox   store.Outbox               // the store, when it keeps answers until they are posted
-	tokens   Tokens                     // set when replicas share the store: button state
+	cfg     Config
+	log     *zap.Logger
+	ws      Workspace
+	store   Store
+	metrics *Metrics
+	cat     atomic.Pointer[catalog]
+	slots   chan struct{} // in-flight API calls
+	// schedSlots are the scheduled runs', apart from slots.
+	schedSlots chan struct{}
+	shares     *shareCache
+	confirm    *confirmCache
+	limits     atomic.Pointer[rateLimits]
+	lim        atomic.Pointer[Limits]     // the limits in force; SetLimits replaces them
+	fault      atomic.Pointer[storeFault] // the latest failed store write, until one succeeds
+	outage     outage                     // the probe of a failing store
+	rep        *replicas                  // set when replicas share the store
+	notices    busyNotices                // one "still working" notice per conversation and user
+	contexts   store.Contexts             // the store, when it keeps conversation contexts
+	outbox     store.Outbox               // the store, when it keeps answers until they are posted
+	tokens     Tokens                     // set when replicas share the store: button state
 
 	// schedules are listed for admins in /flow help (SetSchedules).
 	schedules atomic.Pointer[[]Scheduled]
@@ -190,19 +197,20 @@ func New(cfg Config, ws Workspace, st Store, log *zap.Logger) (*Bridge, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Bridge{
-		cfg:     cfg,
-		log:     log,
-		ws:      ws,
-		store:   st,
-		metrics: cfg.Metrics,
-		slots:   make(chan struct{}, cfg.MaxInFlight),
-		shares:  newShareCache(cfg.ShareTTL, 10000),
-		confirm: newConfirmCache(5 * time.Minute),
-		ctx:     ctx,
-		cancel:  cancel,
-		convs:   make(map[string]*conversation),
-		handoff: make(chan func()),
-		quit:    make(chan struct{}),
+		cfg:        cfg,
+		log:        log,
+		ws:         ws,
+		store:      st,
+		metrics:    cfg.Metrics,
+		slots:      make(chan struct{}, cfg.MaxInFlight),
+		schedSlots: make(chan struct{}, cfg.ScheduledInFlight),
+		shares:     newShareCache(cfg.ShareTTL, 10000),
+		confirm:    newConfirmCache(5 * time.Minute),
+		ctx:        ctx,
+		cancel:     cancel,
+		convs:      make(map[string]*conversation),
+		handoff:    make(chan func()),
+		quit:       make(chan struct{}),
 	}
 	if rs, ok := st.(replicaStore); ok {
 		b.rep = newReplicas(rs, cfg.Replicas)

@@ -92,14 +92,20 @@ func (b *Bridge) flow(ctx context.Context, log *zap.Logger, ev Event, args strin
 // note, when not empty, leads the progress reply (who confirmed the run);
 // the first reply to a button press replaces the question it was on.
 func (b *Bridge) runFlow(ctx context.Context, log *zap.Logger, ev Event, f *Flow, params map[string]string, note string) {
-	entry := b.auditEntry(ev, f.Name, params)
 	if !b.acquire() {
+		entry := b.auditEntry(ev, f.Name, params)
 		entry.Outcome, entry.Detail = OutcomeRefused, "in-flight limit"
 		b.audit(log, entry)
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgInFlight})
 		return
 	}
 	defer b.release()
+	b.runFlowHeld(ctx, log, ev, f, params, note)
+}
+
+// runFlowHeld is runFlow once the run holds its in-flight slot.
+func (b *Bridge) runFlowHeld(ctx context.Context, log *zap.Logger, ev Event, f *Flow, params map[string]string, note string) {
+	entry := b.auditEntry(ev, f.Name, params)
 	timeout := f.Timeout
 	if timeout <= 0 {
 		timeout = b.cfg.DefaultFlowTimeout

@@ -40,12 +40,23 @@ func (b *Bridge) SetSchedules(list []Scheduled) {
 	b.schedules.Store(&list)
 }
 
+// ErrScheduleBusy is returned by RunScheduled for a run that found every
+// scheduled slot taken until it had to give up.
+var ErrScheduleBusy = errors.New("every scheduled slot stayed taken")
+
 // RunScheduled runs s's flow with its fixed parameters and posts the
 // result through r, publicly, as runs by the schedule are for the channel.
 // Access rules, rate limits and confirmation are for people and do not
 // apply: the operator who wrote the schedule chose the flow. It is audited
 // as run by s.User(). conversation keys the channel for the audit.
-func (b *Bridge) RunScheduled(ctx context.Context, s Scheduled, conversation string, r Responder) error {
+//
+// Scheduled runs have their own capacity (ScheduledInFlight), apart from
+// chat's, so that no load of people can refuse them. A run that finds it
+// full waits for a slot until giveUp (the scheduler passes a moment before
+// the schedule's next run; zero waits as long as ctx); if none frees by
+// then, the channel hears that the run did not happen and why: a scheduled
+// run is never dropped in silence.
+func (b *Bridge) RunScheduled(ctx context.Context, s Scheduled, conversation string, r Responder, giveUp time.Time) error {
 	f, ok := b.cat.Load().flows[strings.ToLower(s.Flow)]
 	log := b.log.With(zap.String("schedule", s.Name), zap.String("flow", s.Flow), zap.String("platform", s.Platform), zap.String("channel", s.Channel))
 	ev := Event{
@@ -65,8 +76,51 @@ func (b *Bridge) RunScheduled(ctx context.Context, s Scheduled, conversation str
 		b.send(ctx, ev, Reply{Kind: ReplyError, Text: fmt.Sprintf(msgScheduleInvalid, s.Name, msg)})
 		return fmt.Errorf("schedule %s: %s", s.Name, msg)
 	}
-	b.runFlow(ctx, log, ev, f, params, "")
+	if !b.acquireScheduled(ctx, giveUp) {
+		entry := b.auditEntry(ev, f.Name, params)
+		entry.Outcome, entry.Detail = OutcomeRefused, "scheduled in-flight limit"
+		b.audit(log, entry)
+		if ctx.Err() != nil {
+			return fmt.Errorf("schedule %s: %w", s.Name, ctx.Err())
+		}
+		log.Warn("scheduled run not started: every scheduled slot stayed taken", zap.Int("scheduled_in_flight", cap(b.schedSlots)))
+		b.send(ctx, ev, Reply{Kind: ReplyError, Text: fmt.Sprintf(msgScheduleBusy, s.Name, cap(b.schedSlots))})
+		return fmt.Errorf("schedule %s: %w", s.Name, ErrScheduleBusy)
+	}
+	defer b.releaseScheduled()
+	b.runFlowHeld(ctx, log, ev, f, params, "")
 	return nil
+}
+
+// acquireScheduled takes a scheduled slot, waiting for one until giveUp
+// (zero: until ctx ends).
+func (b *Bridge) acquireScheduled(ctx context.Context, giveUp time.Time) bool {
+	select {
+	case b.schedSlots <- struct{}{}:
+		b.metrics.inflight(1)
+		return true
+	default:
+	}
+	var expired <-chan time.Time
+	if !giveUp.IsZero() {
+		t := time.NewTimer(time.Until(giveUp))
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case b.schedSlots <- struct{}{}:
+		b.metrics.inflight(1)
+		return true
+	case <-expired:
+	case <-ctx.Done():
+	}
+	b.metrics.refused("scheduled_in_flight_limit")
+	return false
+}
+
+func (b *Bridge) releaseScheduled() {
+	<-b.schedSlots
+	b.metrics.inflight(-1)
 }
 
 // ReportMissed tells s's channel, through r, that runs of s were missed

@@ -1,8 +1,11 @@
 package bridge_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/store"
@@ -20,7 +23,7 @@ func TestRunScheduled(t *testing.T) {
 	})
 	s := bridge.Scheduled{Name: "nightly", Flow: "healthcheck", Params: map[string]string{"host": "web7"}, Cron: "@daily", Platform: "slack", Channel: "C1"}
 	rec := newRecorder()
-	if err := h.b.RunScheduled(t.Context(), s, "slack/T1/C1", rec); err != nil {
+	if err := h.b.RunScheduled(t.Context(), s, "slack/T1/C1", rec, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	all := rec.all()
@@ -42,13 +45,13 @@ func TestRunScheduled(t *testing.T) {
 	bad := s
 	bad.Params = map[string]string{}
 	rec = newRecorder()
-	if err := h.b.RunScheduled(t.Context(), bad, "slack/T1/C1", rec); err == nil {
+	if err := h.b.RunScheduled(t.Context(), bad, "slack/T1/C1", rec, time.Time{}); err == nil {
 		t.Error("RunScheduled without the required host = nil error")
 	}
 	wantContains(t, "refusal", rec.last(t).Text, "schedule *nightly* could not run", "host")
 	gone := s
 	gone.Flow = "removed"
-	if err := h.b.RunScheduled(t.Context(), gone, "slack/T1/C1", newRecorder()); err == nil {
+	if err := h.b.RunScheduled(t.Context(), gone, "slack/T1/C1", newRecorder(), time.Time{}); err == nil {
 		t.Error("RunScheduled of a removed flow = nil error")
 	}
 }
@@ -70,4 +73,79 @@ func TestFlowHelpListsSchedulesForAdmins(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantContains(t, "help for an admin", rec.last(t).Text, "*Schedules*", "`nightly`", "`30 6 * * 1-5`", "Europe/Berlin", "slack channel `C1`", "`host=web7`")
+}
+
+// TestSchedulesHaveTheirOwnCapacity: chat holding every in-flight slot does
+// not refuse a scheduled run, which has capacity of its own; a scheduled run
+// that finds that capacity full waits for it until it must give up, and is
+// then reported in its channel, not dropped.
+func TestSchedulesHaveTheirOwnCapacity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := defaultConfig()
+		cfg.MaxInFlight, cfg.ScheduledInFlight = 1, 1
+		cfg.Flows = append(cfg.Flows, bridge.Flow{Name: "slow", UUID: "flow-slow", Timeout: time.Minute, Allow: []string{"everyone"}})
+		release := make(chan struct{})
+		b, fake := newBubbleBridge(t, cfg, workspacetest.Agent{Reply: func(int, string) string {
+			<-release
+			return "done"
+		}})
+		fake.AddFlow(workspacetest.Flow{UUID: flowUUID, Template: "Checked {host}"})
+		fake.AddFlow(workspacetest.Flow{UUID: "flow-slow", Template: "slow done", Delay: 3 * time.Second})
+		defer close(release)
+
+		// Chat takes the one in-flight slot; a person's flow is refused.
+		if err := b.Handle(event("c/chat", bridge.KindMessage, "hold on", newRecorder())); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		person := newRecorder()
+		done := make(chan struct{})
+		ev := command("c/person", bridge.CommandFlow, "healthcheck host=web1", person)
+		ev.Done = func() { close(done) }
+		if err := b.Handle(ev); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		wantContains(t, "a person's flow under load", person.last(t).Text, "busy")
+
+		// A schedule still runs.
+		check := bridge.Scheduled{Name: "check", Flow: "healthcheck", Params: map[string]string{"host": "web7"}, Cron: "@hourly", Platform: "slack", Channel: "C1"}
+		rec := newRecorder()
+		if err := b.RunScheduled(t.Context(), check, "slack/T1/C1", rec, time.Now().Add(time.Hour)); err != nil {
+			t.Fatalf("scheduled run under chat load = %v", err)
+		}
+		wantContains(t, "scheduled result", rec.last(t).Text, "Checked web7")
+
+		// A second schedule waits for the first's slot, then runs.
+		slow := bridge.Scheduled{Name: "slow", Flow: "slow", Cron: "@hourly", Platform: "slack", Channel: "C1"}
+		run := func(giveUp time.Duration) (*recorder, chan error) {
+			rec, errc := newRecorder(), make(chan error, 1)
+			go func() { errc <- b.RunScheduled(t.Context(), slow, "slack/T1/C1", rec, time.Now().Add(giveUp)) }()
+			synctest.Wait()
+			return rec, errc
+		}
+		first, firstErr := run(time.Hour)
+		second, secondErr := run(10 * time.Second)
+		start := time.Now()
+		if err := <-firstErr; err != nil {
+			t.Fatal(err)
+		}
+		if err := <-secondErr; err != nil {
+			t.Fatalf("the waiting schedule = %v, want it run once the slot freed", err)
+		}
+		if took := time.Since(start); took != 6*time.Second {
+			t.Errorf("both runs took %v, want 6s: one after the other", took)
+		}
+		wantContains(t, "first", first.last(t).Text, "slow done")
+		wantContains(t, "second", second.last(t).Text, "slow done")
+
+		// One that cannot get a slot before it must give up says so in its channel.
+		_, firstErr = run(time.Hour)
+		third, thirdErr := run(2 * time.Second)
+		if err := <-thirdErr; !errors.Is(err, bridge.ErrScheduleBusy) {
+			t.Errorf("schedule past its wait = %v, want ErrScheduleBusy", err)
+		}
+		wantContains(t, "report", third.last(t).Text, "schedule *slow* did not run this time", "max_scheduled_in_flight")
+		<-firstErr
+	})
 }

@@ -47,7 +47,7 @@ func Parse(expr, tz string) (Spec, error) {
 
 // Core is what the scheduler asks of the bridge; *bridge.Bridge implements it.
 type Core interface {
-	RunScheduled(ctx context.Context, s bridge.Scheduled, conversation string, r bridge.Responder) error
+	RunScheduled(ctx context.Context, s bridge.Scheduled, conversation string, r bridge.Responder, giveUp time.Time) error
 	ReportMissed(ctx context.Context, s bridge.Scheduled, r bridge.Responder, first time.Time, more int, next time.Time) error
 }
 
@@ -195,6 +195,13 @@ func (s *Scheduler) catchUp(ctx context.Context, e *entry, now time.Time) {
 	}
 }
 
+// giveUpBefore is when a run due at at stops waiting for the capacity of
+// scheduled runs: a tenth of its period, at most a second, before its next
+// run at next, so that it has ended (run or reported) when the next fires.
+func giveUpBefore(at, next time.Time) time.Time {
+	return next.Add(-min(next.Sub(at)/10, time.Second))
+}
+
 // fire claims the run of e at at and, when this process won it, runs it in
 // the background; a run still under way from the time before is not
 // doubled.
@@ -217,6 +224,7 @@ func (s *Scheduler) fire(ctx context.Context, e *entry, at time.Time) {
 		log.Warn("previous run still under way; this one is skipped")
 		return
 	}
+	giveUp := giveUpBefore(at, e.next)
 	s.wg.Go(func() {
 		defer func() {
 			s.mu.Lock()
@@ -229,7 +237,7 @@ func (s *Scheduler) fire(ctx context.Context, e *entry, at time.Time) {
 			return
 		}
 		log.Info("scheduled run")
-		if err := s.core.RunScheduled(ctx, e.Scheduled, conv, r); err != nil {
+		if err := s.core.RunScheduled(ctx, e.Scheduled, conv, r, giveUp); err != nil {
 			log.Error("scheduled run not started", zap.Error(err))
 		}
 	})

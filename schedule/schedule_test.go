@@ -23,7 +23,7 @@ type core struct {
 	missed []string
 }
 
-func (c *core) RunScheduled(_ context.Context, s bridge.Scheduled, conv string, _ bridge.Responder) error {
+func (c *core) RunScheduled(_ context.Context, s bridge.Scheduled, conv string, _ bridge.Responder, _ time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.runs = append(c.runs, time.Now())

@@ -90,12 +90,14 @@ type StoreConfig struct {
 
 // BridgeConfig sets the core's limits.
 type BridgeConfig struct {
-	Admins             []string `toml:"admins"`
-	QueueSize          int      `toml:"queue_size"`
-	MaxInFlight        int      `toml:"max_in_flight"`
-	DefaultFlowTimeout Duration `toml:"default_flow_timeout"`
-	DedupeTTL          Duration `toml:"dedupe_ttl"`
-	ShutdownGrace      Duration `toml:"shutdown_grace"`
+	Admins      []string `toml:"admins"`
+	QueueSize   int      `toml:"queue_size"`
+	MaxInFlight int      `toml:"max_in_flight"`
+	// MaxScheduledInFlight is the scheduled runs' own capacity.
+	MaxScheduledInFlight int      `toml:"max_scheduled_in_flight"`
+	DefaultFlowTimeout   Duration `toml:"default_flow_timeout"`
+	DedupeTTL            Duration `toml:"dedupe_ttl"`
+	ShutdownGrace        Duration `toml:"shutdown_grace"`
 	// WorkingIndicatorDelay is how long an answer may take before Slack's
 	// placeholder or reaction, or Discord's typing indicator, shows.
 	WorkingIndicatorDelay Duration `toml:"working_indicator_delay"`
@@ -1158,6 +1160,7 @@ func (c *Config) bridgeConfig() bridge.Config {
 		Admins:             c.Bridge.Admins,
 		QueueSize:          c.Bridge.QueueSize,
 		MaxInFlight:        c.Bridge.MaxInFlight,
+		ScheduledInFlight:  c.Bridge.MaxScheduledInFlight,
 		DefaultFlowTimeout: c.Bridge.DefaultFlowTimeout.D(),
 		IndicatorDelay:     c.Bridge.WorkingIndicatorDelay.D(),
 		Replicas:           bridge.ReplicaConfig{LeaseTTL: c.Store.LeaseTTL.D(), OrderHold: c.Store.OrderHold.D()},

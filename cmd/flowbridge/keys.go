@@ -43,6 +43,7 @@ func defaultConfig() Config {
 		Bridge: BridgeConfig{
 			QueueSize:             core.QueueSize,
 			MaxInFlight:           core.MaxInFlight,
+			MaxScheduledInFlight:  core.ScheduledInFlight,
 			DefaultFlowTimeout:    Duration(core.DefaultFlowTimeout),
 			DedupeTTL:             Duration(10 * time.Minute),
 			ShutdownGrace:         Duration(30 * time.Second),
@@ -81,6 +82,7 @@ var bounds = map[string]bound{
 
 	"bridge.queue_size":              intRange{min: 1, max: 10000},
 	"bridge.max_in_flight":           intRange{min: 1, max: 100000},
+	"bridge.max_scheduled_in_flight": intRange{min: 1, max: 10000},
 	"bridge.default_flow_timeout":    durationRange{min: time.Second, max: time.Hour},
 	"bridge.dedupe_ttl":              durationRange{min: time.Minute, max: 7 * 24 * time.Hour},
 	"bridge.shutdown_grace":          durationRange{min: 0, max: 10 * time.Minute},
