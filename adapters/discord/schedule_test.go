@@ -3,6 +3,7 @@ package discord
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flowbridge/flowbridge/bridge"
 )
@@ -25,7 +26,7 @@ func TestScheduledRunPostsInChannel(t *testing.T) {
 		t.Errorf("conversation = %q, want %q", conv, channelKey(guildID, channelID))
 	}
 	s := bridge.Scheduled{Name: "nightly", Flow: "healthcheck", Params: map[string]string{"host": "web3"}, Cron: "@daily", Platform: Platform, Channel: channelID}
-	if err := r.core.RunScheduled(testCtx(t), s, conv, resp); err != nil {
+	if err := r.core.RunScheduled(testCtx(t), s, conv, resp, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	m := e.waitBot(t, channelID, "Checked web3")
