@@ -1,11 +1,15 @@
 package discord
 
 import (
+	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/flowbridge/flowbridge/adapters/discord/discordtest"
+	"github.com/flowbridge/flowbridge/bridge/store"
+	"github.com/flowbridge/flowbridge/postgres"
 	"github.com/flowbridge/flowbridge/postgres/pgtest"
 )
 
@@ -65,5 +69,82 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 		if count[said] != 1 {
 			t.Errorf("%q answered %d times, want once", said, count[said])
 		}
+	}
+}
+
+// downPG is the PostgreSQL store while its database is down (down set):
+// inbox writes and probes fail; each refused write is reported on refused.
+type downPG struct {
+	*postgres.Store
+	down    *atomic.Bool
+	refused chan string
+}
+
+var errDBDown = errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+
+func (d downPG) Receive(e store.InboxEntry) (bool, error) {
+	if d.down.Load() {
+		d.refused <- e.Key
+		return false, errDBDown
+	}
+	return d.Store.Receive(e)
+}
+
+func (d downPG) Ping(ctx context.Context) error {
+	if d.down.Load() {
+		return errDBDown
+	}
+	return d.Store.Ping(ctx)
+}
+
+// TestCatchUpAfterStoreOutage: a DM message the store cannot record while
+// the database is down is not answered then (nor its user told anything),
+// and Discord will not send it again; once the database answers the
+// bridge's probe, the message is read from the channel's history and
+// answered, once. (The probe comes every second and a stop waits out
+// discordgo's close handshake: about 3 s.)
+func TestCatchUpAfterStoreOutage(t *testing.T) {
+	t.Parallel()
+	var down atomic.Bool
+	refused := make(chan string, 10)
+	e := newEnv(t, func(e *env) {
+		e.dsn = pgtest.Schema(t)
+		e.wrapPG = func(pg *postgres.Store) e2eStore { return downPG{Store: pg, down: &down, refused: refused} }
+	})
+	ctx := testCtx(t)
+	bot := e.fake.BotUser().ID
+	e.start(t)
+	send := func(text string) {
+		t.Helper()
+		if _, err := e.fake.SendMessage(ctx, discordtest.MessageCreate{ChannelID: "77", Author: alice, Content: text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("before")
+	e.waitBot(t, "77", "You said: before")
+	down.Store(true)
+	send("while down")
+	select {
+	case <-refused:
+	case <-ctx.Done():
+		t.Fatal("the message never reached the store")
+	}
+	down.Store(false)
+	e.waitBot(t, "77", "You said: while down")
+	send("after")
+	e.waitBot(t, "77", "You said: after")
+	count := map[string]int{}
+	for _, m := range e.fake.Messages() {
+		if m.Author.ID == bot && m.ChannelID == "77" {
+			count[m.Content]++
+		}
+	}
+	for text, n := range count {
+		if n != 1 || !strings.Contains(text, "You said: ") {
+			t.Errorf("bot wrote %q %d times, want only answers, each once", text, n)
+		}
+	}
+	if len(count) != 3 {
+		t.Errorf("bot wrote %d distinct messages, want the 3 answers: %v", len(count), count)
 	}
 }

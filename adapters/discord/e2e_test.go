@@ -40,7 +40,9 @@ type env struct {
 	storePath string
 	// dsn, when set, puts the bridge on PostgreSQL (a pgtest schema)
 	// instead of storePath.
-	dsn    string
+	dsn string
+	// wrapPG, when set with dsn, wraps the PostgreSQL store (fault injection).
+	wrapPG func(*postgres.Store) e2eStore
 	cfg    Config
 	flows  []bridge.Flow
 	agents []bridge.Agent
@@ -137,7 +139,12 @@ func (e *env) build(t *testing.T) *bridgeRun {
 	var store e2eStore
 	var err error
 	if e.dsn != "" {
-		store, err = postgres.Open(t.Context(), e.dsn, postgres.Options{MaxConns: 4})
+		var pg *postgres.Store
+		pg, err = postgres.Open(t.Context(), e.dsn, postgres.Options{MaxConns: 4})
+		store = pg
+		if err == nil && e.wrapPG != nil {
+			store = e.wrapPG(pg)
+		}
 	} else {
 		store, err = sessionmap.Open(e.storePath, sessionmap.Options{})
 	}
