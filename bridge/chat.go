@@ -61,6 +61,9 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	if strings.TrimSpace(text) == "" {
 		return // nothing the agent could read
 	}
+	// The thread is read before the entry is marked sent, like the files:
+	// a crash while reading it leaves the message to be run again.
+	lead := b.threadLead(ctx, log, ev)
 	if !b.markSent(ctx, log, ev) {
 		return
 	}
@@ -68,7 +71,7 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	log = log.WithLazy(zap.String("agent", agent.Name))
 	log.Debug("chat message", zap.String("text", text))
 	titler := b.titler(log, ev)
-	asked, told := b.withContext(log, ev, b.threadLead(ctx, log, ev)+text)
+	asked, told := b.withContext(log, ev, lead+text)
 	stopProgress := b.progress(ctx, log, ev.Reply, "", thinkingProgress)
 	out, sess, renewed, err := b.ask(ctx, log, ev.Conversation, agent, asked)
 	stopProgress()
