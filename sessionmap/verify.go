@@ -198,19 +198,21 @@ func boltCheck(tx *bolt.Tx, w *walker) {
 	}
 }
 
-// walker checks the page structure of a store file: that every page the
-// freelist and the tree of buckets name lies inside the file, is of the type
-// its place needs, is named once and holds its elements, and that every page
-// is either in use or free. It reads the file through an io.ReaderAt, never
-// through bbolt's mmap, so damage gives problems, not faults. Those are what
-// bbolt reads without bounds checks; the order of keys, which bbolt's
-// Tx.Check verifies, it leaves alone.
+// walker is the smallest reader of bbolt's page format that makes bbolt's
+// Tx.Check safe to run: Check walks the tree of buckets on a goroutine of
+// its own, where no recover or SetPanicOnFault of ours reaches, following
+// page numbers and element offsets without bounds checks and recursing
+// without a visited set. So before it runs, the walker checks the cases that
+// would end the process there: a page number, an overflow or an element
+// past the file (a memory fault) and a page named twice (a loop: unbounded
+// recursion). It reads the file through an io.ReaderAt, never through
+// bbolt's mmap, so damage gives problems, not faults. The rest — the
+// freelist, pages neither used nor free, key order — it leaves to Tx.Check.
 type walker struct {
 	f        io.ReaderAt
 	m        boltMeta
 	deadline time.Time // zero: none
-	used     bitset    // pages in use: meta, freelist, tree
-	free     bitset    // pages the freelist names
+	used     bitset    // pages in use: meta and tree
 	problems []string
 	more     int
 	visited  int
@@ -235,26 +237,10 @@ func walkFile(f *os.File, path string, deadline time.Time) (*walker, error) {
 		return w, nil
 	}
 	w.m = m
-	w.used, w.free = newBitset(m.pgid), newBitset(m.pgid)
+	w.used = newBitset(m.pgid)
 	w.used.set(0)
 	w.used.set(1)
-	w.freelist()
 	w.tree(m.root, "")
-	if w.partial {
-		return w, nil
-	}
-	var lost, first uint64
-	for id := uint64(2); id < m.pgid; id++ {
-		if !w.used.has(id) && !w.free.has(id) {
-			if lost == 0 {
-				first = id
-			}
-			lost++
-		}
-	}
-	if lost > 0 {
-		w.problem("%d pages are neither in use nor free (the first is page %d)", lost, first)
-	}
 	return w, nil
 }
 
@@ -347,12 +333,6 @@ func (w *walker) page(id uint64, where string) (*page, bool) {
 			return nil, false
 		}
 		w.used.set(i)
-	}
-	for i := id; i <= id+uint64(p.overflow); i++ {
-		if w.free.has(i) {
-			w.problem("%s: page %d is in use and free", where, i)
-			return nil, false
-		}
 	}
 	p.span = (1 + uint64(p.overflow)) * ps
 	return p, true
@@ -471,50 +451,6 @@ func (w *walker) inline(b []byte, where string) {
 		return
 	}
 	w.leaf(p, where, true)
-}
-
-// freelist checks the freelist page and records the pages it names.
-func (w *walker) freelist() {
-	if w.m.freelist == pgidNoFreelist {
-		w.problem("the file has no freelist page (flowbridge always writes one)")
-		return
-	}
-	p, ok := w.page(w.m.freelist, "freelist")
-	if !ok {
-		return
-	}
-	if p.flags != freelistPageFlag {
-		w.problem("freelist: page %d is of type %#x", p.id, p.flags)
-		return
-	}
-	ne := binary.NativeEndian
-	n, at := uint64(p.count), uint64(pageHeaderSize)
-	if p.count == 0xFFFF {
-		// A longer list keeps its length in the first id.
-		n, at = ne.Uint64(p.b[pageHeaderSize:]), pageHeaderSize+8
-	}
-	if n > (p.span-at)/8 {
-		w.problem("freelist: %d page ids do not fit its %d bytes", n, p.span)
-		return
-	}
-	ids, err := w.at(p, at, n*8)
-	if err != nil {
-		w.problem("freelist: %v", err)
-		return
-	}
-	for i := range n {
-		id := ne.Uint64(ids[i*8:])
-		switch {
-		case id < 2 || id >= w.m.pgid:
-			w.problem("freelist: page %d is outside the file's pages 2 to %d", id, w.m.pgid-1)
-		case w.free.has(id):
-			w.problem("freelist: page %d is listed twice", id)
-		case w.used.has(id):
-			w.problem("freelist: page %d is in use and free", id)
-		default:
-			w.free.set(id)
-		}
-	}
 }
 
 // bucketName is where for messages.
