@@ -434,3 +434,25 @@ func TestE2ESlackUnreachableAtStartIsRetried(t *testing.T) {
 	e.ack(wctx, d)
 	e.reply(wctx, e2eDM, "You said: hello")
 }
+
+// TestE2EOversizedSocketFrameIsRefused: a Socket Mode message over
+// MaxFrameBytes is refused before its payload is read (gorilla checks the
+// frame header against the read limit), counted, and the socket opened
+// again; the next event is answered.
+func TestE2EOversizedSocketFrameIsRefused(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t, e2eOptions{})
+	ctx := waitCtx(t)
+	big := json.RawMessage(`{"filler":"` + strings.Repeat("a", MaxFrameBytes) + `"}`)
+	if _, err := e.slack.Send(ctx, slacktest.Envelope{Type: "events_api", Payload: big}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.slack.WaitConnections(ctx, 2); err != nil {
+		t.Fatalf("the socket was not opened again after the oversized frame: %v", err)
+	}
+	e.ack(ctx, e.sent(e.slack.SendMessage(ctx, slacktest.MessageEvent{Channel: e2eDM, User: e2eUser, Text: "still there?"})))
+	e.reply(ctx, e2eDM, "You said: still there?")
+	if n := e.core.refusals("frame_too_large"); n != 1 {
+		t.Errorf("frame_too_large refusals = %d, want 1", n)
+	}
+}

@@ -24,9 +24,16 @@ import (
 // which takes the store stalling while thousands of events arrive.
 const maxPendingAcks = 4096
 
+// MaxFrameBytes bounds one Socket Mode message (all its frames). Slack's
+// envelopes are a few kilobytes, tens with blocks. gorilla/websocket refuses a
+// frame whose header announces more before reading any of its payload, so a
+// message over it costs no memory; the connection is closed and opened again,
+// and the refusal counted (frame_too_large).
+const MaxFrameBytes = 1 << 20
+
 // runSocket serves Socket Mode until ctx is done.
 func (a *Adapter) runSocket(ctx context.Context) error {
-	sm := socketmode.New(a.api, socketmode.OptionDialer(a.dialer()))
+	sm := socketmode.New(a.api, socketmode.OptionDialer(a.dialer()), socketmode.OptionReadLimit(MaxFrameBytes))
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -77,6 +84,11 @@ func (a *Adapter) onSocketEvent(ctx context.Context, acks *acker, evt socketmode
 		a.log.Error("socket mode refused the app token (slack.app_token)")
 	case socketmode.EventTypeIncomingError:
 		if e, ok := evt.Data.(*slackgo.IncomingEventError); ok {
+			if errors.Is(e.ErrorObj, websocket.ErrReadLimit) {
+				a.core.Refused("frame_too_large")
+				a.log.Warn("socket message over the size limit refused; reconnecting", zap.Int("limit_bytes", MaxFrameBytes))
+				return
+			}
 			a.log.Debug("socket read failed; reconnecting", zap.Error(e.ErrorObj))
 		}
 	case socketmode.EventTypeErrorWriteFailed:
