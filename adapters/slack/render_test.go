@@ -152,11 +152,23 @@ func checkRendered(t *testing.T, msgs []outMessage) {
 						t.Errorf("message %d block %d row %d: %d cells, want %d, at most %d", i, j, r, len(row), len(b.Rows[0]), maxTableColumns)
 					}
 					for _, c := range row {
-						cell := c.(*slackgo.TableRawTextCell).Text
-						if cell == "" {
-							t.Errorf("message %d block %d row %d: empty cell", i, j, r)
+						js, _ := json.Marshal(c)
+						switch c := c.(type) {
+						case *slackgo.TableRawTextCell:
+							if c.Text == "" {
+								t.Errorf("message %d block %d row %d: empty cell", i, j, r)
+							}
+						case *slackgo.TableRichTextCell:
+							if len(c.Elements) == 0 {
+								t.Errorf("message %d block %d row %d: rich cell without elements", i, j, r)
+							}
+							if strings.Contains(string(js), `"url":`) && !regexp.MustCompile(`"url":"(https?|mailto):[^"<>| ]*"`).Match(js) {
+								t.Errorf("message %d block %d row %d: unsafe link in %s", i, j, r, js)
+							}
+						default:
+							t.Errorf("message %d block %d row %d: cell %T", i, j, r, c)
 						}
-						text += cell + "\n"
+						text += string(js) + "\n"
 					}
 				}
 			default:

@@ -22,8 +22,8 @@ const (
 
 // tableBlock renders t as a Slack table block, or reports false when t
 // does not fit the limits above; the caller then shows it as monospace
-// text. Cells are raw_text: their Markdown is read as plain text
-// (markdown.PlainInline), since a table block formats none of it.
+// text. A cell with inline formatting (bold, italics, strikethrough, code,
+// links) is a rich_text cell in those styles; any other is raw_text.
 func tableBlock(t markdown.Table) (*slackgo.TableBlock, bool) {
 	if len(t.Rows)+1 > maxTableRows || len(t.Header) > maxTableColumns {
 		return nil, false
@@ -32,7 +32,7 @@ func tableBlock(t markdown.Table) (*slackgo.TableBlock, bool) {
 	for _, row := range append([][]string{t.Header}, t.Rows...) {
 		cells := make([]slackgo.TableCell, len(row))
 		for c, md := range row {
-			cells[c] = slackgo.NewTableRawTextCell(cellText(md))
+			cells[c] = tableCell(md)
 		}
 		block.AddRow(cells...)
 	}
@@ -46,33 +46,99 @@ func tableBlock(t markdown.Table) (*slackgo.TableBlock, bool) {
 	return block.WithColumnSettings(settings...), true
 }
 
-// tableChars counts the characters of a table block's cells.
+// tableChars counts the characters of a table block's cells: the text of
+// raw_text cells, and of the elements of rich_text ones.
 func tableChars(t *slackgo.TableBlock) int {
 	n := 0
 	for _, row := range t.Rows {
 		for _, c := range row {
-			if raw, ok := c.(*slackgo.TableRawTextCell); ok {
-				n += utf8.RuneCountInString(raw.Text)
+			switch c := c.(type) {
+			case *slackgo.TableRawTextCell:
+				n += utf8.RuneCountInString(c.Text)
+			case *slackgo.TableRichTextCell:
+				for _, e := range c.Elements {
+					s, ok := e.(*slackgo.RichTextSection)
+					if !ok {
+						continue
+					}
+					for _, el := range s.Elements {
+						switch el := el.(type) {
+						case *slackgo.RichTextSectionTextElement:
+							n += utf8.RuneCountInString(el.Text)
+						case *slackgo.RichTextSectionLinkElement:
+							n += utf8.RuneCountInString(el.Text)
+						}
+					}
+				}
 			}
 		}
 	}
 	return n
 }
 
-// cellText is a cell's Markdown as the text of a raw_text cell, which
-// Slack shows as it is (mrkdwn.RawText). An empty cell is one space, since
-// Slack refuses an empty raw_text.
-func cellText(md string) string {
-	s := strings.Map(func(r rune) rune {
+// tableCell renders a cell's Markdown. Slack shows cell text as it is,
+// unescaped, so it goes through mrkdwn.RawText; an empty cell is one
+// space, since Slack refuses an empty raw_text. Links keep only http,
+// https and mailto URLs; other links are their text.
+func tableCell(md string) slackgo.TableCell {
+	var spans []markdown.Span
+	styled := false
+	for _, sp := range markdown.Spans(md) {
+		if sp.URL != "" && !safeURL(sp.URL) {
+			sp.URL = ""
+		}
+		styled = styled || sp.Style != 0 || sp.URL != ""
+		if n := len(spans); n > 0 && spans[n-1].Style == sp.Style && spans[n-1].URL == sp.URL {
+			spans[n-1].Text += sp.Text
+			continue
+		}
+		spans = append(spans, sp)
+	}
+	for i := range spans {
+		spans[i].Text = mrkdwn.RawText(oneLine(spans[i].Text))
+	}
+	if !styled {
+		text := ""
+		for _, sp := range spans {
+			text += sp.Text
+		}
+		if strings.TrimSpace(text) == "" {
+			text = " "
+		}
+		return slackgo.NewTableRawTextCell(text)
+	}
+	els := make([]slackgo.RichTextSectionElement, 0, len(spans))
+	for _, sp := range spans {
+		var style *slackgo.RichTextSectionTextStyle
+		if sp.Style != 0 {
+			style = &slackgo.RichTextSectionTextStyle{
+				Bold: sp.Style&markdown.StyleBold != 0, Italic: sp.Style&markdown.StyleItalic != 0,
+				Strike: sp.Style&markdown.StyleStrike != 0, Code: sp.Style&markdown.StyleCode != 0,
+			}
+		}
+		if sp.URL != "" {
+			els = append(els, slackgo.NewRichTextSectionLinkElement(sp.URL, sp.Text, style))
+		} else {
+			els = append(els, slackgo.NewRichTextSectionTextElement(sp.Text, style))
+		}
+	}
+	return slackgo.NewTableRichTextCell(slackgo.NewRichTextSection(els...))
+}
+
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
 		if r == '\n' || r == '\r' || r == '\t' {
 			return ' '
 		}
 		return r
-	}, markdown.PlainInline(md))
-	if strings.TrimSpace(s) == "" {
-		return " "
-	}
-	return mrkdwn.RawText(s)
+	}, s)
+}
+
+// safeURL accepts the link targets a reply may carry: http, https, mailto.
+func safeURL(u string) bool {
+	l := strings.ToLower(u)
+	return (strings.HasPrefix(l, "http://") || strings.HasPrefix(l, "https://") || strings.HasPrefix(l, "mailto:")) &&
+		!strings.ContainsAny(u, " \t\n<>|")
 }
 
 func columnAlign(a markdown.Align) slackgo.ColumnAlignment {

@@ -79,6 +79,7 @@ func TestRenderTableLimits(t *testing.T) {
 		{name: "10000 characters", md: table(99, 1, strings.Repeat("é", 101)), want: true},
 		{name: "10001 characters", md: table(98, 1, strings.Repeat("é", 101)) + row(1, strings.Repeat("é", 102))},
 		{name: "in a fence", md: "```\n" + table(2, 2, "x") + "```"},
+		{name: "formatted cells", md: table(2, 3, "**b** _i_ ~~s~~ `c` [l](https://x.io) [j](javascript:x) <!here>"), want: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -97,11 +98,32 @@ func TestRenderTableLimits(t *testing.T) {
 	}
 }
 
+// TestTableCells: a cell with inline formatting is a rich_text cell in
+// those styles, links only to http, https and mailto; a plain one is
+// raw_text; an empty one a space; nothing can mention anyone.
+func TestTableCells(t *testing.T) {
+	tests := []struct{ md, want string }{
+		{"plain & <b>", `{"type":"raw_text","text":"plain \u0026 \u003cb\u003e"}`},
+		{"", `{"type":"raw_text","text":" "}`},
+		{"<!here> @channel", `{"type":"raw_text","text":"\u003c` + "\u2060" + `!here\u003e @` + "\u2060" + `channel"}`},
+		{"**Total** `42`", `{"type":"rich_text","elements":[{"type":"rich_text_section","elements":[` +
+			`{"type":"text","text":"Total","style":{"bold":true}},{"type":"text","text":" "},{"type":"text","text":"42","style":{"code":true}}]}]}`},
+		{"[docs](https://x.io) [bad](javascript:alert)", `{"type":"rich_text","elements":[{"type":"rich_text_section","elements":[` +
+			`{"type":"link","url":"https://x.io","text":"docs"},{"type":"text","text":" bad"}]}]}`},
+	}
+	for _, tt := range tests {
+		js, err := json.Marshal(tableCell(tt.md))
+		if err != nil || string(js) != tt.want {
+			t.Errorf("tableCell(%q) = %s, %v, want %s", tt.md, js, err, tt.want)
+		}
+	}
+}
+
 // TestE2ETables posts the table sample and a reply with two tables through
 // slack-go to the fake, which checks table blocks as Slack does.
 func TestE2ETables(t *testing.T) {
 	t.Parallel()
-	two := "First:\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\nSecond:\n\n| c | d |\n|---|---|\n| 3 | 4 |\n"
+	two := "First:\n\n| a | b |\n|---|---|\n| **1** | [two](https://x.io/2) |\n\nSecond:\n\n| c | d |\n|---|---|\n| 3 | 4 |\n"
 	for _, noMarkdown := range []bool{false, true} {
 		e := startE2E(t, e2eOptions{
 			reply: func(_ int, msg string) string {
@@ -140,7 +162,8 @@ func TestE2ETables(t *testing.T) {
 				t.Errorf("markdown block %v: the second table is not in columns: %s", !noMarkdown, m.Blocks)
 			}
 		}
-		if len(tables) != 2 || !strings.Contains(tables[0], "eu-west-1") || !strings.Contains(tables[1], `"a"`) {
+		if len(tables) != 2 || !strings.Contains(tables[0], "eu-west-1") || !strings.Contains(tables[1], `"a"`) ||
+			!strings.Contains(tables[1], `"style":{"bold":true}`) || !strings.Contains(tables[1], `"url":"https://x.io/2"`) {
 			t.Errorf("markdown block %v: table blocks posted = %q, want the sample's first table and the first of two", !noMarkdown, tables)
 		}
 	}

@@ -2,31 +2,101 @@ package markdown
 
 import "strings"
 
+// Style is the inline formatting of a Span.
+type Style uint8
+
+// Styles; a span may have several.
+const (
+	StyleBold Style = 1 << iota
+	StyleItalic
+	StyleStrike
+	StyleCode
+)
+
+// Span is a run of inline text in one style, a link's label when URL is
+// set.
+type Span struct {
+	Text  string
+	Style Style
+	URL   string
+}
+
+// Spans reads one line of inline Markdown as styled text: **bold** and
+// __bold__, *italic* and _italic_, ***both***, ~~strike~~ and `code` where
+// their markers pair up; [text](url) and <url> as links; ![alt](url) as its
+// alt text; a backslash before ASCII punctuation as that character.
+// Unpaired markers stay as written, so "2 * 3" is left alone, and an
+// underscore inside a word (snake_case) is not a marker. Adjacent text of
+// one style and link is one span.
+func Spans(s string) []Span {
+	p := plainInline{budget: 32*len(s) + 1<<16}
+	p.parse(s, 0, "")
+	p.flush()
+	return p.spans
+}
+
 // PlainInline renders one line of inline Markdown as the plain text it
 // reads as, for places that show no formatting (a table in a code block):
-// emphasis, strikethrough and code markers are dropped where they pair up,
-// [text](url) becomes "text (url)" (just "text" when the two are the same),
-// ![alt](url) becomes its alt text, <url> becomes url, and a backslash
-// before ASCII punctuation shows that character. Unpaired markers stay as
-// written, so "2 * 3" is left alone.
+// the text of Spans, a link followed by its URL in parentheses unless the
+// two are the same ("docs (https://x.io)").
 func PlainInline(s string) string {
-	p := plainInline{budget: 32*len(s) + 1<<16}
+	spans := Spans(s)
 	var b strings.Builder
 	b.Grow(len(s))
-	p.render(&b, s)
+	for i := 0; i < len(spans); {
+		if spans[i].URL == "" {
+			b.WriteString(spans[i].Text)
+			i++
+			continue
+		}
+		url := spans[i].URL
+		var label strings.Builder
+		for ; i < len(spans) && spans[i].URL == url; i++ {
+			label.WriteString(spans[i].Text)
+		}
+		b.WriteString(label.String())
+		if l := label.String(); l != url && "mailto:"+l != url {
+			b.WriteString(" (" + url + ")")
+		}
+	}
 	return b.String()
 }
 
 // plainInline's budget bounds the searches for closing markers that fail,
 // so a line of unmatched openers costs linear rather than quadratic time.
-type plainInline struct{ budget int }
+type plainInline struct {
+	budget int
+	spans  []Span
+	cur    strings.Builder
+	style  Style
+	url    string
+}
 
-func (p *plainInline) render(b *strings.Builder, s string) {
+// write appends text in style st, linked to url.
+func (p *plainInline) write(text string, st Style, url string) {
+	if text == "" {
+		return
+	}
+	if st != p.style || url != p.url {
+		p.flush()
+		p.style, p.url = st, url
+	}
+	p.cur.WriteString(text)
+}
+
+func (p *plainInline) flush() {
+	if p.cur.Len() > 0 {
+		p.spans = append(p.spans, Span{Text: p.cur.String(), Style: p.style, URL: p.url})
+		p.cur.Reset()
+	}
+}
+
+func (p *plainInline) parse(s string, st Style, url string) {
 	for i := 0; i < len(s); {
 		c := s[i]
 		switch {
 		case c == '\\' && i+1 < len(s) && isASCIIPunct(s[i+1]):
-			b.WriteByte(s[i+1])
+			p.write(s[i+1:i+2], st, url)
 			i += 2
 			continue
 		case c == '`':
@@ -36,35 +106,30 @@ func (p *plainInline) render(b *strings.Builder, s string) {
 				if len(code) > 1 && code[0] == ' ' && code[len(code)-1] == ' ' && strings.Trim(code, " ") != "" {
 					code = code[1 : len(code)-1]
 				}
-				b.WriteString(code)
+				p.write(code, st|StyleCode, url)
 				i = end + n
 				continue
 			}
-			b.WriteString(s[i : i+n])
+			p.write(s[i:i+n], st, url)
 			i += n
 			continue
 		case c == '!' && i+1 < len(s) && s[i+1] == '[':
 			if label, _, end, ok := p.link(s, i+1); ok {
-				p.render(b, label)
+				p.parse(label, st, url)
 				i = end
 				continue
 			}
-		case c == '[':
-			if label, url, end, ok := p.link(s, i); ok {
-				var lb strings.Builder
-				p.render(&lb, label)
-				b.WriteString(lb.String())
-				if url != "" && url != lb.String() {
-					b.WriteString(" (" + url + ")")
-				}
+		case c == '[' && url == "":
+			if label, target, end, ok := p.link(s, i); ok {
+				p.parse(label, st, target)
 				i = end
 				continue
 			}
-		case c == '<':
+		case c == '<' && url == "":
 			if end := strings.IndexByte(s[i:], '>'); end > 0 {
 				inner := s[i+1 : i+end]
 				if isAutolink(inner) {
-					b.WriteString(strings.TrimPrefix(inner, "mailto:"))
+					p.write(strings.TrimPrefix(inner, "mailto:"), st, inner)
 					i += end + 1
 					continue
 				}
@@ -72,17 +137,31 @@ func (p *plainInline) render(b *strings.Builder, s string) {
 		case c == '*' || c == '_' || c == '~':
 			n := runOf(s, i)
 			if end, ok := p.emphasis(s, i, n); ok {
-				p.render(b, s[i+n:end])
+				p.parse(s[i+n:end], st|emphasisStyle(c, n), url)
 				i = end + n
 				continue
 			}
-			b.WriteString(s[i : i+n])
+			p.write(s[i:i+n], st, url)
 			i += n
 			continue
 		}
-		b.WriteByte(c)
+		p.write(s[i:i+1], st, url)
 		i++
 	}
+}
+
+// emphasisStyle is the style n markers c open: one * or _ italic, two bold,
+// three both; ~ strikes.
+func emphasisStyle(c byte, n int) Style {
+	switch {
+	case c == '~':
+		return StyleStrike
+	case n == 1:
+		return StyleItalic
+	case n == 2:
+		return StyleBold
+	}
+	return StyleBold | StyleItalic
 }
 
 // emphasis finds the run of n markers that closes the one opening at i:
@@ -147,6 +226,9 @@ func (p *plainInline) link(s string, i int) (label, url string, end int, ok bool
 			url = strings.TrimSpace(s[j+2 : j+2+close])
 			if title := strings.IndexAny(url, " \t"); title >= 0 {
 				url = url[:title] // [t](url "title")
+			}
+			if url == "" {
+				return "", "", 0, false
 			}
 			return s[i+1 : j], strings.Trim(url, "<>"), j + 3 + close, true
 		}

@@ -83,3 +83,19 @@ func TestDisplayWidth(t *testing.T) {
 		}
 	}
 }
+
+func TestSpans(t *testing.T) {
+	tests := map[string][]Span{
+		"plain":                    {{Text: "plain"}},
+		"**Total** 3":              {{Text: "Total", Style: StyleBold}, {Text: " 3"}},
+		"_a_ ~~b~~ `c` ***d***":    {{Text: "a", Style: StyleItalic}, {Text: " "}, {Text: "b", Style: StyleStrike}, {Text: " "}, {Text: "c", Style: StyleCode}, {Text: " "}, {Text: "d", Style: StyleBold | StyleItalic}},
+		"[**docs**](https://x.io)": {{Text: "docs", Style: StyleBold, URL: "https://x.io"}},
+		"<mailto:a@b.c>":           {{Text: "a@b.c", URL: "mailto:a@b.c"}},
+		"[a]()":                    {{Text: "[a]()"}},
+	}
+	for in, want := range tests {
+		if got := Spans(in); !reflect.DeepEqual(got, want) {
+			t.Errorf("Spans(%q) = %+v, want %+v", in, got, want)
+		}
+	}
+}
