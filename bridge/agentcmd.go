@@ -23,7 +23,7 @@ func (b *Bridge) agentCommand(ctx context.Context, log *zap.Logger, ev Event, ar
 	cat := b.cat.Load()
 	switch sub {
 	case "", "help":
-		b.send(ctx, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: agentHelp(cat)})
+		b.send(ctx, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: agentHelp(cat, ev.Reply)})
 	case "status":
 		b.agentStatus(ctx, ev, cat)
 	case "reset":
@@ -43,15 +43,23 @@ func (b *Bridge) agentCommand(ctx context.Context, log *zap.Logger, ev Event, ar
 	}
 }
 
-func agentHelp(cat *catalog) string {
+// agentHelp is /agent help: how to talk to the agent where r is (the
+// chat platforms' way, unless r is a Talker), the subcommands and the agents.
+func agentHelp(cat *catalog, r Responder) string {
 	var s strings.Builder
-	s.WriteString("*Talking to the agent*\nMention me, DM me or write in a thread I'm in; each thread is its own conversation.\n\n")
+	talk, chat := msgHelpTalk, true
+	if t, ok := r.(Talker); ok {
+		talk, chat = t.HowToTalk(), false
+	}
+	s.WriteString("*Talking to the agent*\n" + talk + "\n\n")
 	s.WriteString("• `/agent status`: which agent and session this conversation uses\n")
 	s.WriteString("• `/agent reset`: start a new conversation (the agent forgets this one)\n")
 	s.WriteString("• `/agent use NAME`: switch this conversation to another agent (admins)\n")
 	s.WriteString("• `/agent share`: post the agent's latest reply here for everyone\n")
 	s.WriteString("• `/flow help`: the flows you can run\n")
-	s.WriteString("In a thread, write `!agent …` or `!flow …` instead of the slash command.\n")
+	if chat {
+		s.WriteString(msgHelpInThread + "\n")
+	}
 	if len(cat.agentNames) > 0 {
 		s.WriteString("\nAgents: ")
 		for i, n := range cat.agentNames {

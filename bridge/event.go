@@ -165,6 +165,14 @@ type Action struct {
 	Link    string `json:",omitempty"`
 }
 
+// Talker is implemented by responders of a platform that is not talked to
+// as Slack and Discord are (mentions, DMs, threads, text commands in
+// threads): the console. HowToTalk is the sentence /agent help opens with
+// there, in place of the chat platforms' one.
+type Talker interface {
+	HowToTalk() string
+}
+
 // ReplyKind tells an adapter what a reply is, so it can style it.
 type ReplyKind int
 

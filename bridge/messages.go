@@ -42,6 +42,10 @@ const (
 	msgThreadFiles   = "[files: %s]"
 	msgThreadUnknown = "someone"
 
+	// msgHelpTalk opens /agent help on chat platforms (see Talker).
+	msgHelpTalk     = "Mention me, DM me or write in a thread I'm in; each thread is its own conversation."
+	msgHelpInThread = "In a thread, write `!agent …` or `!flow …` instead of the slash command."
+
 	msgThinking     = "_Thinking… %s so far._"
 	msgVoteThanks   = "Thanks for the feedback: you rated this answer %s."
 	msgVoteSame     = "You rated this answer %s already."

@@ -16,6 +16,7 @@ const (
 	msgDidYouMean     = " Did you mean `/%s`?"
 	msgCommands       = "Commands: `/flow`, `/agent`, `/share` and `/help`; answer a confirmation with `y` or `n`. To send a line that starts with / as chat, start it with //."
 	msgNothingToShare = "There is nothing to share: `/share` shares the last result that offers it."
+	msgHowToTalk      = "Type a line to talk to the agent: this terminal is one conversation. `/help` lists the console's own commands."
 	msgNotTaken       = "flowbridge could not take that line. Please try again; if it keeps happening, tell an admin."
 	msgHelp           = "*Console commands*\n" +
 		"• `/flow NAME key=value …`: run a flow; `/flow help` lists them\n" +

@@ -270,7 +270,14 @@ func (a *Adapter) print(r bridge.Reply) {
 
 // responder prints replies. The terminal cannot edit what it printed, so an
 // update prints the new text; progress lines are marked as such.
+// The console explains itself in /agent help.
+var _ bridge.Talker = (*responder)(nil)
+
 type responder struct{ a *Adapter }
+
+// HowToTalk opens /agent help in the terminal, where there are no mentions,
+// DMs or threads.
+func (r *responder) HowToTalk() string { return msgHowToTalk }
 
 func (r *responder) Send(_ context.Context, rep bridge.Reply) (bridge.MessageRef, error) {
 	r.a.mu.Lock()

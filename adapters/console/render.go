@@ -46,7 +46,7 @@ var labels = map[bridge.ReplyKind]string{
 	bridge.ReplyFlow:     "flow",
 	bridge.ReplyInfo:     "info",
 	bridge.ReplyError:    "error",
-	bridge.ReplyProgress: "…",
+	bridge.ReplyProgress: "working",
 	bridge.ReplyConfirm:  "confirm",
 }
 

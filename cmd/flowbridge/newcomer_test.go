@@ -196,3 +196,25 @@ func TestCheckConfigNeedsOnlyWhatApplies(t *testing.T) {
 		t.Errorf("check-config with slack.user_groups = %v, want its need:\n%s", err, out)
 	}
 }
+
+// TestConsoleHelpSpeaksOfTheTerminal: /agent help in the terminal says how
+// the terminal is used, not Slack's mentions, DMs and threads, and a flow's
+// progress line has a label that says what it is.
+func TestConsoleHelpSpeaksOfTheTerminal(t *testing.T) {
+	t.Parallel()
+	out, errOut, err := runCmd(t, nil, "/agent help\n/flow healthcheck host=web1\n", "dev")
+	if err != nil {
+		t.Fatalf("dev: %v\n%s", err, errOut)
+	}
+	if !strings.Contains(out, "this terminal is one conversation") {
+		t.Errorf("/agent help in the console does not say how the terminal is used:\n%s", out)
+	}
+	for _, slackism := range []string{"Mention me", "DM me", "thread", "!agent"} {
+		if strings.Contains(out, slackism) {
+			t.Errorf("/agent help in the console speaks of %q:\n%s", slackism, out)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^working:\s+Running healthcheck…$`).MatchString(out) {
+		t.Errorf("the flow's progress line is not labelled \"working:\":\n%s", out)
+	}
+}
