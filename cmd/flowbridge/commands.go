@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"golang.org/x/term"
 
 	"github.com/flowbridge/flowbridge/bridge/store"
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
@@ -55,7 +56,12 @@ func cmdRun(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(cfg.Log, cfg.refs.writer(env.stderr))
+	out, closeLog, err := logOutput(env, cfg, *path)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	log, err := newLogger(cfg.Log, cfg.refs.writer(out))
 	if err != nil {
 		return err
 	}
@@ -64,6 +70,26 @@ func cmdRun(ctx context.Context, env *environment, args []string) error {
 		log.Warn(w)
 	}
 	return cfg.refs.error(serve(ctx, env, cfg, log, serveOptions{configPath: *path, prompt: isTerminal(env.stdin)}))
+}
+
+// logOutput is where run writes its log: log.file when set; else standard
+// error, unless the console chats in the terminal that standard error also
+// shows, where log lines would land between the prompts: then
+// flowbridge.log beside the config. A file's path is told once.
+func logOutput(env *environment, cfg *Config, configPath string) (io.Writer, func(), error) {
+	path := cfg.Log.File
+	if path == "" && cfg.Console.Enabled && (sameTerminal(env.stderr, env.stdin) || sameTerminal(env.stderr, env.stdout)) {
+		path = filepath.Join(filepath.Dir(configPath), "flowbridge.log")
+	}
+	if path == "" {
+		return env.stderr, func() {}, nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("log.file: %w", err)
+	}
+	fmt.Fprintf(env.stderr, "flowbridge: logging to %s\n", path)
+	return f, func() { _ = f.Close() }, nil
 }
 
 // Dev mode's fake workspace: fixed IDs so a transcript reads the same each time.
@@ -166,13 +192,30 @@ func devConfig(baseURL, storePath string) *Config {
 }
 
 // isTerminal reports whether r is an interactive terminal.
-func isTerminal(r io.Reader) bool {
+func isTerminal(r any) bool {
 	f, ok := r.(*os.File)
 	if !ok {
 		return false
 	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	// Through SyscallConn: Fd would put the file in blocking mode, and a
+	// read of it could then not be cut short by closing it.
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	is := false
+	_ = rc.Control(func(fd uintptr) { is = term.IsTerminal(int(fd)) })
+	return is
+}
+
+// sameTerminal reports whether a and b are one terminal.
+func sameTerminal(a, b any) bool {
+	if !isTerminal(a) || !isTerminal(b) {
+		return false
+	}
+	fa, erra := a.(*os.File).Stat()
+	fb, errb := b.(*os.File).Stat()
+	return erra == nil && errb == nil && os.SameFile(fa, fb)
 }
 
 func cmdCheckConfig(env *environment, args []string) error {

@@ -133,6 +133,10 @@ type AdminConfig struct {
 type LogConfig struct {
 	Level  string `toml:"level"`
 	Format string `toml:"format"`
+	// File, when set, is where the log is appended instead of standard
+	// error. Unset, run still writes it to flowbridge.log beside the config
+	// when the console chats on the terminal standard error shows.
+	File string `toml:"file"`
 }
 
 // AgentConfig is one [[agents]] entry.
