@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Runs the README's newcomer commands word for word, as a new user would, on
-# a copy of the committed tree: the sh block of "Running it for real", then
-# the commands of "Connect Slack" that need no Slack account (the manifest
-# and check-config). The commands are read from README.md itself, so the
-# README and this check cannot drift apart. CI runs it; so can you:
+# Runs the README's newcomer commands word for word, as a new user types
+# them, on a copy of the committed tree: the sh block of "Running it for
+# real", then the sh blocks of "Connect Slack" in Socket Mode and in HTTP
+# mode, up to the manifest and check-config (run needs a Slack workspace).
+# The commands are read from README.md itself and run as written (nothing is
+# added to them, not even ./), so the README and this check cannot drift
+# apart; only the placeholders ... and … are given dummy values. CI runs it;
+# so can you:
 #   bash .ci/readme-commands.sh
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,40 +15,73 @@ trap 'rm -rf "$work"' EXIT
 git -C "$top" archive HEAD | tar -x -C "$work"
 # The module cache and build cache are shared with the checkout's.
 cd "$work"
+# A new user has no flowbridge variables set.
+unset FLOWBRIDGE_CONFIG FLOWBRIDGE_API_TOKEN SLACK_BOT_TOKEN SLACK_APP_TOKEN SLACK_SIGNING_SECRET
 
 # section NAME: the README's lines from "## NAME" to the next "## ".
 section() { awk -v h="## $1" '$0 == h {on=1; next} /^## / {on=0} on' README.md; }
 
-echo "== README: Running it for real"
-block=$(section "Running it for real" | awk '/^```sh$/ {on=1; next} /^```$/ {if (on) exit} on')
-[ -n "$block" ] || { echo "no sh block under 'Running it for real'"; exit 1; }
-export FLOWBRIDGE_API_TOKEN=ci-dummy-token
-while IFS= read -r line; do
-  cmd=${line%%#*}                       # the README's comments are not commands
-  cmd=${cmd//.../ci-dummy-token}       # "export FLOWBRIDGE_API_TOKEN=..." is a placeholder
-  [ -n "${cmd// }" ] || continue
-  echo "\$ $cmd"
-  # run reads the console from standard input; an empty one ends it at once.
-  eval "$cmd" </dev/null
-done <<<"$block"
+# block NAME N: the lines of the Nth sh code block of section NAME, without
+# the indentation of a block inside a list item.
+block() {
+  section "$1" | awk -v want="$2" '
+    /^ *```sh$/ { n++; if (n == want) { on = 1; match($0, /^ */); indent = RLENGTH }; next }
+    /^ *```/ { on = 0; next }
+    on { print substr($0, indent + 1) }'
+}
 
-echo "== README: Connect Slack (the steps that need no Slack account)"
+# run_block NAME N [SKIP]: runs block N of section NAME line by line, as
+# typed, except lines starting with SKIP; fails if there is no such block.
+run_block() {
+  local lines line cmd
+  lines=$(block "$1" "$2")
+  [ -n "$lines" ] || { echo "no sh block $2 under '$1'"; exit 1; }
+  while IFS= read -r line; do
+    cmd=${line%%#*}                      # the README's comments are not commands
+    cmd=${cmd//.../ci-dummy}            # placeholders: "export FLOWBRIDGE_API_TOKEN=..."
+    cmd=${cmd//…/ci-dummy}              # and "export SLACK_BOT_TOKEN=xoxb-…"
+    [ -n "${cmd// }" ] || continue
+    if [ -n "${3:-}" ] && [[ $cmd == "$3"* ]]; then
+      echo "(skipped, it needs a Slack workspace: $cmd)"
+      continue
+    fi
+    echo "\$ $cmd"
+    # run reads the console from standard input; an empty one ends it at once.
+    eval "$cmd" </dev/null
+  done <<<"$lines"
+}
+
+# set_slack KEY VALUE: sets KEY in the [slack] section of flowbridge.toml,
+# as the README tells the reader to.
+set_slack() {
+  awk -v k="$1" -v v="$2" '
+    /^\[slack\]/ {s=1} /^\[/ && !/^\[slack\]/ {s=0}
+    s && $0 ~ "^" k " *=" {print k " = " v; next} {print}' flowbridge.toml >flowbridge.toml.new
+  mv flowbridge.toml.new flowbridge.toml
+  grep -q "^$1 = " flowbridge.toml || { echo "flowbridge.toml has no [slack] $1"; exit 1; }
+}
+
+echo "== README: Running it for real"
+run_block "Running it for real" 1
+
 slack=$(section "Connect Slack")
-# Step 1 says to set [slack] enabled = true in the copied config.
+echo "== README: Connect Slack, Socket Mode (the steps that need no Slack account)"
 grep -q 'set `\[slack\] enabled = true`' <<<"$slack" || { echo "Connect Slack no longer says to enable [slack]"; exit 1; }
-awk '/^\[slack\]/ {s=1} /^\[/ && !/^\[slack\]/ {s=0} s && /^enabled *=/ {sub(/false/, "true")} {print}' flowbridge.toml >flowbridge.toml.new
-mv flowbridge.toml.new flowbridge.toml
-for want in "flowbridge slack-manifest -config flowbridge.toml -o slack-manifest.yaml"; do
-  grep -qF "\`$want\`" <<<"$slack" || { echo "Connect Slack no longer shows: $want"; exit 1; }
-  echo "\$ ./$want"
-  eval "./$want"
-  [ -s slack-manifest.yaml ] || { echo "slack-manifest wrote nothing"; exit 1; }
-  head -n 5 slack-manifest.yaml
+set_slack enabled true
+run_block "Connect Slack" 1
+[ -s slack-manifest.yaml ] || { echo "slack-manifest wrote nothing"; exit 1; }
+grep -q 'socket_mode_enabled: true' slack-manifest.yaml || { echo "the Socket Mode manifest does not enable Socket Mode"; exit 1; }
+run_block "Connect Slack" 2 "./flowbridge run "
+
+echo "== README: Connect Slack, HTTP mode"
+for said in 'set `mode = "http"`' '`signing_secret = "${SLACK_SIGNING_SECRET}"`' '`"https://bot.example.com"`'; do
+  grep -qF "$said" <<<"$slack" || { echo "Connect Slack's HTTP mode no longer says $said"; exit 1; }
 done
-# Step 5: the tokens go into the environment, then check-config.
-grep -qF 'export SLACK_BOT_TOKEN=xoxb-… SLACK_APP_TOKEN=xapp-…' <<<"$slack" || { echo "Connect Slack no longer exports the tokens"; exit 1; }
-export SLACK_BOT_TOKEN=xoxb-ci-dummy SLACK_APP_TOKEN=xapp-ci-dummy
-grep -qF '`flowbridge check-config -config flowbridge.toml`' <<<"$slack" || { echo "Connect Slack no longer shows check-config"; exit 1; }
-echo "\$ ./flowbridge check-config -config flowbridge.toml"
-./flowbridge check-config -config flowbridge.toml
+set_slack mode '"http"'
+set_slack signing_secret '"${SLACK_SIGNING_SECRET}"'
+set_slack public_url '"https://bot.example.com"'
+unset SLACK_APP_TOKEN # HTTP mode does not read it
+rm slack-manifest.yaml
+run_block "Connect Slack" 3
+grep -q 'request_url: "https://bot.example.com/slack/events"' slack-manifest.yaml || { echo "the HTTP-mode manifest lacks the request URL"; exit 1; }
 echo "README commands: OK"

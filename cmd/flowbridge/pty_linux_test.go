@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -145,4 +147,88 @@ func TestRunInTheTerminalLogsToAFile(t *testing.T) {
 	if !strings.Contains(string(logged), `"level":"warn"`) || !strings.Contains(string(logged), "bridge.admins: empty") {
 		t.Errorf("the log file lacks run's warning:\n%s", logged)
 	}
+}
+
+var updateReadme = flag.Bool("update-readme", false, "rewrite the README's terminal session from a real run")
+
+// TestReadmeTerminalSession: the terminal session at the top of the README
+// is what flowbridge dev shows in a terminal when the lines after its
+// prompts are typed, one after the other's answer, then Ctrl-D. Session
+// IDs, times and durations differ from run to run and are compared as
+// such; -update-readme writes the run's transcript into the README.
+func TestReadmeTerminalSession(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const heading = "## A terminal session\n\n```\n"
+	start := strings.Index(string(readme), heading)
+	if start < 0 {
+		t.Fatal("README has no terminal session")
+	}
+	start += len(heading)
+	end := start + strings.Index(string(readme[start:]), "```\n")
+	want := string(readme[start:end])
+	command, _, _ := strings.Cut(want, "\n")
+	if command != "$ go run ./cmd/flowbridge dev" {
+		t.Fatalf("the session starts with %q, want the README's dev command", command)
+	}
+	var typed []string
+	for _, line := range strings.Split(want, "\n") {
+		if in, ok := strings.CutPrefix(line, "> "); ok {
+			typed = append(typed, in)
+		}
+	}
+	if len(typed) < 5 {
+		t.Fatalf("the README's session types %d lines; it shows too little", len(typed))
+	}
+
+	term := openTerminal(t)
+	done := make(chan error, 1)
+	go func() { done <- run(t.Context(), []string{"dev"}, mapEnv(nil), term.tty, term.tty, term.tty) }()
+	at := term.waitFor(t, 0, "\n> ")
+	for _, line := range typed {
+		if _, err := term.screen.WriteString(line + "\n"); err != nil {
+			t.Fatal(err)
+		}
+		at = term.waitFor(t, at, line+"\n")
+		at = term.waitFor(t, at, "\n> ")
+	}
+	if _, err := term.screen.Write([]byte{4}); err != nil { // Ctrl-D
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("dev = %v\n%s", err, term.text())
+	}
+	got := command + "\n" + ansiEscape.ReplaceAllString(term.text(), "")
+	got = strings.TrimSuffix(strings.TrimRight(got, " "), ">") // the prompt Ctrl-D answered
+	got = trailing.ReplaceAllString(strings.TrimRight(got, "\n"), "") + "\n"
+	if *updateReadme {
+		out := string(readme[:start]) + got + string(readme[end:])
+		if err := os.WriteFile("../../README.md", []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if g, w := varying(got), varying(want); g != w {
+		t.Errorf("the README's terminal session is not what dev shows (go test -run TestReadmeTerminalSession -update-readme rewrites it)\ngot:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+var (
+	ansiEscape = regexp.MustCompile(`\x1b\[[0-9;]*m`)
+	uuidText   = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	timeText   = regexp.MustCompile(`\d{4}-\d\d-\d\d \d\d:\d\d UTC`)
+	tookText   = regexp.MustCompile(`(?m)(run by \S+ · )[0-9.]+ m?s$`)
+	trailing   = regexp.MustCompile(`(?m)[ \t]+$`)
+)
+
+// varying replaces what differs from run to run with its kind, and drops
+// the blanks at the ends of lines, which an editor would.
+func varying(s string) string {
+	s = uuidText.ReplaceAllString(s, "UUID")
+	s = timeText.ReplaceAllString(s, "TIME")
+	s = trailing.ReplaceAllString(s, "")
+	return tookText.ReplaceAllString(s, "${1}DURATION")
 }
