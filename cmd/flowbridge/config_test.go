@@ -251,7 +251,7 @@ enabled = "yes"
 func TestConfigUnknownKeys(t *testing.T) {
 	tests := []struct{ text, want string }{
 		{testConfig("", "[bridge]\nqueue_sise = 3\n"), "bridge.queue_sise: unknown key (did you mean queue_size?)"},
-		{testConfig("", "[log]\nverbosity = 3\n"), "log.verbosity: unknown key; the keys here are format, level"},
+		{testConfig("", "[log]\nverbosity = 3\n"), "log.verbosity: unknown key; the keys here are file, format, level"},
 		{testConfig("", "[sentry]\ndsn = \"x\"\n"), "sentry: unknown key"},
 		{testConfig("", "[slack]\nenabled = false\ntoken = \"x\"\n"), "slack.token: unknown key"},
 		{strings.Replace(testConfig("", ""), "[[flows]]", "[[flow]]", 1), "flow: unknown key (did you mean flows?)"},

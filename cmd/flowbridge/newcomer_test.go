@@ -116,8 +116,8 @@ func TestConfigErrorsPointAtTheirKey(t *testing.T) {
 	}{
 		{"bad time zone", map[string]string{"slack.enabled": "true"}, `timezone = "Europe/Berlin"`, `timezone = "Europe/Berlinn"`,
 			[]string{`schedules[0].timezone: "Europe/Berlinn" is not a time zone`}, []string{"schedules[0].cron"}},
-		{"a flow defined twice", map[string]string{"slack.enabled": "true"}, "[console]",
-			"[[flows]]\nname = \"healthcheck\"\nuuid = \"33333333-3333-3333-3333-333333333333\"\nallow = [\"everyone\"]\n\n[console]",
+		{"a flow defined twice", map[string]string{"slack.enabled": "true"}, "\n[console]\n",
+			"\n[[flows]]\nname = \"healthcheck\"\nuuid = \"33333333-3333-3333-3333-333333333333\"\nallow = [\"everyone\"]\n\n[console]\n",
 			[]string{`flows[1].name: flow "healthcheck" is defined twice`}, []string{"has no parameter", "needs host"}},
 		{"a short guild ID", map[string]string{"discord.enabled": "true", "discord.application_id": `"900000000000000001"`,
 			"discord.token": `"${DISCORD_BOT_TOKEN}"`, "discord.guild_ids": `["42"]`}, "", "",
