@@ -12,6 +12,43 @@ import (
 	"github.com/flowbridge/flowbridge/bridge"
 )
 
+// maxHistory is Discord's most messages one Get Channel Messages returns.
+const maxHistory = 100
+
+// earlierOf returns the Event.Earlier of a message on its route: the reply
+// chain it answers, else, in a thread, the thread's messages before it; nil
+// for neither.
+func (a *Adapter) earlierOf(rt route) func(ctx context.Context, max int) ([]bridge.Earlier, error) {
+	switch {
+	case rt.ReplyTo != "":
+		return a.earlier(rt)
+	case rt.InThread && rt.Message != "":
+		return a.threadHistory(rt)
+	}
+	return nil
+}
+
+// threadHistory returns the Event.Earlier of a message in a thread people
+// were already talking in: the thread's messages before it, oldest first,
+// from one Get Channel Messages (at most 100, newest first as Discord
+// returns them).
+func (a *Adapter) threadHistory(rt route) func(ctx context.Context, max int) ([]bridge.Earlier, error) {
+	return func(ctx context.Context, max int) ([]bridge.Earlier, error) {
+		msgs, err := a.session.ChannelMessages(rt.Channel, min(max, maxHistory), rt.Message, "", "", discordgo.WithContext(ctx))
+		if err != nil {
+			return nil, fmt.Errorf("thread %s before %s: %w", rt.Channel, rt.Message, err)
+		}
+		slices.Reverse(msgs)
+		talk := msgs[:0]
+		for _, m := range msgs {
+			if m != nil && (m.Type == discordgo.MessageTypeDefault || m.Type == discordgo.MessageTypeReply) {
+				talk = append(talk, m)
+			}
+		}
+		return a.earlierMessages(talk), nil
+	}
+}
+
 // earlier returns the Event.Earlier of a message that replies to another
 // (rt.ReplyTo): the chain of replies it answers, read message by message
 // (GET /channels/{channel}/messages/{message}, which names the message each
@@ -39,22 +76,33 @@ func (a *Adapter) earlier(rt route) func(ctx context.Context, max int) ([]bridge
 			}
 		}
 		slices.Reverse(chain)
-		bot := a.bot()
-		out := make([]bridge.Earlier, 0, len(chain))
-		for _, m := range chain {
-			e := bridge.Earlier{Text: plainMentions(stripMention(m.Content, bot), m.Mentions)}
-			if m.Author != nil {
-				e.Author, e.Self = userOf(m.Author, nil).Name, m.Author.ID == bot
-			}
-			for _, f := range m.Attachments {
-				if f != nil {
-					e.Files = append(e.Files, f.Filename)
-				}
-			}
-			out = append(out, e)
-		}
-		return out, nil
+		return a.earlierMessages(chain), nil
 	}
+}
+
+// earlierMessages writes messages for the agent: authors by name, the
+// bot's own marked, mentions by name, files by name. Without the message
+// content intent Discord shows others' guild messages blank: they are left
+// out.
+func (a *Adapter) earlierMessages(msgs []*discordgo.Message) []bridge.Earlier {
+	bot := a.bot()
+	out := make([]bridge.Earlier, 0, len(msgs))
+	for _, m := range msgs {
+		if m.Content == "" && len(m.Attachments) == 0 {
+			continue // blank without the message content intent, or nothing said
+		}
+		e := bridge.Earlier{Text: plainMentions(stripMention(m.Content, bot), m.Mentions)}
+		if m.Author != nil {
+			e.Author, e.Self = userOf(m.Author, nil).Name, m.Author.ID == bot
+		}
+		for _, f := range m.Attachments {
+			if f != nil {
+				e.Files = append(e.Files, f.Filename)
+			}
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // plainMentions writes the users a message mentions by name ("@alice")

@@ -43,6 +43,7 @@ func replyChain(t *testing.T, e *env) string {
 func TestReplyChainReachesTheAgent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(e *env) {
+		e.cfg.MessageContentIntent = true
 		e.core = func(c *bridge.Config) { c.ThreadContext = bridge.ThreadContext{Messages: 3, Chars: 4000} }
 	})
 	e.start(t)
@@ -116,4 +117,61 @@ func waitBotAnywhere(t *testing.T, e *env, text string) discordtest.Message {
 		t.Fatalf("waiting for a bot message with %q: %v", text, err)
 	}
 	return m
+}
+
+func TestReplyChainWithoutContentIntent(t *testing.T) {
+	t.Parallel()
+	// Without the message content intent Discord shows others' messages
+	// blank over REST too: the agent hears only the bot's own.
+	e := newEnv(t, func(e *env) {
+		e.core = func(c *bridge.Config) { c.ThreadContext = bridge.ThreadContext{Messages: 5, Chars: 4000} }
+	})
+	e.start(t)
+	ctx := testCtx(t)
+	last := replyChain(t, e)
+	if _, err := e.fake.SendMessage(ctx, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Author: alice,
+		Content: mention(e.fake.BotUser().ID, "what now?"), Reference: &discordgo.MessageReference{MessageID: last, ChannelID: channelID, GuildID: guildID}}); err != nil {
+		t.Fatal(err)
+	}
+	waitBotAnywhere(t, e, "what now?")
+	want := "[Earlier in this thread, oldest first:]\n" +
+		"- " + e.fake.BotUser().Username + " (you, an earlier answer): The deploy waits on a lock.\n" +
+		"[End of the earlier messages. The new message follows.]\n\nwhat now?"
+	sessions := e.ws.Sessions("agent-1")
+	if got := e.ws.Messages(sessions[0]); len(got) != 1 || got[0] != want {
+		t.Errorf("agent heard %q\nwant %q", got, want)
+	}
+}
+
+func TestThreadHistoryReachesTheAgent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(e *env) {
+		e.cfg.MessageContentIntent = true
+		e.core = func(c *bridge.Config) { c.ThreadContext = bridge.ThreadContext{Messages: 2, Chars: 4000} }
+	})
+	e.start(t)
+	ctx := testCtx(t)
+	bob := discordgo.User{ID: "43", Username: "bob"}
+	th, err := e.fake.SendThreadCreate(ctx, discordtest.Thread{GuildID: guildID, ParentID: channelID, Name: "502s", OwnerID: bob.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{"anyone seen the 502s?", "since 10:00", "only on web2"} {
+		if _, err := e.fake.SendMessage(ctx, discordtest.MessageCreate{GuildID: guildID, ChannelID: th.ID, Author: bob, Content: text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.fake.SendMessage(ctx, discordtest.MessageCreate{GuildID: guildID, ChannelID: th.ID, Author: alice, Content: mention(e.fake.BotUser().ID, "ideas?")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitBot(t, th.ID, "ideas?")
+	want := "[Earlier in this thread, oldest first:]\n- bob: since 10:00\n- bob: only on web2\n" +
+		"[End of the earlier messages. The new message follows.]\n\nideas?"
+	sessions := e.ws.Sessions("agent-1")
+	if len(sessions) != 1 {
+		t.Fatalf("%d sessions, want 1", len(sessions))
+	}
+	if got := e.ws.Messages(sessions[0]); len(got) != 1 || got[0] != want {
+		t.Errorf("agent heard %q\nwant %q", got, want)
+	}
 }

@@ -124,6 +124,7 @@ func (a *Adapter) onMessage(m *discordgo.MessageCreate) {
 			}
 			a.threadPlace(&ev, m.GuildID, m.ChannelID, info)
 			a.follow(m.ChannelID)
+			rt.InThread = true
 		default:
 			if !addressed {
 				return
@@ -191,6 +192,9 @@ func (a *Adapter) prepareMessage(rt route, r *messageResponder) func(context.Con
 				}
 				a.threadPlace(ev, rt.Guild, rt.Channel, info)
 				a.follow(rt.Channel)
+				in := rt
+				in.InThread = true
+				ev.Earlier = a.earlierOf(in)
 			case !addressed:
 				return false
 			case a.startsThread(rt.Mention, cmd):

@@ -34,6 +34,10 @@ type route struct {
 	// message starts its conversation's session.
 	ReplyTo      string `json:"reply_to,omitempty"`
 	ReplyChannel string `json:"reply_channel,omitempty"`
+	// InThread marks a message in a thread (Channel): when it starts its
+	// conversation's session, and replies to nothing, the agent hears the
+	// thread's messages before it.
+	InThread bool `json:"in_thread,omitempty"`
 }
 
 // interactionRoute is what answering an interaction takes.
@@ -125,9 +129,7 @@ func (a *Adapter) withRoute(ev *bridge.Event, rt route) {
 	if rt.Lookup || rt.Thread {
 		ev.Prepare = a.prepareMessage(rt, r)
 	}
-	if rt.ReplyTo != "" {
-		ev.Earlier = a.earlier(rt)
-	}
+	ev.Earlier = a.earlierOf(rt)
 }
 
 // idCheck keeps the first platform ID found not to be a Discord ID.

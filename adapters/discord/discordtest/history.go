@@ -96,7 +96,7 @@ func (s *Server) handleListMessages(c *call) (reply, *apiError) {
 	}
 	out := make([]*wireMessage, 0, len(all))
 	for i := len(all) - 1; i >= 0; i-- {
-		out = append(out, s.wireLocked(all[i].m))
+		out = append(out, s.restContentLocked(s.wireLocked(all[i].m), all[i].m))
 	}
 	return reply{body: out}, nil
 }

@@ -416,7 +416,7 @@ func (s *Server) handleGetMessage(c *call) (reply, *apiError) {
 	if !ok || m.Deleted || m.ChannelID != c.path("channel") || m.Ephemeral() {
 		return reply{}, errUnknownMessage()
 	}
-	return reply{body: s.wireLocked(m)}, nil
+	return reply{body: s.restContentLocked(s.wireLocked(m), m)}, nil
 }
 
 func (s *Server) handleEditMessage(c *call) (reply, *apiError) {
