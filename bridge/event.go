@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 )
 
@@ -234,6 +235,11 @@ type MessageRef string
 type Responder interface {
 	Send(ctx context.Context, r Reply) (MessageRef, error)
 }
+
+// ErrNotPosted is wrapped by a Responder's error when the platform
+// certainly posted nothing of the reply (it refused it: a 429, an error
+// answer), so that sending it again needs no look for it first.
+var ErrNotPosted = errors.New("reply not posted")
 
 // Updater is implemented by responders that can replace a sent message in place.
 type Updater interface {

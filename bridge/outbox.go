@@ -18,6 +18,9 @@ import (
 type outbound struct {
 	Reply   Reply      `json:"reply"`
 	Replace MessageRef `json:"replace,omitempty"`
+	// Unposted says that every attempt so far was refused (ErrNotPosted):
+	// the next one need not look for an earlier one first.
+	Unposted bool `json:"unposted,omitempty"`
 }
 
 // deliverAttempts bounds the sends of one answer before its user is told
@@ -89,6 +92,7 @@ func (b *Bridge) postPlain(ctx context.Context, ev Event, replace MessageRef, r 
 func (b *Bridge) post(ctx context.Context, log *zap.Logger, ev Event, out outbound, again bool) {
 	e := ev.entry
 	e.done = true // closed here, or left in the outbox
+	again = again && !out.Unposted
 	for attempt := 1; ; attempt++ {
 		r := out.Reply
 		r.Once, r.Again = e.key, again
@@ -97,10 +101,13 @@ func (b *Bridge) post(ctx context.Context, log *zap.Logger, ev Event, out outbou
 			b.finishEntry(log, ev.Conversation, e.key, ref)
 			return
 		}
-		again = true
+		again = again || !errors.Is(err, ErrNotPosted)
 		if b.ctx.Err() != nil {
 			log.Warn("reply not delivered before shutdown; kept for the next start", zap.String("event_key", e.key), zap.Error(err))
 			b.metrics.delivery(ev.Platform, "kept")
+			if !again && !out.Unposted {
+				b.markUnposted(log, e.key, out)
+			}
 			return
 		}
 		if attempt == deliverAttempts {
@@ -119,6 +126,20 @@ func (b *Bridge) post(ctx context.Context, log *zap.Logger, ev Event, out outbou
 		case <-b.ctx.Done():
 			t.Stop()
 		}
+	}
+}
+
+// markUnposted records that the kept answer out was never posted, so that
+// the next start posts it without looking for it (on Slack a history call
+// of a slow rate tier). A failure only costs that look.
+func (b *Bridge) markUnposted(log *zap.Logger, key string, out outbound) {
+	out.Unposted = true
+	data, err := json.Marshal(out)
+	if err == nil {
+		err = b.outbox.PutReply(key, data, nil, b.cfg.Now())
+	}
+	if err != nil {
+		log.Debug("kept answer not marked unposted", zap.String("event_key", key), zap.Error(err))
 	}
 }
 

@@ -76,6 +76,10 @@ type Adapter struct {
 	maxConns int
 	// refusals paces the info logs of refused HTTP requests.
 	refusals *rate.Sometimes
+	// updatesUntil is when chat.update's rate tier lets calls through
+	// again after a 429 (unix nanoseconds): until then no placeholder is
+	// posted, and an answer is posted anew rather than in a placeholder.
+	updatesUntil atomic.Int64
 }
 
 // identity is the bot as auth.test describes it.

@@ -205,6 +205,11 @@ func (r *responder) Typing(ctx context.Context) (stop func()) {
 	// the placeholder (it replaces it) and the reaction must exist to be removed.
 	switch r.a.cfg.WorkingIndicator {
 	case IndicatorPlaceholder:
+		if r.a.updatesLimited() {
+			// Its answer could not replace it for a while: a placeholder
+			// would only delay the answer, or outlive it.
+			return func() {}
+		}
 		posted := make(chan struct{})
 		go func() { // owned by stop, which waits for it
 			defer close(posted)
@@ -321,15 +326,26 @@ func (r *responder) postMarked(ctx context.Context, msgs []outMessage, replaceTS
 			opts = append(opts, slackgo.MsgOptionMetadata(slackgo.SlackMetadata{
 				EventType: replyEventType, EventPayload: map[string]any{"key": once, "part": i}}))
 		}
-		if done, ok := posted[i]; ok {
+		done, found := posted[i]
+		replace := i == 0 && replaceTS != "" && !found
+		if replace && !r.a.updatesLimited() {
+			// One attempt: an answer does not wait out chat.update's rate
+			// tier (50 a minute, a Retry-After of up to a minute) to take
+			// the placeholder's place; it is posted anew instead.
+			_, _, _, err = r.a.api.UpdateMessageContext(ctx, r.Channel, replaceTS, opts...)
+			if rl, ok := errors.AsType[*slackgo.RateLimitedError](err); ok {
+				r.a.noteUpdatesLimited(rl.RetryAfter)
+			} else {
+				replace = false
+				ts = replaceTS
+			}
+		}
+		if found {
 			ts, err = done, nil
-		} else if i == 0 && replaceTS != "" {
-			ts = replaceTS
-			err = r.a.withRetry(ctx, "chat.update", func() error {
-				_, _, _, err := r.a.api.UpdateMessageContext(ctx, r.Channel, replaceTS, opts...)
-				return err
-			})
-		} else {
+		} else if ts == "" {
+			if replace {
+				r.a.dropMessage(ctx, r.Channel, replaceTS)
+			}
 			if r.Thread != "" {
 				opts = append(opts, slackgo.MsgOptionTS(r.Thread))
 			}
@@ -340,6 +356,9 @@ func (r *responder) postMarked(ctx context.Context, msgs []outMessage, replaceTS
 			})
 		}
 		if err != nil {
+			if i == 0 && len(posted) == 0 && refused(err) {
+				err = fmt.Errorf("%w: %w", bridge.ErrNotPosted, err)
+			}
 			return first, fmt.Errorf("post to %s: %w", r.Channel, err)
 		}
 		if i == 0 {
@@ -348,6 +367,24 @@ func (r *responder) postMarked(ctx context.Context, msgs []outMessage, replaceTS
 	}
 	r.a.threads.add(r.Channel, r.Thread)
 	return first, nil
+}
+
+// updatesLimited reports whether chat.update answered 429 and its
+// Retry-After has not passed.
+func (a *Adapter) updatesLimited() bool { return a.now().UnixNano() < a.updatesUntil.Load() }
+
+// noteUpdatesLimited records chat.update's 429 for retryAfter.
+func (a *Adapter) noteUpdatesLimited(retryAfter time.Duration) {
+	a.updatesUntil.Store(a.now().Add(max(retryAfter, time.Second)).UnixNano())
+	a.log.Info("chat.update rate limited; answers are posted anew meanwhile", zap.Duration("retry_after", retryAfter))
+}
+
+// dropMessage deletes a placeholder an answer could not replace, with one
+// attempt: a placeholder left behind is untidy, a delayed answer worse.
+func (a *Adapter) dropMessage(ctx context.Context, channel, ts string) {
+	if _, _, err := a.api.DeleteMessageContext(ctx, channel, ts); err != nil {
+		a.log.Debug("placeholder not deleted", zap.String("channel", channel), zap.Error(err))
+	}
 }
 
 // findPosted returns the parts of the reply named once that are in the
@@ -432,6 +469,15 @@ func content(m outMessage) []slackgo.MsgOption {
 		opts = append(opts, slackgo.MsgOptionBlocks(m.Blocks...))
 	}
 	return opts
+}
+
+// refused reports an error Slack answered, which posted nothing: a 429 or
+// an error code.
+func refused(err error) bool {
+	if _, ok := errors.AsType[*slackgo.RateLimitedError](err); ok {
+		return true
+	}
+	return errorCode(err) != ""
 }
 
 // notMember reports a post refused because the bot cannot write to the channel.

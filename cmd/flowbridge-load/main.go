@@ -108,6 +108,9 @@ type params struct {
 	// mid-run; PGBin holds its initdb and pg_ctl.
 	PGOutage time.Duration `json:"-"`
 	PGBin    string        `json:"-"`
+	// Restart, with -replicas, starts every replica again after the
+	// SIGTERM at the end, so that answers kept in the outbox are posted.
+	Restart bool `json:"-"`
 
 	DurationSec   float64 `json:"duration_sec"`
 	APILatencyMS  float64 `json:"api_latency_ms"`
@@ -318,6 +321,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&p.PGOutage, "pg-outage", 0, "with -replicas: run on a throwaway PostgreSQL the harness starts itself (initdb and pg_ctl from -pg-bin, a free port, a temporary directory; -dsn is not used), stop it for this long a third of the way into -duration, start it again, and check that no user is told \"try again\" and then answered, nothing is lost, and /readyz is 200 within 5s of its return; -slack-ack-timeout defaults to 5s then, so that Slack's three retries outlast a 10s outage as its real minutes-apart retries do")
 	fs.StringVar(&p.PGBin, "pg-bin", "/usr/lib/postgresql/15/bin", "with -pg-outage: where initdb and pg_ctl are")
 	fs.DurationVar(&p.LeaseTTL, "lease-ttl", 0, "with -replicas: the replicas' store.lease_ttl, how long a dead replica's conversations wait for another (0: flowbridge's default)")
+	fs.BoolVar(&p.Restart, "restart", true, "with -replicas: after the SIGTERM that ends the run, start every replica again on the same database and wait for the answers they kept (the outbox: not yet accepted by the platform, a 429's Retry-After under way) before counting")
 	fs.IntVar(&p.Burst, "burst", 2, "with -replicas: messages a user sends at once before waiting for the answers, so one conversation's messages reach several replicas")
 	sweep := fs.Bool("sweep", false, "run with 1, 10, 100, 1000 and 10000 conversations and show how each figure grows (relative to 10); with -rate, at the same total message rate")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")

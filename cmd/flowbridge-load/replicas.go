@@ -633,10 +633,17 @@ func (e *replicaEnv) run(ctx context.Context) (*replicaResult, error) {
 	if err := e.stopAll(); err != nil {
 		return nil, err
 	}
+	kept := e.keptReplies()
+	if e.p.Restart {
+		if err := e.restartAll(ctx); err != nil {
+			return nil, err
+		}
+	}
 	res, err := e.count(ctx, driven)
 	if err != nil {
 		return nil, err
 	}
+	res.KeptAtStop, res.Restarted = kept, e.p.Restart
 	res.ElapsedSec = time.Since(e.t0).Seconds()
 	return res, nil
 }
@@ -920,6 +927,39 @@ func (e *replicaEnv) settle(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// restartAll starts every replica again once all have stopped, waits until
+// they are ready and have answered what the stopped ones left (answers kept
+// in the outbox, entries still received), then stops them again.
+func (e *replicaEnv) restartAll(ctx context.Context) error {
+	for _, r := range e.reps {
+		if err := e.startReplica(r); err != nil {
+			return err
+		}
+	}
+	for _, r := range e.reps {
+		if err := e.waitReady(ctx, r); err != nil {
+			return err
+		}
+	}
+	if err := e.settle(ctx); err != nil {
+		return err
+	}
+	return e.stopAll()
+}
+
+// keptReplies counts the answers the replicas kept in the outbox when they
+// stopped ("kept for the next start" in their logs).
+func (e *replicaEnv) keptReplies() int {
+	logs, _ := filepath.Glob(filepath.Join(e.dir, "replica-*.log"))
+	n := 0
+	for _, l := range logs {
+		if b, err := os.ReadFile(l); err == nil {
+			n += bytes.Count(b, []byte("kept for the next start"))
+		}
+	}
+	return n
 }
 
 // stopAll stops every replica with SIGTERM, at once.
@@ -1305,12 +1345,17 @@ type replicaResult struct {
 	// session. Both must be 0. SendOrderInversions and InboxOrderInversions
 	// count messages received after one that came later in one of the two
 	// orders only (see agentView): counted, not failed.
-	OrderViolations      int      `json:"order_violations"`
-	SendOrderInversions  int      `json:"send_order_inversions"`
-	InboxOrderInversions int      `json:"inbox_order_inversions"`
-	SessionChanged       int      `json:"sessions_changed"`
-	OrderDetail          []string `json:"order_detail,omitempty"`
-	SessionDetail        []string `json:"session_detail,omitempty"`
+	OrderViolations      int `json:"order_violations"`
+	SendOrderInversions  int `json:"send_order_inversions"`
+	InboxOrderInversions int `json:"inbox_order_inversions"`
+	SessionChanged       int `json:"sessions_changed"`
+	// KeptAtStop are the answers the replicas had not posted when the run
+	// ended with SIGTERM, kept in the outbox; with Restarted, the replicas
+	// were started again to post them before anything was counted.
+	KeptAtStop    int      `json:"replies_kept_at_stop"`
+	Restarted     bool     `json:"restarted"`
+	OrderDetail   []string `json:"order_detail,omitempty"`
+	SessionDetail []string `json:"session_detail,omitempty"`
 }
 
 // broken returns the promises the run saw broken, or nil.
@@ -1369,6 +1414,7 @@ func printReplicaFigures(w io.Writer, r *replicaResult) {
 	fmt.Fprintf(w, "  %-56s %.1f/s; added latency ms p50 %.1f p90 %.1f p99 %.1f max %.1f\n", "answers while the users talked", r.AnsweredPerSec, r.AddedLatencyMS.P50, r.AddedLatencyMS.P90, r.AddedLatencyMS.P99, r.AddedLatencyMS.Max)
 	fmt.Fprintf(w, "  %-56s %d\n", "sent to the agent more than once (must be 0)", r.DuplicateAgentCalls)
 	fmt.Fprintf(w, "  %-56s %d\n", "answered in more than one message (must be 0)", r.DuplicateReplies)
+	fmt.Fprintf(w, "  %-56s %d (restarted to post them: %v)\n", "answers kept in the outbox at the final SIGTERM", r.KeptAtStop, r.Restarted)
 	fmt.Fprintf(w, "  %-56s %d\n", "acknowledged, neither answered nor told (must be 0)", r.AckedSilent)
 	fmt.Fprintf(w, "  %-56s %d (first of a conversation, shard down: %d)\n", "Discord messages neither answered nor told (must be 0)", r.DiscordLost, r.DiscordFirstLost)
 	fmt.Fprintf(w, "  %-56s %d (behind one only sent later: %d, only recorded later: %d)\n", "order violations within a conversation (must be 0)", r.OrderViolations, r.SendOrderInversions, r.InboxOrderInversions)
