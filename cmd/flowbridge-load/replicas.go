@@ -627,9 +627,14 @@ func (e *replicaEnv) run(ctx context.Context) (*replicaResult, error) {
 	if err := context.Cause(drive); err != nil && !errors.Is(err, context.Canceled) {
 		return nil, err
 	}
-	if err := e.settle(ctx); err != nil {
-		return nil, err
+	if !e.p.Restart {
+		if err := e.settle(ctx); err != nil {
+			return nil, err
+		}
 	}
+	// With -restart, SIGTERM comes as soon as the users stop, with
+	// answers in flight and messages queued: the next start must answer
+	// what this one left.
 	if err := e.stopAll(); err != nil {
 		return nil, err
 	}
