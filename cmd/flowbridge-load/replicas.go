@@ -639,6 +639,12 @@ func (e *replicaEnv) run(ctx context.Context) (*replicaResult, error) {
 		return nil, err
 	}
 	kept := e.keptReplies()
+	e.mu.Lock()
+	starts := make([]int, len(e.reps)) // the run's, not the restart's
+	for i, r := range e.reps {
+		starts[i] = r.starts
+	}
+	e.mu.Unlock()
 	if e.p.Restart {
 		if err := e.restartAll(ctx); err != nil {
 			return nil, err
@@ -648,7 +654,7 @@ func (e *replicaEnv) run(ctx context.Context) (*replicaResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.KeptAtStop, res.Restarted = kept, e.p.Restart
+	res.KeptAtStop, res.Restarted, res.Starts = kept, e.p.Restart, starts
 	res.ElapsedSec = time.Since(e.t0).Seconds()
 	return res, nil
 }
@@ -1310,7 +1316,8 @@ type replicaResult struct {
 	OrderHold string  `json:"order_hold,omitempty"`
 	ThinkMS   float64 `json:"think_ms"`
 	// Shards are the Discord shards each replica runs; Starts how often
-	// each was started.
+	// each was started while the users talked (-restart's start after
+	// the end is not counted).
 	Shards      [][]int `json:"discord_shards_by_replica"`
 	Starts      []int   `json:"starts_by_replica"`
 	DurationSec float64 `json:"duration_sec"`
