@@ -30,6 +30,8 @@ const Platform = "discord"
 // becomes the slash commands.
 type Core interface {
 	Receive(bridge.Event) *bridge.Receipt
+	// Refused counts what the adapter refused before the core saw it.
+	Refused(reason string)
 	Attach(platform string, r bridge.Restorer) (resumed, told int, err error)
 	Ephemeral(bridge.Event) bool
 	Flows() []bridge.Flow
@@ -168,7 +170,11 @@ func New(cfg Config, core Core, log *zap.Logger) (*Adapter, error) {
 // newShard builds the discordgo session of one shard; nothing connects yet.
 func (a *Adapter) newShard(client *http.Client, id int) (*shard, error) {
 	cfg := a.cfg
-	sh := &shard{id: id, count: cfg.ShardCount, gw: &gatewayConn{timeout: time.Duration(cfg.OpenTimeout)}, reconnect: make(chan struct{}, 1)}
+	gw := &gatewayConn{timeout: time.Duration(cfg.OpenTimeout), limit: MaxGatewayMessageBytes, oversize: func() {
+		a.core.Refused("frame_too_large")
+		a.log.Warn("gateway message over the size limit refused; reconnecting", zap.Int("shard", id), zap.Int("limit_bytes", MaxGatewayMessageBytes))
+	}}
+	sh := &shard{id: id, count: cfg.ShardCount, gw: gw, reconnect: make(chan struct{}, 1)}
 	s, err := discordgo.New("Bot " + cfg.Token.Value())
 	if err != nil {
 		return nil, fmt.Errorf("discord session: %w", err)
@@ -176,10 +182,12 @@ func (a *Adapter) newShard(client *http.Client, id int) (*shard, error) {
 	s.Client = client
 	// discordgo sends shard [id, count] in IDENTIFY when count > 1.
 	s.ShardID, s.ShardCount = id, cfg.ShardCount
+	// The gateway's dials go through the proxy themselves (dialTCP), so
+	// that the frame limit can sit above TLS.
 	s.Dialer = &websocket.Dialer{
-		Proxy:            http.ProxyFromEnvironment,
-		NetDialContext:   sh.gw.dial,
-		HandshakeTimeout: time.Duration(cfg.OpenTimeout),
+		NetDialContext:    sh.gw.dial,
+		NetDialTLSContext: sh.gw.dialTLS,
+		HandshakeTimeout:  time.Duration(cfg.OpenTimeout),
 	}
 	s.Identify.Intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages | discordgo.IntentsDirectMessages
 	if cfg.MessageContentIntent {

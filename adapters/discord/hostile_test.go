@@ -70,3 +70,25 @@ func TestOddInteractionsAreAnswered(t *testing.T) {
 		t.Errorf("%d log lines \"interaction refused\", want %d:\n%v", n, len(tests), logs.All())
 	}
 }
+
+// TestOversizedGatewayMessageIsRefused: a gateway message over
+// MaxGatewayMessageBytes (sent in fragments, as a stream) is refused at the
+// frame header that takes it over, before its payload is held, counted, and
+// the shard connects again and goes on.
+func TestOversizedGatewayMessageIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	r := e.start(t)
+	ctx := testCtx(t)
+	conns := len(e.fake.Connections())
+	if err := e.fake.SendOversized(ctx, MaxGatewayMessageBytes+64<<10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.fake.WaitHandshake(ctx, func(h discordtest.Handshake) bool { return h.Conn > conns }); err != nil {
+		t.Fatalf("no new connection after the oversized message: %v", err)
+	}
+	if got := counter(t, r.metrics, "flowbridge_refusals_total", map[string]string{"reason": "frame_too_large"}); got != 1 {
+		t.Errorf("frame_too_large refusals = %v, want 1", got)
+	}
+	e.marker(t, "95")
+}

@@ -19,6 +19,7 @@ type catalogCore struct {
 }
 
 func (c catalogCore) Receive(bridge.Event) *bridge.Receipt { return nil }
+func (c catalogCore) Refused(string)                       {}
 func (c catalogCore) Ephemeral(bridge.Event) bool          { return true }
 func (c catalogCore) Flows() []bridge.Flow                 { return c.flows }
 func (c catalogCore) Agents() []bridge.Agent               { return c.agents }

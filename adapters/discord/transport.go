@@ -2,6 +2,7 @@ package discord
 
 import (
 	"context"
+	"crypto/x509"
 	"net"
 	"net/http"
 	"net/url"
@@ -39,20 +40,37 @@ type gatewayConn struct {
 	conn     net.Conn
 	lastRead atomic.Int64 // unix nanoseconds
 	timeout  time.Duration
+	// limit bounds one gateway message (frameLimit); oversize is told of
+	// each refused.
+	limit    int64
+	oversize func()
+	// roots, when set, are the CAs trusted for wss (tests); nil: the system's.
+	roots *x509.CertPool
 }
 
+// dial is the gateway's dial for ws:// (a local gateway, the tests' fake).
 func (g *gatewayConn) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	d := net.Dialer{Timeout: g.timeout}
-	c, err := d.DialContext(ctx, network, addr)
+	c, err := g.dialTCP(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
-	tc := &trackedConn{Conn: c, last: &g.lastRead}
+	return g.track(c), nil
+}
+
+// track wraps the connection under the gateway's websocket in the frame
+// limit and remembers it.
+func (g *gatewayConn) track(c net.Conn) net.Conn {
+	var tc net.Conn = &trackedConn{Conn: c, last: &g.lastRead}
+	if g.limit > 0 {
+		tc = &frameLimit{Conn: tc, limit: g.limit, oversize: g.oversize}
+	}
 	g.mu.Lock()
 	g.conn = tc
 	g.mu.Unlock()
-	return tc, nil
+	return tc
 }
+
+var noDeadline time.Time
 
 // cut closes the current connection; a blocked read in discordgo then fails.
 func (g *gatewayConn) cut() {

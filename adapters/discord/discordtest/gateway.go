@@ -638,6 +638,40 @@ func (s *Server) InvalidateSession(ctx context.Context, resumable bool) error {
 	return c.write(encodeFrame(9, resumable, 0, ""))
 }
 
+// SendOversized sends, on the current connection once it has heartbeated, one text
+// message of size bytes (a dispatch whose data is filler), written as the stream of
+// frames Discord would send, generated as it goes: the bytes are never held whole. A
+// client that refuses it may close the connection mid-way; that is no error.
+func (s *Server) SendOversized(ctx context.Context, size int) error {
+	c, err := s.settledConn(ctx)
+	if err != nil {
+		return fmt.Errorf("send oversized: %w", err)
+	}
+	s.dispatchMu.Lock()
+	defer s.dispatchMu.Unlock()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
+	w, err := c.ws.NextWriter(websocket.TextMessage)
+	if err != nil {
+		return fmt.Errorf("send oversized: %w", err)
+	}
+	head := []byte(`{"op":0,"t":"FILLER","s":null,"d":"`)
+	w.Write(head)
+	chunk := make([]byte, 32<<10)
+	for i := range chunk {
+		chunk[i] = 'a'
+	}
+	for left := size - len(head) - 2; left > 0; left -= len(chunk) {
+		if _, err := w.Write(chunk[:min(left, len(chunk))]); err != nil {
+			return nil
+		}
+	}
+	w.Write([]byte(`"}`))
+	w.Close()
+	return nil
+}
+
 // DropConnection closes the current connection's socket without a close frame, like a
 // network failure, once it has heartbeated. The session stays resumable; events dispatched
 // meanwhile are replayed on RESUME.
