@@ -268,11 +268,11 @@ func (a *Adapter) print(r bridge.Reply) {
 	}
 }
 
-// responder prints replies. The terminal cannot edit what it printed, so an
-// update prints the new text; progress lines are marked as such.
 // The console explains itself in /agent help.
 var _ bridge.Talker = (*responder)(nil)
 
+// responder prints replies. The terminal cannot edit what it printed, so an
+// update prints the new text; progress lines are marked as such.
 type responder struct{ a *Adapter }
 
 // HowToTalk opens /agent help in the terminal, where there are no mentions,

@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,7 +60,7 @@ func startAdmin(cfg AdminConfig, starting func() string, log *zap.Logger) (*admi
 	if !isLoopback(cfg.Listen) && cfg.Token.IsZero() {
 		return nil, fmt.Errorf("admin.token: required when admin.listen (%s) is not a loopback address", cfg.Listen)
 	}
-	ln, err := listen(cfg.Listen)
+	ln, err := listenAdmin(cfg.Listen, log)
 	if err != nil {
 		return nil, fmt.Errorf("admin: %w", err)
 	}
@@ -81,6 +83,33 @@ func startAdmin(cfg AdminConfig, starting func() string, log *zap.Logger) (*admi
 		wg.Wait()
 	})
 	return s, nil
+}
+
+// adminPorts is how many ports from admin.listen's on a replica tries.
+const adminPorts = 10
+
+// listenAdmin listens on addr or, when its port is taken (by another
+// replica started on this host from the same config), on the next free one
+// of the adminPorts from it, and logs which.
+func listenAdmin(addr string, log *zap.Logger) (net.Listener, error) {
+	ln, err := listen(addr)
+	if err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+		return ln, err
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	first, perr := strconv.Atoi(port)
+	if perr != nil || first == 0 {
+		return nil, err
+	}
+	for p := first + 1; p < first+adminPorts && p <= 65535; p++ {
+		next := net.JoinHostPort(host, strconv.Itoa(p))
+		if ln, nerr := listen(next); nerr == nil {
+			log.Warn("admin.listen's port is taken (by another replica on this host?); listening on the next free one",
+				zap.String("configured", addr), zap.String("listen", next))
+			return ln, nil
+		}
+	}
+	return nil, fmt.Errorf("%w, and so are the next %d ports", err, adminPorts-1)
 }
 
 // setHandler serves h from now on.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -103,11 +104,19 @@ const (
 )
 
 func cmdDev(ctx context.Context, env *environment, args []string) (err error) {
-	fs := newFlagSet(env, "dev", "dev [-v] [-store FILE]")
+	fs := newFlagSet(env, "dev", "dev [-v] [-store FILE | -replicas N [-database URL]]")
 	verbose := fs.Bool("v", false, "log at debug level (logs go to stderr)")
 	storePath := fs.String("store", "", "keep sessions in this file (default: a temporary file removed at exit)")
+	replicas := fs.Int("replicas", 1, "run this many replicas on PostgreSQL, the terminal's lines going to each in turn")
+	database := fs.String("database", cmp.Or(env.getenv("FLOWBRIDGE_DATABASE_URL"), devDatabase), "with -replicas: the PostgreSQL database, in whose fresh schema they run (env FLOWBRIDGE_DATABASE_URL)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	switch {
+	case *replicas < 1 || *replicas > 8:
+		return &usageError{"dev -replicas: 1 to 8"}
+	case *replicas > 1 && *storePath != "":
+		return &usageError{"dev: -store is the bbolt file of one process; -replicas share PostgreSQL"}
 	}
 	fake := workspacetest.NewServer(workspacetest.Options{WorkspaceUUID: devWorkspace, Token: devToken})
 	defer fake.Close()
@@ -158,6 +167,9 @@ func cmdDev(ctx context.Context, env *environment, args []string) (err error) {
 		return lerr
 	}
 	defer func() { _ = log.Sync() }()
+	if *replicas > 1 {
+		return devReplicas(ctx, env, cfg, *replicas, *database, log)
+	}
 	interactive := isTerminal(env.stdin)
 	if interactive {
 		fmt.Fprintln(env.stdout, devBanner)

@@ -38,7 +38,7 @@ func (e *usageError) Error() string { return e.msg }
 const usage = `flowbridge connects Slack, Discord and a terminal to an AI workspace.
 
 Usage:
-  flowbridge dev                          try it: fake workspace + terminal chat, no account needed
+  flowbridge dev [-replicas N]            try it: fake workspace + terminal chat, no account needed
   flowbridge run -config FILE             run the bridge with everything the config enables
   flowbridge check-config -config FILE    validate a config and print what it enables
   flowbridge sessions list|bind|reset     inspect or change conversation -> session mappings

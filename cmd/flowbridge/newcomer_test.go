@@ -2,13 +2,21 @@ package main
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/flowbridge/flowbridge/postgres/pgtest"
 )
 
 // exampleWith is config.example.toml with the given keys set, each "section.key"
@@ -216,5 +224,53 @@ func TestConsoleHelpSpeaksOfTheTerminal(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^working:\s+Running healthcheck…$`).MatchString(out) {
 		t.Errorf("the flow's progress line is not labelled \"working:\":\n%s", out)
+	}
+}
+
+// TestDevReplicas: dev -replicas 2 runs two replicas on PostgreSQL that
+// share the conversation: the lines go to each in turn and the agent's
+// turns count on across them; without PostgreSQL it says how to start one.
+func TestDevReplicas(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.Schema(t) // skips, or fails under CI=true, without PostgreSQL
+	out, errOut, err := runCmd(t, nil, "one\ntwo\nthree\n", "dev", "-replicas", "2", "-database", dsn)
+	if err != nil {
+		t.Fatalf("dev -replicas 2: %v\n%s", err, errOut)
+	}
+	want := "[replica 1] agent: [turn 1] You said: one\n[replica 2] agent: [turn 2] You said: two\n[replica 1] agent: [turn 3] You said: three\n"
+	if out != want {
+		t.Errorf("dev -replicas 2 printed\n%s\nwant\n%s", out, want)
+	}
+	_, _, err = runCmd(t, nil, "", "dev", "-replicas", "2", "-database", "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=2")
+	if err == nil || !strings.Contains(err.Error(), "does not answer") || !strings.Contains(err.Error(), "docker run") {
+		t.Errorf("dev -replicas 2 without PostgreSQL = %v, want how to start one", err)
+	}
+}
+
+// TestAdminPortTakenByAnotherReplica: a second replica started from the
+// same config does not fail on admin.listen's port: it takes the next free
+// one and says so.
+func TestAdminPortTakenByAnotherReplica(t *testing.T) {
+	t.Parallel()
+	first, err := startAdmin(AdminConfig{Listen: "127.0.0.1:0"}, func() string { return "starting" }, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(first.shutdown)
+	core, logs := observer.New(zap.WarnLevel)
+	second, err := startAdmin(AdminConfig{Listen: first.addr}, func() string { return "starting" }, zap.New(core))
+	if err != nil {
+		t.Fatalf("a second admin listener on %s = %v, want the next free port", first.addr, err)
+	}
+	t.Cleanup(second.shutdown)
+	_, p1, _ := net.SplitHostPort(first.addr)
+	_, p2, _ := net.SplitHostPort(second.addr)
+	n1, _ := strconv.Atoi(p1)
+	n2, _ := strconv.Atoi(p2)
+	if n2 <= n1 || n2 >= n1+adminPorts {
+		t.Errorf("the second listener took %s, want a port above %d and below %d", second.addr, n1, n1+adminPorts)
+	}
+	if logs.FilterField(zap.String("listen", second.addr)).Len() != 1 {
+		t.Errorf("the port taken is not logged: %v", logs.All())
 	}
 }
