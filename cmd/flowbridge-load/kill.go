@@ -682,7 +682,12 @@ func (e *killEnv) redeliver(ctx context.Context) {
 // settle waits, at most -reply-timeout, until every acknowledged message is
 // answered or told and the bridge has called no fake for quietFor.
 func (e *killEnv) settle(ctx context.Context) error {
-	deadline := time.Now().Add(e.p.ReplyTimeout)
+	// A kept answer is posted again after a crash only once it has been
+	// looked for, with a history call of Slack's Tier 3 (50 a minute,
+	// which the fake holds to): after many crashes the last answers may
+	// wait out that minute. The deadline is only reached when something
+	// is still unanswered.
+	deadline := time.Now().Add(max(e.p.ReplyTimeout, tier3Window))
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -707,6 +712,9 @@ func (e *killEnv) settle(ctx context.Context) error {
 		}
 	}
 }
+
+// tier3Window is the longest a Slack Tier 3 method's Retry-After lasts.
+const tier3Window = 65 * time.Second
 
 // close stops the bridge (if a process still runs), then the fakes.
 func (e *killEnv) close() error {

@@ -300,7 +300,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&p.LongFlowDuration, "long-flow-duration", 30*time.Second, "how long each long flow runs")
 	fs.Float64Var(&p.Rate, "rate", 0, "offer this many messages a second in total, whatever the number of conversations: sets each run's think time (conversations/rate - API latency, at least 0) and overrides -think; with -kill-every default 100")
 	fs.DurationVar(&p.AckInterval, "ack-interval", 0, "how often a slash command probes acknowledgement latency (0: 100ms with -long-flows, else 1s)")
-	fs.DurationVar(&p.ReplyTimeout, "reply-timeout", 30*time.Second, "a reply later than this counts as lost; with -kill-every, the longest wait for the last answers")
+	fs.DurationVar(&p.ReplyTimeout, "reply-timeout", 30*time.Second, "a reply later than this counts as lost; with -kill-every, the longest wait for the last answers (at least 65s then: a re-post after a crash first looks for the answer with a Tier 3 call, 50 a minute)")
 	fs.DurationVar(&p.KillEvery, "kill-every", 0, "test delivery: SIGKILL flowbridge at random moments about this far apart (exponential, at most 3x) under load over Slack's HTTP mode, restart it, redeliver as Slack does, and count duplicates and silent drops")
 	fs.IntVar(&p.Kills, "kills", 20, "with -kill-every: how many times to kill flowbridge")
 	fs.BoolVar(&p.Damage, "damage", false, "with -kill-every: after each kill, damage the store file (cut short, emptied, one byte changed, deleted, in turn); each start must refuse naming the file and the backup (the file is then put back) or serve with the promises kept")
