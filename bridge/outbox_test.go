@@ -32,21 +32,42 @@ func (s oneProcess) PutReply(key string, reply []byte, turn *store.Turn, now tim
 
 // stuckResponder is a platform that accepts no reply until the context
 // ends, as an adapter waiting out a long Retry-After does; it reports each
-// reply it is given.
-type stuckResponder chan bridge.Reply
+// reply it is given. Its error says whether the reply may have been posted
+// (a request cut off) or certainly was not (a 429: bridge.ErrNotPosted).
+type stuckResponder struct {
+	sent    chan bridge.Reply
+	refused bool
+}
 
 func (r stuckResponder) Send(ctx context.Context, rep bridge.Reply) (bridge.MessageRef, error) {
-	r <- rep
+	r.sent <- rep
 	<-ctx.Done()
-	return "", fmt.Errorf("rate limited; gave up waiting: %w", ctx.Err())
+	if r.refused {
+		return "", fmt.Errorf("%w: rate limited; gave up waiting: %w", bridge.ErrNotPosted, ctx.Err())
+	}
+	return "", fmt.Errorf("cut off: %w", ctx.Err())
 }
 
 // TestOutboxKeepsAnswersAcrossShutdown: answers the platform has not
 // accepted when the shutdown grace ends stay in the outbox; the next start
 // posts each once, named by its event's key, without asking the agent
-// again.
+// again. It asks the responder to look for an earlier post first (Again)
+// unless every attempt was refused outright.
 func TestOutboxKeepsAnswersAcrossShutdown(t *testing.T) {
 	t.Parallel()
+	for _, refused := range []bool{false, true} {
+		name := "cut off"
+		if refused {
+			name = "refused"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			keepsAnswersAcrossShutdown(t, refused)
+		})
+	}
+}
+
+func keepsAnswersAcrossShutdown(t *testing.T, refused bool) {
 	pg := openShared(t, pgtest.Schema(t))
 	st := oneProcess{pg, pg}
 	fake := newReplicaFake(t, workspacetest.Agent{})
@@ -59,7 +80,7 @@ func TestOutboxKeepsAnswersAcrossShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 5
-	stuck := make(stuckResponder, n)
+	stuck := stuckResponder{sent: make(chan bridge.Reply, n), refused: refused}
 	p := newChatPlatform()
 	for i := range n {
 		ev := p.event(fmt.Sprintf("c/%d", i), fmt.Sprintf("test/msg/%d", i), fmt.Sprintf("q%d", i))
@@ -69,7 +90,7 @@ func TestOutboxKeepsAnswersAcrossShutdown(t *testing.T) {
 		}
 	}
 	for range n {
-		<-stuck // each answer is being posted
+		<-stuck.sent // each answer is being posted
 	}
 	over, cancel := context.WithCancel(context.Background())
 	cancel() // the grace is over at once
@@ -106,8 +127,8 @@ func TestOutboxKeepsAnswersAcrossShutdown(t *testing.T) {
 	next.Close()
 	for i, key := range keys {
 		got := p.repliesTo(key)
-		if len(got) != 1 || got[0].Text != fmt.Sprintf("[turn 1] You said: q%d", i) || got[0].Once != key || !got[0].Again {
-			t.Errorf("replies to %s = %+v, want the kept answer once, named %q, marked Again", key, got, key)
+		if len(got) != 1 || got[0].Text != fmt.Sprintf("[turn 1] You said: q%d", i) || got[0].Once != key || got[0].Again == refused {
+			t.Errorf("replies to %s = %+v, want the kept answer once, named %q, Again %v", key, got, key, !refused)
 		}
 	}
 	for conv, msgs := range convMessages(t, fake) {
@@ -132,13 +153,13 @@ func TestOutboxPostedByAnotherReplica(t *testing.T) {
 	rc := bridge.ReplicaConfig{LeaseTTL: 300 * time.Millisecond, SweepEvery: 50 * time.Millisecond, ClaimGrace: 50 * time.Millisecond}
 	rc.Holder = "dying"
 	dying := newReplica(t, dsn, fake, p, rc)
-	stuck := make(stuckResponder, 1)
+	stuck := stuckResponder{sent: make(chan bridge.Reply, 1)}
 	ev := p.event("c/1", "test/msg/1", "q1")
 	ev.Reply = stuck
 	if err := dying.b.Receive(ev).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	<-stuck
+	<-stuck.sent
 	// Killed: its connections are gone, its leases lapse.
 	dying.st.Close()
 	rc.Holder = "other"

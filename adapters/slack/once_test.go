@@ -75,3 +75,48 @@ func TestReplyPostedOnce(t *testing.T) {
 		t.Errorf("lookups = %q, want history for the DM, replies for the thread, each asking for metadata", looked)
 	}
 }
+
+// TestAnswerDoesNotWaitForUpdateTier: when chat.update answers 429 (its
+// tier is 50 a minute, a Retry-After up to a minute), the answer meant to
+// replace the placeholder is posted anew at once and the placeholder
+// deleted; until the Retry-After has passed no placeholder is posted.
+func TestAnswerDoesNotWaitForUpdateTier(t *testing.T) {
+	t.Parallel()
+	ctx := waitCtx(t)
+	s, _ := newFakes(t, nil)
+	s.AddChannel(slacktest.Channel{ID: e2eDM, IsIM: true, User: e2eUser})
+	cfg := e2eConfig(s)
+	cfg.WorkingIndicator = IndicatorPlaceholder
+	a, err := New(cfg, idleCore{t}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := a.newResponder(route{Kind: kindChat, Channel: e2eDM})
+	r.Typing(ctx)() // posts the placeholder and waits for it
+	placeholder := r.placeholder
+	if placeholder == "" {
+		t.Fatal("no placeholder posted")
+	}
+	s.RateLimit("chat.update", 1, 55)
+	ref, err := r.Send(ctx, bridge.Reply{Kind: bridge.ReplyAgent, Text: "the answer", Once: "slack/msg/D/1.000001"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.HasSuffix(string(ref), placeholder) {
+		t.Errorf("answer ref %q is the placeholder's, want a new message", ref)
+	}
+	var deleted bool
+	for _, m := range s.Messages() {
+		if m.TS == placeholder && m.Deleted {
+			deleted = true
+		}
+	}
+	if !deleted {
+		t.Error("the placeholder was not deleted")
+	}
+	before := s.CallCount("chat.postMessage")
+	a.newResponder(route{Kind: kindChat, Channel: e2eDM}).Typing(ctx)()
+	if n := s.CallCount("chat.postMessage"); n != before {
+		t.Errorf("a placeholder was posted while chat.update's Retry-After runs (%d posts, want %d)", n, before)
+	}
+}

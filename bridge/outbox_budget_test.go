@@ -1,0 +1,74 @@
+package bridge_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/bridge/workspace"
+	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+)
+
+// refusingResponder refuses the agent's answers, as an adapter does once
+// it gave up on them, and takes everything else.
+type refusingResponder struct {
+	mu      sync.Mutex
+	refused int
+	notices []string
+}
+
+func (r *refusingResponder) Send(_ context.Context, rep bridge.Reply) (bridge.MessageRef, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rep.Kind == bridge.ReplyAgent {
+		r.refused++
+		return "", errors.New("the platform keeps failing")
+	}
+	r.notices = append(r.notices, rep.Text)
+	return "notice", nil
+}
+
+// TestOutboxToldAfterRetryBudget: an answer the platform keeps refusing is
+// tried three times, 2 s then 10 s apart; then its user is told it could
+// not be posted and its entry is closed.
+func TestOutboxToldAfterRetryBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := workspacetest.New(workspacetest.Options{})
+		fake.AddAgent(workspacetest.Agent{UUID: agentUUID})
+		ws, err := workspace.New(workspace.Config{BaseURL: fake.URL, WorkspaceUUID: "ws-test", Token: "test-token", HTTPClient: fake.Client()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := openStore(t)
+		b, err := bridge.New(defaultConfig(), ws, st, zaptest.NewLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Shutdown(context.Background()) })
+		r := &refusingResponder{}
+		done := make(chan struct{})
+		ev := keyed("c/1", "test/msg/1", "hello", r)
+		ev.Done = func() { close(done) }
+		start := time.Now()
+		if err := b.Receive(ev).Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		if took := time.Since(start); took < 12*time.Second || took > 13*time.Second {
+			t.Errorf("given up after %s, want the 2 s and 10 s between three attempts", took)
+		}
+		if r.refused != 3 || len(r.notices) != 1 || !strings.Contains(r.notices[0], "could not post the answer") {
+			t.Errorf("%d attempts, notices %q; want 3 attempts, then one notice that the answer could not be posted", r.refused, r.notices)
+		}
+		if pending, err := st.Pending(); err != nil || len(pending) != 0 {
+			t.Errorf("Pending() = %d entries, %v; want the entry closed", len(pending), err)
+		}
+	})
+}
