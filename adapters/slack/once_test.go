@@ -120,3 +120,29 @@ func TestAnswerDoesNotWaitForUpdateTier(t *testing.T) {
 		t.Errorf("a placeholder was posted while chat.update's Retry-After runs (%d posts, want %d)", n, before)
 	}
 }
+
+// TestReplyPostedOnceThreadGone: a reply sent again after a restart into a
+// thread whose first message is gone (conversations.replies answers
+// thread_not_found) cannot have been posted there before: it is posted, not
+// retried until the retry budget tells the user it failed.
+func TestReplyPostedOnceThreadGone(t *testing.T) {
+	t.Parallel()
+	ctx := waitCtx(t)
+	s, _ := newFakes(t, nil)
+	s.AddChannel(slacktest.Channel{ID: e2eChannel, Name: "general"})
+	a, err := New(e2eConfig(s), idleCore{t}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := route{Kind: kindChat, Channel: e2eChannel, Thread: "1600000000.000001"}
+	rep := bridge.Reply{Kind: bridge.ReplyAgent, Text: "the answer", Once: "slack/msg/gone/1.000001", Again: true}
+	if _, err := a.newResponder(rt).Send(ctx, rep); err != nil {
+		t.Fatalf("Send into a thread that is gone = %v, want it posted", err)
+	}
+	if n := s.CallCount("chat.postMessage"); n != 1 {
+		t.Errorf("chat.postMessage called %d times, want 1", n)
+	}
+	if n := s.CallCount("conversations.replies"); n != 1 {
+		t.Errorf("conversations.replies called %d times, want 1 (thread_not_found is not retried)", n)
+	}
+}

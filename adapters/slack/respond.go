@@ -406,6 +406,12 @@ func (r *responder) findPosted(ctx context.Context, once string) (map[int]string
 		}
 		return err
 	})
+	if err != nil && r.Thread != "" && err.Error() == "thread_not_found" {
+		// The thread's first message is gone (deleted with no replies
+		// under it: a root with replies stays as a tombstone), so no part
+		// of the reply can be in it. Looking again would only fail again.
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -50,8 +50,6 @@ const (
 	quietFor = time.Second
 	// redeliveryFanOut bounds the concurrent redeliveries after a restart.
 	redeliveryFanOut = 16
-	// dmThreadBase is the time of the made-up messages that DM threads hang from.
-	dmThreadBase = 1_600_000_000
 	// defaultKillConversations and defaultKillRate apply to -kill-every when
 	// -conversations and -rate are not given.
 	defaultKillConversations = 300
@@ -112,7 +110,6 @@ type killEnv struct {
 	offers   []*offer
 	touched  time.Time // the bridge's latest call to a fake
 	replyIDs int
-	threads  int // DM threads started
 	proc     int // the process now running (0: the first)
 	killedAt []float64
 	stats    killStats
@@ -553,10 +550,10 @@ func (e *killEnv) offer(c *killConv, seq int) (*offer, error) {
 		body, d := e.slack.SlashCommandBody(slacktest.SlashCommand{Command: "/flow", Text: "slow tag=" + m.String(), UserID: c.user, ChannelID: c.channel, ResponseURL: o.responseURL})
 		o.body, o.contentType, t.id = body, slacktest.ContentTypeForm, d.TriggerID
 	case "dm":
-		e.mu.Lock()
-		e.threads++
-		t.where.thread = fmt.Sprintf("%d.%06d", dmThreadBase+e.threads/1_000_000, e.threads%1_000_000)
-		e.mu.Unlock()
+		// The message's thread hangs from a message of the user's that
+		// Slack holds, as it would: a reply looked for after a restart is
+		// looked for in that thread (conversations.replies).
+		t.where.thread = e.slack.AddThreadMessage(slacktest.ThreadMessage{Channel: c.channel, User: c.user, Text: "a thread of " + m.String()})
 		body, d, err := e.slack.MessageEventBody(slacktest.MessageEvent{Channel: c.channel, ChannelType: "im", User: c.user, Text: text, ThreadTS: t.where.thread})
 		if err != nil {
 			return nil, err

@@ -176,7 +176,6 @@ type replicaEnv struct {
 	touched   time.Time                // the bridges' latest call to a fake
 	lastFault time.Time
 	discordID int64
-	threads   int
 	stats     repStats
 	killedAt  []float64
 
@@ -704,6 +703,12 @@ func (e *replicaEnv) send(ctx context.Context, c *repConv, seq int) (*repOffer, 
 	text := "hello " + m.String() + " how are you"
 	t := &tally{m: m, where: where{channel: c.channel}, done: make(chan struct{})}
 	o := &repOffer{conv: c, t: t}
+	var root string
+	if c.platform != "discord" && c.kind == "dm" {
+		// The thread hangs from a message Slack holds, as it would
+		// (see killEnv.offer).
+		root = e.slack.AddThreadMessage(slacktest.ThreadMessage{Channel: c.channel, User: c.user, Text: "a thread of " + m.String()})
+	}
 	e.mu.Lock()
 	switch {
 	case c.platform == "discord":
@@ -712,8 +717,7 @@ func (e *replicaEnv) send(ctx context.Context, c *repConv, seq int) (*repOffer, 
 		o.key = "discord/msg/" + o.msgID
 		t.where.ref, t.id = o.msgID, o.msgID
 	case c.kind == "dm":
-		e.threads++
-		t.where.thread = fmt.Sprintf("%d.%06d", dmThreadBase+e.threads/1_000_000, e.threads%1_000_000)
+		t.where.thread = root
 	default:
 		t.where.user = fmt.Sprintf("U%05dX%06d", c.id, seq)
 	}
