@@ -19,14 +19,16 @@ import (
 type core struct {
 	mu     sync.Mutex
 	runs   []time.Time
+	giveUp []time.Time
 	users  []string
 	missed []string
 }
 
-func (c *core) RunScheduled(_ context.Context, s bridge.Scheduled, conv string, _ bridge.Responder, _ time.Time) error {
+func (c *core) RunScheduled(_ context.Context, s bridge.Scheduled, conv string, _ bridge.Responder, giveUp time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.runs = append(c.runs, time.Now())
+	c.giveUp = append(c.giveUp, giveUp)
 	c.users = append(c.users, s.User().ID+"@"+conv)
 	return nil
 }
@@ -101,6 +103,14 @@ func TestRunsOnCron(t *testing.T) {
 				t.Errorf("run %d at %v, want %v", i, r, want)
 			}
 		}
+		c.mu.Lock()
+		for i, g := range c.giveUp {
+			// A run waiting for capacity gives up a second before the next.
+			if want := runs[i].Add(5*time.Minute - time.Second); !g.Equal(want) {
+				t.Errorf("run %d gives up waiting at %v, want %v", i, g, want)
+			}
+		}
+		c.mu.Unlock()
 		if users[0] != "schedule:report@slack/T1/C1" {
 			t.Errorf("run as %q, want schedule:report in slack/T1/C1", users[0])
 		}
