@@ -1,6 +1,7 @@
 package discord
 
 import (
+	"io"
 	"strings"
 	"testing"
 
@@ -91,4 +92,46 @@ func TestLongReplyAndJSONResultAreAttachments(t *testing.T) {
 	if orig.Attachments[0].ContentType != "application/json" {
 		t.Errorf("content type = %q, want application/json", orig.Attachments[0].ContentType)
 	}
+}
+
+// TestFileServingMoreThanDeclaredStopsAtTheLimit: an attachment declared as
+// 10 bytes whose download serves 256 MiB is read to the core's limit and no
+// further; it is named as too large and none of it reaches the agent.
+func TestFileServingMoreThanDeclaredStopsAtTheLimit(t *testing.T) {
+	t.Parallel()
+	const limit = 1000
+	e := newEnv(t, func(e *env) {
+		e.cfg.Files = true
+		e.files = bridge.FileLimits{MaxFileBytes: limit}
+	})
+	e.start(t)
+	ctx := testCtx(t)
+	_, err := e.fake.SendMessage(ctx, discordtest.MessageCreate{ChannelID: "77", Author: alice, Content: "read this", Files: []discordtest.File{{
+		Name: "notes.txt", ContentType: "text/plain", Content: []byte("0123456789"),
+		Body: func() io.Reader { return io.LimitReader(letters{}, 256<<20) },
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notice := e.waitBot(t, "77", "not sent to the agent")
+	if !strings.Contains(notice.Content, `"notes.txt": too large`) && !strings.Contains(notice.Content, `"notes.txt" was not sent to the agent: too large`) {
+		t.Errorf("notice = %q, want notes.txt named as too large", notice.Content)
+	}
+	reply := e.waitBot(t, "77", "You said: read this")
+	if strings.Contains(reply.Content, "Attached file") {
+		t.Errorf("reply = %q: part of the file reached the agent", reply.Content)
+	}
+	if n := e.fake.CDNBytes(); n > limit+64<<20 {
+		t.Errorf("the CDN served %d bytes, want the download stopped near the limit", n)
+	}
+}
+
+// letters is an endless stream of text, generated as it is read.
+type letters struct{}
+
+func (letters) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a' + byte(i%26)
+	}
+	return len(p), nil
 }

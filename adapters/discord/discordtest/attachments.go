@@ -35,6 +35,10 @@ type File struct {
 	Name        string
 	ContentType string
 	Content     []byte
+	// Body, when set, is what the CDN serves in place of Content, with no
+	// Content-Length, while the attachment still declares len(Content): a
+	// file whose download is not what its size said.
+	Body func() io.Reader
 }
 
 // Attachment is a file on a message, the user's or one the bot uploaded, as the fake
@@ -46,6 +50,8 @@ type Attachment struct {
 	Size        int
 	URL         string
 	Content     []byte
+	// Body, when set, is served in place of Content (File.Body).
+	Body func() io.Reader
 }
 
 // wireAttachment renders an attachment as Discord sends it (message.mdx attachment object).
@@ -107,8 +113,26 @@ func (s *Server) serveCDN(w http.ResponseWriter, r *http.Request) {
 	if a.ContentType != "" {
 		w.Header().Set("Content-Type", a.ContentType)
 	}
-	w.Header().Set("Content-Length", strconv.Itoa(len(a.Content)))
-	w.Write(a.Content)
+	var n int64
+	if a.Body != nil {
+		n, _ = io.Copy(w, a.Body())
+	} else {
+		w.Header().Set("Content-Length", strconv.Itoa(len(a.Content)))
+		k, _ := w.Write(a.Content)
+		n = int64(k)
+	}
+	s.mu.Lock()
+	s.cdnBytes += n
+	s.mu.Unlock()
+}
+
+// CDNBytes counts the bytes of attachments the fake's CDN has written to
+// clients (one that stops reading leaves the rest unsent; socket buffers hold
+// a few MiB past what it read).
+func (s *Server) CDNBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cdnBytes
 }
 
 // CDNDownloads counts the GET requests the fake's CDN served or refused.

@@ -185,7 +185,7 @@ func (s *Server) SendMessage(ctx context.Context, mc MessageCreate) (Message, er
 		Reference: mc.Reference, Source: SourceUser, Timestamp: s.now(), WebhookID: mc.WebhookID,
 	}
 	for _, f := range mc.Files {
-		m.Attachments = append(m.Attachments, Attachment{Filename: f.Name, ContentType: f.ContentType, Content: f.Content})
+		m.Attachments = append(m.Attachments, Attachment{Filename: f.Name, ContentType: f.ContentType, Content: f.Content, Body: f.Body})
 	}
 	m.Attachments = s.storeAttachmentsLocked(mc.ChannelID, m.Attachments)
 	if mc.GuildID != "" {

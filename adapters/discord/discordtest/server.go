@@ -110,6 +110,7 @@ type Server struct {
 	cdn          map[string]Attachment  // by CDN path
 	foreign      map[string]bool        // channels the bot is no member of (user installs)
 	cdnGets      int
+	cdnBytes     int64
 	edits        map[string][]time.Time // recent edits by channel, see editlimit.go
 	history      map[string][]time.Time // recent history reads by channel, see history.go
 
