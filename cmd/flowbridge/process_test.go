@@ -17,14 +17,16 @@ import (
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
 )
 
-// buildBinary builds flowbridge as CI and the Dockerfile do, into dir.
-func buildBinary(t *testing.T, dir string) string {
+// flowbridgeBinary is the program the process tests run: this test binary,
+// which is flowbridge when started with asFlowbridge set (startProcess
+// sets it; see TestMain). Building flowbridge instead took a link of
+// seconds per test, and tens of seconds on a busy machine; CI builds the
+// static binary on its own.
+func flowbridgeBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(dir, "flowbridge")
-	cmd := exec.CommandContext(t.Context(), "go", "build", "-trimpath", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
@@ -44,7 +46,9 @@ type process struct {
 func startProcess(t *testing.T, bin string, env map[string]string, args ...string) *process {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	// asFlowbridge makes the test binary flowbridge; a race-enabled binary
+	// would otherwise wait a second at exit for nothing.
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), asFlowbridge + "=1", "GORACE=atexit_sleep_ms=0"}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
@@ -98,7 +102,7 @@ func (p *process) wait(t *testing.T, within time.Duration) error {
 
 func TestProcess(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t, t.TempDir())
+	bin := flowbridgeBinary(t)
 
 	// Each subtest runs its own processes on a stack of its own.
 

@@ -29,7 +29,7 @@ import (
 // answered within 10 s, with no restart, and /readyz is 200 again.
 func TestStoreWriteFailureRecovers(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t, t.TempDir())
+	bin := flowbridgeBinary(t)
 	s := newStack(t, stackOptions{slack: true})
 	p := startProcess(t, bin, s.env, "run", "-config", s.path)
 	p.errOut.waitFor(t, "flowbridge running", p.done)
