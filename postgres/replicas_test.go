@@ -325,35 +325,3 @@ func TestReceiveCommitsInSeqOrder(t *testing.T) {
 		t.Errorf("PendingOf(c/1) = %+v, %v; want k/first then k/second, in seq order", got, err)
 	}
 }
-
-func TestLastOrders(t *testing.T) {
-	// How far each conversation's Discord messages were recorded: the
-	// highest Order of the entries under the key prefix, received since.
-	t.Parallel()
-	s, _ := openEmpty(t, Options{})
-	now := time.Now()
-	for _, e := range []store.InboxEntry{
-		{Key: "discord/msg/10", Conversation: "discord/1/c", Order: 10, Received: now},
-		{Key: "discord/msg/30", Conversation: "discord/1/c", Order: 30, Received: now},
-		{Key: "discord/int/99", Conversation: "discord/1/c", Order: 99, Received: now}, // not a message
-		{Key: "discord/msg/20", Conversation: "discord/@me/d", Order: 20, Received: now},
-		{Key: "discord/msg/5", Conversation: "discord/1/old", Order: 5, Received: now.Add(-time.Hour)},
-		{Key: "slack/msg/C1/1.000001", Conversation: "slack/T/C1", Order: 1000001, Received: now},
-	} {
-		e.Event = []byte("{}")
-		if _, err := s.Receive(e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Finish("discord/msg/30", "ref", nil, now); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.LastOrders(t.Context(), "discord/msg/", now.Add(-time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]int64{"discord/1/c": 30, "discord/@me/d": 20}
-	if len(got) != len(want) || got["discord/1/c"] != 30 || got["discord/@me/d"] != 20 {
-		t.Errorf("LastOrders = %v, want %v", got, want)
-	}
-}

@@ -26,23 +26,27 @@ import (
 // not. An entry is in exactly one of the two indexes, and every write that
 // moves it does so in the same transaction as the entry.
 //
-// Entry record, version 1:
+// Entry record, version 2:
 //
-//	version       byte (1)
+//	version       byte (2)
 //	state         byte (store.InboxState)
 //	seq           8 bytes big-endian
 //	received      varint Unix nanoseconds
 //	updated       varint Unix nanoseconds
 //	conversation  uvarint length, bytes
 //	reply         uvarint length, bytes
+//	order         varint (store.InboxEntry.Order)
 //	event         the remaining bytes
 //
-// Seq sits at a fixed offset so that Receive encodes the record before its
+// Version 1, written before the store kept Order, is the same without
+// order; it still decodes, with Order 0, and is rewritten as version 2 by
+// the entry's next change. Seq sits at a fixed offset so that Receive encodes the record before its
 // transaction and only writes the seq in. An answered entry drops its event:
 // only Pending returns events, and it never returns answered entries, which
 // are kept only so that a late retry is recognised.
 const (
 	inboxV1    = 1
+	inboxV2    = 2
 	inboxSeqAt = 2 // offset of seq in the record
 )
 
@@ -331,7 +335,7 @@ func appendInbox(dst []byte, e store.InboxEntry) ([]byte, error) {
 			return nil, fmt.Errorf("%s time %v out of range", t.name, t.t)
 		}
 	}
-	dst = append(dst, inboxV1, byte(e.State))
+	dst = append(dst, inboxV2, byte(e.State))
 	dst = binary.BigEndian.AppendUint64(dst, e.Seq)
 	dst = binary.AppendVarint(dst, e.Received.UnixNano())
 	dst = binary.AppendVarint(dst, e.Updated.UnixNano())
@@ -339,6 +343,7 @@ func appendInbox(dst []byte, e store.InboxEntry) ([]byte, error) {
 	dst = append(dst, e.Conversation...)
 	dst = binary.AppendUvarint(dst, uint64(len(e.Reply)))
 	dst = append(dst, e.Reply...)
+	dst = binary.AppendVarint(dst, e.Order)
 	if len(dst)+len(e.Event) > bolt.MaxValueSize {
 		return nil, fmt.Errorf("entry of %d bytes is too large", len(dst)+len(e.Event))
 	}
@@ -350,7 +355,8 @@ func appendInbox(dst []byte, e store.InboxEntry) ([]byte, error) {
 func decodeInbox(v []byte) (store.InboxEntry, error) {
 	d := decoder{b: v}
 	var e store.InboxEntry
-	if ver := d.byte(); d.err == nil && ver != inboxV1 {
+	ver := d.byte()
+	if d.err == nil && ver != inboxV1 && ver != inboxV2 {
 		return store.InboxEntry{}, fmt.Errorf("%w: inbox record version %d", errRecord, ver)
 	}
 	e.State = store.InboxState(d.byte())
@@ -364,6 +370,9 @@ func decodeInbox(v []byte) (store.InboxEntry, error) {
 	e.Updated = time.Unix(0, d.varint())
 	e.Conversation = d.string()
 	e.Reply = d.string()
+	if ver == inboxV2 {
+		e.Order = d.varint()
+	}
 	if d.err != nil {
 		return store.InboxEntry{}, fmt.Errorf("%w: inbox record: %w", errRecord, d.err)
 	}
@@ -375,7 +384,7 @@ func decodeInbox(v []byte) (store.InboxEntry, error) {
 
 // peekInbox reads the state and seq of a record without decoding the rest.
 func peekInbox(v []byte) (store.InboxState, uint64, bool) {
-	if len(v) < inboxSeqAt+8 || v[0] != inboxV1 {
+	if len(v) < inboxSeqAt+8 || (v[0] != inboxV1 && v[0] != inboxV2) {
 		return 0, 0, false
 	}
 	return store.InboxState(v[1]), binary.BigEndian.Uint64(v[inboxSeqAt:]), true

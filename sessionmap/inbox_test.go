@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -343,7 +344,8 @@ func TestDecodeInboxErrors(t *testing.T) {
 	}{
 		{"empty", nil},
 		{"version only", []byte{inboxV1}},
-		{"unknown version", append([]byte{2}, valid[1:]...)},
+		{"unknown version", append([]byte{inboxV2 + 1}, valid[1:]...)},
+		{"order missing", tiny[:len(tiny)-1]},
 		{"state zero", append([]byte{inboxV1, 0}, valid[2:]...)},
 		{"state past answered", append([]byte{inboxV1, byte(store.Answered) + 1}, valid[2:]...)},
 		{"seq cut short", valid[:5]},
@@ -361,10 +363,51 @@ func TestDecodeInboxErrors(t *testing.T) {
 	}
 }
 
+// TestInboxRecordV1: an entry recorded before the store kept Order (record
+// version 1) still reads, with Order 0, moves through its states, and is
+// left out of LastOrders; a version 2 record keeps Order through them.
+func TestInboxRecordV1(t *testing.T) {
+	t.Parallel()
+	s, _ := openTest(t, Options{NoSync: true})
+	now := time.Now()
+	ns := binary.AppendVarint(nil, now.UnixNano())
+	// version, state, seq, received, updated, conversation, reply, event
+	v1 := slices.Concat([]byte{inboxV1, byte(store.Received)}, seqKey(1), ns, ns, []byte{1, 'c', 0}, []byte("ev"))
+	putRawInbox(t, s, "discord/msg/1", 1, v1)
+	if err := s.db.Update(func(tx *bolt.Tx) error { return addCounter(tx, metaInbox, 1) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Receive(store.InboxEntry{Key: "discord/msg/2", Conversation: "c", Order: 2, Event: []byte("ev"), Received: now}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Pending()
+	if err != nil || len(got) != 2 {
+		t.Fatalf("Pending() = %+v, %v, want 2 entries", got, err)
+	}
+	if e := got[0]; e.Key != "discord/msg/1" || e.Order != 0 || e.Conversation != "c" || string(e.Event) != "ev" || !e.Received.Equal(now) {
+		t.Errorf("version 1 entry = %+v", e)
+	}
+	for _, key := range []string{"discord/msg/1", "discord/msg/2"} {
+		if err := s.MarkSent(key, now); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Finish(key, "ref", nil, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e := inboxLayout(t, s)["discord/msg/2"]; e.Order != 2 || e.State != store.Answered {
+		t.Errorf("answered version 2 entry = %+v, want Order 2", e)
+	}
+	last, err := s.LastOrders(t.Context(), "discord/msg/", now)
+	if err != nil || len(last) != 1 || last["c"] != 2 {
+		t.Errorf("LastOrders = %v, %v, want c: 2", last, err)
+	}
+}
+
 func FuzzDecodeInbox(f *testing.F) {
 	for _, e := range []store.InboxEntry{
 		{State: store.Received, Seq: 1, Received: time.Unix(1716212345, 100), Updated: time.Unix(1716212345, 100), Conversation: "slack/T/C/1.2", Event: []byte(`{"text":"hi"}`)},
-		{State: store.Answered, Seq: 1 << 40, Received: time.Unix(-5, 0), Updated: time.Unix(7, 0), Reply: "msg-ref"},
+		{State: store.Answered, Seq: 1 << 40, Received: time.Unix(-5, 0), Updated: time.Unix(7, 0), Reply: "msg-ref", Order: 1 << 62},
 	} {
 		v, err := appendInbox(nil, e)
 		if err != nil {
@@ -387,7 +430,7 @@ func FuzzDecodeInbox(f *testing.F) {
 		}
 		e2, err := decodeInbox(again)
 		if err != nil || e2.State != e.State || e2.Seq != e.Seq || !e2.Received.Equal(e.Received) || !e2.Updated.Equal(e.Updated) ||
-			e2.Conversation != e.Conversation || e2.Reply != e.Reply || !bytes.Equal(e2.Event, e.Event) {
+			e2.Conversation != e.Conversation || e2.Reply != e.Reply || e2.Order != e.Order || !bytes.Equal(e2.Event, e.Event) {
 			t.Fatalf("decodeInbox(appendInbox(%+v)) = %+v, %v", e, e2, err)
 		}
 		if state, seq, ok := peekInbox(v); !ok || state != e.State || seq != e.Seq {

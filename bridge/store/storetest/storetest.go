@@ -32,7 +32,8 @@ type Opener struct {
 }
 
 // Run runs the suite against the stores o makes, one subtest per behaviour:
-// Sessions, Inbox, Audit, Contexts, Feedback, Schedules, Concurrency and Reopen.
+// Sessions, Inbox, Audit, Contexts, Feedback, Schedules, Concurrency and Reopen,
+// and Outbox and LastOrders for the backends that implement them.
 func Run(t *testing.T, o Opener) {
 	if o.Open == nil {
 		t.Fatal("storetest.Run: Opener.Open is nil")
@@ -41,6 +42,9 @@ func Run(t *testing.T, o Opener) {
 	t.Run("Inbox", func(t *testing.T) { testInbox(t, o) })
 	if s := o.Open(t); implementsOutbox(s) {
 		t.Run("Outbox", func(t *testing.T) { testOutbox(t, o) })
+	}
+	if _, ok := o.Open(t).(lastOrderer); ok {
+		t.Run("LastOrders", func(t *testing.T) { testLastOrders(t, o) })
 	}
 	t.Run("Audit", func(t *testing.T) { testAudit(t, o) })
 	t.Run("Contexts", func(t *testing.T) { testContexts(t, o) })
