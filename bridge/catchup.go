@@ -7,7 +7,8 @@ import (
 )
 
 // RecentInbox is implemented by an inbox that can say how far each
-// conversation's platform order was recorded (postgres.Store): what an
+// conversation's platform order was recorded (postgres.Store and
+// sessionmap.Store, both checked in cmd/flowbridge): what an
 // adapter whose platform does not redeliver (Discord) needs to fetch what
 // it missed while down.
 type RecentInbox interface {

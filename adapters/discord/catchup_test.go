@@ -17,12 +17,23 @@ import (
 // the bridge was serving, while no process was connected, are read from
 // the channels' history when the next process identifies, and answered
 // once each; what was answered before is not answered again, nor is
-// anything when a later session catches up once more. (Three processes on
-// PostgreSQL, each stop waiting out discordgo's second for the close
-// handshake: about 3 s.)
+// anything when a later session catches up once more. On PostgreSQL, and
+// on bbolt as the default deployment runs: one process, restarted over
+// its file. (Three processes per store, each stop waiting out discordgo's
+// second for the close handshake: about 3 s each, run in parallel.)
 func TestCatchUpAfterDowntime(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(e *env) { e.dsn = pgtest.Schema(t) })
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		testCatchUpAfterDowntime(t, newEnv(t, func(e *env) { e.dsn = pgtest.Schema(t) }))
+	})
+	t.Run("bbolt", func(t *testing.T) {
+		t.Parallel()
+		testCatchUpAfterDowntime(t, newEnv(t, nil))
+	})
+}
+
+func testCatchUpAfterDowntime(t *testing.T, e *env) {
 	ctx := testCtx(t)
 	bot := e.fake.BotUser().ID
 	r := e.start(t)

@@ -49,6 +49,9 @@ var (
 	_ servedStore   = pgStore{}
 	_ backupStore   = (*sessionmap.Store)(nil)
 	_ statsStore    = (*sessionmap.Store)(nil)
+	// Discord's catch-up after downtime, on either store.
+	_ bridge.RecentInbox = (*sessionmap.Store)(nil)
+	_ bridge.RecentInbox = pgStore{}
 )
 
 // pgOpenTimeout bounds connecting to PostgreSQL and migrating its schema at
