@@ -119,11 +119,12 @@ type Options struct {
 	// Check is the consistency check of an existing file, which Open runs
 	// before it writes to the file or serves from it; a damaged file is
 	// refused with a *DamageError. CheckAuto (the zero value) checks a file
-	// of up to AutoCheckSize (64 MiB) in full: the layout of every page and
-	// the freelist, then bbolt's Tx.Check (keys in order, every page used
-	// once or free), a few hundred milliseconds. A larger file it walks for
-	// at most AutoCheckBudget (about 0.25 s per 150 MiB), without bbolt's
-	// check. CheckFull always checks in full, however long it takes;
+	// of up to AutoCheckSize (64 MiB) in full: a walk of the page tree
+	// that makes bbolt's check safe to run (see walker), then bbolt's
+	// Tx.Check (keys in order, every page used once or free), then the
+	// inbox against its indexes (checkInboxTx), a few hundred milliseconds.
+	// A larger file it walks for at most AutoCheckBudget (about 0.25 s per
+	// 150 MiB), without the checks after the walk. CheckFull always checks in full, however long it takes;
 	// CheckOff skips the check. What a check does not reach is still
 	// guarded: a read that faults or panics on damage fails with
 	// ErrCorrupt, not the process (see Health).

@@ -77,13 +77,13 @@ func damage(path string, format string, args ...any) *DamageError {
 }
 
 // CheckFile checks the store file at path in full, without a time bound and
-// without writing to it: the layout of every page (as Open's check does) and
-// then bbolt's own consistency check. It returns nil for a sound file, a
-// *DamageError listing what is damaged, an error wrapping ErrLocked while a
-// flowbridge has the file open, one wrapping ErrUnappliedJournal when the
-// flowbridge before this one left a journal beside it, or the error of
-// reading it. A missing file is
-// an error here: CheckFile never creates one.
+// without writing to it, as CheckFull on Open: the walk of the page tree,
+// bbolt's own consistency check, the inbox against its indexes. It returns
+// nil for a sound file, a *DamageError listing what is damaged, an error
+// wrapping ErrLocked while a flowbridge has the file open, one wrapping
+// ErrUnappliedJournal when the flowbridge before this one left a journal
+// beside it, or the error of reading it. A missing file is an error here:
+// CheckFile never creates one.
 func CheckFile(path string) (err error) {
 	if err := refuseJournal(path); err != nil {
 		return fmt.Errorf("check store %s: %w", path, err)
