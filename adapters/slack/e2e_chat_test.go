@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -323,6 +324,15 @@ func (d fullDisk) refuse(key string) {
 	if d.refused != nil {
 		d.refused <- key
 	}
+}
+
+// Ping is the bridge's probe of the store: on a full disk it fails like any
+// other write, so the probe does not call the store ready while it is not.
+func (d fullDisk) Ping(ctx context.Context) error {
+	if d.full.Load() {
+		return errNoSpace
+	}
+	return d.Store.Ping(ctx)
 }
 
 func (d fullDisk) PutSession(s store.Session) error {
