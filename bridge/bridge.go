@@ -149,7 +149,7 @@ type Bridge struct {
 	lim        atomic.Pointer[Limits]     // the limits in force; SetLimits replaces them
 	fault      atomic.Pointer[storeFault] // the latest failed store write, until one succeeds
 	outage     outage                     // the probe of a failing store
-	rep        *replicas                  // set when replicas share the store
+	disp       dispatcher                 // local, or replicas when they share the store
 	notices    busyNotices                // one "still working" notice per conversation and user
 	contexts   store.Contexts             // the store, when it keeps conversation contexts
 	outbox     store.Outbox               // the store, when it keeps answers until they are posted
@@ -212,8 +212,9 @@ func New(cfg Config, ws Workspace, st Store, log *zap.Logger) (*Bridge, error) {
 		handoff:    make(chan func()),
 		quit:       make(chan struct{}),
 	}
+	b.disp = local{b}
 	if rs, ok := st.(replicaStore); ok {
-		b.rep = newReplicas(rs, cfg.Replicas)
+		b.disp = newReplicas(b, rs, cfg.Replicas)
 	}
 	if t, ok := st.(Tokens); ok {
 		b.tokens = t
@@ -379,33 +380,7 @@ func (b *Bridge) Receive(ev Event) *Receipt {
 		rec.settle(ErrClosed)
 		return rec
 	}
-	if b.rep != nil && ev.Key != "" {
-		if j.ordered() {
-			b.receiveLeasedLocked(&j)
-		} else {
-			b.goLocked(func() { b.runAlone(&j) })
-		}
-		return rec
-	}
-	if !j.ordered() {
-		b.goLocked(func() {
-			err := b.record(&j)
-			rec.settle(err)
-			if err == nil {
-				b.run(j)
-			} else if ev.Done != nil {
-				ev.Done()
-			}
-		})
-		return rec
-	}
-	if c := b.convs[ev.Conversation]; c != nil && len(c.queue) >= b.cfg.QueueSize {
-		b.metrics.refused("queue_full")
-		b.wg.Go(func() { b.busy(&j) })
-		return rec
-	}
-	b.wg.Go(func() { rec.settle(b.record(&j)) })
-	b.enqueueLocked(&j)
+	b.disp.receiveLocked(&j)
 	return rec
 }
 
@@ -444,20 +419,10 @@ func (b *Bridge) busy(j *job) {
 		return
 	}
 	j.rec.settle(ErrBusy)
-	if b.rep != nil {
-		// Recorded as an entry of its own (ev.alone): the replica holding
-		// the conversation leaves it to this one.
-		name := store.EntryLease(ev.Key)
-		if !b.claimLease(name) {
-			if ev.Done != nil {
-				ev.Done()
-			}
-			return
-		}
-		defer b.releaseLease(name)
-	}
-	ref := b.tellBusy(ev)
-	b.answered(b.log, ev, ref, nil)
+	b.disp.alone(ev.Key, func() {
+		ref := b.tellBusy(ev)
+		b.answered(b.log, ev, ref, nil)
+	})
 	if ev.Done != nil {
 		ev.Done()
 	}
@@ -682,10 +647,7 @@ func (b *Bridge) Shutdown(ctx context.Context) error {
 		<-done
 		err = fmt.Errorf("shutdown: %w", ctx.Err())
 	}
-	if b.rep != nil {
-		// Only now: the leases of the work that ran until here were renewed.
-		b.stopReplicas()
-	}
+	b.disp.shutdown()
 	b.cancel()
 	return err
 }

@@ -183,20 +183,8 @@ func (b *Bridge) markSent(ctx context.Context, log *zap.Logger, ev Event) bool {
 	if e == nil || e.sent || e.done {
 		return true
 	}
-	mark := func() error {
-		if e.lease != "" && b.rep != nil {
-			return b.rep.st.MarkSentUnder(e.key, e.lease, b.rep.cfg.Holder, b.cfg.Now())
-		}
-		return b.store.MarkSent(e.key, b.cfg.Now())
-	}
-	keep := func() bool {
-		if e.lease == "" || b.rep == nil {
-			return true
-		}
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return b.rep.holdsLocked(e.lease)
-	}
+	mark := func() error { return b.disp.markSent(e) }
+	keep := func() bool { return b.disp.holds(e) }
 	// After a failed attempt, "sent already" under a lease this process
 	// kept throughout is that attempt's own write, committed though its
 	// answer was lost: no other process could mark it.
@@ -208,9 +196,7 @@ func (b *Bridge) markSent(ctx context.Context, log *zap.Logger, ev Event) bool {
 		// break its order. The entry stays received for the lease's holder.
 		log.Warn("lease lapsed before the request left; not sent, left to the lease's holder", zap.String("event_key", e.key), zap.String("lease", e.lease))
 		e.done, e.leaseLost = true, true
-		b.mu.Lock()
-		delete(b.rep.held, e.lease) // so that it is claimed again before anything else runs under it
-		b.mu.Unlock()
+		b.disp.letGo(e) // so that it is claimed again before anything else runs under it
 		return false
 	}
 	if errors.Is(err, store.ErrAlreadySent) {
@@ -222,15 +208,13 @@ func (b *Bridge) markSent(ctx context.Context, log *zap.Logger, ev Event) bool {
 		return false
 	}
 	b.noteStore(err)
-	if err != nil && e.lease != "" && b.rep != nil {
+	if err != nil && e.lease != "" {
 		// The store is still down and the lease has lapsed or the bridge
 		// is stopping: the entry, still received (or sent by a write whose
 		// answer was lost), is the lease's next holder's.
 		log.Warn("inbox state not recorded; request not sent, left in the inbox", zap.String("event_key", e.key), zap.Error(err))
 		e.done, e.leaseLost = true, true
-		b.mu.Lock()
-		delete(b.rep.held, e.lease)
-		b.mu.Unlock()
+		b.disp.letGo(e)
 		return false
 	}
 	if err != nil {
@@ -264,7 +248,7 @@ func (b *Bridge) answered(log *zap.Logger, ev Event, ref MessageRef, turn *Turn)
 	finish := func() error { return b.store.Finish(e.key, string(ref), turn, b.cfg.Now()) }
 	// After a failed attempt, an entry no longer pending is that attempt's
 	// own write, committed though its answer was lost.
-	taken := func(error) bool { return b.rep != nil && b.answeredAlready(ev.Conversation, e.key) }
+	taken := func(error) bool { return b.disp.answeredAlready(ev.Conversation, e.key) }
 	err := b.retryStore(b.ctx, log, "finish", finish, taken, func() bool { return true })
 	b.noteStore(err)
 	if err != nil {
@@ -302,56 +286,7 @@ type recovered struct {
 // replica holds a lease on, in the background (resumed and told are then
 // 0): entries a live replica is answering are left to it.
 func (b *Bridge) Attach(platform string, r Restorer) (resumed, told int, err error) {
-	if b.rep != nil {
-		b.attachReplica(platform, r)
-		return 0, 0, nil
-	}
-	entries, err := b.takeRecovered(platform)
-	if err != nil {
-		return 0, 0, err
-	}
-	log := b.log.With(zap.String("platform", platform))
-	for _, e := range entries {
-		ev, err := decodeEvent(e.Key, e.Event)
-		if err == nil {
-			err = r.Restore(&ev)
-		}
-		if err == nil && ev.Reply == nil {
-			err = errors.New("restored without a responder")
-		}
-		if err != nil {
-			// Nothing can answer it; keeping it would only replay the failure.
-			log.Error("unfinished event cannot be resumed; dropped", zap.String("event_key", e.Key), zap.Error(err))
-			if ferr := b.store.Finish(e.Key, "", nil, b.cfg.Now()); ferr != nil {
-				log.Warn("inbox entry not closed", zap.Error(ferr))
-			}
-			continue
-		}
-		ev.entry = &entry{key: e.Key}
-		if j, ok := b.outboxJob(log, ev, e); ok {
-			resumed++
-			b.metrics.recoveredEvent(platform, "reposted")
-			b.mu.Lock()
-			b.enqueueLocked(j)
-			b.mu.Unlock()
-			continue
-		}
-		switch e.State {
-		case store.Sent:
-			ev.entry.sent = true
-			told++
-			b.metrics.recoveredEvent(platform, "told")
-			b.tellRestarted(log, ev)
-		default:
-			resumed++
-			b.metrics.recoveredEvent(platform, "resumed")
-			b.resume(ev)
-		}
-	}
-	if resumed+told > 0 {
-		log.Info("unfinished events from before the restart", zap.Int("resumed", resumed), zap.Int("told", told))
-	}
-	return resumed, told, nil
+	return b.disp.attach(platform, r)
 }
 
 func (b *Bridge) takeRecovered(platform string) ([]store.InboxEntry, error) {

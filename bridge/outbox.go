@@ -168,7 +168,7 @@ func (b *Bridge) finishEntry(log *zap.Logger, conv, key string, ref MessageRef) 
 	finish := func() error { return b.store.Finish(key, string(ref), nil, b.cfg.Now()) }
 	// After a failed attempt, an entry no longer pending is that attempt's
 	// own write, committed though its answer was lost.
-	taken := func(error) bool { return b.rep != nil && b.answeredAlready(conv, key) }
+	taken := func(error) bool { return b.disp.answeredAlready(conv, key) }
 	err := b.retryStore(b.ctx, log, "finish", finish, taken, func() bool { return true })
 	b.noteStore(err)
 	if err != nil {

@@ -95,12 +95,15 @@ func (c *ReplicaConfig) setDefaults() {
 	orDefault(&c.ClaimGrace, d.ClaimGrace)
 }
 
-// replicas is the bridge's side of sharing a store: the conversations this
-// process records or runs, the leases it holds, and the loops that renew
-// them and find work. Its maps are guarded by Bridge.mu.
+// replicas is the dispatcher of a bridge whose store replicas share: the
+// conversations this process records or runs, the leases it holds, and
+// the loops that renew them and find work. Its maps are guarded by
+// Bridge.mu.
 type replicas struct {
-	st  replicaStore
-	cfg ReplicaConfig
+	b    *Bridge
+	here local // for the events the shared inbox does not keep (no Key)
+	st   replicaStore
+	cfg  ReplicaConfig
 
 	convs     map[string]*leasedConv
 	held      map[string]time.Time // lease name -> when it lapses unless renewed
@@ -124,10 +127,10 @@ type leasedConv struct {
 // storeOpTimeout bounds one store call of the replica machinery.
 const storeOpTimeout = 10 * time.Second
 
-func newReplicas(st replicaStore, cfg ReplicaConfig) *replicas {
+func newReplicas(b *Bridge, st replicaStore, cfg ReplicaConfig) *replicas {
 	cfg.setDefaults()
 	return &replicas{
-		st: st, cfg: cfg,
+		b: b, here: local{b}, st: st, cfg: cfg,
 		convs:     make(map[string]*leasedConv),
 		held:      make(map[string]time.Time),
 		restorers: make(map[string]Restorer),
@@ -137,26 +140,25 @@ func newReplicas(st replicaStore, cfg ReplicaConfig) *replicas {
 
 // opCtx is the context of one store call: bounded, and not cut by the end
 // of the shutdown grace (a lease is still released then).
-func (b *Bridge) opCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(b.ctx), storeOpTimeout)
+func (r *replicas) opCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(r.b.ctx), storeOpTimeout)
 }
 
 // startReplicas starts the loops that renew leases, listen for new entries
 // and sweep for unleased work, once.
-func (b *Bridge) startReplicas() {
-	r := b.rep
+func (r *replicas) startReplicas() {
+	b := r.b
 	r.start.Do(func() {
 		ctx, cancel := context.WithCancel(context.WithoutCancel(b.ctx))
 		r.stop = cancel
-		r.loops.Go(func() { b.heartbeat(ctx) })
-		r.loops.Go(func() { b.listen(ctx) })
+		r.loops.Go(func() { r.heartbeat(ctx) })
+		r.loops.Go(func() { r.listen(ctx) })
 		b.log.Info("sharing the store with other replicas", zap.String("holder", r.cfg.Holder), zap.Duration("lease_ttl", r.cfg.LeaseTTL))
 	})
 }
 
 // stopReplicas ends the loops, once no work of this process holds a lease.
-func (b *Bridge) stopReplicas() {
-	r := b.rep
+func (r *replicas) stopReplicas() {
 	r.start.Do(func() {}) // never start them after this
 	if r.stop != nil {
 		r.stop()
@@ -166,29 +168,28 @@ func (b *Bridge) stopReplicas() {
 
 // heartbeat renews the leases this process holds every third of their
 // TTL, and looks for unleased work every SweepEvery or when asked.
-func (b *Bridge) heartbeat(ctx context.Context) {
-	r := b.rep
+func (r *replicas) heartbeat(ctx context.Context) {
 	renew := time.NewTicker(r.cfg.LeaseTTL / 3)
 	defer renew.Stop()
 	sweep := time.NewTicker(r.cfg.SweepEvery)
 	defer sweep.Stop()
-	b.sweepUnleased(ctx)
+	r.sweepUnleased(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-renew.C:
-			b.renewLeases(ctx)
+			r.renewLeases(ctx)
 		case <-sweep.C:
-			b.sweepUnleased(ctx)
+			r.sweepUnleased(ctx)
 		case <-r.sweep:
-			b.sweepUnleased(ctx)
+			r.sweepUnleased(ctx)
 		}
 	}
 }
 
-func (b *Bridge) renewLeases(ctx context.Context) {
-	r := b.rep
+func (r *replicas) renewLeases(ctx context.Context) {
+	b := r.b
 	b.mu.Lock()
 	names := make([]string, 0, len(r.held))
 	was := make(map[string]time.Time, len(r.held))
@@ -232,8 +233,8 @@ func (b *Bridge) renewLeases(ctx context.Context) {
 // sweepUnleased starts work on the conversations whose entries no live
 // replica holds: those of a replica that died, or that a missed signal
 // left waiting.
-func (b *Bridge) sweepUnleased(ctx context.Context) {
-	r := b.rep
+func (r *replicas) sweepUnleased(ctx context.Context) {
+	b := r.b
 	b.mu.Lock()
 	closed := b.closed
 	b.mu.Unlock()
@@ -253,14 +254,14 @@ func (b *Bridge) sweepUnleased(ctx context.Context) {
 		return
 	}
 	for _, key := range convs {
-		b.kickLocked(r.conv(key))
+		r.kickLocked(r.conv(key))
 	}
 }
 
 // listen keeps a Listen running, so the holder of a conversation's lease
 // learns at once of an entry another replica recorded.
-func (b *Bridge) listen(ctx context.Context) {
-	r := b.rep
+func (r *replicas) listen(ctx context.Context) {
+	b := r.b
 	wait := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		began := time.Now()
@@ -307,10 +308,10 @@ func (r *replicas) conv(key string) *leasedConv {
 }
 
 // dropIdleLocked forgets c once nothing of it is left in this process.
-func (r *replicas) dropIdleLocked(b *Bridge, c *leasedConv) {
+func (r *replicas) dropIdleLocked(c *leasedConv) {
 	if !c.running && len(c.recording) == 0 && len(c.live) == 0 && r.convs[c.key] == c {
 		delete(r.convs, c.key)
-		b.notices.forget(c.key)
+		r.b.notices.forget(c.key)
 	}
 }
 
@@ -318,9 +319,9 @@ func (r *replicas) dropIdleLocked(b *Bridge, c *leasedConv) {
 // replicas share the store: it is recorded in Receive order with the
 // conversation's other events of this process, then run by whichever
 // replica holds the conversation's lease, in the inbox's order.
-func (b *Bridge) receiveLeasedLocked(j *job) {
-	r := b.rep
-	b.startReplicas()
+func (r *replicas) receiveLeasedLocked(j *job) {
+	b := r.b
+	r.startReplicas()
 	c := r.conv(j.ev.Conversation)
 	if len(c.recording)+len(c.live) >= b.cfg.QueueSize {
 		b.metrics.refused("queue_full")
@@ -330,19 +331,19 @@ func (b *Bridge) receiveLeasedLocked(j *job) {
 	}
 	c.recording = append(c.recording, j)
 	if len(c.recording) == 1 {
-		b.wg.Go(func() { b.recordInOrder(c) })
+		b.wg.Go(func() { r.recordInOrder(c) })
 	}
 }
 
 // recordInOrder records c's events one after another, so that the inbox's
 // order (Seq) is the order Receive took them in, and signals the
 // conversation's work after each.
-func (b *Bridge) recordInOrder(c *leasedConv) {
-	r := b.rep
+func (r *replicas) recordInOrder(c *leasedConv) {
+	b := r.b
 	for {
 		b.mu.Lock()
 		if len(c.recording) == 0 {
-			r.dropIdleLocked(b, c)
+			r.dropIdleLocked(c)
 			b.mu.Unlock()
 			return
 		}
@@ -355,7 +356,7 @@ func (b *Bridge) recordInOrder(c *leasedConv) {
 		c.recording = c.recording[1:]
 		if err == nil {
 			c.live[j.ev.Key] = j
-			b.kickLocked(c)
+			r.kickLocked(c)
 		} else if j.ev.Done != nil {
 			j.ev.Done()
 		}
@@ -365,13 +366,14 @@ func (b *Bridge) recordInOrder(c *leasedConv) {
 
 // kickLocked makes sure c's inbox entries are looked at: by its running
 // process goroutine once more, or by a new one.
-func (b *Bridge) kickLocked(c *leasedConv) {
+func (r *replicas) kickLocked(c *leasedConv) {
+	b := r.b
 	if c.running {
 		c.again = true
 		return
 	}
 	c.running = true
-	b.goLocked(func() { b.process(c) })
+	b.goLocked(func() { r.process(c) })
 }
 
 // holdsLocked reports whether this process holds the lease name and may
@@ -382,9 +384,9 @@ func (r *replicas) holdsLocked(name string) bool {
 }
 
 // claimLease takes the lease name for this process and reports whether it has it.
-func (b *Bridge) claimLease(name string) bool {
-	r := b.rep
-	ctx, cancel := b.opCtx()
+func (r *replicas) claimLease(name string) bool {
+	b := r.b
+	ctx, cancel := r.opCtx()
 	defer cancel()
 	at := time.Now()
 	ok, err := r.st.Claim(ctx, name, r.cfg.Holder, r.cfg.LeaseTTL)
@@ -401,12 +403,12 @@ func (b *Bridge) claimLease(name string) bool {
 }
 
 // releaseLease gives up the lease name.
-func (b *Bridge) releaseLease(name string) {
-	r := b.rep
+func (r *replicas) releaseLease(name string) {
+	b := r.b
 	b.mu.Lock()
 	delete(r.held, name)
 	b.mu.Unlock()
-	ctx, cancel := b.opCtx()
+	ctx, cancel := r.opCtx()
 	defer cancel()
 	if err := r.st.Release(ctx, name, r.cfg.Holder); err != nil {
 		// It lapses at the end of its TTL instead.
@@ -418,8 +420,8 @@ func (b *Bridge) releaseLease(name string) {
 // none is left, then lets the lease go. When another replica holds the
 // lease, the entries are that one's to run, and this process lets go of
 // its own events of c.
-func (b *Bridge) process(c *leasedConv) {
-	r := b.rep
+func (r *replicas) process(c *leasedConv) {
+	b := r.b
 	log := b.log.With(zap.String("conversation", c.key))
 	handled := make(map[string]bool) // run or set aside by this goroutine
 	var seen map[string]time.Time    // when this goroutine first saw each pending entry
@@ -430,29 +432,29 @@ func (b *Bridge) process(c *leasedConv) {
 		b.mu.Unlock()
 		if b.ctx.Err() != nil {
 			// The shutdown grace has ended: what is left is the others'.
-			b.endProcess(c)
+			r.endProcess(c)
 			return
 		}
-		if !holds && !b.claimLease(c.key) {
+		if !holds && !r.claimLease(c.key) {
 			// An event recorded since the claim failed (c.again): the
 			// holder may have let go before it was committed, so claim
 			// once more. A holder that still has the lease then looks at
 			// the inbox after letting go, and finds it.
-			if b.endUnlessAgain(c) {
+			if r.endUnlessAgain(c) {
 				continue
 			}
 			return
 		}
-		ctx, cancel := b.opCtx()
+		ctx, cancel := r.opCtx()
 		entries, err := r.st.PendingOf(ctx, c.key)
 		cancel()
 		if err != nil {
 			log.Warn("pending entries not read; left for a sweep", zap.Error(err))
-			b.endProcess(c)
+			r.endProcess(c)
 			return
 		}
 		var hold time.Duration
-		if seen, hold = b.orderHold(entries, handled, seen); hold > 0 {
+		if seen, hold = r.orderHold(entries, handled, seen); hold > 0 {
 			t := time.NewTimer(hold)
 			select {
 			case <-t.C:
@@ -461,7 +463,7 @@ func (b *Bridge) process(c *leasedConv) {
 			t.Stop()
 			continue // read again: an earlier entry may have come in
 		}
-		j, next := b.nextEntry(log, c, entries, handled)
+		j, next := r.nextEntry(log, c, entries, handled)
 		switch next {
 		case entryRun:
 			b.mu.Lock()
@@ -474,12 +476,12 @@ func (b *Bridge) process(c *leasedConv) {
 				if j.ev.Done != nil {
 					j.ev.Done()
 				}
-				b.endProcess(c)
+				r.endProcess(c)
 				return
 			}
 			handled[j.ev.Key] = true
 			j.ev.entry.lease = c.key
-			b.runTaken(log, j)
+			r.runTaken(log, j)
 			if j.ev.entry.leaseLost {
 				// Not sent: whoever holds the lease now runs it, this
 				// process too if it claims the lease again.
@@ -487,7 +489,7 @@ func (b *Bridge) process(c *leasedConv) {
 			}
 			continue
 		case entryStop:
-			b.endProcess(c)
+			r.endProcess(c)
 			return
 		}
 		b.mu.Lock()
@@ -499,14 +501,14 @@ func (b *Bridge) process(c *leasedConv) {
 		// Drained. An entry another replica recorded while this one held
 		// the lease, and whose signal came too late, is found by one more
 		// look once the lease is free: that replica's own claim failed.
-		b.releaseLease(c.key)
-		ctx, cancel = b.opCtx()
+		r.releaseLease(c.key)
+		ctx, cancel = r.opCtx()
 		entries, err = r.st.PendingOf(ctx, c.key)
 		cancel()
 		if err == nil && hasWork(entries, handled) && b.ctx.Err() == nil {
 			continue
 		}
-		if b.endUnlessAgain(c) {
+		if r.endUnlessAgain(c) {
 			continue
 		}
 		return
@@ -520,7 +522,7 @@ func (b *Bridge) process(c *leasedConv) {
 // conversation sent at once may reach two replicas and be committed in
 // either order; the later one in the platform's order must not run before
 // the other is seen.
-func (b *Bridge) orderHold(entries []store.InboxEntry, handled map[string]bool, seen map[string]time.Time) (map[string]time.Time, time.Duration) {
+func (r *replicas) orderHold(entries []store.InboxEntry, handled map[string]bool, seen map[string]time.Time) (map[string]time.Time, time.Duration) {
 	now := time.Now()
 	next := make(map[string]time.Time, len(entries))
 	var wait time.Duration
@@ -533,7 +535,7 @@ func (b *Bridge) orderHold(entries []store.InboxEntry, handled map[string]bool, 
 		next[e.Key] = at
 		if first && !handled[e.Key] {
 			first = false
-			wait = b.rep.cfg.OrderHold - now.Sub(at)
+			wait = r.cfg.OrderHold - now.Sub(at)
 		}
 	}
 	return next, wait
@@ -541,13 +543,14 @@ func (b *Bridge) orderHold(entries []store.InboxEntry, handled map[string]bool, 
 
 // endUnlessAgain ends c's process and reports false, or reports true (look
 // again) when an event of c came in meanwhile and the bridge still runs.
-func (b *Bridge) endUnlessAgain(c *leasedConv) bool {
+func (r *replicas) endUnlessAgain(c *leasedConv) bool {
+	b := r.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if c.again && b.ctx.Err() == nil {
 		return true
 	}
-	b.endLocked(c)
+	r.endLocked(c)
 	return false
 }
 
@@ -556,14 +559,15 @@ func (b *Bridge) endUnlessAgain(c *leasedConv) bool {
 // it in the database, and nothing here would run its work. The events of c
 // this process recorded and has not run are another replica's now: it runs
 // them from the inbox.
-func (b *Bridge) endProcess(c *leasedConv) {
-	b.releaseLease(c.key)
+func (r *replicas) endProcess(c *leasedConv) {
+	b := r.b
+	r.releaseLease(c.key)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.endLocked(c)
+	r.endLocked(c)
 }
 
-func (b *Bridge) endLocked(c *leasedConv) {
+func (r *replicas) endLocked(c *leasedConv) {
 	for key, j := range c.live {
 		delete(c.live, key)
 		if j.ev.Done != nil {
@@ -571,7 +575,7 @@ func (b *Bridge) endLocked(c *leasedConv) {
 		}
 	}
 	c.running = false
-	b.rep.dropIdleLocked(b, c)
+	r.dropIdleLocked(c)
 }
 
 // hasWork reports whether entries hold one not yet run or set aside.
@@ -597,7 +601,8 @@ const (
 // presses) are the replica's that recorded them, under their entry's
 // lease; one older than the claim grace whose lease is free was left by a
 // replica that went away, and runs here first.
-func (b *Bridge) nextEntry(log *zap.Logger, c *leasedConv, entries []store.InboxEntry, handled map[string]bool) (*job, int) {
+func (r *replicas) nextEntry(log *zap.Logger, c *leasedConv, entries []store.InboxEntry, handled map[string]bool) (*job, int) {
+	b := r.b
 	for _, e := range entries {
 		if handled[e.Key] {
 			continue
@@ -608,7 +613,7 @@ func (b *Bridge) nextEntry(log *zap.Logger, c *leasedConv, entries []store.Inbox
 		b.mu.Unlock()
 		if j == nil {
 			var next int
-			if j, next = b.restoreEntry(log, e); next == entryStop {
+			if j, next = r.restoreEntry(log, e); next == entryStop {
 				return nil, entryStop
 			} else if j == nil {
 				handled[e.Key] = true // dropped
@@ -623,31 +628,31 @@ func (b *Bridge) nextEntry(log *zap.Logger, c *leasedConv, entries []store.Inbox
 			return j, entryRun
 		}
 		handled[e.Key] = true
-		if time.Since(e.Received) < b.rep.cfg.ClaimGrace {
+		if time.Since(e.Received) < r.cfg.ClaimGrace {
 			continue
 		}
 		name := store.EntryLease(e.Key)
-		if !b.claimLease(name) {
+		if !r.claimLease(name) {
 			continue
 		}
 		// The lease may have been let go because the entry was just
 		// answered: only what is still pending runs.
-		if state, ok := b.entryState(c.key, e.Key); ok {
+		if state, ok := r.entryState(c.key, e.Key); ok {
 			j.ev.entry.sent = state == store.Sent
 			j.ev.entry.lease = name
-			b.runTaken(log, j)
+			r.runTaken(log, j)
 		}
-		b.releaseLease(name)
+		r.releaseLease(name)
 	}
 	return nil, entryNone
 }
 
 // entryState returns the state of the unanswered entry key of conv; ok is
 // false when it is answered (or cannot be read).
-func (b *Bridge) entryState(conv, key string) (store.InboxState, bool) {
-	ctx, cancel := b.opCtx()
+func (r *replicas) entryState(conv, key string) (store.InboxState, bool) {
+	ctx, cancel := r.opCtx()
 	defer cancel()
-	entries, err := b.rep.st.PendingOf(ctx, conv)
+	entries, err := r.st.PendingOf(ctx, conv)
 	if err != nil {
 		return 0, false
 	}
@@ -661,10 +666,10 @@ func (b *Bridge) entryState(conv, key string) (store.InboxState, bool) {
 
 // answeredAlready reports whether the shared inbox holds key of conv as
 // answered: it is no longer pending.
-func (b *Bridge) answeredAlready(conv, key string) bool {
-	ctx, cancel := b.opCtx()
+func (r *replicas) answeredAlready(conv, key string) bool {
+	ctx, cancel := r.opCtx()
 	defer cancel()
-	entries, err := b.rep.st.PendingOf(ctx, conv)
+	entries, err := r.st.PendingOf(ctx, conv)
 	if err != nil {
 		return false
 	}
@@ -680,15 +685,16 @@ func (b *Bridge) answeredAlready(conv, key string) bool {
 // through its platform's Restorer, as after a restart. It returns nil and
 // entryStop when the platform does not run here, nil and entryNone when
 // the entry could not be restored and was dropped.
-func (b *Bridge) restoreEntry(log *zap.Logger, e store.InboxEntry) (*job, int) {
+func (r *replicas) restoreEntry(log *zap.Logger, e store.InboxEntry) (*job, int) {
+	b := r.b
 	ev, err := decodeEvent(e.Key, e.Event)
 	if err != nil {
 		log.Error("inbox entry unreadable; dropped", zap.String("event_key", e.Key), zap.Error(err))
-		b.finishDropped(log, e.Key)
+		r.finishDropped(log, e.Key)
 		return nil, entryNone
 	}
 	b.mu.Lock()
-	rs := b.rep.restorers[ev.Platform]
+	rs := r.restorers[ev.Platform]
 	b.mu.Unlock()
 	if rs == nil {
 		// This process does not run the platform (or not yet): a replica
@@ -700,7 +706,7 @@ func (b *Bridge) restoreEntry(log *zap.Logger, e store.InboxEntry) (*job, int) {
 	}
 	if err != nil {
 		log.Error("inbox entry cannot be resumed; dropped", zap.String("event_key", e.Key), zap.Error(err))
-		b.finishDropped(log, e.Key)
+		r.finishDropped(log, e.Key)
 		return nil, entryNone
 	}
 	ev.entry = &entry{key: e.Key}
@@ -710,7 +716,8 @@ func (b *Bridge) restoreEntry(log *zap.Logger, e store.InboxEntry) (*job, int) {
 	return &j, entryRun
 }
 
-func (b *Bridge) finishDropped(log *zap.Logger, key string) {
+func (r *replicas) finishDropped(log *zap.Logger, key string) {
+	b := r.b
 	if err := b.store.Finish(key, "", nil, b.cfg.Now()); err != nil {
 		log.Warn("inbox entry not closed", zap.Error(err))
 	}
@@ -719,7 +726,8 @@ func (b *Bridge) finishDropped(log *zap.Logger, key string) {
 // runTaken runs a job whose lease this process holds, with the inbox's
 // crash policy: an entry sent by a replica that went away is not sent
 // again, its user is told; an answer it kept is posted, once.
-func (b *Bridge) runTaken(log *zap.Logger, j *job) {
+func (r *replicas) runTaken(log *zap.Logger, j *job) {
+	b := r.b
 	if j.out != nil {
 		b.metrics.recoveredEvent(j.ev.Platform, "reposted")
 	} else if j.ev.entry != nil && j.ev.entry.sent {
@@ -741,7 +749,8 @@ func (b *Bridge) runTaken(log *zap.Logger, j *job) {
 // button press, a busy reply) when replicas share the store: recorded, then
 // run under its entry's own lease, so that a replica starting meanwhile
 // leaves it alone and one that finds it after this process died takes it.
-func (b *Bridge) runAlone(j *job) {
+func (r *replicas) runAlone(j *job) {
+	b := r.b
 	err := b.record(j)
 	j.rec.settle(err)
 	if err != nil {
@@ -750,36 +759,99 @@ func (b *Bridge) runAlone(j *job) {
 		}
 		return
 	}
-	b.startReplicas()
+	r.startReplicas()
 	name := store.EntryLease(j.ev.Key)
-	if !b.claimLease(name) {
+	if !r.claimLease(name) {
 		// Taken by a sweep of another replica: that one answers it.
 		if j.ev.Done != nil {
 			j.ev.Done()
 		}
 		return
 	}
-	defer b.releaseLease(name)
+	defer r.releaseLease(name)
 	if j.ev.entry != nil {
 		j.ev.entry.lease = name
 	}
 	b.run(*j)
 }
 
-// attachReplica registers the platform's Restorer and looks for the
-// platform's unleased work at once: entries a live replica works on are
-// left to it, so no user hears of a restart that did not happen.
-func (b *Bridge) attachReplica(platform string, rs Restorer) {
+// attach registers the platform's Restorer and looks for the platform's
+// unleased work at once, in the background: entries a live replica works
+// on are left to it, so no user hears of a restart that did not happen.
+func (r *replicas) attach(platform string, rs Restorer) (resumed, told int, err error) {
+	r.attachReplica(platform, rs)
+	return 0, 0, nil
+}
+
+func (r *replicas) attachReplica(platform string, rs Restorer) {
+	b := r.b
 	b.mu.Lock()
-	b.rep.restorers[platform] = rs
+	r.restorers[platform] = rs
 	closed := b.closed
 	b.mu.Unlock()
 	if closed {
 		return
 	}
-	b.startReplicas()
+	r.startReplicas()
 	select {
-	case b.rep.sweep <- struct{}{}:
+	case r.sweep <- struct{}{}:
 	default:
 	}
 }
+
+// receiveLocked takes an event of a conversation's order into the shared
+// inbox's order (receiveLeasedLocked), and runs any other under its
+// entry's own lease (runAlone). An event without a Key is not in the
+// shared inbox: it runs in this process alone.
+func (r *replicas) receiveLocked(j *job) {
+	switch {
+	case j.ev.Key == "":
+		r.here.receiveLocked(j)
+	case j.ordered():
+		r.receiveLeasedLocked(j)
+	default:
+		r.b.goLocked(func() { r.runAlone(j) })
+	}
+}
+
+// alone runs f under the entry's own lease: recorded as an entry of its
+// own (ev.alone), the replica holding the conversation leaves it to this
+// one. When another replica holds it, that one answers and f does not run.
+func (r *replicas) alone(key string, f func()) {
+	name := store.EntryLease(key)
+	if !r.claimLease(name) {
+		return
+	}
+	defer r.releaseLease(name)
+	f()
+}
+
+// markSent marks e sent under its lease, when it runs under one.
+func (r *replicas) markSent(e *entry) error {
+	if e.lease != "" {
+		return r.st.MarkSentUnder(e.key, e.lease, r.cfg.Holder, r.b.cfg.Now())
+	}
+	return r.here.markSent(e)
+}
+
+// holds reports whether this process still holds the lease e runs under.
+func (r *replicas) holds(e *entry) bool {
+	if e.lease == "" {
+		return true
+	}
+	r.b.mu.Lock()
+	defer r.b.mu.Unlock()
+	return r.holdsLocked(e.lease)
+}
+
+// letGo forgets e's lease, so that it is claimed again before anything
+// else runs under it.
+func (r *replicas) letGo(e *entry) {
+	r.b.mu.Lock()
+	delete(r.held, e.lease)
+	r.b.mu.Unlock()
+}
+
+// shutdown ends the loops; only now, since the leases of the work that
+// ran until here were renewed.
+func (r *replicas) shutdown() { r.stopReplicas() }
