@@ -419,11 +419,14 @@ func (b *Bridge) busy(j *job) {
 		return
 	}
 	j.rec.settle(ErrBusy)
-	b.disp.alone(ev.Key, func() {
+	ran := b.disp.alone(ev.Key, func() {
 		ref := b.tellBusy(ev)
 		b.answered(b.log, ev, ref, nil)
+		if ev.Done != nil {
+			ev.Done()
+		}
 	})
-	if ev.Done != nil {
+	if !ran && ev.Done != nil {
 		ev.Done()
 	}
 }

@@ -15,9 +15,9 @@ import (
 type dispatcher interface {
 	// receiveLocked takes in and queues an event Receive accepted; b.mu is held.
 	receiveLocked(j *job)
-	// alone runs f as the one worker on the inbox entry key, or not at all
-	// when another process is that worker.
-	alone(key string, f func())
+	// alone runs f as the one worker on the inbox entry key and reports
+	// true, or reports false when another process is that worker.
+	alone(key string, f func()) bool
 	// markSent records that e's request is about to leave.
 	markSent(e *entry) error
 	// holds reports whether e is still this process's to run: false once
@@ -68,7 +68,10 @@ func (l local) receiveLocked(j *job) {
 	b.enqueueLocked(j)
 }
 
-func (local) alone(_ string, f func()) { f() }
+func (local) alone(_ string, f func()) bool {
+	f()
+	return true
+}
 
 func (l local) markSent(e *entry) error { return l.b.store.MarkSent(e.key, l.b.cfg.Now()) }
 

@@ -817,13 +817,14 @@ func (r *replicas) receiveLocked(j *job) {
 // alone runs f under the entry's own lease: recorded as an entry of its
 // own (ev.alone), the replica holding the conversation leaves it to this
 // one. When another replica holds it, that one answers and f does not run.
-func (r *replicas) alone(key string, f func()) {
+func (r *replicas) alone(key string, f func()) bool {
 	name := store.EntryLease(key)
 	if !r.claimLease(name) {
-		return
+		return false
 	}
 	defer r.releaseLease(name)
 	f()
+	return true
 }
 
 // markSent marks e sent under its lease, when it runs under one.
