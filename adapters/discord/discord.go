@@ -197,6 +197,10 @@ func (a *Adapter) newShard(client *http.Client, id int) (*shard, error) {
 	// to 10 minutes between attempts, then reconnects even after Close) and
 	// retries a rejected token forever.
 	s.ShouldReconnectOnError = false
+	// No zlib-compressed payloads: the gateway's frame limit
+	// (MaxGatewayMessageBytes) counts the bytes as they arrive, and an
+	// inflated payload would not be bounded by it.
+	s.Compress = false
 	// Handlers run on the shard's read loop, one event after the other, in
 	// the order the gateway sent them (discordgo would otherwise start a
 	// goroutine per event, and the order is lost). A conversation lives in

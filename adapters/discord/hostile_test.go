@@ -91,4 +91,13 @@ func TestOversizedGatewayMessageIsRefused(t *testing.T) {
 		t.Errorf("frame_too_large refusals = %v, want 1", got)
 	}
 	e.marker(t, "95")
+	// The limit bounds what is held only while nothing arrives compressed.
+	for _, h := range e.fake.Handshakes() {
+		var id struct {
+			Compress *bool `json:"compress"`
+		}
+		if h.Op == 2 && (json.Unmarshal(h.Raw, &id) != nil || id.Compress == nil || *id.Compress) {
+			t.Errorf("IDENTIFY %s asks for compressed payloads (or does not say), want compress false: an inflated payload is not bounded by the frame limit", h.Raw)
+		}
+	}
 }
