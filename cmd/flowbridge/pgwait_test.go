@@ -135,3 +135,29 @@ func TestRunWaitsForPostgres(t *testing.T) {
 		t.Errorf("/readyz once connected = %d %s, want 200 with the store ok", code, body)
 	}
 }
+
+// TestStopWhileWaitingForPostgres: a SIGTERM while run waits for the
+// database (or while it migrates the schema) is a shutdown, not a failed
+// start: run returns nil, as it does once serving.
+func TestStopWhileWaitingForPostgres(t *testing.T) {
+	t.Parallel()
+	fake := workspacetest.NewServer(workspacetest.Options{Token: "secret-token-123"})
+	t.Cleanup(fake.Close)
+	path := writeConfig(t, fake.URL, "")
+	onPostgres(t, path)
+	setAdminListen(t, path, freePort(t))
+	nowhere := "postgres://postgres@" + freePort(t) + "/test?sslmode=disable" // nothing listens there
+	env := map[string]string{"TEST_TOKEN": "secret-token-123", "FB_DATABASE_URL": nowhere}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	errOut := &syncBuffer{}
+	done := make(chan error, 1)
+	e := &environment{getenv: mapEnv(env), stdin: strings.NewReader(""), stdout: &syncBuffer{}, stderr: errOut}
+	go func() { done <- cmdRun(ctx, e, []string{"-config", path}) }()
+	errOut.waitFor(t, "PostgreSQL not reachable; waiting for it", done)
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("run stopped while waiting for PostgreSQL = %v, want nil", err)
+	}
+}

@@ -77,6 +77,13 @@ func (e *ended) Ready() error {
 // adapters disconnect, and the store closes last.
 func serve(ctx context.Context, env *environment, cfg *Config, log *zap.Logger, opts serveOptions) (err error) {
 	st, admin, err := openServing(ctx, cfg, log)
+	if err != nil && ctx.Err() != nil {
+		// Stopped (SIGTERM) while the store was opened or waited for:
+		// nothing has been taken in yet, so this is a shutdown, not a
+		// failure to start.
+		log.Info("stopped before the store opened", zap.Error(err))
+		return nil
+	}
 	if err != nil {
 		return storeError(cfg, err)
 	}
