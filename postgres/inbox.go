@@ -256,19 +256,24 @@ const finishEntry = `UPDATE inbox SET state = $2, reply = $3, updated = $4, even
 // finishWithTurn is finishEntry and applyTurn in one statement: the turn's
 // UPDATE runs only when the entry's did.
 const finishWithTurn = `
-	WITH answered AS (
+	WITH moved AS (
 		UPDATE inbox SET state = $2, reply = $3, updated = $4, event = NULL, outbox = NULL
 		WHERE key = $1 AND state < $2
-		RETURNING key),
+		RETURNING key),` + turnAfterMoved
+
+// turnAfterMoved ends a statement whose CTE moved changed an inbox entry:
+// it applies the turn ($5 to $11, turnArgs) only when the entry moved, and
+// counts the entries moved.
+const turnAfterMoved = `
 	turn AS (
 		UPDATE sessions SET agent = $6, created = $8, last_used = $9
-		WHERE key = $5 AND session_uuid = $7 AND EXISTS (SELECT FROM answered)
+		WHERE key = $5 AND session_uuid = $7 AND EXISTS (SELECT FROM moved)
 		RETURNING key),
 	reply AS (
 		INSERT INTO last_replies (conversation, reply)
 		SELECT DISTINCT k, $10 FROM turn, unnest(turn.key || $11::text[]) AS k ORDER BY k
 		ON CONFLICT (conversation) DO UPDATE SET reply = EXCLUDED.reply)
-	SELECT count(*) FROM answered`
+	SELECT count(*) FROM moved`
 
 // Finish moves the entry (Received or Sent) to Answered with the reply's
 // reference. When turn is not nil it is applied in the same statement, by
@@ -313,19 +318,10 @@ const putReply = `UPDATE inbox SET state = $2, outbox = $3, updated = $4 WHERE k
 // putReplyWithTurn is putReply and applyTurn in one statement, as
 // finishWithTurn is.
 const putReplyWithTurn = `
-	WITH kept AS (
+	WITH moved AS (
 		UPDATE inbox SET state = $2, outbox = $3, updated = $4
 		WHERE key = $1 AND state < $12
-		RETURNING key),
-	turn AS (
-		UPDATE sessions SET agent = $6, created = $8, last_used = $9
-		WHERE key = $5 AND session_uuid = $7 AND EXISTS (SELECT FROM kept)
-		RETURNING key),
-	reply AS (
-		INSERT INTO last_replies (conversation, reply)
-		SELECT DISTINCT k, $10 FROM turn, unnest(turn.key || $11::text[]) AS k ORDER BY k
-		ON CONFLICT (conversation) DO UPDATE SET reply = EXCLUDED.reply)
-	SELECT count(*) FROM kept`
+		RETURNING key),` + turnAfterMoved
 
 // PutReply keeps reply as the answer of the entry (Received or Sent) until
 // it is posted: the entry becomes Sent with reply in its outbox column,

@@ -99,21 +99,11 @@ func (s *Server) conversationsReplies(p url.Values, _ *http.Request) apiResult {
 	if !found || r.Deleted || r.Ephemeral {
 		return fail("thread_not_found")
 	}
-	limit, maxLimit := DefaultRepliesLimit, MaxRepliesLimit
-	if s.opts.RestrictedHistory {
-		limit, maxLimit = RestrictedRepliesLimit, RestrictedRepliesLimit
+	w, bad := s.historyWindow(p, DefaultRepliesLimit, MaxRepliesLimit)
+	if bad {
+		return fail("invalid_limit")
 	}
-	if v := p.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return fail("invalid_limit")
-		}
-		if n > 0 {
-			limit = min(n, maxLimit)
-		}
-	}
-	inclusive := p.Get("inclusive") == "true" || p.Get("inclusive") == "1"
-	oldest, latest := p.Get("oldest"), p.Get("latest")
+	limit := w.limit
 	after := ""
 	if c := p.Get("cursor"); c != "" {
 		raw, err := base64.StdEncoding.DecodeString(c)
@@ -132,10 +122,7 @@ func (s *Server) conversationsReplies(p url.Values, _ *http.Request) apiResult {
 		if after != "" && compareTS(m.TS, after) <= 0 {
 			continue
 		}
-		if oldest != "" && (compareTS(m.TS, oldest) < 0 || !inclusive && m.TS == oldest) {
-			continue
-		}
-		if latest != "" && (compareTS(m.TS, latest) > 0 || !inclusive && m.TS == latest) {
+		if !w.holds(m.TS) {
 			continue
 		}
 		thread = append(thread, m)
@@ -165,4 +152,42 @@ func (s *Server) conversationsReplies(p url.Values, _ *http.Request) apiResult {
 		next = base64.StdEncoding.EncodeToString([]byte("next_ts:" + thread[len(thread)-1].TS))
 	}
 	return ok(map[string]any{"messages": msgs, "has_more": more, "response_metadata": map[string]any{"next_cursor": next}})
+}
+
+// historyWindow is what a history method's page asks for: at most limit
+// messages, between oldest and latest (exclusive unless inclusive).
+type historyWindow struct {
+	limit          int
+	oldest, latest string
+	inclusive      bool
+}
+
+// historyWindow reads a page's limit (def when absent or 0, at most max;
+// the restricted tier's for a commercially distributed app outside the
+// Marketplace) and time bounds from p; bad reports a limit Slack refuses.
+func (s *Server) historyWindow(p url.Values, def, max int) (w historyWindow, bad bool) {
+	w.limit = def
+	if s.opts.RestrictedHistory {
+		w.limit, max = RestrictedRepliesLimit, RestrictedRepliesLimit
+	}
+	if v := p.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return w, true
+		}
+		if n > 0 {
+			w.limit = min(n, max)
+		}
+	}
+	w.oldest, w.latest = p.Get("oldest"), p.Get("latest")
+	w.inclusive = p.Get("inclusive") == "true" || p.Get("inclusive") == "1"
+	return w, false
+}
+
+// holds reports whether a message at ts lies between the window's bounds.
+func (w historyWindow) holds(ts string) bool {
+	if w.oldest != "" && (compareTS(ts, w.oldest) < 0 || !w.inclusive && ts == w.oldest) {
+		return false
+	}
+	return w.latest == "" || compareTS(ts, w.latest) < 0 || w.inclusive && ts == w.latest
 }

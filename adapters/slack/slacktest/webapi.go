@@ -817,31 +817,18 @@ func (s *Server) conversationsHistory(p url.Values, _ *http.Request) apiResult {
 	if !s.knownChannelLocked(ch) {
 		return fail("channel_not_found")
 	}
-	limit, maxLimit := DefaultHistoryLimit, MaxHistoryLimit
-	if s.opts.RestrictedHistory {
-		limit, maxLimit = RestrictedRepliesLimit, RestrictedRepliesLimit
+	w, bad := s.historyWindow(p, DefaultHistoryLimit, MaxHistoryLimit)
+	if bad {
+		return fail("invalid_limit")
 	}
-	if v := p.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return fail("invalid_limit")
-		}
-		if n > 0 {
-			limit = min(n, maxLimit)
-		}
-	}
-	oldest, latest := p.Get("oldest"), p.Get("latest")
-	inclusive := p.Get("inclusive") == "1" || p.Get("inclusive") == "true"
+	limit := w.limit
 	var list []*stored
 	for _, k := range s.order {
 		m := s.msgs[k]
 		if m.Channel != ch || m.Deleted || m.Ephemeral || (m.ThreadTS != "" && m.ThreadTS != m.TS) {
 			continue
 		}
-		if oldest != "" && (compareTS(m.TS, oldest) < 0 || !inclusive && m.TS == oldest) {
-			continue
-		}
-		if latest != "" && (compareTS(m.TS, latest) > 0 || !inclusive && m.TS == latest) {
+		if !w.holds(m.TS) {
 			continue
 		}
 		list = append(list, m)
