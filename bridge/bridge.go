@@ -152,7 +152,6 @@ type Bridge struct {
 	disp       dispatcher                 // local, or replicas when they share the store
 	notices    busyNotices                // one "still working" notice per conversation and user
 	contexts   store.Contexts             // the store, when it keeps conversation contexts
-	outbox     store.Outbox               // the store, when it keeps answers until they are posted
 	tokens     Tokens                     // set when replicas share the store: button state
 
 	// schedules are listed for admins in /flow help (SetSchedules).
@@ -218,9 +217,6 @@ func New(cfg Config, ws Workspace, st Store, log *zap.Logger) (*Bridge, error) {
 	}
 	if t, ok := st.(Tokens); ok {
 		b.tokens = t
-	}
-	if ob, ok := st.(store.Outbox); ok {
-		b.outbox = ob
 	}
 	if cs, ok := st.(store.Contexts); ok {
 		b.contexts = cs

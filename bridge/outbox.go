@@ -32,7 +32,7 @@ const deliverAttempts = 3
 var deliverBackoff = [deliverAttempts - 1]time.Duration{2 * time.Second, 10 * time.Second}
 
 // deliver posts r, ev's answer, and closes ev's inbox entry, applying turn.
-// With an Outbox store, r (and turn) are recorded first: the entry is
+// r (and turn) are recorded first: the entry is
 // answered only once the platform has accepted r, or its user was told,
 // after deliverAttempts, that it could not be posted. An answer not yet
 // posted when the shutdown grace ends stays in the outbox, for the next
@@ -40,7 +40,7 @@ var deliverBackoff = [deliverAttempts - 1]time.Duration{2 * time.Second, 10 * ti
 // replace, when set, is the message r takes the place of.
 func (b *Bridge) deliver(ctx context.Context, log *zap.Logger, ev Event, replace MessageRef, r Reply, turn *Turn) {
 	e := ev.entry
-	if e == nil || e.done || b.outbox == nil {
+	if e == nil || e.done {
 		b.answered(log, ev, b.postPlain(ctx, ev, replace, r), turn)
 		return
 	}
@@ -52,7 +52,7 @@ func (b *Bridge) deliver(ctx context.Context, log *zap.Logger, ev Event, replace
 		// Retried while the store is down: kept, the answer survives a
 		// crash; posted without it, it would not. A retry of a write that
 		// committed though its answer was lost writes the same again.
-		put := func() error { return b.outbox.PutReply(e.key, data, turn, b.cfg.Now()) }
+		put := func() error { return b.store.PutReply(e.key, data, turn, b.cfg.Now()) }
 		never := func(error) bool { return false }
 		err = b.retryStore(b.ctx, log, "put_reply", put, never, func() bool { return true })
 		if !errors.Is(err, store.ErrAlreadySent) {
@@ -136,7 +136,7 @@ func (b *Bridge) markUnposted(log *zap.Logger, key string, out outbound) {
 	out.Unposted = true
 	data, err := json.Marshal(out)
 	if err == nil {
-		err = b.outbox.PutReply(key, data, nil, b.cfg.Now())
+		err = b.store.PutReply(key, data, nil, b.cfg.Now())
 	}
 	if err != nil {
 		log.Debug("kept answer not marked unposted", zap.String("event_key", key), zap.Error(err))

@@ -239,6 +239,7 @@ type Audit interface {
 type Store interface {
 	Sessions
 	Inbox
+	Outbox
 	Audit
 	Feedback
 	Schedules

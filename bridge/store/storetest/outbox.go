@@ -8,16 +8,8 @@ import (
 	"github.com/flowbridge/flowbridge/bridge/store"
 )
 
-// testOutbox checks store.Outbox, for a backend that implements it.
+// testOutbox checks store.Outbox.
 func testOutbox(t *testing.T, o Opener) {
-	outbox := func(t *testing.T, s store.Store) store.Outbox {
-		t.Helper()
-		ob, ok := s.(store.Outbox)
-		if !ok {
-			t.Fatalf("%T does not implement store.Outbox", s)
-		}
-		return ob
-	}
 	putReply := func(t *testing.T, ob store.Outbox, key string, reply []byte, turn *store.Turn, n int) {
 		t.Helper()
 		if err := ob.PutReply(key, reply, turn, at(n)); err != nil {
@@ -33,7 +25,7 @@ func testOutbox(t *testing.T, o Opener) {
 			}
 			t.Run(name, func(t *testing.T) {
 				s := o.Open(t)
-				ob := outbox(t, s)
+				ob := s
 				e := entry(1)
 				receive(t, s, e)
 				if sent {
@@ -68,7 +60,7 @@ func testOutbox(t *testing.T, o Opener) {
 
 	t.Run("Turn", func(t *testing.T) {
 		s := o.Open(t)
-		ob := outbox(t, s)
+		ob := s
 		conv := "slack/T/C/outbox"
 		sess := store.Session{Key: conv, Agent: "helper", SessionUUID: "s-1", Created: at(0), LastUsed: at(0)}
 		if err := s.PutSession(sess); err != nil {
@@ -112,7 +104,7 @@ func testOutbox(t *testing.T, o Opener) {
 
 	t.Run("RefusedWritesNothing", func(t *testing.T) {
 		s := o.Open(t)
-		ob := outbox(t, s)
+		ob := s
 		conv := "slack/T/C/refused"
 		sess := store.Session{Key: conv, Agent: "helper", SessionUUID: "s-1", Created: at(0), LastUsed: at(0)}
 		if err := s.PutSession(sess); err != nil {
@@ -146,7 +138,7 @@ func testOutbox(t *testing.T, o Opener) {
 		s := o.Open(t)
 		e := entry(1)
 		receive(t, s, e)
-		putReply(t, outbox(t, s), e.Key, []byte("kept"), nil, 20)
+		putReply(t, s, e.Key, []byte("kept"), nil, 20)
 		s = o.Reopen(t, s)
 		if got, ok := pendingEntry(t, s, e.Key); !ok || got.State != store.Sent || string(got.Outbox) != "kept" {
 			t.Errorf("pending entry after reopening = %+v, %v, want Sent with its answer kept", got, ok)

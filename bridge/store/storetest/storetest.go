@@ -40,9 +40,7 @@ func Run(t *testing.T, o Opener) {
 	}
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, o) })
 	t.Run("Inbox", func(t *testing.T) { testInbox(t, o) })
-	if s := o.Open(t); implementsOutbox(s) {
-		t.Run("Outbox", func(t *testing.T) { testOutbox(t, o) })
-	}
+	t.Run("Outbox", func(t *testing.T) { testOutbox(t, o) })
 	if _, ok := o.Open(t).(lastOrderer); ok {
 		t.Run("LastOrders", func(t *testing.T) { testLastOrders(t, o) })
 	}
@@ -57,13 +55,6 @@ func Run(t *testing.T, o Opener) {
 		}
 		testReopen(t, o)
 	})
-}
-
-// implementsOutbox reports whether s keeps answers until they are posted
-// (store.Outbox); the suite checks it of the backends that do.
-func implementsOutbox(s store.Store) bool {
-	_, ok := s.(store.Outbox)
-	return ok
 }
 
 // t0 is the suite's clock: a whole microsecond, like every time it uses.
