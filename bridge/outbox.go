@@ -111,11 +111,18 @@ func (b *Bridge) post(ctx context.Context, log *zap.Logger, ev Event, out outbou
 			return
 		}
 		if attempt == deliverAttempts {
+			nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), noticeTimeout)
+			_, terr := ev.Reply.Send(nctx, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotDelivered})
+			cancel()
+			if terr != nil && !errors.Is(terr, ErrNotPosted) {
+				// Neither answered nor told: the entry is not done. Its
+				// answer stays kept for the next start to try again.
+				log.Error("reply not delivered and user not told; kept for the next start", zap.String("event_key", e.key), zap.Int("attempts", attempt), zap.Error(err), zap.NamedError("notice_error", terr))
+				b.metrics.delivery(ev.Platform, "kept")
+				return
+			}
 			log.Error("reply not delivered; user told", zap.String("event_key", e.key), zap.Int("attempts", attempt), zap.Error(err))
 			b.metrics.delivery(ev.Platform, "told")
-			nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), noticeTimeout)
-			b.sendNow(nctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotDelivered})
-			cancel()
 			b.finishEntry(log, ev.Conversation, e.key, "")
 			return
 		}

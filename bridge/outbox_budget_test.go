@@ -22,6 +22,8 @@ type refusingResponder struct {
 	mu      sync.Mutex
 	refused int
 	notices []string
+	// down refuses the notices too, as a platform that cannot be reached.
+	down bool
 }
 
 func (r *refusingResponder) Send(_ context.Context, rep bridge.Reply) (bridge.MessageRef, error) {
@@ -30,6 +32,9 @@ func (r *refusingResponder) Send(_ context.Context, rep bridge.Reply) (bridge.Me
 	if rep.Kind == bridge.ReplyAgent {
 		r.refused++
 		return "", errors.New("the platform keeps failing")
+	}
+	if r.down {
+		return "", errors.New("the platform cannot be reached")
 	}
 	r.notices = append(r.notices, rep.Text)
 	return "notice", nil
@@ -69,6 +74,38 @@ func TestOutboxToldAfterRetryBudget(t *testing.T) {
 		}
 		if pending, err := st.Pending(); err != nil || len(pending) != 0 {
 			t.Errorf("Pending() = %d entries, %v; want the entry closed", len(pending), err)
+		}
+	})
+}
+
+// TestOutboxKeptWhenNotToldEither: when the notice that the answer could not
+// be posted fails too, the user is neither answered nor told, so the entry
+// is not closed: its answer stays kept for the next start.
+func TestOutboxKeptWhenNotToldEither(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := workspacetest.New(workspacetest.Options{})
+		fake.AddAgent(workspacetest.Agent{UUID: agentUUID})
+		ws, err := workspace.New(workspace.Config{BaseURL: fake.URL, WorkspaceUUID: "ws-test", Token: "test-token", HTTPClient: fake.Client()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := openStore(t)
+		b, err := bridge.New(defaultConfig(), ws, st, zaptest.NewLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Shutdown(context.Background()) })
+		r := &refusingResponder{down: true}
+		done := make(chan struct{})
+		ev := keyed("c/1", "test/msg/1", "hello", r)
+		ev.Done = func() { close(done) }
+		if err := b.Receive(ev).Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		pending, err := st.Pending()
+		if err != nil || len(pending) != 1 || pending[0].Outbox == nil {
+			t.Errorf("Pending() = %+v, %v; want the entry still open with its answer kept", pending, err)
 		}
 	})
 }
