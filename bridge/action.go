@@ -207,18 +207,6 @@ func (b *Bridge) answerConfirmation(ctx context.Context, log *zap.Logger, ev Eve
 	b.runFlow(ctx, log.WithLazy(zap.String("flow", p.flow.Name)), ev, p.flow, p.params, fmt.Sprintf("Run by %s at %s. ", displayName(ev.User), at))
 }
 
-// Tokens is implemented by a store replicas share (postgres.Store): what a
-// button names (a result that may be shared, a flow run waiting for its
-// Run), kept where a press reaching any replica finds it. Without it the
-// bridge keeps them in memory: one process receives every press.
-type Tokens interface {
-	// PutToken keeps data under id until expires, replacing what id held.
-	PutToken(ctx context.Context, id string, data []byte, expires, now time.Time) error
-	// TakeToken removes the token id and returns it; of several takers,
-	// one gets it. ok is false when there is none.
-	TakeToken(ctx context.Context, id string) (data []byte, expires time.Time, ok bool, err error)
-}
-
 // storedShare and storedPending are a share and a pending confirmation as
 // Tokens keep them.
 type storedShare struct {

@@ -66,10 +66,7 @@ func (b *Bridge) open(ctx context.Context, log *zap.Logger, ev Event) {
 // none; a context event without one forgets it. A context the conversation
 // already has, told or not, is not written again.
 func (b *Bridge) keepContext(log *zap.Logger, ev Event) (known bool) {
-	cs := b.contexts
-	if cs == nil {
-		return false
-	}
+	cs := b.store
 	text := truncate(sanitize(ev.Text), maxContextBytes)
 	cur, found, err := cs.ConversationContext(ev.Conversation)
 	switch {
@@ -95,10 +92,7 @@ func (b *Bridge) keepContext(log *zap.Logger, ev Event) (known bool) {
 // takes its parent's (Slack's agent view tells what the user views once
 // for the whole DM, whose threads are the conversations).
 func (b *Bridge) withContext(log *zap.Logger, ev Event, text string) (string, func()) {
-	cs := b.contexts
-	if cs == nil {
-		return text, func() {}
-	}
+	cs := b.store
 	c, found, err := cs.ConversationContext(ev.Conversation)
 	if err == nil && !found && ev.Parent != "" {
 		c, found, err = cs.ConversationContext(ev.Parent)

@@ -55,7 +55,7 @@ type Config struct {
 	// Files is the policy for attached files and replies posted as files.
 	Files FileLimits
 	// Replicas tunes the sharing of work between replicas, when the store
-	// is one they share (it implements Leases and SharedInbox).
+	// is one they share (a store.Shared).
 	Replicas ReplicaConfig
 	// Metrics, when set, receives the bridge's counters.
 	Metrics *Metrics
@@ -151,8 +151,7 @@ type Bridge struct {
 	outage     outage                     // the probe of a failing store
 	disp       dispatcher                 // local, or replicas when they share the store
 	notices    busyNotices                // one "still working" notice per conversation and user
-	contexts   store.Contexts             // the store, when it keeps conversation contexts
-	tokens     Tokens                     // set when replicas share the store: button state
+	tokens     store.Tokens               // set when replicas share the store: button state
 
 	// schedules are listed for admins in /flow help (SetSchedules).
 	schedules atomic.Pointer[[]Scheduled]
@@ -212,14 +211,10 @@ func New(cfg Config, ws Workspace, st Store, log *zap.Logger) (*Bridge, error) {
 		quit:       make(chan struct{}),
 	}
 	b.disp = local{b}
-	if rs, ok := st.(replicaStore); ok {
-		b.disp = newReplicas(b, rs, cfg.Replicas)
-	}
-	if t, ok := st.(Tokens); ok {
-		b.tokens = t
-	}
-	if cs, ok := st.(store.Contexts); ok {
-		b.contexts = cs
+	// The one capability a store may lack: sharing among replicas.
+	if sh, ok := st.(store.Shared); ok {
+		b.disp = newReplicas(b, sh, cfg.Replicas)
+		b.tokens = sh
 	}
 	b.cat.Store(cat)
 	b.SetLimits(cfg.Limits)

@@ -12,13 +12,6 @@ import (
 	"github.com/flowbridge/flowbridge/bridge/store"
 )
 
-// Prober is implemented by a store that can say whether it answers
-// (postgres.Store's Ping). After a failed write, the bridge probes it until
-// it does, so that StoreReady recovers without waiting for traffic.
-type Prober interface {
-	Ping(ctx context.Context) error
-}
-
 // Probe timing: how often a failing store is probed, and how long a probe
 // may take.
 const (
@@ -52,11 +45,9 @@ func (b *Bridge) OnStoreRecovered(f func()) {
 }
 
 // probeStore starts, once per outage, the probe that clears the store fault
-// when the store answers again. Stores that cannot be probed stay faulty
-// until a write succeeds.
+// when the store answers again.
 func (b *Bridge) probeStore() {
-	p, ok := b.store.(Prober)
-	if !ok || !b.outage.probing.CompareAndSwap(false, true) {
+	if !b.outage.probing.CompareAndSwap(false, true) {
 		return
 	}
 	b.outage.probes.Go(func() {
@@ -70,7 +61,7 @@ func (b *Bridge) probeStore() {
 			case <-t.C:
 			}
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), probeTimeout)
-			err := p.Ping(ctx)
+			err := b.store.Ping(ctx)
 			cancel()
 			if err != nil {
 				continue
@@ -91,7 +82,7 @@ func (b *Bridge) probeStore() {
 }
 
 // storeRetries is how many attempts a store write gets when the store gives
-// no sign of being down (it cannot be probed, or answers a probe): its
+// no sign of being down (it answers a probe): its
 // failure is then no outage to wait out.
 const storeRetries = 3
 
@@ -138,14 +129,9 @@ func (b *Bridge) retryStore(ctx context.Context, log *zap.Logger, op string, wri
 	}
 }
 
-// storeDown reports whether the store fails a probe now; false when it
-// cannot be probed.
+// storeDown reports whether the store fails a probe now.
 func (b *Bridge) storeDown(ctx context.Context) bool {
-	p, ok := b.store.(Prober)
-	if !ok {
-		return false
-	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	return p.Ping(ctx) != nil
+	return b.store.Ping(ctx) != nil
 }

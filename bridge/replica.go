@@ -15,47 +15,8 @@ import (
 	"github.com/flowbridge/flowbridge/bridge/store"
 )
 
-// Leases is implemented by a store several replicas share (postgres.Store).
-// A lease names a conversation (its key) or one inbox entry
-// (store.EntryLease); its holder alone runs that work until the lease
-// expires, by the store's clock.
-type Leases interface {
-	// Claim takes or renews holder's lease on name for ttl and reports
-	// whether holder has it.
-	Claim(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
-	// Renew renews holder's leases among names and returns those renewed.
-	Renew(ctx context.Context, holder string, names []string, ttl time.Duration) ([]string, error)
-	// Release gives up holder's lease on name.
-	Release(ctx context.Context, name, holder string) error
-}
-
-// SharedInbox is implemented by an inbox several replicas share
-// (postgres.Store): what a replica needs to find the work it is to do.
-type SharedInbox interface {
-	// PendingOf returns the conversation's unanswered entries in the
-	// platform's order: by Order, ties by Seq.
-	PendingOf(ctx context.Context, conversation string) ([]store.InboxEntry, error)
-	// Unleased returns conversations with unanswered entries older than
-	// minAge and no live lease, neither the conversation's nor the entry's.
-	Unleased(ctx context.Context, minAge time.Duration, limit int) ([]string, error)
-	// Listen calls f with the conversation of every entry recorded, by any
-	// replica, until ctx ends or the connection fails; f("") first.
-	Listen(ctx context.Context, f func(conversation string)) error
-	// MarkSentUnder is MarkSent made only while holder's lease on name is
-	// live, in one step; otherwise it changes nothing and returns an error
-	// wrapping store.ErrLeaseLost.
-	MarkSentUnder(key, name, holder string, now time.Time) error
-}
-
-// replicaStore is a store that replicas share: with it, the bridge runs a
-// conversation only under its lease, in the shared inbox's order.
-type replicaStore interface {
-	Leases
-	SharedInbox
-}
-
-// ReplicaConfig tunes how replicas sharing a store (one that implements
-// Leases and SharedInbox) split the work. Zero values take the defaults.
+// ReplicaConfig tunes how replicas sharing a store (a store.Shared) split
+// the work. Zero values take the defaults.
 type ReplicaConfig struct {
 	// Holder names this process in its leases (default: the host name, the
 	// process ID and a random suffix, so a restarted process inherits none).
@@ -102,7 +63,7 @@ func (c *ReplicaConfig) setDefaults() {
 type replicas struct {
 	b    *Bridge
 	here local // for the events the shared inbox does not keep (no Key)
-	st   replicaStore
+	st   store.Shared
 	cfg  ReplicaConfig
 
 	convs     map[string]*leasedConv
@@ -127,7 +88,7 @@ type leasedConv struct {
 // storeOpTimeout bounds one store call of the replica machinery.
 const storeOpTimeout = 10 * time.Second
 
-func newReplicas(b *Bridge, st replicaStore, cfg ReplicaConfig) *replicas {
+func newReplicas(b *Bridge, st store.Shared, cfg ReplicaConfig) *replicas {
 	cfg.setDefaults()
 	return &replicas{
 		b: b, here: local{b}, st: st, cfg: cfg,

@@ -24,13 +24,6 @@ import (
 	"github.com/flowbridge/flowbridge/postgres/pgtest"
 )
 
-// The PostgreSQL store is what replicas share.
-var (
-	_ bridge.Leases      = (*postgres.Store)(nil)
-	_ bridge.SharedInbox = (*postgres.Store)(nil)
-	_ bridge.Tokens      = (*postgres.Store)(nil)
-)
-
 // openShared opens a store over dsn, as one replica does; it is closed
 // when t ends, after the bridges using it.
 func openShared(t *testing.T, dsn string) *postgres.Store {

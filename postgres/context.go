@@ -10,8 +10,6 @@ import (
 	"github.com/flowbridge/flowbridge/bridge/store"
 )
 
-var _ store.Contexts = (*Store)(nil)
-
 // ConversationContext returns what the conversation's user has open beside
 // it; ok is false when nothing is recorded.
 func (s *Store) ConversationContext(key string) (store.Context, bool, error) {

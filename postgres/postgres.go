@@ -22,8 +22,9 @@ import (
 	"github.com/flowbridge/flowbridge/internal/groupcommit"
 )
 
-// The Store is the whole of what the core keeps durably.
-var _ store.Store = (*Store)(nil)
+// The Store is the whole of what the core keeps durably, and what replicas
+// share.
+var _ store.Shared = (*Store)(nil)
 
 // Sentinel errors; every error the Store returns that matches one of them
 // wraps it, so callers test with errors.Is.

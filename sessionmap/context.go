@@ -10,8 +10,6 @@ import (
 	"github.com/flowbridge/flowbridge/bridge/store"
 )
 
-var _ store.Contexts = (*Store)(nil)
-
 // A context record is a version byte, a flags byte (bit 0: told), the
 // update time in Unix nanoseconds (8 bytes, big-endian), then the text.
 const (

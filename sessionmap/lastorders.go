@@ -12,7 +12,7 @@ import (
 // LastOrders returns, per conversation with inbox entries keyed under
 // keyPrefix and received at or after since, their highest Order: how far
 // each conversation was recorded, for an adapter to fetch what it missed
-// while down (bridge.RecentInbox). Entries without an Order or a
+// while down (store.RecentInbox). Entries without an Order or a
 // conversation are left out. An entry is answered after it is received, so
 // the answered ones are among those inbox_done holds from since on; the
 // others are the few in inbox_seq. Both are read in short transactions of

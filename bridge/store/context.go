@@ -17,9 +17,7 @@ type Context struct {
 	Updated time.Time
 }
 
-// Contexts keeps each conversation's context. Backends implement it beside
-// Store; the core finds it by type assertion, so a store without it only
-// loses the context.
+// Contexts keeps each conversation's context.
 type Contexts interface {
 	// ConversationContext returns the conversation's context; ok is false
 	// when it has none.

@@ -7,6 +7,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"time"
 )
@@ -128,7 +129,7 @@ var ErrUnknownEntry = errors.New("no such inbox entry")
 var ErrAlreadySent = errors.New("inbox entry sent or answered already")
 
 // ErrLeaseLost is returned (wrapped) by a state change made under a lease
-// (postgres.Store.MarkSentUnder) that the holder no longer has: it expired,
+// (SharedInbox.MarkSentUnder) that the holder no longer has: it expired,
 // or another holder took it. Nothing is changed; the work is the lease's
 // next holder's.
 var ErrLeaseLost = errors.New("lease lost")
@@ -169,6 +170,15 @@ type Outbox interface {
 	// ErrAlreadySent, and a key the inbox does not hold one wrapping
 	// ErrUnknownEntry; either way nothing is written.
 	PutReply(key string, reply []byte, turn *Turn, now time.Time) error
+}
+
+// RecentInbox says how far each conversation's platform order was
+// recorded: what an adapter whose platform does not redeliver (Discord)
+// needs to fetch what it missed while down.
+type RecentInbox interface {
+	// LastOrders returns, per conversation with entries keyed under
+	// keyPrefix and received at or after since, their highest Order.
+	LastOrders(ctx context.Context, keyPrefix string, since time.Time) (map[string]int64, error)
 }
 
 // AuditEntry records one flow run, refusal or confirmation.
@@ -235,14 +245,27 @@ type Audit interface {
 	PruneAudit(before time.Time) (int, error)
 }
 
-// Store is everything the core keeps durably.
+// Prober says whether the store answers. After a failed write the core
+// probes it until it does, so that its readiness recovers without waiting
+// for traffic.
+type Prober interface {
+	// Ping returns nil when the store answers, within ctx.
+	Ping(ctx context.Context) error
+}
+
+// Store is everything the core keeps durably; every backend implements all
+// of it (sessionmap.Store and postgres.Store claim it at compile time). What
+// only a store that replicas share can do is Shared.
 type Store interface {
 	Sessions
 	Inbox
 	Outbox
+	RecentInbox
 	Audit
+	Contexts
 	Feedback
 	Schedules
+	Prober
 }
 
 // EntryLease names the lease under which one inbox entry runs on its own,

@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/store"
 	"github.com/flowbridge/flowbridge/postgres"
 	"github.com/flowbridge/flowbridge/sessionmap"
@@ -43,15 +42,13 @@ type statsStore interface {
 // What admin and the metrics find by type assertion; a lost method must fail
 // the build, not quietly answer 501 or drop the gauges.
 var (
-	_ servedStore   = (*sessionmap.Store)(nil)
-	_ bridge.Prober = (*sessionmap.Store)(nil)
-	_ bridge.Prober = pgStore{}
-	_ servedStore   = pgStore{}
-	_ backupStore   = (*sessionmap.Store)(nil)
-	_ statsStore    = (*sessionmap.Store)(nil)
-	// Discord's catch-up after downtime, on either store.
-	_ bridge.RecentInbox = (*sessionmap.Store)(nil)
-	_ bridge.RecentInbox = pgStore{}
+	_ servedStore = (*sessionmap.Store)(nil)
+	_ servedStore = pgStore{}
+	_ backupStore = (*sessionmap.Store)(nil)
+	_ statsStore  = (*sessionmap.Store)(nil)
+	// The bridge runs as a replica when its store is a store.Shared: the
+	// wrapper must not hide it, or replicas would each answer everything.
+	_ store.Shared = pgStore{}
 )
 
 // pgOpenTimeout bounds connecting to PostgreSQL and migrating its schema at

@@ -7,23 +7,13 @@ import (
 	"github.com/flowbridge/flowbridge/bridge/store"
 )
 
-// contexts returns s as store.Contexts; every backend implements it.
-func contexts(t *testing.T, s store.Store) store.Contexts {
-	t.Helper()
-	c, ok := s.(store.Contexts)
-	if !ok {
-		t.Fatalf("%T does not implement store.Contexts", s)
-	}
-	return c
-}
-
 func sameContext(a, b store.Context) bool {
 	return a.Key == b.Key && a.Text == b.Text && a.Told == b.Told && a.Updated.Equal(b.Updated)
 }
 
 func testContexts(t *testing.T, o Opener) {
 	t.Run("RoundTrip", func(t *testing.T) {
-		cs := contexts(t, o.Open(t))
+		cs := o.Open(t)
 		want := store.Context{Key: "slack/T1/D1/1700000000.000100", Text: "The user is viewing <#C1>. «ünïcode»", Updated: at(1)}
 		if err := cs.PutConversationContext(want); err != nil {
 			t.Fatalf("PutConversationContext() = %v", err)
@@ -34,7 +24,7 @@ func testContexts(t *testing.T, o Opener) {
 		}
 	})
 	t.Run("PutReplaces", func(t *testing.T) {
-		cs := contexts(t, o.Open(t))
+		cs := o.Open(t)
 		key := "slack/T1/D1/1700000000.000200"
 		for _, c := range []store.Context{
 			{Key: key, Text: "first", Updated: at(1)},
@@ -51,7 +41,7 @@ func testContexts(t *testing.T, o Opener) {
 		}
 	})
 	t.Run("EmptyTextDeletes", func(t *testing.T) {
-		cs := contexts(t, o.Open(t))
+		cs := o.Open(t)
 		key := "slack/T1/D1/1700000000.000300"
 		if err := cs.PutConversationContext(store.Context{Key: key, Text: "x", Updated: at(1)}); err != nil {
 			t.Fatal(err)
@@ -68,7 +58,7 @@ func testContexts(t *testing.T, o Opener) {
 		}
 	})
 	t.Run("Missing", func(t *testing.T) {
-		cs := contexts(t, o.Open(t))
+		cs := o.Open(t)
 		for _, key := range []string{"slack/T1/D1/nothing", strings.Repeat("k", 600)} {
 			if got, ok, err := cs.ConversationContext(key); err != nil || ok {
 				t.Errorf("ConversationContext(%.20q…) = %+v, %v, %v, want none", key, got, ok, err)
@@ -76,7 +66,7 @@ func testContexts(t *testing.T, o Opener) {
 		}
 	})
 	t.Run("KeysAreSeparate", func(t *testing.T) {
-		cs := contexts(t, o.Open(t))
+		cs := o.Open(t)
 		a := store.Context{Key: "slack/T1/D1/1.1", Text: "a", Updated: at(1)}
 		b := store.Context{Key: "slack/T1/D1/1.10", Text: "b", Told: true, Updated: at(2)}
 		for _, c := range []store.Context{a, b} {
@@ -91,7 +81,7 @@ func testContexts(t *testing.T, o Opener) {
 		}
 	})
 	t.Run("EmptyKeyRefused", func(t *testing.T) {
-		cs := contexts(t, o.Open(t))
+		cs := o.Open(t)
 		if err := cs.PutConversationContext(store.Context{Text: "x", Updated: at(1)}); err == nil {
 			t.Error("PutConversationContext(empty key) = nil, want an error")
 		}
@@ -100,11 +90,11 @@ func testContexts(t *testing.T, o Opener) {
 		t.Run("Durable", func(t *testing.T) {
 			s := o.Open(t)
 			want := store.Context{Key: "slack/T1/D1/1700000000.000400", Text: "kept", Told: true, Updated: at(4)}
-			if err := contexts(t, s).PutConversationContext(want); err != nil {
+			if err := s.PutConversationContext(want); err != nil {
 				t.Fatal(err)
 			}
 			s = o.Reopen(t, s)
-			if got, ok, err := contexts(t, s).ConversationContext(want.Key); err != nil || !ok || !sameContext(got, want) {
+			if got, ok, err := s.ConversationContext(want.Key); err != nil || !ok || !sameContext(got, want) {
 				t.Errorf("ConversationContext() after reopen = %+v, %v, %v, want %+v", got, ok, err, want)
 			}
 		})

@@ -1,21 +1,13 @@
 package storetest
 
 import (
-	"context"
 	"maps"
 	"testing"
-	"time"
 
 	"github.com/flowbridge/flowbridge/bridge/store"
 )
 
-// lastOrderer is a store that can say how far each conversation's platform
-// order was recorded (bridge.RecentInbox), for Discord's catch-up.
-type lastOrderer interface {
-	LastOrders(ctx context.Context, keyPrefix string, since time.Time) (map[string]int64, error)
-}
-
-// testLastOrders checks LastOrders, for a backend that implements it: per
+// testLastOrders checks LastOrders (store.RecentInbox): per
 // conversation, the highest Order of the entries under the key prefix
 // received at or after since, whatever their state, and so after a reopen.
 func testLastOrders(t *testing.T, o Opener) {
@@ -40,15 +32,11 @@ func testLastOrders(t *testing.T, o Opener) {
 	want := map[string]int64{"discord/1/c": 30, "discord/@me/d": 20}
 	check := func(s store.Store) {
 		t.Helper()
-		lo, ok := s.(lastOrderer)
-		if !ok {
-			t.Fatalf("%T has no LastOrders", s)
-		}
-		got, err := lo.LastOrders(t.Context(), "discord/msg/", since)
+		got, err := s.LastOrders(t.Context(), "discord/msg/", since)
 		if err != nil || !maps.Equal(got, want) {
 			t.Errorf("LastOrders = %v, %v, want %v", got, err, want)
 		}
-		got, err = lo.LastOrders(t.Context(), "discord/msg/", at(101))
+		got, err = s.LastOrders(t.Context(), "discord/msg/", at(101))
 		if err != nil || len(got) != 0 {
 			t.Errorf("LastOrders since after every entry = %v, %v, want none", got, err)
 		}

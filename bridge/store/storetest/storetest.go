@@ -32,8 +32,8 @@ type Opener struct {
 }
 
 // Run runs the suite against the stores o makes, one subtest per behaviour:
-// Sessions, Inbox, Audit, Contexts, Feedback, Schedules, Concurrency and Reopen,
-// and Outbox and LastOrders for the backends that implement them.
+// Sessions, Inbox, Outbox, LastOrders, Audit, Contexts, Feedback, Schedules,
+// Ping, Concurrency and Reopen.
 func Run(t *testing.T, o Opener) {
 	if o.Open == nil {
 		t.Fatal("storetest.Run: Opener.Open is nil")
@@ -41,13 +41,12 @@ func Run(t *testing.T, o Opener) {
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, o) })
 	t.Run("Inbox", func(t *testing.T) { testInbox(t, o) })
 	t.Run("Outbox", func(t *testing.T) { testOutbox(t, o) })
-	if _, ok := o.Open(t).(lastOrderer); ok {
-		t.Run("LastOrders", func(t *testing.T) { testLastOrders(t, o) })
-	}
+	t.Run("LastOrders", func(t *testing.T) { testLastOrders(t, o) })
 	t.Run("Audit", func(t *testing.T) { testAudit(t, o) })
 	t.Run("Contexts", func(t *testing.T) { testContexts(t, o) })
 	t.Run("Feedback", func(t *testing.T) { testFeedback(t, o) })
 	t.Run("Schedules", func(t *testing.T) { testSchedules(t, o) })
+	t.Run("Ping", func(t *testing.T) { testPing(t, o) })
 	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, o) })
 	t.Run("Reopen", func(t *testing.T) {
 		if o.Reopen == nil {

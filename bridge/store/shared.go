@@ -1,0 +1,65 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Shared is a store several replicas share (postgres.Store, which claims it
+// at compile time): with it, a replica runs a conversation only under the
+// conversation's lease, in the shared inbox's order, and keeps what a button
+// names where a press reaching any replica finds it. The core checks for it
+// once, when it is built; a store without it (sessionmap.Store) serves one
+// process, which runs every conversation and keeps button state in memory.
+type Shared interface {
+	Store
+	Leases
+	SharedInbox
+	Tokens
+}
+
+// Leases are named claims on work among replicas. A lease names a
+// conversation (its key) or one inbox entry (EntryLease); its holder alone
+// runs that work until the lease expires.
+//
+// Expiry is judged by the store's clock (on PostgreSQL, the database's
+// now()), not by the caller's: replicas' clocks differ, and one clock
+// among them is what makes two claimants agree on whether a lease is live.
+// The ttl is a duration for that reason, not a time.
+type Leases interface {
+	// Claim takes or renews holder's lease on name for ttl and reports
+	// whether holder has it.
+	Claim(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
+	// Renew renews holder's leases among names and returns those renewed.
+	Renew(ctx context.Context, holder string, names []string, ttl time.Duration) ([]string, error)
+	// Release gives up holder's lease on name.
+	Release(ctx context.Context, name, holder string) error
+}
+
+// SharedInbox is an inbox several replicas share: what a replica needs to
+// find the work it is to do.
+type SharedInbox interface {
+	// PendingOf returns the conversation's unanswered entries in the
+	// platform's order: by Order, ties by Seq.
+	PendingOf(ctx context.Context, conversation string) ([]InboxEntry, error)
+	// Unleased returns conversations with unanswered entries older than
+	// minAge and no live lease, neither the conversation's nor the entry's.
+	Unleased(ctx context.Context, minAge time.Duration, limit int) ([]string, error)
+	// Listen calls f with the conversation of every entry recorded, by any
+	// replica, until ctx ends or the connection fails; f("") first.
+	Listen(ctx context.Context, f func(conversation string)) error
+	// MarkSentUnder is MarkSent made only while holder's lease on name is
+	// live, in one step; otherwise it changes nothing and returns an error
+	// wrapping ErrLeaseLost.
+	MarkSentUnder(key, name, holder string, now time.Time) error
+}
+
+// Tokens keep what a button names (a result that may be shared, a flow run
+// waiting for its Run) where a press reaching any replica finds it.
+type Tokens interface {
+	// PutToken keeps data under id until expires, replacing what id held.
+	PutToken(ctx context.Context, id string, data []byte, expires, now time.Time) error
+	// TakeToken removes the token id and returns it; of several takers,
+	// one gets it. ok is false when there is none.
+	TakeToken(ctx context.Context, id string) (data []byte, expires time.Time, ok bool, err error)
+}
