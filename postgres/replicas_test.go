@@ -13,79 +13,6 @@ import (
 	"github.com/flowbridge/flowbridge/bridge/store"
 )
 
-func TestPendingOf(t *testing.T) {
-	t.Parallel()
-	s, _ := openEmpty(t, Options{})
-	ctx := t.Context()
-	for i, conv := range []string{"c/1", "c/2", "c/1", "c/1", "c/2"} {
-		if _, err := s.Receive(store.InboxEntry{Key: fmt.Sprintf("k/%d", i), Conversation: conv, Event: []byte(fmt.Sprint(i))}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.MarkSent("k/0", time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Finish("k/2", "ref", nil, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.PendingOf(ctx, "c/1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys []string
-	for _, e := range got {
-		keys = append(keys, e.Key)
-		if e.Conversation != "c/1" || len(e.Event) == 0 {
-			t.Errorf("entry %+v: want conversation c/1 with its event", e)
-		}
-	}
-	if !slices.Equal(keys, []string{"k/0", "k/3"}) || got[0].State != store.Sent || got[1].State != store.Received || got[0].Seq >= got[1].Seq {
-		t.Errorf("PendingOf(c/1) = %+v, want k/0 (sent) then k/3 (received), in seq order", got)
-	}
-	if got, err := s.PendingOf(ctx, "c/none"); err != nil || len(got) != 0 {
-		t.Errorf("PendingOf of a conversation without entries = %v, %v", got, err)
-	}
-}
-
-func TestPendingOfInPlatformOrder(t *testing.T) {
-	// Two replicas record one conversation's messages in either order:
-	// PendingOf returns them in the platform's (Order), ties by Seq,
-	// whether they came one at a time or in one batch.
-	t.Parallel()
-	s, _ := openEmpty(t, Options{})
-	ctx := t.Context()
-	for _, e := range []store.InboxEntry{{Key: "k/30", Order: 30}, {Key: "k/10", Order: 10}} {
-		e.Conversation, e.Event = "c/1", []byte(e.Key)
-		if _, err := s.Receive(e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var wg sync.WaitGroup
-	for _, e := range []store.InboxEntry{{Key: "k/20", Order: 20}, {Key: "k/5", Order: 5}, {Key: "k/20b", Order: 20}} {
-		e.Conversation, e.Event = "c/1", []byte(e.Key)
-		wg.Go(func() {
-			if _, err := s.Receive(e); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	got, err := s.PendingOf(ctx, "c/1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys []string
-	for i, e := range got {
-		keys = append(keys, e.Key)
-		if i > 0 && (e.Order < got[i-1].Order || e.Order == got[i-1].Order && e.Seq < got[i-1].Seq) {
-			t.Errorf("PendingOf(c/1): %s (order %d, seq %d) after %s (order %d, seq %d)", e.Key, e.Order, e.Seq, got[i-1].Key, got[i-1].Order, got[i-1].Seq)
-		}
-	}
-	if len(keys) != 5 || keys[0] != "k/5" || keys[1] != "k/10" || keys[4] != "k/30" {
-		t.Errorf("PendingOf(c/1) = %q, want k/5, k/10, the two k/20s, k/30", keys)
-	}
-}
-
 func TestRenew(t *testing.T) {
 	t.Parallel()
 	s, dsn := openEmpty(t, Options{})
@@ -225,42 +152,6 @@ func TestListen(t *testing.T) {
 	s1.Close()
 	if err := s1.Listen(t.Context(), func(string) {}); err == nil {
 		t.Error("Listen on a closed store = nil, want an error")
-	}
-}
-
-func TestTokens(t *testing.T) {
-	t.Parallel()
-	s, dsn := openEmpty(t, Options{})
-	s2 := openDSN(t, dsn, Options{})
-	ctx := t.Context()
-	now := time.Now()
-	if err := s.PutToken(ctx, "confirm:1", []byte(`{"flow":"hc"}`), now.Add(time.Minute), now); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.PutToken(ctx, "share:old", []byte(`x`), now.Add(-time.Minute), now.Add(-2*time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	// Taken once, from any replica.
-	data, exp, ok, err := s2.TakeToken(ctx, "confirm:1")
-	if err != nil || !ok || string(data) != `{"flow":"hc"}` || !exp.Round(time.Second).Equal(now.Add(time.Minute).Round(time.Second)) {
-		t.Fatalf("TakeToken = %s, %v, %v, %v", data, exp, ok, err)
-	}
-	if _, _, ok, err := s.TakeToken(ctx, "confirm:1"); err != nil || ok {
-		t.Errorf("second TakeToken = %v, %v, want none", ok, err)
-	}
-	// An expired token is returned for the caller to say so, until a later
-	// PutToken sweeps it away.
-	if _, _, ok, err := s.TakeToken(ctx, "share:none"); err != nil || ok {
-		t.Errorf("TakeToken of an unknown token = %v, %v", ok, err)
-	}
-	if err := s.PutToken(ctx, "share:new", []byte(`y`), now.Add(time.Minute), now); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, ok, err := s.TakeToken(ctx, "share:old"); err != nil || ok {
-		t.Errorf("expired token after a PutToken = %v, %v, want swept", ok, err)
-	}
-	if err := s.PutToken(ctx, "", nil, now, now); err == nil {
-		t.Error("PutToken with an empty ID = nil, want an error")
 	}
 }
 
