@@ -148,7 +148,7 @@ func (b *Bridge) askConfirmation(ctx context.Context, log *zap.Logger, ev Event,
 	}
 	entry := b.auditEntry(ev, f.Name, params)
 	entry.Outcome = OutcomeConfirm
-	b.audit(log, entry)
+	b.audit(ctx, log, entry)
 	var s strings.Builder
 	if len(params) == 0 {
 		fmt.Fprintf(&s, "Run *%s*?", f.Name)
@@ -182,14 +182,14 @@ func (b *Bridge) answerConfirmation(ctx context.Context, log *zap.Logger, ev Eve
 		f, ok := b.cat.Load().flows[p.flow.Name]
 		if !ok {
 			entry.Outcome, entry.Detail = OutcomeRefused, "flow removed before confirmation"
-			b.audit(log, entry)
+			b.audit(ctx, log, entry)
 			b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf("The flow *%s* is no longer offered, so it was not run.", p.flow.Name)})
 			return
 		}
 		if rule, allowed := admits(f, ev); !allowed {
 			b.metrics.refused("flow_access")
 			entry.Outcome, entry.Detail = OutcomeRefused, rule
-			b.audit(log, entry)
+			b.audit(ctx, log, entry)
 			b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: refusalText(f, rule)})
 			return
 		}
@@ -200,7 +200,7 @@ func (b *Bridge) answerConfirmation(ctx context.Context, log *zap.Logger, ev Eve
 	at := b.cfg.Now().UTC().Format("15:04 MST")
 	if ev.Action.ID == ActionCancel {
 		entry.Outcome = OutcomeCancelled
-		b.audit(log, entry)
+		b.audit(ctx, log, entry)
 		b.send(ctx, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Replace: true, Text: fmt.Sprintf("Cancelled by %s at %s: *%s* was not run.", displayName(ev.User), at, p.flow.Name)})
 		return
 	}

@@ -27,7 +27,7 @@ func (b *Bridge) agentCommand(ctx context.Context, log *zap.Logger, ev Event, ar
 	case "status":
 		b.agentStatus(ctx, ev, cat)
 	case "reset":
-		if _, err := b.store.DeleteSession(ev.Conversation); err != nil {
+		if _, err := b.store.DeleteSession(ctx, ev.Conversation); err != nil {
 			log.Error("reset", zap.Error(err))
 			b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})
 			return
@@ -76,12 +76,12 @@ func agentHelp(cat *catalog, r Responder) string {
 }
 
 func (b *Bridge) agentStatus(ctx context.Context, ev Event, cat *catalog) {
-	agent, err := b.conversationAgent(cat, ev)
+	agent, err := b.conversationAgent(ctx, cat, ev)
 	if err != nil {
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})
 		return
 	}
-	sess, ok, err := b.store.Session(ev.Conversation)
+	sess, ok, err := b.store.Session(ctx, ev.Conversation)
 	if err != nil {
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})
 		return
@@ -123,11 +123,11 @@ func (b *Bridge) agentUse(ctx context.Context, log *zap.Logger, ev Event, cat *c
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf("The agent *%s* is not available in this channel, so this conversation cannot switch to it.", a.Name)})
 		return
 	}
-	if cur, err := b.conversationAgent(cat, ev); err == nil && cur != nil && cur.Name == a.Name {
+	if cur, err := b.conversationAgent(ctx, cat, ev); err == nil && cur != nil && cur.Name == a.Name {
 		b.send(ctx, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: fmt.Sprintf("This conversation already talks to *%s*; nothing changed.", a.Name)})
 		return
 	}
-	if err := b.store.SetConversationAgent(ev.Conversation, a.Name); err != nil {
+	if err := b.store.SetConversationAgent(ctx, ev.Conversation, a.Name); err != nil {
 		log.Error("set agent", zap.Error(err))
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})
 		return
@@ -144,9 +144,9 @@ func (b *Bridge) agentUse(ctx context.Context, log *zap.Logger, ev Event, cat *c
 func (b *Bridge) agentShare(ctx context.Context, log *zap.Logger, ev Event) {
 	// In a channel, the user's own latest answer in its threads; else (a
 	// thread, a DM, channel scope) the conversation's latest.
-	text, ok, err := b.store.LastReply(shareKey(ev.Conversation, ev.User.ID))
+	text, ok, err := b.store.LastReply(ctx, shareKey(ev.Conversation, ev.User.ID))
 	if err == nil && !ok {
-		text, ok, err = b.store.LastReply(ev.Conversation)
+		text, ok, err = b.store.LastReply(ctx, ev.Conversation)
 	}
 	if err != nil {
 		log.Error("last reply", zap.Error(err))

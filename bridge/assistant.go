@@ -35,12 +35,12 @@ const maxContextBytes = 2000
 // conversation opened before is not greeted again (Slack's Messages tab
 // opens the same DM each time the user looks at it).
 func (b *Bridge) open(ctx context.Context, log *zap.Logger, ev Event) {
-	if known := b.keepContext(log, ev); known {
+	if known := b.keepContext(ctx, log, ev); known {
 		log.Debug("conversation opened again; not greeted")
-		b.answered(log, ev, "", nil)
+		b.answered(ctx, log, ev, "", nil)
 		return
 	}
-	agent, err := b.conversationAgent(b.cat.Load(), ev)
+	agent, err := b.conversationAgent(ctx, b.cat.Load(), ev)
 	var r Reply
 	switch {
 	case err != nil:
@@ -65,10 +65,10 @@ func (b *Bridge) open(ctx context.Context, log *zap.Logger, ev Event) {
 // records the conversation, leaving a context it knows alone when it brings
 // none; a context event without one forgets it. A context the conversation
 // already has, told or not, is not written again.
-func (b *Bridge) keepContext(log *zap.Logger, ev Event) (known bool) {
+func (b *Bridge) keepContext(ctx context.Context, log *zap.Logger, ev Event) (known bool) {
 	cs := b.store
 	text := truncate(sanitize(ev.Text), maxContextBytes)
-	cur, found, err := cs.ConversationContext(ev.Conversation)
+	cur, found, err := cs.ConversationContext(ctx, ev.Conversation)
 	switch {
 	case err != nil:
 		log.Warn("context not read", zap.Error(err))
@@ -77,7 +77,7 @@ func (b *Bridge) keepContext(log *zap.Logger, ev Event) (known bool) {
 	case !found && text == "" && ev.Kind == KindContext:
 		return false
 	}
-	err = cs.PutConversationContext(store.Context{Key: ev.Conversation, Text: text, Updated: b.cfg.Now()})
+	err = cs.PutConversationContext(ctx, store.Context{Key: ev.Conversation, Text: text, Updated: b.cfg.Now()})
 	b.noteStore(err)
 	if err != nil {
 		b.metrics.storeFailed("save_context")
@@ -91,11 +91,11 @@ func (b *Bridge) keepContext(log *zap.Logger, ev Event) (known bool) {
 // to call once the agent answered. A thread without a context of its own
 // takes its parent's (Slack's agent view tells what the user views once
 // for the whole DM, whose threads are the conversations).
-func (b *Bridge) withContext(log *zap.Logger, ev Event, text string) (string, func()) {
+func (b *Bridge) withContext(ctx context.Context, log *zap.Logger, ev Event, text string) (string, func()) {
 	cs := b.store
-	c, found, err := cs.ConversationContext(ev.Conversation)
+	c, found, err := cs.ConversationContext(ctx, ev.Conversation)
 	if err == nil && !found && ev.Parent != "" {
-		c, found, err = cs.ConversationContext(ev.Parent)
+		c, found, err = cs.ConversationContext(ctx, ev.Parent)
 	}
 	if err != nil {
 		log.Warn("context not read", zap.Error(err))
@@ -106,7 +106,7 @@ func (b *Bridge) withContext(log *zap.Logger, ev Event, text string) (string, fu
 	}
 	return fmt.Sprintf(msgContextLead, c.Text) + text, func() {
 		c.Told, c.Updated = true, b.cfg.Now()
-		if err := cs.PutConversationContext(c); err != nil {
+		if err := cs.PutConversationContext(recordCtx(ctx), c); err != nil {
 			// The agent hears the context once more with the next message.
 			log.Debug("context not marked told", zap.Error(err))
 		}
@@ -116,12 +116,12 @@ func (b *Bridge) withContext(log *zap.Logger, ev Event, text string) (string, fu
 // titler returns the responder's Titler when the event's message is the
 // first of its conversation's session, so the conversation takes its name
 // from it; otherwise nil.
-func (b *Bridge) titler(log *zap.Logger, ev Event) Titler {
+func (b *Bridge) titler(ctx context.Context, log *zap.Logger, ev Event) Titler {
 	t, ok := ev.Reply.(Titler)
 	if !ok {
 		return nil
 	}
-	_, has, err := b.store.Session(ev.Conversation)
+	_, has, err := b.store.Session(ctx, ev.Conversation)
 	if err != nil {
 		log.Debug("session not read for the title", zap.Error(err))
 		return nil

@@ -48,7 +48,7 @@ func TestOpenGreetsWithTheAgentsPrompts(t *testing.T) {
 	wantContains(t, "greeting", r.Text, "*helper*")
 
 	// A thread whose channel chose another agent is greeted by that agent.
-	if err := h.store.SetConversationAgent("dm/1", "other"); err != nil {
+	if err := h.store.SetConversationAgent(t.Context(), "dm/1", "other"); err != nil {
 		t.Fatal(err)
 	}
 	rec = newRecorder()

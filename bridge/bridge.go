@@ -412,7 +412,7 @@ func (b *Bridge) busy(j *job) {
 	j.rec.settle(ErrBusy)
 	ran := b.disp.alone(ev.Key, func() {
 		ref := b.tellBusy(ev)
-		b.answered(b.log, ev, ref, nil)
+		b.answered(b.ctx, b.log, ev, ref, nil)
 		if ev.Done != nil {
 			ev.Done()
 		}
@@ -529,7 +529,7 @@ func (b *Bridge) run(j job) {
 		// A bug in one event's handling must not take the bridge down with it.
 		if r := recover(); r != nil {
 			log.Error("panic while handling event", zap.Any("panic", r), zap.Stack("stack"))
-			b.answered(log, j.ev, "", nil)
+			b.answered(b.ctx, log, j.ev, "", nil)
 		}
 	}()
 	ctx := b.ctx
@@ -539,7 +539,7 @@ func (b *Bridge) run(j job) {
 		return
 	}
 	if j.ev.Prepare != nil && !j.ev.Prepare(ctx, &j.ev) {
-		b.answered(log, j.ev, "", nil) // not for the bot
+		b.answered(ctx, log, j.ev, "", nil) // not for the bot
 		return
 	}
 	switch {
@@ -554,10 +554,10 @@ func (b *Bridge) run(j job) {
 	case j.kind == KindOpen:
 		b.open(ctx, log, j.ev)
 	case j.kind == KindContext:
-		b.keepContext(log, j.ev)
+		b.keepContext(ctx, log, j.ev)
 	}
 	// Whatever did not close its entry with a reply of its own is done now.
-	b.answered(log, j.ev, "", nil)
+	b.answered(ctx, log, j.ev, "", nil)
 }
 
 // acquire takes an in-flight API slot, or reports false when all are taken.

@@ -355,7 +355,7 @@ func TestFlowOutcomes(t *testing.T) {
 			t.Errorf("kind = %v, want error", r.Kind)
 		}
 		wantContains(t, "reply", r.Text, "did not finish within 1 second")
-		entries, err := h.store.Audit(auditAll())
+		entries, err := h.store.Audit(t.Context(), auditAll())
 		if err != nil || len(entries) != 2 || entries[0].Outcome != bridge.OutcomeStarted || entries[1].Outcome != bridge.OutcomeTimeout {
 			t.Errorf("audit = %+v, %v; want started, then timeout", entries, err)
 		}
@@ -491,7 +491,7 @@ func TestAccessRules(t *testing.T) {
 	if strings.Contains(help.Text, "restart") || strings.Contains(help.Text, "locked") {
 		t.Errorf("help = %q, lists flows the caller may not run", help.Text)
 	}
-	entries, _ := h.store.Audit(auditAll())
+	entries, _ := h.store.Audit(t.Context(), auditAll())
 	var refused int
 	for _, e := range entries {
 		if e.Outcome == bridge.OutcomeRefused {

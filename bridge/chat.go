@@ -27,7 +27,7 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 		return
 	}
 	cat := b.cat.Load()
-	agent, err := b.conversationAgent(cat, ev)
+	agent, err := b.conversationAgent(ctx, cat, ev)
 	if err != nil {
 		log.Error("agent lookup", zap.Error(err))
 		b.send(ctx, ev, Reply{Kind: ReplyError, Text: msgStoreFailed})
@@ -70,8 +70,8 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	stop := b.indicate(ctx, ev.Reply)
 	log = log.WithLazy(zap.String("agent", agent.Name))
 	log.Debug("chat message", zap.String("text", text))
-	titler := b.titler(log, ev)
-	asked, told := b.withContext(log, ev, lead+text)
+	titler := b.titler(ctx, log, ev)
+	asked, told := b.withContext(ctx, log, ev, lead+text)
 	stopProgress := b.progress(ctx, log, ev.Reply, "", thinkingProgress)
 	out, sess, renewed, err := b.ask(ctx, log, ev.Conversation, agent, asked)
 	stopProgress()
@@ -98,7 +98,7 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	if ev.Parent != "" {
 		turn.Also = []string{shareKey(ev.Parent, ev.User.ID)}
 	}
-	b.deliver(ctx, log, ev, "", b.asFile(ev, b.withFeedback(log, ev, Reply{Kind: ReplyAgent, Text: out}, agent.Name, sess.SessionUUID), "reply", nil), turn)
+	b.deliver(ctx, log, ev, "", b.asFile(ev, b.withFeedback(ctx, log, ev, Reply{Kind: ReplyAgent, Text: out}, agent.Name, sess.SessionUUID), "reply", nil), turn)
 }
 
 // indicate starts the responder's working indicator once the answer has
@@ -142,7 +142,7 @@ func (b *Bridge) indicate(ctx context.Context, r Responder) (stop func()) {
 // there is none. A 404 means the workspace forgot the session: the mapping is
 // dropped, a new session made and the message sent once more (renewed = true).
 func (b *Bridge) ask(ctx context.Context, log *zap.Logger, key string, agent *Agent, text string) (out string, sess Session, renewed bool, err error) {
-	sess, ok, err := b.store.Session(key)
+	sess, ok, err := b.store.Session(ctx, key)
 	if err != nil {
 		return "", sess, false, fmt.Errorf("load session: %w", err)
 	}
@@ -154,7 +154,7 @@ func (b *Bridge) ask(ctx context.Context, log *zap.Logger, key string, agent *Ag
 	reply, err := b.ws.Chat(ctx, agent.UUID, sess.SessionUUID, text)
 	if errors.Is(err, workspace.ErrNotFound) {
 		log.Info("session gone; starting a new one", zap.String("session_id", sess.SessionUUID))
-		if _, err := b.store.DeleteSession(key); err != nil {
+		if _, err := b.store.DeleteSession(ctx, key); err != nil {
 			return "", sess, false, fmt.Errorf("drop session: %w", err)
 		}
 		if sess, err = b.newSession(ctx, key, agent); err != nil {
@@ -176,7 +176,7 @@ func (b *Bridge) newSession(ctx context.Context, key string, agent *Agent) (Sess
 	}
 	now := b.cfg.Now()
 	s := Session{Key: key, Agent: agent.Name, SessionUUID: id, Created: now, LastUsed: now}
-	err = b.store.PutSession(s)
+	err = b.store.PutSession(ctx, s)
 	b.noteStore(err)
 	if err != nil {
 		b.metrics.storeFailed("save_session")
@@ -197,12 +197,12 @@ func (e *sessionError) Unwrap() error { return e.err }
 // stored choice while that agent still exists, else its channel's (for a
 // thread), else its channel's configured default (Agent.DefaultChannels),
 // else the default agent.
-func (b *Bridge) conversationAgent(cat *catalog, ev Event) (*Agent, error) {
+func (b *Bridge) conversationAgent(ctx context.Context, cat *catalog, ev Event) (*Agent, error) {
 	for _, key := range []string{ev.Conversation, ev.Parent} {
 		if key == "" {
 			continue
 		}
-		name, ok, err := b.store.ConversationAgent(key)
+		name, ok, err := b.store.ConversationAgent(ctx, key)
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"context"
 	"errors"
 
 	"go.uber.org/zap"
@@ -19,7 +20,7 @@ type dispatcher interface {
 	// true, or reports false when another process is that worker.
 	alone(key string, f func()) bool
 	// markSent records that e's request is about to leave.
-	markSent(e *entry) error
+	markSent(ctx context.Context, e *entry) error
 	// holds reports whether e is still this process's to run: false once
 	// its lease has lapsed. letGo gives e's lapsed lease up.
 	holds(e *entry) bool
@@ -73,7 +74,9 @@ func (local) alone(_ string, f func()) bool {
 	return true
 }
 
-func (l local) markSent(e *entry) error { return l.b.store.MarkSent(e.key, l.b.cfg.Now()) }
+func (l local) markSent(ctx context.Context, e *entry) error {
+	return l.b.store.MarkSent(recordCtx(ctx), e.key, l.b.cfg.Now())
+}
 
 func (local) holds(*entry) bool { return true }
 
@@ -103,7 +106,7 @@ func (l local) attach(platform string, r Restorer) (resumed, told int, err error
 		if err != nil {
 			// Nothing can answer it; keeping it would only replay the failure.
 			log.Error("unfinished event cannot be resumed; dropped", zap.String("event_key", e.Key), zap.Error(err))
-			if ferr := b.store.Finish(e.Key, "", nil, b.cfg.Now()); ferr != nil {
+			if ferr := b.store.Finish(recordCtx(b.ctx), e.Key, "", nil, b.cfg.Now()); ferr != nil {
 				log.Warn("inbox entry not closed", zap.Error(ferr))
 			}
 			continue

@@ -318,7 +318,7 @@ func TestBadInput(t *testing.T) {
 		if n := countRequests(h.fake, "/run/sync"); n != 0 {
 			t.Errorf("%d flow runs for refused parameters, want 0", n)
 		}
-		entries, err := h.store.Audit(sessionmap.AuditFilter{Flow: "healthcheck"})
+		entries, err := h.store.Audit(t.Context(), sessionmap.AuditFilter{Flow: "healthcheck"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -368,7 +368,7 @@ func TestRefusedRequestsWriteBoundedAudit(t *testing.T) {
 	}
 	h.command("c/1", bridge.CommandFlow, many.String())
 	h.command("c/1", bridge.CommandFlow, "healthcheck host="+strings.Repeat("x", 5000))
-	entries, err := h.store.Audit(auditAll())
+	entries, err := h.store.Audit(t.Context(), auditAll())
 	if err != nil || len(entries) != 2 {
 		t.Fatalf("audit = %d entries, %v; want 2", len(entries), err)
 	}

@@ -34,12 +34,12 @@ const (
 // the record: after it was pruned, or when writing it failed. The value
 // stays within Discord's 100 characters of custom_id for agent names of
 // 32 characters and UUIDs.
-func (b *Bridge) withFeedback(log *zap.Logger, ev Event, r Reply, agent, session string) Reply {
+func (b *Bridge) withFeedback(ctx context.Context, log *zap.Logger, ev Event, r Reply, agent, session string) Reply {
 	if !b.cfg.Feedback {
 		return r
 	}
 	ref := randomID()[:12]
-	err := b.store.PutAnswer(store.Answer{
+	err := b.store.PutAnswer(recordCtx(ctx), store.Answer{
 		Reply: ref, Platform: ev.Platform, Conversation: ev.Conversation, Agent: agent, Session: session,
 		Turn: ev.Key, Excerpt: excerpt(r.Text), Time: b.cfg.Now(),
 	})
@@ -96,13 +96,13 @@ func (b *Bridge) vote(ctx context.Context, log *zap.Logger, ev Event) {
 		Conversation: ev.Conversation, Session: session, Agent: agent, Value: value, Time: b.cfg.Now(),
 		Message: ev.Action.Message, Link: ev.Action.Link,
 	}
-	switch a, ok, err := b.store.Answer(ev.Platform, reply); {
+	switch a, ok, err := b.store.Answer(ctx, ev.Platform, reply); {
 	case err != nil:
 		log.Warn("answer lookup for a vote", zap.Error(err))
 	case ok:
 		v.Conversation, v.Turn, v.Excerpt = a.Conversation, a.Turn, a.Excerpt
 	}
-	previous, err := b.store.PutVote(v)
+	previous, err := b.store.PutVote(ctx, v)
 	b.noteStore(err)
 	if err != nil {
 		b.metrics.storeFailed("put_vote")

@@ -52,7 +52,7 @@ func TestFeedbackVotes(t *testing.T) {
 		t.Fatalf("answer = %+v, want an agent reply", answer)
 	}
 	up, down := feedbackButtons(t, answer)
-	sess, ok, err := h.store.Session("c/fb")
+	sess, ok, err := h.store.Session(t.Context(), "c/fb")
 	if err != nil || !ok {
 		t.Fatalf("Session(c/fb) = %v, %v", ok, err)
 	}
@@ -101,7 +101,7 @@ func TestFeedbackVotes(t *testing.T) {
 	wantContains(t, "then 👎", press("U1", down).Text, "Changed", "👎")
 	wantContains(t, "another user's 👍", press("U2", up).Text, "Thanks")
 
-	votes, err := h.store.Votes(store.FeedbackFilter{})
+	votes, err := h.store.Votes(t.Context(), store.FeedbackFilter{})
 	if err != nil || len(votes) != 2 {
 		t.Fatalf("Votes() = %+v, %v, want 2", votes, err)
 	}
@@ -132,11 +132,11 @@ func TestFeedbackVotes(t *testing.T) {
 	wantContains(t, "👍 on the second answer", press("U1", up2).Text, "Thanks")
 
 	// A vote on an answer whose record is gone still counts, without the excerpt.
-	if _, err := h.store.PruneAnswers(time.Now().Add(time.Hour)); err != nil {
+	if _, err := h.store.PruneAnswers(t.Context(), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	wantContains(t, "👍 after the prune", press("U3", up).Text, "Thanks")
-	if vs, err := h.store.Votes(store.FeedbackFilter{User: "U3"}); err != nil || len(vs) != 1 || vs[0].Excerpt != "" || vs[0].Agent != "helper" {
+	if vs, err := h.store.Votes(t.Context(), store.FeedbackFilter{User: "U3"}); err != nil || len(vs) != 1 || vs[0].Excerpt != "" || vs[0].Agent != "helper" {
 		t.Errorf("U3's vote = %+v, %v, want one on helper's reply, without excerpt", vs, err)
 	}
 

@@ -71,7 +71,7 @@ func TestFilesReachTheAgentFramedAndTheRestIsReported(t *testing.T) {
 	if slicesContain(rec.fetched, "photo.png") {
 		t.Error("an image was downloaded; its type alone rules it out")
 	}
-	sess, ok, err := h.store.Session("t/c1")
+	sess, ok, err := h.store.Session(t.Context(), "t/c1")
 	if err != nil || !ok {
 		t.Fatalf("Session = %v, %v", ok, err)
 	}
@@ -98,7 +98,7 @@ func TestOnlyUnreadableFilesSendNothing(t *testing.T) {
 	if len(replies) != 1 || !strings.Contains(replies[0].Text, "Only text files are read") {
 		t.Fatalf("replies = %+v, want one notice that only text files are read", replies)
 	}
-	if _, ok, _ := h.store.Session("t/c2"); ok {
+	if _, ok, _ := h.store.Session(t.Context(), "t/c2"); ok {
 		t.Error("a session was created for a message with nothing to send")
 	}
 }
@@ -211,7 +211,7 @@ func TestFileDownloadStopsAtTheLimitWhateverTheAdapterDoes(t *testing.T) {
 				t.Fatal("no reply")
 			}
 			wantContains(t, "notice", replies[0].Text, `"small.txt"`, "too large")
-			sess, ok, err := h.store.Session("t/endless")
+			sess, ok, err := h.store.Session(t.Context(), "t/endless")
 			if err != nil || !ok {
 				t.Fatalf("Session = %v, %v", ok, err)
 			}

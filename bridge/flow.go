@@ -57,14 +57,14 @@ func (b *Bridge) flow(ctx context.Context, log *zap.Logger, ev Event, args strin
 	if rule, allowed := admits(f, ev); !allowed {
 		b.metrics.refused("flow_access")
 		entry.Outcome, entry.Detail = OutcomeRefused, rule
-		b.audit(log, entry)
+		b.audit(ctx, log, entry)
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: refusalText(f, rule)})
 		return
 	}
 	if ok, wait := b.limits.Load().allowFlow(ev.Platform, ev.User.ID); !ok {
 		b.metrics.refused("flow_rate")
 		entry.Outcome, entry.Detail = OutcomeRefused, "rate limit"
-		b.audit(log, entry)
+		b.audit(ctx, log, entry)
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgFlowRate, humanWait(wait))})
 		return
 	}
@@ -74,7 +74,7 @@ func (b *Bridge) flow(ctx context.Context, log *zap.Logger, ev Event, args strin
 	}
 	if msg := b.checkParams(f, params); msg != "" {
 		entry.Outcome, entry.Detail = OutcomeInvalid, msg
-		b.audit(log, entry)
+		b.audit(ctx, log, entry)
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msg + "\n\n" + usage(f)})
 		return
 	}
@@ -95,7 +95,7 @@ func (b *Bridge) runFlow(ctx context.Context, log *zap.Logger, ev Event, f *Flow
 	if !b.acquire() {
 		entry := b.auditEntry(ev, f.Name, params)
 		entry.Outcome, entry.Detail = OutcomeRefused, "in-flight limit"
-		b.audit(log, entry)
+		b.audit(ctx, log, entry)
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgInFlight})
 		return
 	}
@@ -119,7 +119,7 @@ func (b *Bridge) runFlowHeld(ctx context.Context, log *zap.Logger, ev Event, f *
 	// Audited before it is sent, so a run cut short by a crash leaves a trace.
 	started := entry
 	started.Outcome = OutcomeStarted
-	b.audit(log, started)
+	b.audit(ctx, log, started)
 	first := flowProgress(note, f, f.Public, 0)
 	first.Replace = note != ""
 	ref := b.send(ctx, ev, first)
@@ -134,14 +134,14 @@ func (b *Bridge) runFlowHeld(ctx context.Context, log *zap.Logger, ev Event, f *
 	footer := fmt.Sprintf("%s · run by %s · %s", f.Name, displayName(ev.User), humanElapsed(elapsed))
 	if err != nil {
 		entry.Outcome, entry.Detail = outcomeOf(ctx, err), truncate(err.Error(), 1000)
-		b.audit(log, entry)
+		b.audit(ctx, log, entry)
 		b.metrics.flowRun(f.Name, entry.Outcome)
 		log.Warn("flow failed", zap.Error(err), zap.Duration("duration", elapsed))
 		b.deliver(ctx, log, ev, ref, Reply{Kind: ReplyError, Ephemeral: !f.Public, Text: flowErrorText(ctx, err, f.Name, timeout), Footer: footer}, nil)
 		return
 	}
 	entry.Outcome = OutcomeOK
-	b.audit(log, entry)
+	b.audit(ctx, log, entry)
 	b.metrics.flowRun(f.Name, OutcomeOK)
 	log.Info("flow finished", zap.Duration("duration", elapsed))
 	r := Reply{Kind: ReplyFlow, Ephemeral: !f.Public, Text: renderFlowOutput(run), Footer: footer}
@@ -346,8 +346,8 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-func (b *Bridge) audit(log *zap.Logger, e AuditEntry) {
-	if err := b.store.AppendAudit(e); err != nil {
+func (b *Bridge) audit(ctx context.Context, log *zap.Logger, e AuditEntry) {
+	if err := b.store.AppendAudit(recordCtx(ctx), e); err != nil {
 		log.Error("audit entry not written", zap.Error(err))
 	}
 }

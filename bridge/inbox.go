@@ -127,7 +127,7 @@ func (b *Bridge) record(j *job) error {
 	data, err := encodeEvent(ev)
 	if err == nil {
 		var fresh bool
-		fresh, err = b.store.Receive(b.inboxEntry(ev, data))
+		fresh, err = b.store.Receive(recordCtx(b.ctx), b.inboxEntry(ev, data))
 		b.noteStore(err)
 		if err == nil && !fresh {
 			b.metrics.deduplicated(ev.Platform)
@@ -183,7 +183,7 @@ func (b *Bridge) markSent(ctx context.Context, log *zap.Logger, ev Event) bool {
 	if e == nil || e.sent || e.done {
 		return true
 	}
-	mark := func() error { return b.disp.markSent(e) }
+	mark := func() error { return b.disp.markSent(ctx, e) }
 	keep := func() bool { return b.disp.holds(e) }
 	// After a failed attempt, "sent already" under a lease this process
 	// kept throughout is that attempt's own write, committed though its
@@ -227,14 +227,22 @@ func (b *Bridge) markSent(ctx context.Context, log *zap.Logger, ev Event) bool {
 	return true
 }
 
+// recordCtx is the context of a store write that records what happened (an
+// event received, a request about to leave, an entry closed, an answer
+// kept, an audit entry): ctx's
+// values without its end, so that work cut off when the shutdown grace ends
+// still leaves its record, as the next start needs it. The store bounds the
+// call itself (PostgreSQL's Options.Timeout; a bbolt commit is local).
+func recordCtx(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
 // answered closes ev's inbox entry with its reply and applies turn (a chat
 // answer's session and text) in the same write. Events without an entry save
 // only the turn.
-func (b *Bridge) answered(log *zap.Logger, ev Event, ref MessageRef, turn *Turn) {
+func (b *Bridge) answered(ctx context.Context, log *zap.Logger, ev Event, ref MessageRef, turn *Turn) {
 	e := ev.entry
 	if e == nil {
 		if turn != nil {
-			if _, err := b.store.PutTurns([]Turn{*turn}); err != nil {
+			if _, err := b.store.PutTurns(recordCtx(ctx), []Turn{*turn}); err != nil {
 				log.Warn("turn not recorded", zap.Error(err))
 				b.metrics.storeFailed("put_turns")
 			}
@@ -245,7 +253,7 @@ func (b *Bridge) answered(log *zap.Logger, ev Event, ref MessageRef, turn *Turn)
 		return
 	}
 	e.done = true
-	finish := func() error { return b.store.Finish(e.key, string(ref), turn, b.cfg.Now()) }
+	finish := func() error { return b.store.Finish(recordCtx(ctx), e.key, string(ref), turn, b.cfg.Now()) }
 	// After a failed attempt, an entry no longer pending is that attempt's
 	// own write, committed though its answer was lost.
 	taken := func(error) bool { return b.disp.answeredAlready(ev.Conversation, e.key) }
@@ -295,7 +303,7 @@ func (b *Bridge) takeRecovered(platform string) ([]store.InboxEntry, error) {
 	rc := &b.recovered
 	if !rc.loaded {
 		rc.loaded = true
-		pending, err := b.store.Pending()
+		pending, err := b.store.Pending(b.ctx)
 		if err != nil {
 			rc.loadErr = fmt.Errorf("read unfinished events: %w", err)
 		}
@@ -358,7 +366,7 @@ func (b *Bridge) tellRestartedNow(log *zap.Logger, ev Event) {
 		text = fmt.Sprintf(msgRestartedFlow, name)
 		entry := b.auditEntry(ev, ev.Flow, ev.Params)
 		entry.Flow, entry.Outcome = stripStars(name), OutcomeInterrupted
-		b.audit(log, entry)
+		b.audit(ctx, log, entry)
 	}
 	b.deliver(ctx, log, ev, "", Reply{Kind: ReplyError, Ephemeral: true, Text: text}, nil)
 }
@@ -379,6 +387,10 @@ type storeFault struct {
 // noteStore keeps the outcome of a store write: a failure makes StoreReady
 // fail until a later write succeeds or the store answers a probe.
 func (b *Bridge) noteStore(err error) {
+	if errors.Is(err, context.Canceled) {
+		// Work cut off (the shutdown grace ended) says nothing of the store.
+		return
+	}
 	if err != nil {
 		if b.fault.Load() == nil {
 			b.fault.Store(&storeFault{err: err, since: b.cfg.Now()})

@@ -164,14 +164,14 @@ func crashedStore(t *testing.T, st *sessionmap.Store, received, sent []bridge.Ev
 		for _, ev := range evs {
 			data := []byte(fmt.Sprintf(`{"kind":%d,"platform":%q,"conversation":%q,"channel":"C1","user":{"ID":"U1","Name":"ann"},"text":%q,"route":%s}`,
 				ev.Kind, ev.Platform, ev.Conversation, ev.Text, ev.Route))
-			fresh, err := st.Receive(store.InboxEntry{Key: ev.Key, Conversation: ev.Conversation, Event: data, Received: time.Now()})
+			fresh, err := st.Receive(t.Context(), store.InboxEntry{Key: ev.Key, Conversation: ev.Conversation, Event: data, Received: time.Now()})
 			if err != nil || !fresh {
 				t.Fatalf("Receive(%s) = %v, %v", ev.Key, fresh, err)
 			}
 		}
 	}
 	for _, ev := range sent {
-		if err := st.MarkSent(ev.Key, time.Now()); err != nil {
+		if err := st.MarkSent(t.Context(), ev.Key, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -214,10 +214,10 @@ func TestRecoveryAfterCrash(t *testing.T) {
 	if err := h.b.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if p, err := h.store.Pending(); err != nil || len(p) != 0 {
+	if p, err := h.store.Pending(t.Context()); err != nil || len(p) != 0 {
 		t.Errorf("Pending = %d entries, %v; want all closed", len(p), err)
 	}
-	entries, err := h.store.Audit(store.AuditFilter{Flow: "healthcheck"})
+	entries, err := h.store.Audit(t.Context(), store.AuditFilter{Flow: "healthcheck"})
 	if err != nil || len(entries) != 1 || entries[0].Outcome != bridge.OutcomeInterrupted {
 		t.Errorf("audit = %+v, %v; want one interrupted entry", entries, err)
 	}
@@ -238,7 +238,7 @@ func TestUnrestorableEntryIsDropped(t *testing.T) {
 	if resumed, told, err := h.b.Attach("test", &restorer{err: errors.New("channel gone")}); err != nil || resumed+told != 0 {
 		t.Fatalf("Attach = %d, %d, %v", resumed, told, err)
 	}
-	if p, err := h.store.Pending(); err != nil || len(p) != 0 {
+	if p, err := h.store.Pending(t.Context()); err != nil || len(p) != 0 {
 		t.Errorf("Pending = %d, %v; want the unrestorable entry closed", len(p), err)
 	}
 }
@@ -316,7 +316,7 @@ type failingStore struct {
 	*sessionmap.Store
 }
 
-func (failingStore) Receive(store.InboxEntry) (bool, error) {
+func (failingStore) Receive(context.Context, store.InboxEntry) (bool, error) {
 	return false, errors.New("write: no space left on device")
 }
 
@@ -381,25 +381,25 @@ func (s outageStore) fail() bool {
 	return s.failures.Add(-1) >= 0
 }
 
-func (s outageStore) Receive(e store.InboxEntry) (bool, error) {
+func (s outageStore) Receive(ctx context.Context, e store.InboxEntry) (bool, error) {
 	if s.down.Load() {
 		return false, errDown
 	}
-	return s.Store.Receive(e)
+	return s.Store.Receive(ctx, e)
 }
 
-func (s outageStore) MarkSent(key string, now time.Time) error {
+func (s outageStore) MarkSent(ctx context.Context, key string, now time.Time) error {
 	if s.fail() {
 		return errDown
 	}
-	return s.Store.MarkSent(key, now)
+	return s.Store.MarkSent(ctx, key, now)
 }
 
-func (s outageStore) Finish(key, reply string, turn *store.Turn, now time.Time) error {
+func (s outageStore) Finish(ctx context.Context, key, reply string, turn *store.Turn, now time.Time) error {
 	if s.fail() {
 		return errDown
 	}
-	return s.Store.Finish(key, reply, turn, now)
+	return s.Store.Finish(ctx, key, reply, turn, now)
 }
 
 func (s outageStore) Ping(context.Context) error {
@@ -451,7 +451,7 @@ func TestStoreOutageWaitsAndTellsOnlyTheAnswer(t *testing.T) {
 		t.Fatalf("replies = %+v, want two answers", got)
 	}
 	// Both entries are closed: a restart tells no one "restarted".
-	pending, err := db.Pending()
+	pending, err := db.Pending(t.Context())
 	if err != nil || len(pending) != 0 {
 		t.Errorf("Pending() = %+v, %v; want none", pending, err)
 	}
@@ -497,7 +497,7 @@ func TestPrepareDropsEventsNotForTheBot(t *testing.T) {
 	if n := len(rec.all()); n != 0 {
 		t.Errorf("replies = %d, want 0", n)
 	}
-	if p, _ := h.store.Pending(); len(p) != 0 {
+	if p, _ := h.store.Pending(t.Context()); len(p) != 0 {
 		t.Errorf("pending = %d, want the dropped event closed", len(p))
 	}
 	// Prepare completes the event before it runs, in order.
@@ -554,7 +554,7 @@ func TestShutdownTellsCutOffUsers(t *testing.T) {
 	if n := len(queuedRec.all()); n != 0 {
 		t.Errorf("the queued message got %d replies; want none now: it stays for the next start", n)
 	}
-	pending, err := h.store.Pending()
+	pending, err := h.store.Pending(ctx)
 	if err != nil || len(pending) != 1 || pending[0].Key != "test/msg/queued" || pending[0].State != store.Received {
 		t.Errorf("Pending after shutdown = %+v, %v; want only the queued message, still received", pending, err)
 	}
@@ -652,7 +652,7 @@ func TestFlowFailureShownAsFailure(t *testing.T) {
 		t.Errorf("reply = %+v; want an error, not the output", r)
 	}
 	wantContains(t, "reply", r.Text, "failed", "disk full on web1")
-	entries, _ := h.store.Audit(store.AuditFilter{Outcome: bridge.OutcomeFailed})
+	entries, _ := h.store.Audit(t.Context(), store.AuditFilter{Outcome: bridge.OutcomeFailed})
 	if len(entries) != 1 {
 		t.Errorf("audit entries with outcome failed = %d, want 1", len(entries))
 	}
@@ -754,7 +754,7 @@ func TestEntryTakenByAnotherProcessIsNotSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	// ... and the other replica marks the entry sent before this one runs it.
-	if err := h.store.MarkSent("test/msg/taken", time.Now()); err != nil {
+	if err := h.store.MarkSent(t.Context(), "test/msg/taken", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	r := &restorer{recs: map[string]*recorder{}}
@@ -770,7 +770,7 @@ func TestEntryTakenByAnotherProcessIsNotSent(t *testing.T) {
 	if n := len(r.rec("test/msg/taken").all()); n != 0 {
 		t.Errorf("replies = %d, want none from this replica", n)
 	}
-	if p, _ := h.store.Pending(); len(p) != 1 || p[0].State != store.Sent {
+	if p, _ := h.store.Pending(t.Context()); len(p) != 1 || p[0].State != store.Sent {
 		t.Errorf("Pending = %+v, want the entry left Sent for the replica answering it", p)
 	}
 }

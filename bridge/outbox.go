@@ -41,7 +41,7 @@ var deliverBackoff = [deliverAttempts - 1]time.Duration{2 * time.Second, 10 * ti
 func (b *Bridge) deliver(ctx context.Context, log *zap.Logger, ev Event, replace MessageRef, r Reply, turn *Turn) {
 	e := ev.entry
 	if e == nil || e.done {
-		b.answered(log, ev, b.postPlain(ctx, ev, replace, r), turn)
+		b.answered(ctx, log, ev, b.postPlain(ctx, ev, replace, r), turn)
 		return
 	}
 	out := outbound{Reply: r, Replace: replace}
@@ -52,7 +52,7 @@ func (b *Bridge) deliver(ctx context.Context, log *zap.Logger, ev Event, replace
 		// Retried while the store is down: kept, the answer survives a
 		// crash; posted without it, it would not. A retry of a write that
 		// committed though its answer was lost writes the same again.
-		put := func() error { return b.store.PutReply(e.key, data, turn, b.cfg.Now()) }
+		put := func() error { return b.store.PutReply(recordCtx(ctx), e.key, data, turn, b.cfg.Now()) }
 		never := func(error) bool { return false }
 		err = b.retryStore(b.ctx, log, "put_reply", put, never, func() bool { return true })
 		if !errors.Is(err, store.ErrAlreadySent) {
@@ -71,7 +71,7 @@ func (b *Bridge) deliver(ctx context.Context, log *zap.Logger, ev Event, replace
 		// posted would lose it.
 		log.Warn("reply not kept in the outbox; posting it all the same", zap.String("event_key", e.key), zap.Error(err))
 		b.metrics.storeFailed("put_reply")
-		b.answered(log, ev, b.postPlain(ctx, ev, replace, r), turn)
+		b.answered(ctx, log, ev, b.postPlain(ctx, ev, replace, r), turn)
 		return
 	}
 	b.post(ctx, log, ev, out, false)
@@ -98,7 +98,7 @@ func (b *Bridge) post(ctx context.Context, log *zap.Logger, ev Event, out outbou
 		r.Once, r.Again = e.key, again
 		ref, err := b.postOnce(ctx, ev, out.Replace, r)
 		if err == nil {
-			b.finishEntry(log, ev.Conversation, e.key, ref)
+			b.finishEntry(ctx, log, ev.Conversation, e.key, ref)
 			return
 		}
 		again = again || !errors.Is(err, ErrNotPosted)
@@ -106,7 +106,7 @@ func (b *Bridge) post(ctx context.Context, log *zap.Logger, ev Event, out outbou
 			log.Warn("reply not delivered before shutdown; kept for the next start", zap.String("event_key", e.key), zap.Error(err))
 			b.metrics.delivery(ev.Platform, "kept")
 			if !again && !out.Unposted {
-				b.markUnposted(log, e.key, out)
+				b.markUnposted(ctx, log, e.key, out)
 			}
 			return
 		}
@@ -123,7 +123,7 @@ func (b *Bridge) post(ctx context.Context, log *zap.Logger, ev Event, out outbou
 			}
 			log.Error("reply not delivered; user told", zap.String("event_key", e.key), zap.Int("attempts", attempt), zap.Error(err))
 			b.metrics.delivery(ev.Platform, "told")
-			b.finishEntry(log, ev.Conversation, e.key, "")
+			b.finishEntry(ctx, log, ev.Conversation, e.key, "")
 			return
 		}
 		log.Warn("reply not delivered; trying again", zap.String("event_key", e.key), zap.Int("attempt", attempt), zap.Error(err))
@@ -139,11 +139,11 @@ func (b *Bridge) post(ctx context.Context, log *zap.Logger, ev Event, out outbou
 // markUnposted records that the kept answer out was never posted, so that
 // the next start posts it without looking for it (on Slack a history call
 // of a slow rate tier). A failure only costs that look.
-func (b *Bridge) markUnposted(log *zap.Logger, key string, out outbound) {
+func (b *Bridge) markUnposted(ctx context.Context, log *zap.Logger, key string, out outbound) {
 	out.Unposted = true
 	data, err := json.Marshal(out)
 	if err == nil {
-		err = b.store.PutReply(key, data, nil, b.cfg.Now())
+		err = b.store.PutReply(recordCtx(ctx), key, data, nil, b.cfg.Now())
 	}
 	if err != nil {
 		log.Debug("kept answer not marked unposted", zap.String("event_key", key), zap.Error(err))
@@ -171,8 +171,8 @@ func (b *Bridge) postOnce(ctx context.Context, ev Event, replace MessageRef, r R
 
 // finishEntry closes the entry of key, whose answer was posted (ref) or
 // given up on.
-func (b *Bridge) finishEntry(log *zap.Logger, conv, key string, ref MessageRef) {
-	finish := func() error { return b.store.Finish(key, string(ref), nil, b.cfg.Now()) }
+func (b *Bridge) finishEntry(ctx context.Context, log *zap.Logger, conv, key string, ref MessageRef) {
+	finish := func() error { return b.store.Finish(recordCtx(ctx), key, string(ref), nil, b.cfg.Now()) }
 	// After a failed attempt, an entry no longer pending is that attempt's
 	// own write, committed though its answer was lost.
 	taken := func(error) bool { return b.disp.answeredAlready(conv, key) }

@@ -72,7 +72,7 @@ func TestOutboxToldAfterRetryBudget(t *testing.T) {
 		if r.refused != 3 || len(r.notices) != 1 || !strings.Contains(r.notices[0], "could not post the answer") {
 			t.Errorf("%d attempts, notices %q; want 3 attempts, then one notice that the answer could not be posted", r.refused, r.notices)
 		}
-		if pending, err := st.Pending(); err != nil || len(pending) != 0 {
+		if pending, err := st.Pending(t.Context()); err != nil || len(pending) != 0 {
 			t.Errorf("Pending() = %d entries, %v; want the entry closed", len(pending), err)
 		}
 	})
@@ -103,7 +103,7 @@ func TestOutboxKeptWhenNotToldEither(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-done
-		pending, err := st.Pending()
+		pending, err := st.Pending(t.Context())
 		if err != nil || len(pending) != 1 || pending[0].Outbox == nil {
 			t.Errorf("Pending() = %+v, %v; want the entry still open with its answer kept", pending, err)
 		}

@@ -26,8 +26,8 @@ type oneProcess struct {
 	pg *postgres.Store
 }
 
-func (s oneProcess) PutReply(key string, reply []byte, turn *store.Turn, now time.Time) error {
-	return s.pg.PutReply(key, reply, turn, now)
+func (s oneProcess) PutReply(ctx context.Context, key string, reply []byte, turn *store.Turn, now time.Time) error {
+	return s.pg.PutReply(ctx, key, reply, turn, now)
 }
 
 // stuckResponder is a platform that accepts no reply until the context
@@ -98,7 +98,7 @@ func keepsAnswersAcrossShutdown(t *testing.T, refused bool) {
 		t.Fatalf("Shutdown = %v, want the grace's end", err)
 	}
 	first.Close()
-	pending, err := st.Pending()
+	pending, err := st.Pending(t.Context())
 	if err != nil || len(pending) != n {
 		t.Fatalf("Pending() after shutdown = %d entries, %v, want %d", len(pending), err, n)
 	}
@@ -136,7 +136,7 @@ func keepsAnswersAcrossShutdown(t *testing.T, refused bool) {
 			t.Errorf("agent got %q in %s, want each message once", msgs, conv)
 		}
 	}
-	if pending, err := st.Pending(); err != nil || len(pending) != 0 {
+	if pending, err := st.Pending(t.Context()); err != nil || len(pending) != 0 {
 		t.Errorf("Pending() after the restart = %d entries, %v, want none", len(pending), err)
 	}
 }

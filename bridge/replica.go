@@ -679,7 +679,7 @@ func (r *replicas) restoreEntry(log *zap.Logger, e store.InboxEntry) (*job, int)
 
 func (r *replicas) finishDropped(log *zap.Logger, key string) {
 	b := r.b
-	if err := b.store.Finish(key, "", nil, b.cfg.Now()); err != nil {
+	if err := b.store.Finish(recordCtx(b.ctx), key, "", nil, b.cfg.Now()); err != nil {
 		log.Warn("inbox entry not closed", zap.Error(err))
 	}
 }
@@ -789,11 +789,11 @@ func (r *replicas) alone(key string, f func()) bool {
 }
 
 // markSent marks e sent under its lease, when it runs under one.
-func (r *replicas) markSent(e *entry) error {
+func (r *replicas) markSent(ctx context.Context, e *entry) error {
 	if e.lease != "" {
-		return r.st.MarkSentUnder(e.key, e.lease, r.cfg.Holder, r.b.cfg.Now())
+		return r.st.MarkSentUnder(recordCtx(ctx), e.key, e.lease, r.cfg.Holder, r.b.cfg.Now())
 	}
-	return r.here.markSent(e)
+	return r.here.markSent(ctx, e)
 }
 
 // holds reports whether this process still holds the lease e runs under.

@@ -350,11 +350,11 @@ func TestStartingReplicaLeavesLiveWork(t *testing.T) {
 	for _, e := range []struct{ conv, key, text string }{{"c/a", "test/msg/a", "orphan"}, {"c/b", "test/msg/b", "lost"}} {
 		ev := fmt.Appendf(nil, `{"kind":%d,"platform":"other","conversation":%q,"channel":"C1","user":{"ID":"U1"},"text":%q,"route":{"to":%q}}`,
 			bridge.KindMessage, e.conv, e.text, e.key)
-		if fresh, err := live.st.Receive(store.InboxEntry{Key: e.key, Conversation: e.conv, Event: ev, Received: old}); err != nil || !fresh {
+		if fresh, err := live.st.Receive(t.Context(), store.InboxEntry{Key: e.key, Conversation: e.conv, Event: ev, Received: old}); err != nil || !fresh {
 			t.Fatalf("Receive(%s) = %v, %v", e.key, fresh, err)
 		}
 	}
-	if err := live.st.MarkSent("test/msg/b", old); err != nil {
+	if err := live.st.MarkSent(t.Context(), "test/msg/b", old); err != nil {
 		t.Fatal(err)
 	}
 

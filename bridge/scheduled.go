@@ -72,14 +72,14 @@ func (b *Bridge) RunScheduled(ctx context.Context, s Scheduled, conversation str
 	if msg := b.checkParams(f, params); msg != "" {
 		entry := b.auditEntry(ev, f.Name, params)
 		entry.Outcome, entry.Detail = OutcomeInvalid, msg
-		b.audit(log, entry)
+		b.audit(ctx, log, entry)
 		b.send(ctx, ev, Reply{Kind: ReplyError, Text: fmt.Sprintf(msgScheduleInvalid, s.Name, msg)})
 		return fmt.Errorf("schedule %s: %s", s.Name, msg)
 	}
 	if !b.acquireScheduled(ctx, giveUp) {
 		entry := b.auditEntry(ev, f.Name, params)
 		entry.Outcome, entry.Detail = OutcomeRefused, "scheduled in-flight limit"
-		b.audit(log, entry)
+		b.audit(ctx, log, entry)
 		if ctx.Err() != nil {
 			return fmt.Errorf("schedule %s: %w", s.Name, ctx.Err())
 		}

@@ -37,7 +37,7 @@ func TestRunScheduled(t *testing.T) {
 	}
 	wantContains(t, "result", all[1].Text, "Checked web7")
 	wantContains(t, "footer", all[1].Footer, "run by schedule nightly")
-	entries, err := h.store.Audit(store.AuditFilter{User: "schedule:nightly", Outcome: store.OutcomeOK})
+	entries, err := h.store.Audit(t.Context(), store.AuditFilter{User: "schedule:nightly", Outcome: store.OutcomeOK})
 	if err != nil || len(entries) != 1 || entries[0].Conversation != "slack/T1/C1" || entries[0].Channel != "C1" {
 		t.Errorf("audit = %+v, %v, want one ok run by schedule:nightly in slack/T1/C1", entries, err)
 	}

@@ -44,7 +44,7 @@ func (b *Bridge) threadLead(ctx context.Context, log *zap.Logger, ev Event) stri
 	if ev.Earlier == nil || tc.Messages <= 0 {
 		return ""
 	}
-	if _, has, err := b.store.Session(ev.Conversation); err != nil || has {
+	if _, has, err := b.store.Session(ctx, ev.Conversation); err != nil || has {
 		return "" // not the session's first message, or it cannot be told
 	}
 	ctx, cancel := context.WithTimeout(ctx, earlierBudget)

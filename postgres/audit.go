@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -14,7 +15,7 @@ import (
 // AppendAudit appends e to the audit log; a zero e.Time is the current
 // time. Text PostgreSQL cannot hold (invalid UTF-8, NUL bytes) is stored
 // with U+FFFD in its place: an entry is never lost to its text.
-func (s *Store) AppendAudit(e store.AuditEntry) error {
+func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
@@ -29,7 +30,7 @@ func (s *Store) AppendAudit(e store.AuditEntry) error {
 			return fmt.Errorf("append audit: %w", err)
 		}
 	}
-	ctx, cancel, err := s.op()
+	ctx, cancel, err := s.op(ctx)
 	if err != nil {
 		return fmt.Errorf("append audit: %w", err)
 	}
@@ -56,7 +57,7 @@ func jsonParam(b []byte) any {
 
 // Audit returns the entries f selects, oldest first (equal times in the
 // order appended).
-func (s *Store) Audit(f store.AuditFilter) ([]store.AuditEntry, error) {
+func (s *Store) Audit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
 	var l listQuery
 	l.window(f.Since, f.Until)
 	l.equal("flow", f.Flow)
@@ -68,7 +69,7 @@ func (s *Store) Audit(f store.AuditFilter) ([]store.AuditEntry, error) {
 		order = "at DESC, id DESC"
 	}
 	q := l.sql(`SELECT at, platform, user_id, user_name, channel, conversation, flow, params, outcome, detail, duration_ns FROM audit`, order, f.Limit)
-	out, err := list(s, "audit", q, l.args, func(row pgx.CollectableRow) (store.AuditEntry, error) {
+	out, err := list(ctx, s, "audit", q, l.args, func(row pgx.CollectableRow) (store.AuditEntry, error) {
 		var e store.AuditEntry
 		var params []byte
 		var ns int64
@@ -96,8 +97,8 @@ func (s *Store) Audit(f store.AuditFilter) ([]store.AuditEntry, error) {
 
 // PruneAudit deletes the entries older than before and returns how many,
 // in statements of at most s.batch rows.
-func (s *Store) PruneAudit(before time.Time) (int, error) {
-	n, err := s.deleteBatches(`
+func (s *Store) PruneAudit(ctx context.Context, before time.Time) (int, error) {
+	n, err := s.deleteBatches(ctx, `
 		DELETE FROM audit WHERE id IN (
 			SELECT id FROM audit WHERE at < $1 ORDER BY at, id LIMIT $2 FOR UPDATE SKIP LOCKED)`, before)
 	if err != nil {

@@ -23,7 +23,7 @@ func BenchmarkReceive(b *testing.B) {
 		var i int64
 		for b.Loop() {
 			i++
-			if ok, err := s.Receive(entry(i)); err != nil || !ok {
+			if ok, err := s.Receive(b.Context(), entry(i)); err != nil || !ok {
 				b.Fatalf("Receive = %v, %v", ok, err)
 			}
 		}
@@ -36,7 +36,7 @@ func BenchmarkReceive(b *testing.B) {
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if ok, err := s.Receive(entry(next.Add(1))); err != nil || !ok {
+				if ok, err := s.Receive(b.Context(), entry(next.Add(1))); err != nil || !ok {
 					b.Errorf("Receive = %v, %v", ok, err)
 					return
 				}
@@ -51,7 +51,7 @@ func BenchmarkReceiveDuplicate(b *testing.B) {
 	s, _ := openTest(b, Options{})
 	const keys = 1000
 	for i := range keys {
-		if _, err := s.Receive(store.InboxEntry{Key: fmt.Sprintf("slack/ev/%d", i), Conversation: "c"}); err != nil {
+		if _, err := s.Receive(b.Context(), store.InboxEntry{Key: fmt.Sprintf("slack/ev/%d", i), Conversation: "c"}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -61,7 +61,7 @@ func BenchmarkReceiveDuplicate(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			ok, err := s.Receive(store.InboxEntry{Key: fmt.Sprintf("slack/ev/%d", next.Add(1)%keys), Conversation: "c"})
+			ok, err := s.Receive(b.Context(), store.InboxEntry{Key: fmt.Sprintf("slack/ev/%d", next.Add(1)%keys), Conversation: "c"})
 			if err != nil || ok {
 				b.Errorf("Receive of a held key = %v, %v, want false", ok, err)
 				return

@@ -28,7 +28,7 @@ func TestReceiveConcurrent(t *testing.T) {
 		s := replicas[g%len(replicas)]
 		wg.Go(func() {
 			for _, i := range rand.Perm(keys) {
-				ok, err := s.Receive(store.InboxEntry{
+				ok, err := s.Receive(t.Context(), store.InboxEntry{
 					Key: fmt.Sprintf("slack/ev/%d", i), Conversation: fmt.Sprintf("slack/T/C/%d", i%7),
 					Event: fmt.Appendf(nil, "from %d", g),
 				})
@@ -48,7 +48,7 @@ func TestReceiveConcurrent(t *testing.T) {
 			t.Errorf("key %d accepted %d times, want once", i, n)
 		}
 	}
-	p, err := s2.Pending()
+	p, err := s2.Pending(t.Context())
 	if err != nil || len(p) != keys {
 		t.Fatalf("Pending() = %d entries, %v, want %d", len(p), err, keys)
 	}
@@ -68,10 +68,10 @@ func TestFinishRace(t *testing.T) {
 	s1, dsn := openEmpty(t, Options{})
 	s2 := openDSN(t, dsn, Options{})
 	sess := store.Session{Key: "c", Agent: "a", SessionUUID: "s", Created: at(0), LastUsed: at(0)}
-	if err := s1.PutSession(sess); err != nil {
+	if err := s1.PutSession(t.Context(), sess); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s1.Receive(store.InboxEntry{Key: "k", Conversation: "c"}); err != nil {
+	if _, err := s1.Receive(t.Context(), store.InboxEntry{Key: "k", Conversation: "c"}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 16
@@ -82,7 +82,7 @@ func TestFinishRace(t *testing.T) {
 		wg.Go(func() {
 			next := sess
 			next.LastUsed = at(10 + i)
-			err := s.Finish("k", fmt.Sprint(i), &store.Turn{Session: next, Reply: fmt.Sprint(i)}, at(10+i))
+			err := s.Finish(t.Context(), "k", fmt.Sprint(i), &store.Turn{Session: next, Reply: fmt.Sprint(i)}, at(10+i))
 			switch {
 			case err == nil:
 				ok.Add(1)
@@ -95,8 +95,8 @@ func TestFinishRace(t *testing.T) {
 	if ok.Load() != 1 {
 		t.Fatalf("%d Finishes succeeded, want 1", ok.Load())
 	}
-	reply, _, err := s1.LastReply("c")
-	got, _, err2 := s1.Session("c")
+	reply, _, err := s1.LastReply(t.Context(), "c")
+	got, _, err2 := s1.Session(t.Context(), "c")
 	if err != nil || err2 != nil || got.LastUsed.Sub(at(10)).Microseconds() != mustAtoi(t, reply) {
 		t.Errorf("after the race: reply %q, session %+v (%v, %v): want the winner's turn, whole", reply, got, err, err2)
 	}
@@ -118,7 +118,7 @@ func TestInsertBatch(t *testing.T) {
 	// a key held already is not new.
 	t.Parallel()
 	s, _ := openEmpty(t, Options{})
-	if ok, err := s.Receive(store.InboxEntry{Key: "held", Conversation: "c"}); err != nil || !ok {
+	if ok, err := s.Receive(t.Context(), store.InboxEntry{Key: "held", Conversation: "c"}); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	var batch []*receiveReq
@@ -136,7 +136,7 @@ func TestInsertBatch(t *testing.T) {
 	if want := []bool{true, true, false, false, true, false}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("new = %v, want %v", got, want)
 	}
-	p, err := s.Pending()
+	p, err := s.Pending(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestReceiveBatchFails(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 32 {
 		wg.Go(func() {
-			if _, err := s.Receive(store.InboxEntry{Key: fmt.Sprint(i)}); err != nil {
+			if _, err := s.Receive(t.Context(), store.InboxEntry{Key: fmt.Sprint(i)}); err != nil {
 				failed.Add(1)
 			}
 		})
@@ -194,7 +194,7 @@ func TestReceiveBatchFails(t *testing.T) {
 		t.Errorf("%d of 32 Receives failed without their table, want all", failed.Load())
 	}
 	exec(t, dsn, `ALTER TABLE inbox_away RENAME TO inbox`)
-	if ok, err := s.Receive(store.InboxEntry{Key: "after"}); err != nil || !ok {
+	if ok, err := s.Receive(t.Context(), store.InboxEntry{Key: "after"}); err != nil || !ok {
 		t.Errorf("Receive after the table is back = %v, %v, want true, nil", ok, err)
 	}
 }
@@ -210,14 +210,14 @@ func TestReceiveRefusalAlone(t *testing.T) {
 			if i%4 == 0 {
 				key = strings.Repeat("x", MaxKeyLen+1+i)
 			}
-			ok, err := s.Receive(store.InboxEntry{Key: key, Conversation: "c"})
+			ok, err := s.Receive(t.Context(), store.InboxEntry{Key: key, Conversation: "c"})
 			if (err == nil) != (i%4 != 0) || err == nil && !ok {
 				t.Errorf("Receive #%d = %v, %v", i, ok, err)
 			}
 		})
 	}
 	wg.Wait()
-	if p, err := s.Pending(); err != nil || len(p) != 48 {
+	if p, err := s.Pending(t.Context()); err != nil || len(p) != 48 {
 		t.Errorf("Pending() = %d entries, %v, want 48", len(p), err)
 	}
 }

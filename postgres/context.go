@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -12,8 +13,8 @@ import (
 
 // ConversationContext returns what the conversation's user has open beside
 // it; ok is false when nothing is recorded.
-func (s *Store) ConversationContext(key string) (store.Context, bool, error) {
-	ctx, cancel, err := s.op()
+func (s *Store) ConversationContext(ctx context.Context, key string) (store.Context, bool, error) {
+	ctx, cancel, err := s.op(ctx)
 	if err != nil {
 		return store.Context{}, false, fmt.Errorf("conversation context %q: %w", key, err)
 	}
@@ -34,11 +35,11 @@ func (s *Store) ConversationContext(key string) (store.Context, bool, error) {
 }
 
 // PutConversationContext records c under c.Key; an empty text deletes it.
-func (s *Store) PutConversationContext(c store.Context) error {
+func (s *Store) PutConversationContext(ctx context.Context, c store.Context) error {
 	if err := errors.Join(checkKey("conversation key", c.Key), checkText("context", c.Text)); err != nil {
 		return fmt.Errorf("put conversation context: %w", err)
 	}
-	ctx, cancel, err := s.op()
+	ctx, cancel, err := s.op(ctx)
 	if err != nil {
 		return fmt.Errorf("put conversation context %q: %w", c.Key, err)
 	}

@@ -28,8 +28,12 @@
 //     backlog never holds many row locks for long; ExpireInbox skips rows
 //     another replica has locked.
 //
-// The store.Store methods take no context: each runs under its own deadline,
-// Options.Timeout.
+// Every method runs its statements under the caller's context, bounded by
+// Options.Timeout as well, so a call made under a context without a
+// deadline still ends. Receive is the exception: Receives under way at once
+// share one statement, which no one caller's context may cut off for the
+// others, so it runs under Options.Timeout alone, and ctx is checked before
+// the entry joins it.
 //
 // # Migrations
 //

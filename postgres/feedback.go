@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -14,14 +15,14 @@ import (
 // replaced. The row is locked while it is read and written, so of two
 // replicas taking presses of one user at once, the second sees the first's
 // vote.
-func (s *Store) PutVote(v store.Vote) (string, error) {
+func (s *Store) PutVote(ctx context.Context, v store.Vote) (string, error) {
 	if v.Time.IsZero() {
 		v.Time = time.Now()
 	}
 	if v.Reply == "" || v.User == "" {
 		return "", errors.New("put vote: reply and user are required")
 	}
-	ctx, cancel, err := s.op()
+	ctx, cancel, err := s.op(ctx)
 	if err != nil {
 		return "", fmt.Errorf("put vote: %w", err)
 	}
@@ -58,7 +59,7 @@ func (s *Store) PutVote(v store.Vote) (string, error) {
 }
 
 // Votes returns the votes f selects, oldest first.
-func (s *Store) Votes(f store.FeedbackFilter) ([]store.Vote, error) {
+func (s *Store) Votes(ctx context.Context, f store.FeedbackFilter) ([]store.Vote, error) {
 	var l listQuery
 	l.window(f.Since, f.Until)
 	l.equal("agent", f.Agent)
@@ -68,7 +69,7 @@ func (s *Store) Votes(f store.FeedbackFilter) ([]store.Vote, error) {
 	l.equal("reply", f.Reply)
 	q := l.sql(`SELECT reply, platform, user_id, user_name, conversation, session, agent, vote, at,
 		message, link, turn, excerpt FROM feedback`, "at, reply, platform, user_id", f.Limit)
-	return list(s, "votes", q, l.args, func(row pgx.CollectableRow) (store.Vote, error) {
+	return list(ctx, s, "votes", q, l.args, func(row pgx.CollectableRow) (store.Vote, error) {
 		var v store.Vote
 		err := row.Scan(&v.Reply, &v.Platform, &v.User, &v.UserName, &v.Conversation, &v.Session, &v.Agent, &v.Value, &v.Time,
 			&v.Message, &v.Link, &v.Turn, &v.Excerpt)
@@ -77,7 +78,7 @@ func (s *Store) Votes(f store.FeedbackFilter) ([]store.Vote, error) {
 }
 
 // PutAnswer records a, replacing the Answer with its platform and reply.
-func (s *Store) PutAnswer(a store.Answer) error {
+func (s *Store) PutAnswer(ctx context.Context, a store.Answer) error {
 	if a.Time.IsZero() {
 		a.Time = time.Now()
 	}
@@ -87,7 +88,7 @@ func (s *Store) PutAnswer(a store.Answer) error {
 	if err := checkTime("answer", a.Time); err != nil {
 		return fmt.Errorf("put answer: %w", err)
 	}
-	ctx, cancel, err := s.op()
+	ctx, cancel, err := s.op(ctx)
 	if err != nil {
 		return fmt.Errorf("put answer: %w", err)
 	}
@@ -107,8 +108,8 @@ func (s *Store) PutAnswer(a store.Answer) error {
 }
 
 // Answer returns the Answer recorded under platform and reply.
-func (s *Store) Answer(platform, reply string) (store.Answer, bool, error) {
-	ctx, cancel, err := s.op()
+func (s *Store) Answer(ctx context.Context, platform, reply string) (store.Answer, bool, error) {
+	ctx, cancel, err := s.op(ctx)
 	if err != nil {
 		return store.Answer{}, false, fmt.Errorf("answer: %w", err)
 	}
@@ -128,8 +129,8 @@ func (s *Store) Answer(platform, reply string) (store.Answer, bool, error) {
 }
 
 // PruneAnswers deletes the Answers recorded before before, in batches.
-func (s *Store) PruneAnswers(before time.Time) (int, error) {
-	n, err := s.deleteBatches(`
+func (s *Store) PruneAnswers(ctx context.Context, before time.Time) (int, error) {
+	n, err := s.deleteBatches(ctx, `
 		DELETE FROM feedback_answers WHERE (platform, reply) IN (
 			SELECT platform, reply FROM feedback_answers WHERE at < $1 ORDER BY at LIMIT $2 FOR UPDATE SKIP LOCKED)`, before)
 	if err != nil {

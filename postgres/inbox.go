@@ -21,7 +21,7 @@ import (
 // A key that is empty or longer than MaxKeyLen, a conversation key longer
 // than that, or a time PostgreSQL cannot hold is an error of this call
 // alone: it is refused before it joins a batch.
-func (s *Store) Receive(e store.InboxEntry) (bool, error) {
+func (s *Store) Receive(ctx context.Context, e store.InboxEntry) (bool, error) {
 	if e.Received.IsZero() {
 		e.Received = time.Now()
 	}
@@ -37,6 +37,11 @@ func (s *Store) Receive(e store.InboxEntry) (bool, error) {
 	}
 	if s.closed.Load() {
 		return false, fmt.Errorf("receive %q: %w", e.Key, ErrClosed)
+	}
+	// The batch's statement is not this call's to cut off (insertKeys):
+	// ctx is checked before the entry joins one.
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("receive %q: %w", e.Key, err)
 	}
 	r := &receiveReq{e: e}
 	s.recv.Do(r)
@@ -132,7 +137,10 @@ const lockConversations = `
 // insertKeys inserts batch in one transaction (the lock, then one statement;
 // one round trip) and returns the keys it inserted.
 func (s *Store) insertKeys(batch []*receiveReq) (map[string]bool, error) {
-	ctx, cancel, err := s.op()
+	// The statement is the whole batch's, not one caller's: no caller's
+	// context may cut it off for the others, so it runs under the store's
+	// own deadline alone.
+	ctx, cancel, err := s.op(context.Background())
 	if err != nil {
 		return nil, err
 	}
@@ -194,8 +202,8 @@ var errAnswered = errors.New("inbox entry is answered already")
 // workspace. An entry already Sent stays as it is; an Answered one is an
 // error, since an entry never goes back. A key the inbox does not hold gives
 // an error wrapping store.ErrUnknownEntry. A zero now is the current time.
-func (s *Store) MarkSent(key string, now time.Time) error {
-	return s.markSent(key, "", "", now)
+func (s *Store) MarkSent(ctx context.Context, key string, now time.Time) error {
+	return s.markSent(ctx, key, "", "", now)
 }
 
 // MarkSentUnder is MarkSent made only while holder's lease on name (a
@@ -204,8 +212,8 @@ func (s *Store) MarkSent(key string, now time.Time) error {
 // replica that stalled past its lease cannot mark an entry sent, and so
 // never sends it, once the lease has lapsed or passed to another replica.
 // Then it returns an error wrapping store.ErrLeaseLost and changes nothing.
-func (s *Store) MarkSentUnder(key, name, holder string, now time.Time) error {
-	return s.markSent(key, name, holder, now)
+func (s *Store) MarkSentUnder(ctx context.Context, key, name, holder string, now time.Time) error {
+	return s.markSent(ctx, key, name, holder, now)
 }
 
 const (
@@ -219,8 +227,8 @@ const (
 
 // markSent moves the entry of key from Received to Sent, under holder's
 // lease on name when name is set, and tells why when it moved nothing.
-func (s *Store) markSent(key, name, holder string, now time.Time) error {
-	ctx, cancel, err := s.op()
+func (s *Store) markSent(ctx context.Context, key, name, holder string, now time.Time) error {
+	ctx, cancel, err := s.op(ctx)
 	if err != nil {
 		return fmt.Errorf("mark sent %q: %w", key, err)
 	}
@@ -282,13 +290,13 @@ const turnAfterMoved = `
 // wrapping store.ErrUnknownEntry, and an entry answered already an error;
 // either way nothing is written, the turn included. A zero now is the
 // current time.
-func (s *Store) Finish(key, reply string, turn *store.Turn, now time.Time) error {
+func (s *Store) Finish(ctx context.Context, key, reply string, turn *store.Turn, now time.Time) error {
 	if turn != nil {
 		if err := checkTurn(*turn); err != nil {
 			return fmt.Errorf("finish %q: %w", key, err)
 		}
 	}
-	ctx, cancel, err := s.op()
+	ctx, cancel, err := s.op(ctx)
 	if err != nil {
 		return fmt.Errorf("finish %q: %w", key, err)
 	}
@@ -329,13 +337,13 @@ const putReplyWithTurn = `
 // rule. An answered entry gives an error wrapping store.ErrAlreadySent, a
 // key the inbox does not hold one wrapping store.ErrUnknownEntry; either
 // way nothing is written. A zero now is the current time.
-func (s *Store) PutReply(key string, reply []byte, turn *store.Turn, now time.Time) error {
+func (s *Store) PutReply(ctx context.Context, key string, reply []byte, turn *store.Turn, now time.Time) error {
 	if turn != nil {
 		if err := checkTurn(*turn); err != nil {
 			return fmt.Errorf("put reply %q: %w", key, err)
 		}
 	}
-	ctx, cancel, err := s.op()
+	ctx, cancel, err := s.op(ctx)
 	if err != nil {
 		return fmt.Errorf("put reply %q: %w", key, err)
 	}
@@ -419,8 +427,8 @@ func (e *changedError) Error() string {
 
 // Pending returns the entries not yet answered (Received or Sent), in Seq
 // order, with their events.
-func (s *Store) Pending() ([]store.InboxEntry, error) {
-	ctx, cancel, err := s.op()
+func (s *Store) Pending(ctx context.Context) ([]store.InboxEntry, error) {
+	ctx, cancel, err := s.op(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("pending inbox: %w", err)
 	}
@@ -472,8 +480,8 @@ func (s *Store) pending(ctx context.Context, q string, args ...any) ([]store.Inb
 // returns how many, in statements of at most s.batch rows: a backlog never
 // holds many row locks for long. Rows another replica is deleting are
 // skipped (it counts them). Entries not yet answered stay, however old.
-func (s *Store) ExpireInbox(before time.Time) (int, error) {
-	n, err := s.deleteBatches(`
+func (s *Store) ExpireInbox(ctx context.Context, before time.Time) (int, error) {
+	n, err := s.deleteBatches(ctx, `
 		DELETE FROM inbox WHERE key IN (
 			SELECT key FROM inbox WHERE state = $3 AND updated < $1
 			ORDER BY updated LIMIT $2 FOR UPDATE SKIP LOCKED)`, before, int16(store.Answered))
@@ -486,10 +494,10 @@ func (s *Store) ExpireInbox(before time.Time) (int, error) {
 // deleteBatches runs q (a DELETE of at most $2 rows older than $1, with
 // more arguments after) until a run deletes fewer than s.batch, and returns
 // the rows deleted. Each run is its own transaction under its own deadline.
-func (s *Store) deleteBatches(q string, before time.Time, more ...any) (int, error) {
+func (s *Store) deleteBatches(ctx context.Context, q string, before time.Time, more ...any) (int, error) {
 	total := 0
 	for {
-		ctx, cancel, err := s.op()
+		ctx, cancel, err := s.op(ctx)
 		if err != nil {
 			return total, err
 		}

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -54,8 +55,8 @@ func (l *listQuery) sql(sel, order string, limit int) string {
 }
 
 // list runs q with args and collects its rows with scan; errors name what.
-func list[T any](s *Store, what, q string, args []any, scan pgx.RowToFunc[T]) ([]T, error) {
-	ctx, cancel, err := s.op()
+func list[T any](ctx context.Context, s *Store, what, q string, args []any, scan pgx.RowToFunc[T]) ([]T, error) {
+	ctx, cancel, err := s.op(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}

@@ -50,10 +50,10 @@ func TestMigrateOnOpen(t *testing.T) {
 		t.Errorf("MigrationStatus() after a second Open = %d, %d, %v, want %d, %d", c, l, err, current, latest)
 	}
 	// Both see one database.
-	if err := s.PutSession(store.Session{Key: "k", Agent: "a", SessionUUID: "s"}); err != nil {
+	if err := s.PutSession(t.Context(), store.Session{Key: "k", Agent: "a", SessionUUID: "s"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := again.Session("k"); err != nil || !ok {
+	if _, ok, err := again.Session(t.Context(), "k"); err != nil || !ok {
 		t.Errorf("Session(k) through the second Store = %v, %v, want found", ok, err)
 	}
 }
@@ -106,7 +106,7 @@ func TestNoMigrate(t *testing.T) {
 		IF EXISTS (SELECT FROM pg_tables WHERE schemaname = current_schema()) THEN
 			RAISE EXCEPTION 'tables exist';
 		END IF; END $$`)
-	if err := s.PutSession(store.Session{Key: "k", Agent: "a", SessionUUID: "s"}); err == nil {
+	if err := s.PutSession(t.Context(), store.Session{Key: "k", Agent: "a", SessionUUID: "s"}); err == nil {
 		t.Error("PutSession before any migration = nil, want an error")
 	}
 	if err := s.Migrate(t.Context()); err != nil {
@@ -115,7 +115,7 @@ func TestNoMigrate(t *testing.T) {
 	if c, l, err := s.MigrationStatus(t.Context()); err != nil || c != l || l != latest {
 		t.Errorf("MigrationStatus() after Migrate = %d, %d, %v, want %d twice", c, l, err, latest)
 	}
-	if err := s.PutSession(store.Session{Key: "k", Agent: "a", SessionUUID: "s"}); err != nil {
+	if err := s.PutSession(t.Context(), store.Session{Key: "k", Agent: "a", SessionUUID: "s"}); err != nil {
 		t.Errorf("PutSession after Migrate = %v", err)
 	}
 }

@@ -56,8 +56,9 @@ type Options struct {
 	// of CPUs). The Store needs at least 2: migrating holds one for its lock
 	// while goose uses another.
 	MaxConns int32
-	// Timeout bounds each call of a store.Store method, since those take no
-	// context. Zero or negative means DefaultTimeout.
+	// Timeout bounds each call of a store.Store method within its context's
+	// own deadline, so that a call made under a context without one still
+	// ends. Zero or negative means DefaultTimeout.
 	Timeout time.Duration
 	// NoMigrate makes Open leave the schema as it is, for a command that
 	// shows MigrationStatus before it calls Migrate. A Store opened so over a
@@ -189,13 +190,13 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// op returns the context of one store.Store call, bounded by s.timeout, or
-// ErrClosed.
-func (s *Store) op() (context.Context, context.CancelFunc, error) {
+// op returns the context of one store.Store call: the caller's, bounded by
+// s.timeout; or ErrClosed.
+func (s *Store) op(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	if s.closed.Load() {
 		return nil, nil, ErrClosed
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	return ctx, cancel, nil
 }
 

@@ -68,11 +68,11 @@ func TestUnleased(t *testing.T) {
 		{Key: "k/done", Conversation: "c/done", Received: old},       // answered
 		{Key: "k/expired", Conversation: "c/expired", Received: old}, // its lease expired
 	} {
-		if _, err := s.Receive(e); err != nil {
+		if _, err := s.Receive(ctx, e); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.Finish("k/done", "", nil, time.Now()); err != nil {
+	if err := s.Finish(ctx, "k/done", "", nil, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	for name, ttl := range map[string]time.Duration{"c/held": time.Minute, store.EntryLease("k/alone"): time.Minute, "c/expired": time.Microsecond} {
@@ -117,11 +117,11 @@ func TestListen(t *testing.T) {
 	if c := <-got; c != "" {
 		t.Fatalf("first call = %q, want \"\" (listening)", c)
 	}
-	if _, err := other.Receive(store.InboxEntry{Key: "k/other", Conversation: "c/other"}); err != nil {
+	if _, err := other.Receive(ctx, store.InboxEntry{Key: "k/other", Conversation: "c/other"}); err != nil {
 		t.Fatal(err)
 	}
 	for i, s := range []*Store{s2, s1} {
-		if _, err := s.Receive(store.InboxEntry{Key: fmt.Sprintf("k/%d", i), Conversation: fmt.Sprintf("c/%d", i)}); err != nil {
+		if _, err := s.Receive(ctx, store.InboxEntry{Key: fmt.Sprintf("k/%d", i), Conversation: fmt.Sprintf("c/%d", i)}); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -136,10 +136,10 @@ func TestListen(t *testing.T) {
 		}
 	}
 	// A duplicate records nothing, so it is not announced.
-	if fresh, err := s2.Receive(store.InboxEntry{Key: "k/0", Conversation: "c/dup"}); err != nil || fresh {
+	if fresh, err := s2.Receive(ctx, store.InboxEntry{Key: "k/0", Conversation: "c/dup"}); err != nil || fresh {
 		t.Fatalf("duplicate Receive = %v, %v", fresh, err)
 	}
-	if _, err := s2.Receive(store.InboxEntry{Key: "k/last", Conversation: "c/last"}); err != nil {
+	if _, err := s2.Receive(ctx, store.InboxEntry{Key: "k/last", Conversation: "c/last"}); err != nil {
 		t.Fatal(err)
 	}
 	if c := <-got; c != "c/last" {
@@ -184,7 +184,7 @@ func TestReceiveCommitsInSeqOrder(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.Receive(store.InboxEntry{Key: "k/second", Conversation: conv, Event: []byte("y")})
+		_, err := s.Receive(ctx, store.InboxEntry{Key: "k/second", Conversation: conv, Event: []byte("y")})
 		done <- err
 	}()
 	// Wait until the Receive waits on the conversation's lock; returning

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -12,8 +13,8 @@ import (
 // at at or later is recorded already. One statement: of replicas claiming
 // the same run at once, the row lock lets one move last_run and the others
 // find it moved.
-func (s *Store) ClaimRun(name string, at time.Time) (bool, error) {
-	ctx, cancel, err := s.op()
+func (s *Store) ClaimRun(ctx context.Context, name string, at time.Time) (bool, error) {
+	ctx, cancel, err := s.op(ctx)
 	if err != nil {
 		return false, fmt.Errorf("claim run: %w", err)
 	}
@@ -34,8 +35,8 @@ func (s *Store) ClaimRun(name string, at time.Time) (bool, error) {
 }
 
 // LastRun returns the latest run recorded for name.
-func (s *Store) LastRun(name string) (time.Time, bool, error) {
-	ctx, cancel, err := s.op()
+func (s *Store) LastRun(ctx context.Context, name string) (time.Time, bool, error) {
+	ctx, cancel, err := s.op(ctx)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("last run: %w", err)
 	}

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -13,8 +14,8 @@ import (
 
 // Session returns the session of the conversation key; ok is false when the
 // conversation has none.
-func (s *Store) Session(key string) (rec store.Session, ok bool, err error) {
-	ctx, cancel, err := s.op()
+func (s *Store) Session(ctx context.Context, key string) (rec store.Session, ok bool, err error) {
+	ctx, cancel, err := s.op(ctx)
 	if err != nil {
 		return store.Session{}, false, fmt.Errorf("session %q: %w", key, err)
 	}
@@ -37,11 +38,11 @@ func (s *Store) Session(key string) (rec store.Session, ok bool, err error) {
 }
 
 // PutSession stores rec under rec.Key, replacing any previous record.
-func (s *Store) PutSession(rec store.Session) error {
+func (s *Store) PutSession(ctx context.Context, rec store.Session) error {
 	if err := checkSession(rec); err != nil {
 		return fmt.Errorf("put session: %w", err)
 	}
-	ctx, cancel, err := s.op()
+	ctx, cancel, err := s.op(ctx)
 	if err != nil {
 		return fmt.Errorf("put session %q: %w", rec.Key, err)
 	}
@@ -67,8 +68,8 @@ func checkSession(rec store.Session) error {
 
 // DeleteSession forgets the session of the conversation key and reports
 // whether there was one. The conversation's agent choice and last reply stay.
-func (s *Store) DeleteSession(key string) (bool, error) {
-	ctx, cancel, err := s.op()
+func (s *Store) DeleteSession(ctx context.Context, key string) (bool, error) {
+	ctx, cancel, err := s.op(ctx)
 	if err != nil {
 		return false, fmt.Errorf("delete session %q: %w", key, err)
 	}
@@ -85,8 +86,8 @@ func (s *Store) DeleteSession(key string) (bool, error) {
 
 // ListSessions returns the sessions whose key starts with prefix ("" for
 // all), in byte order of their keys: a range scan of the primary key.
-func (s *Store) ListSessions(prefix string) ([]store.Session, error) {
-	ctx, cancel, err := s.op()
+func (s *Store) ListSessions(ctx context.Context, prefix string) ([]store.Session, error) {
+	ctx, cancel, err := s.op(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions %q: %w", prefix, err)
 	}
@@ -144,8 +145,8 @@ func prefixEnd(prefix string) (end string, bounded bool) {
 
 // ConversationAgent returns the agent the conversation chose with
 // /agent use; ok is false when it uses the default agent.
-func (s *Store) ConversationAgent(key string) (string, bool, error) {
-	agent, ok, err := s.text(`SELECT agent FROM conversation_agents WHERE conversation = $1`, key)
+func (s *Store) ConversationAgent(ctx context.Context, key string) (string, bool, error) {
+	agent, ok, err := s.text(ctx, `SELECT agent FROM conversation_agents WHERE conversation = $1`, key)
 	if err != nil {
 		return "", false, fmt.Errorf("conversation agent %q: %w", key, err)
 	}
@@ -154,12 +155,12 @@ func (s *Store) ConversationAgent(key string) (string, bool, error) {
 
 // SetConversationAgent records the conversation's agent; an empty agent
 // removes the choice, so the conversation falls back to the default.
-func (s *Store) SetConversationAgent(key, agent string) error {
+func (s *Store) SetConversationAgent(ctx context.Context, key, agent string) error {
 	err := errors.Join(checkKey("conversation key", key), checkText("agent", agent))
 	if err != nil {
 		return fmt.Errorf("set conversation agent: %w", err)
 	}
-	ctx, cancel, err := s.op()
+	ctx, cancel, err := s.op(ctx)
 	if err != nil {
 		return fmt.Errorf("set conversation agent %q: %w", key, err)
 	}
@@ -179,8 +180,8 @@ func (s *Store) SetConversationAgent(key, agent string) error {
 
 // LastReply returns the latest Agent reply of the conversation, for
 // /agent share; ok is false when there is none.
-func (s *Store) LastReply(key string) (string, bool, error) {
-	text, ok, err := s.text(`SELECT reply FROM last_replies WHERE conversation = $1`, key)
+func (s *Store) LastReply(ctx context.Context, key string) (string, bool, error) {
+	text, ok, err := s.text(ctx, `SELECT reply FROM last_replies WHERE conversation = $1`, key)
 	if err != nil {
 		return "", false, fmt.Errorf("last reply %q: %w", key, err)
 	}
@@ -188,8 +189,8 @@ func (s *Store) LastReply(key string) (string, bool, error) {
 }
 
 // text runs q, a query of one text column by key.
-func (s *Store) text(q, key string) (text string, ok bool, err error) {
-	ctx, cancel, err := s.op()
+func (s *Store) text(ctx context.Context, q, key string) (text string, ok bool, err error) {
+	ctx, cancel, err := s.op(ctx)
 	if err != nil {
 		return "", false, err
 	}
@@ -251,7 +252,7 @@ func checkTurn(t store.Turn) error {
 // apply in order, so the later of two for one conversation wins. It reports
 // how many were applied; a turn the Store cannot keep fails the call before
 // anything is written.
-func (s *Store) PutTurns(turns []store.Turn) (int, error) {
+func (s *Store) PutTurns(ctx context.Context, turns []store.Turn) (int, error) {
 	if len(turns) == 0 {
 		return 0, nil
 	}
@@ -260,7 +261,7 @@ func (s *Store) PutTurns(turns []store.Turn) (int, error) {
 			return 0, fmt.Errorf("put turns: %w", err)
 		}
 	}
-	ctx, cancel, err := s.op()
+	ctx, cancel, err := s.op(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("put %d turns: %w", len(turns), err)
 	}

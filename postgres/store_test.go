@@ -78,41 +78,41 @@ func TestKeyBounds(t *testing.T) {
 		call func() error
 	}{
 		{"Receive long key", func() error {
-			_, err := s.Receive(store.InboxEntry{Key: long, Conversation: "c"})
+			_, err := s.Receive(t.Context(), store.InboxEntry{Key: long, Conversation: "c"})
 			return err
 		}},
 		{"Receive long conversation", func() error {
-			_, err := s.Receive(store.InboxEntry{Key: "k/1", Conversation: long})
+			_, err := s.Receive(t.Context(), store.InboxEntry{Key: "k/1", Conversation: long})
 			return err
 		}},
 		{"Receive NUL key", func() error {
-			_, err := s.Receive(store.InboxEntry{Key: "k\x00", Conversation: "c"})
+			_, err := s.Receive(t.Context(), store.InboxEntry{Key: "k\x00", Conversation: "c"})
 			return err
 		}},
 		{"Receive invalid UTF-8", func() error {
-			_, err := s.Receive(store.InboxEntry{Key: "k\xff", Conversation: "c"})
+			_, err := s.Receive(t.Context(), store.InboxEntry{Key: "k\xff", Conversation: "c"})
 			return err
 		}},
 		{"PutSession long key", func() error {
-			return s.PutSession(store.Session{Key: long, Agent: "a", SessionUUID: "s"})
+			return s.PutSession(t.Context(), store.Session{Key: long, Agent: "a", SessionUUID: "s"})
 		}},
-		{"SetConversationAgent long key", func() error { return s.SetConversationAgent(long, "a") }},
+		{"SetConversationAgent long key", func() error { return s.SetConversationAgent(t.Context(), long, "a") }},
 		{"PutTurns with one long key", func() error {
-			_, err := s.PutTurns([]store.Turn{
+			_, err := s.PutTurns(t.Context(), []store.Turn{
 				{Session: store.Session{Key: "ok", Agent: "a", SessionUUID: "s"}, Reply: "r"},
 				{Session: store.Session{Key: long, Agent: "a", SessionUUID: "s"}, Reply: "r"},
 			})
 			return err
 		}},
 		{"Finish with a long turn key", func() error {
-			return s.Finish("k/none", "ref", &store.Turn{Session: store.Session{Key: long, Agent: "a", SessionUUID: "s"}}, at(1))
+			return s.Finish(t.Context(), "k/none", "ref", &store.Turn{Session: store.Session{Key: long, Agent: "a", SessionUUID: "s"}}, at(1))
 		}},
 		{"Claim long conversation", func() error {
 			_, err := s.Claim(t.Context(), long, "replica-1", time.Second)
 			return err
 		}},
 	}
-	if err := s.PutSession(store.Session{Key: "ok", Agent: "a", SessionUUID: "s", Created: at(0)}); err != nil {
+	if err := s.PutSession(t.Context(), store.Session{Key: "ok", Agent: "a", SessionUUID: "s", Created: at(0)}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range tests {
@@ -130,21 +130,21 @@ func TestKeyBounds(t *testing.T) {
 	if got := pendingKeys(t, s); len(got) != 0 {
 		t.Errorf("Pending() after refused Receives = %q, want none", got)
 	}
-	if _, ok, err := s.LastReply("ok"); err != nil || ok {
+	if _, ok, err := s.LastReply(t.Context(), "ok"); err != nil || ok {
 		t.Errorf("LastReply(ok) after a refused PutTurns = %v, %v, want none: the batch is all or nothing", ok, err)
 	}
-	if ok, err := s.Receive(store.InboxEntry{Key: fits, Conversation: fits}); err != nil || !ok {
+	if ok, err := s.Receive(t.Context(), store.InboxEntry{Key: fits, Conversation: fits}); err != nil || !ok {
 		t.Errorf("Receive of a %d-byte key = %v, %v, want true, nil", len(fits), ok, err)
 	}
-	if err := s.PutSession(store.Session{Key: fits, Agent: "a", SessionUUID: "s"}); err != nil {
+	if err := s.PutSession(t.Context(), store.Session{Key: fits, Agent: "a", SessionUUID: "s"}); err != nil {
 		t.Errorf("PutSession of a %d-byte key = %v", len(fits), err)
 	}
 	// Looking a key up that could not be stored finds nothing.
 	for _, key := range []string{long, "k\x00", "k\xff"} {
-		if _, ok, err := s.Session(key); err != nil || ok {
+		if _, ok, err := s.Session(t.Context(), key); err != nil || ok {
 			t.Errorf("Session(%q) = %v, %v, want false, nil", key, ok, err)
 		}
-		if err := s.MarkSent(key, at(1)); !errors.Is(err, store.ErrUnknownEntry) {
+		if err := s.MarkSent(t.Context(), key, at(1)); !errors.Is(err, store.ErrUnknownEntry) {
 			t.Errorf("MarkSent(%q) = %v, want ErrUnknownEntry", key, err)
 		}
 	}
@@ -152,7 +152,7 @@ func TestKeyBounds(t *testing.T) {
 
 func pendingKeys(t *testing.T, s *Store) []string {
 	t.Helper()
-	p, err := s.Pending()
+	p, err := s.Pending(t.Context())
 	if err != nil {
 		t.Fatalf("Pending() = %v", err)
 	}
@@ -192,7 +192,7 @@ func TestListSessionsEdges(t *testing.T) {
 	s, _ := openEmpty(t, Options{})
 	keys := []string{"a\U0010FFFF", "a\U0010FFFFb", "b", "a\uD7FF", "a\uD7FFx", "a\uE000"}
 	for _, k := range keys {
-		if err := s.PutSession(store.Session{Key: k, Agent: "a", SessionUUID: "s"}); err != nil {
+		if err := s.PutSession(t.Context(), store.Session{Key: k, Agent: "a", SessionUUID: "s"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -207,7 +207,7 @@ func TestListSessionsEdges(t *testing.T) {
 		{"a\x00", "[]"},
 	}
 	for _, tt := range tests {
-		list, err := s.ListSessions(tt.prefix)
+		list, err := s.ListSessions(t.Context(), tt.prefix)
 		var got []string
 		for _, r := range list {
 			got = append(got, r.Key)
@@ -222,10 +222,10 @@ func TestCleanText(t *testing.T) {
 	t.Parallel()
 	s, _ := openEmpty(t, Options{})
 	e := store.AuditEntry{Time: at(1), Flow: "f", Detail: "bad \xff and \x00 bytes", Params: map[string]string{"k\x00": "v\xfe"}}
-	if err := s.AppendAudit(e); err != nil {
+	if err := s.AppendAudit(t.Context(), e); err != nil {
 		t.Fatalf("AppendAudit with text PostgreSQL cannot hold = %v, want it kept altered", err)
 	}
-	got, err := s.Audit(store.AuditFilter{})
+	got, err := s.Audit(t.Context(), store.AuditFilter{})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("Audit() = %+v, %v", got, err)
 	}
@@ -233,17 +233,17 @@ func TestCleanText(t *testing.T) {
 		t.Errorf("Audit()[0] = %+v, want Detail %q and the param cleaned", got[0], want)
 	}
 	// A reply too: the entry is answered whatever its text.
-	if err := s.PutSession(store.Session{Key: "c", Agent: "a", SessionUUID: "s"}); err != nil {
+	if err := s.PutSession(t.Context(), store.Session{Key: "c", Agent: "a", SessionUUID: "s"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Receive(store.InboxEntry{Key: "k", Conversation: "c"}); err != nil {
+	if _, err := s.Receive(t.Context(), store.InboxEntry{Key: "k", Conversation: "c"}); err != nil {
 		t.Fatal(err)
 	}
 	turn := store.Turn{Session: store.Session{Key: "c", Agent: "a", SessionUUID: "s", LastUsed: at(2)}, Reply: "r\x00"}
-	if err := s.Finish("k", "ref\xff", &turn, at(2)); err != nil {
+	if err := s.Finish(t.Context(), "k", "ref\xff", &turn, at(2)); err != nil {
 		t.Fatalf("Finish with a NUL in the reply = %v", err)
 	}
-	if got, _, err := s.LastReply("c"); err != nil || got != "r\uFFFD" {
+	if got, _, err := s.LastReply(t.Context(), "c"); err != nil || got != "r\uFFFD" {
 		t.Errorf("LastReply(c) = %q, %v, want %q", got, err, "r\uFFFD")
 	}
 }
@@ -262,13 +262,13 @@ func TestClosed(t *testing.T) {
 	ctx := t.Context()
 	for name, err := range map[string]error{
 		"Ping":            s.Ping(ctx),
-		"PutSession":      s.PutSession(store.Session{Key: "k", Agent: "a", SessionUUID: "s"}),
-		"Session":         third(s.Session("k")),
-		"Receive":         second(s.Receive(store.InboxEntry{Key: "k"})),
-		"MarkSent":        s.MarkSent("k", at(0)),
-		"Pending":         second(s.Pending()),
-		"AppendAudit":     s.AppendAudit(store.AuditEntry{Flow: "f"}),
-		"ExpireInbox":     second(s.ExpireInbox(at(0))),
+		"PutSession":      s.PutSession(ctx, store.Session{Key: "k", Agent: "a", SessionUUID: "s"}),
+		"Session":         third(s.Session(ctx, "k")),
+		"Receive":         second(s.Receive(ctx, store.InboxEntry{Key: "k"})),
+		"MarkSent":        s.MarkSent(ctx, "k", at(0)),
+		"Pending":         second(s.Pending(ctx)),
+		"AppendAudit":     s.AppendAudit(ctx, store.AuditEntry{Flow: "f"}),
+		"ExpireInbox":     second(s.ExpireInbox(ctx, at(0))),
 		"Claim":           second(s.Claim(ctx, "c", "h", time.Second)),
 		"Release":         s.Release(ctx, "c", "h"),
 		"Migrate":         s.Migrate(ctx),
@@ -320,22 +320,22 @@ func TestTurnAlso(t *testing.T) {
 	t.Parallel()
 	s, _ := openEmpty(t, Options{})
 	sess := store.Session{Key: "slack/T/C/1.1", Agent: "a", SessionUUID: "s", Created: at(0), LastUsed: at(0)}
-	if err := s.PutSession(sess); err != nil {
+	if err := s.PutSession(t.Context(), sess); err != nil {
 		t.Fatal(err)
 	}
 	turns := []store.Turn{
 		{Session: sess, Reply: "first", Also: []string{"slack/T/C#U1", "slack/T/C#U1", sess.Key}},
 		{Session: store.Session{Key: sess.Key, Agent: "a", SessionUUID: "stale"}, Reply: "stale", Also: []string{"slack/T/C#U2"}},
 	}
-	if n, err := s.PutTurns(turns); err != nil || n != 1 {
+	if n, err := s.PutTurns(t.Context(), turns); err != nil || n != 1 {
 		t.Fatalf("PutTurns = %d, %v, want 1", n, err)
 	}
 	for key, want := range map[string]string{sess.Key: "first", "slack/T/C#U1": "first", "slack/T/C#U2": ""} {
-		if got, ok, err := s.LastReply(key); err != nil || got != want || ok != (want != "") {
+		if got, ok, err := s.LastReply(t.Context(), key); err != nil || got != want || ok != (want != "") {
 			t.Errorf("LastReply(%q) = %q, %v, %v, want %q", key, got, ok, err, want)
 		}
 	}
-	if _, err := s.PutTurns([]store.Turn{{Session: sess, Reply: "x", Also: []string{strings.Repeat("k", MaxKeyLen+1)}}}); err == nil {
+	if _, err := s.PutTurns(t.Context(), []store.Turn{{Session: sess, Reply: "x", Also: []string{strings.Repeat("k", MaxKeyLen+1)}}}); err == nil {
 		t.Error("PutTurns with a long Also key = nil error, want one")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/bridge/store"
 )
 
 // Spec is a parsed cron expression in its time zone.
@@ -51,12 +52,6 @@ type Core interface {
 	ReportMissed(ctx context.Context, s bridge.Scheduled, r bridge.Responder, first time.Time, more int, next time.Time) error
 }
 
-// State keeps each schedule's latest run; the store implements it.
-type State interface {
-	ClaimRun(name string, at time.Time) (bool, error)
-	LastRun(name string) (time.Time, bool, error)
-}
-
 // Target is a platform a schedule posts to; the Slack and Discord adapters
 // implement it.
 type Target interface {
@@ -75,7 +70,7 @@ type entry struct {
 // Scheduler runs the schedules until its context ends.
 type Scheduler struct {
 	core    Core
-	state   State
+	state   store.Schedules
 	targets map[string]Target
 	log     *zap.Logger
 	entries []*entry
@@ -86,7 +81,7 @@ type Scheduler struct {
 
 // New checks every schedule (its expression, time zone and platform) and
 // returns a Scheduler; it starts nothing.
-func New(list []bridge.Scheduled, core Core, state State, targets map[string]Target, log *zap.Logger) (*Scheduler, error) {
+func New(list []bridge.Scheduled, core Core, state store.Schedules, targets map[string]Target, log *zap.Logger) (*Scheduler, error) {
 	s := &Scheduler{core: core, state: state, targets: targets, log: log}
 	var errs []error
 	for _, sc := range list {
@@ -152,13 +147,13 @@ func (s *Scheduler) Run(ctx context.Context) error {
 // last run and now; a schedule never run before starts its record now.
 func (s *Scheduler) catchUp(ctx context.Context, e *entry, now time.Time) {
 	log := s.log.With(zap.String("schedule", e.Name))
-	last, ok, err := s.state.LastRun(e.Name)
+	last, ok, err := s.state.LastRun(ctx, e.Name)
 	if err != nil {
 		log.Error("last run not read; missed runs cannot be reported", zap.Error(err))
 		return
 	}
 	if !ok {
-		if _, err := s.state.ClaimRun(e.Name, now); err != nil {
+		if _, err := s.state.ClaimRun(ctx, e.Name, now); err != nil {
 			log.Error("schedule start not recorded", zap.Error(err))
 		}
 		return
@@ -175,7 +170,7 @@ func (s *Scheduler) catchUp(ctx context.Context, e *entry, now time.Time) {
 			break // an "@every 1s" down for a week: the count is only a report
 		}
 	}
-	claimed, err := s.state.ClaimRun(e.Name, missed)
+	claimed, err := s.state.ClaimRun(ctx, e.Name, missed)
 	if err != nil {
 		log.Error("missed runs not recorded", zap.Error(err))
 		return
@@ -207,7 +202,7 @@ func giveUpBefore(at, next time.Time) time.Time {
 // doubled.
 func (s *Scheduler) fire(ctx context.Context, e *entry, at time.Time) {
 	log := s.log.With(zap.String("schedule", e.Name), zap.Time("run_at", at))
-	claimed, err := s.state.ClaimRun(e.Name, at)
+	claimed, err := s.state.ClaimRun(ctx, e.Name, at)
 	if err != nil {
 		log.Error("run not claimed; not run", zap.Error(err))
 		return

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/bridge/store"
 	"github.com/flowbridge/flowbridge/sessionmap"
 )
 
@@ -66,7 +67,7 @@ func openStore(t *testing.T, path string) *sessionmap.Store {
 var every5 = bridge.Scheduled{Name: "report", Flow: "healthcheck", Cron: "*/5 * * * *", Timezone: "UTC", Platform: "slack", Channel: "C1"}
 
 // start runs a scheduler for list on state until the test's bubble ends it.
-func start(t *testing.T, c *core, state State, list ...bridge.Scheduled) (stop func()) {
+func start(t *testing.T, c *core, state store.Schedules, list ...bridge.Scheduled) (stop func()) {
 	t.Helper()
 	s, err := New(list, c, state, map[string]Target{"slack": target{}}, zaptest.NewLogger(t))
 	if err != nil {
@@ -114,7 +115,7 @@ func TestRunsOnCron(t *testing.T) {
 		if users[0] != "schedule:report@slack/T1/C1" {
 			t.Errorf("run as %q, want schedule:report in slack/T1/C1", users[0])
 		}
-		if last, ok, _ := st.LastRun("report"); !ok || !last.Equal(begin.Add(15*time.Minute)) {
+		if last, ok, _ := st.LastRun(t.Context(), "report"); !ok || !last.Equal(begin.Add(15*time.Minute)) {
 			t.Errorf("LastRun = %v, %v, want the 15-minute run", last, ok)
 		}
 	})

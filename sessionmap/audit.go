@@ -2,6 +2,7 @@ package sessionmap
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -38,7 +39,10 @@ type auditRecord struct {
 }
 
 // AppendAudit appends e to the audit log.
-func (s *Store) AppendAudit(e AuditEntry) error {
+func (s *Store) AppendAudit(ctx context.Context, e AuditEntry) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("append audit: %w", err)
+	}
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
@@ -72,7 +76,7 @@ func (s *Store) AppendAudit(e AuditEntry) error {
 // Audit returns the entries f selects, oldest first. It seeks to f.Since
 // (or, with f.Newest, walks back from f.Until), reading in chunks of short
 // transactions.
-func (s *Store) Audit(f AuditFilter) ([]AuditEntry, error) {
+func (s *Store) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
 	var lo, hi []byte
 	if !f.Since.IsZero() {
 		k := timeKey(clampTime(f.Since))
@@ -119,7 +123,10 @@ func auditMatch(f AuditFilter, e AuditEntry) bool {
 
 // PruneAudit deletes the entries older than before and returns how many,
 // in chunks of short transactions.
-func (s *Store) PruneAudit(before time.Time) (int, error) {
+func (s *Store) PruneAudit(ctx context.Context, before time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("prune audit: %w", err)
+	}
 	hi := timeKey(clampTime(before))
 	total := 0
 	for {

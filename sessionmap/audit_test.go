@@ -40,11 +40,11 @@ func TestAuditRoundTripAndOrder(t *testing.T) {
 		{Time: time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC), Flow: "old", Detail: "0"},
 	}
 	for _, e := range entries {
-		if err := s.AppendAudit(e); err != nil {
+		if err := s.AppendAudit(t.Context(), e); err != nil {
 			t.Fatalf("AppendAudit(%+v) = %v", e, err)
 		}
 	}
-	got, err := s.Audit(AuditFilter{})
+	got, err := s.Audit(t.Context(), AuditFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,11 +62,11 @@ func TestAuditSameNanosecond(t *testing.T) {
 	at := time.Unix(1700000000, 42)
 	const n = 40 // also crosses read chunks
 	for i := range n {
-		if err := s.AppendAudit(AuditEntry{Time: at, Detail: fmt.Sprint(i)}); err != nil {
+		if err := s.AppendAudit(t.Context(), AuditEntry{Time: at, Detail: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err := s.Audit(AuditFilter{})
+	got, err := s.Audit(t.Context(), AuditFilter{})
 	if err != nil || len(got) != n {
 		t.Fatalf("Audit = %d entries, %v, want %d", len(got), err, n)
 	}
@@ -75,7 +75,7 @@ func TestAuditSameNanosecond(t *testing.T) {
 			t.Fatalf("Audit[%d] = %q at %v, want %q at %v", i, e.Detail, e.Time, fmt.Sprint(i), at)
 		}
 	}
-	newest, err := s.Audit(AuditFilter{Newest: true, Limit: 3})
+	newest, err := s.Audit(t.Context(), AuditFilter{Newest: true, Limit: 3})
 	if want := fmt.Sprint([]int{n - 3, n - 2, n - 1}); err != nil || fmt.Sprint(auditDetails(newest)) != want {
 		t.Errorf("Audit(Newest, Limit 3) = %v, %v, want %v", auditDetails(newest), err, want)
 	}
@@ -97,7 +97,7 @@ func TestAuditFilter(t *testing.T) {
 			Time: t0.Add(time.Duration(i) * time.Minute), Platform: []string{"slack", "discord"}[i/12],
 			Flow: flows[i%2], User: users[i%3], Outcome: outcomes[i%4], Detail: fmt.Sprint(i),
 		}
-		if err := s.AppendAudit(e); err != nil {
+		if err := s.AppendAudit(t.Context(), e); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -125,7 +125,7 @@ func TestAuditFilter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := s.Audit(tt.f)
+			got, err := s.Audit(t.Context(), tt.f)
 			if err != nil || fmt.Sprint(auditDetails(got)) != tt.want {
 				t.Errorf("Audit(%+v) = %v, %v, want %s", tt.f, auditDetails(got), err, tt.want)
 			}
@@ -140,7 +140,7 @@ func TestPruneAudit(t *testing.T) {
 	s.chunk = chunk
 	const n = 2*chunk + 3 // more than one prune transaction
 	for i := range n {
-		if err := s.AppendAudit(AuditEntry{Time: t0.Add(time.Duration(i) * time.Second), Detail: fmt.Sprint(i)}); err != nil {
+		if err := s.AppendAudit(t.Context(), AuditEntry{Time: t0.Add(time.Duration(i) * time.Second), Detail: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -155,12 +155,12 @@ func TestPruneAudit(t *testing.T) {
 	}
 	left := n
 	for _, st := range steps {
-		gone, err := s.PruneAudit(st.before)
+		gone, err := s.PruneAudit(t.Context(), st.before)
 		if err != nil || gone != st.wantGone {
 			t.Fatalf("PruneAudit(%v) = %d, %v, want %d, nil", st.before, gone, err, st.wantGone)
 		}
 		left -= gone
-		got, err := s.Audit(AuditFilter{})
+		got, err := s.Audit(t.Context(), AuditFilter{})
 		if err != nil || len(got) != left {
 			t.Fatalf("Audit after PruneAudit(%v) = %d entries, %v, want %d", st.before, len(got), err, left)
 		}
@@ -176,14 +176,14 @@ func TestPruneAudit(t *testing.T) {
 func TestAppendAuditDefaultsTime(t *testing.T) {
 	s, _ := openTest(t, Options{})
 	before := time.Now()
-	if err := s.AppendAudit(AuditEntry{Flow: "f"}); err != nil {
+	if err := s.AppendAudit(t.Context(), AuditEntry{Flow: "f"}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Audit(AuditFilter{})
+	got, err := s.Audit(t.Context(), AuditFilter{})
 	if err != nil || len(got) != 1 || got[0].Time.Before(before) {
 		t.Errorf("Audit = %+v, %v, want one entry stamped after %v", got, err, before)
 	}
-	if err := s.AppendAudit(AuditEntry{Time: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)}); err == nil {
+	if err := s.AppendAudit(t.Context(), AuditEntry{Time: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)}); err == nil {
 		t.Errorf("AppendAudit(year 2300) = nil, want an error")
 	}
 }

@@ -107,7 +107,7 @@ func BenchmarkStore1M(b *testing.B) {
 			key := keys[i%len(keys)]
 			i++
 			start := time.Now()
-			_, ok, err := s.Session(key)
+			_, ok, err := s.Session(b.Context(), key)
 			lat = append(lat, time.Since(start))
 			if err != nil || !ok {
 				b.Fatalf("Session(%q) = %v, %v", key, ok, err)
@@ -122,7 +122,7 @@ func BenchmarkStore1M(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			i++
-			if _, ok, err := s.Session(fmt.Sprintf("slack/T%08d/C000000001/1.%d", i%20, i)); err != nil || ok {
+			if _, ok, err := s.Session(b.Context(), fmt.Sprintf("slack/T%08d/C000000001/1.%d", i%20, i)); err != nil || ok {
 				b.Fatalf("Session(missing) = %v, %v", ok, err)
 			}
 		}
@@ -132,7 +132,7 @@ func BenchmarkStore1M(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			// One channel's 450 threads.
-			recs, err := s.ListSessions("slack/T00000000/C000000000/")
+			recs, err := s.ListSessions(b.Context(), "slack/T00000000/C000000000/")
 			if err != nil || len(recs) == 0 {
 				b.Fatalf("ListSessions = %d, %v", len(recs), err)
 			}
@@ -163,7 +163,7 @@ func benchPut(b *testing.B, s *Store, n int) {
 		i := rng.IntN(n)
 		rec := Session{Key: fixtureKey(i), Agent: "helper", SessionUUID: testUUID(i), Created: time.Unix(1716212345, 0), LastUsed: time.Now()}
 		start := time.Now()
-		if err := s.PutSession(rec); err != nil {
+		if err := s.PutSession(b.Context(), rec); err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, time.Since(start))
@@ -192,7 +192,7 @@ func BenchmarkAppendAudit(b *testing.B) {
 	e := AuditEntry{Platform: "slack", User: "U0123", UserName: "ann", Channel: "C0456", Conversation: "slack/T0123/C0456", Flow: "healthcheck", Params: map[string]string{"host": "web1", "service": "nginx"}, Outcome: "ok", Duration: time.Second}
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := s.AppendAudit(e); err != nil {
+		if err := s.AppendAudit(b.Context(), e); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -215,7 +215,7 @@ func BenchmarkPutSessionParallel(b *testing.B) {
 		rng := rand.New(rand.NewPCG(rand.Uint64(), 5))
 		for pb.Next() {
 			i := rng.IntN(n)
-			if err := s.PutSession(Session{Key: fixtureKey(i), Agent: "helper", SessionUUID: testUUID(i), LastUsed: time.Now()}); err != nil {
+			if err := s.PutSession(b.Context(), Session{Key: fixtureKey(i), Agent: "helper", SessionUUID: testUUID(i), LastUsed: time.Now()}); err != nil {
 				b.Error(err)
 				return
 			}
@@ -246,7 +246,7 @@ func BenchmarkReceive(b *testing.B) {
 			b.Run(fmt.Sprintf("sync=%v/goroutines=%d", !noSync, workers), func(b *testing.B) {
 				s, _ := openTest(b, Options{NoSync: noSync})
 				runInbox(b, workers, func(i int) error {
-					ok, err := s.Receive(store.InboxEntry{Key: inboxKey(i), Conversation: "slack/T0123/C0456", Event: benchEvent, Received: time.Now()})
+					ok, err := s.Receive(b.Context(), store.InboxEntry{Key: inboxKey(i), Conversation: "slack/T0123/C0456", Event: benchEvent, Received: time.Now()})
 					if err == nil && !ok {
 						err = fmt.Errorf("Receive(%q) = false, want new", inboxKey(i))
 					}
@@ -270,21 +270,21 @@ func BenchmarkInboxLifecycle(b *testing.B) {
 			s, _ := openTest(b, Options{NoSync: c.noSync})
 			created := time.Now()
 			for i := range conversations {
-				if err := s.PutSession(Session{Key: fixtureKey(i), Agent: "helper", SessionUUID: testUUID(i), Created: created, LastUsed: created}); err != nil {
+				if err := s.PutSession(b.Context(), Session{Key: fixtureKey(i), Agent: "helper", SessionUUID: testUUID(i), Created: created, LastUsed: created}); err != nil {
 					b.Fatal(err)
 				}
 			}
 			runInbox(b, 64, func(i int) error {
 				key, conv := inboxKey(i), fixtureKey(i%conversations)
 				e := store.InboxEntry{Key: key, Conversation: conv, Event: benchEvent, Received: time.Now()}
-				if _, err := s.Receive(e); err != nil {
+				if _, err := s.Receive(b.Context(), e); err != nil {
 					return err
 				}
-				if err := s.MarkSent(key, time.Now()); err != nil {
+				if err := s.MarkSent(b.Context(), key, time.Now()); err != nil {
 					return err
 				}
 				turn := Turn{Session: Session{Key: conv, Agent: "helper", SessionUUID: testUUID(i % conversations), Created: created, LastUsed: time.Now()}, Reply: "the answer"}
-				return s.Finish(key, "msg-ref", &turn, time.Now())
+				return s.Finish(b.Context(), key, "msg-ref", &turn, time.Now())
 			})
 		})
 	}

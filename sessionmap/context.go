@@ -1,6 +1,7 @@
 package sessionmap
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"time"
@@ -21,7 +22,7 @@ const (
 
 // ConversationContext returns what the conversation's user has open beside
 // it; ok is false when nothing is recorded.
-func (s *Store) ConversationContext(key string) (c store.Context, ok bool, err error) {
+func (s *Store) ConversationContext(ctx context.Context, key string) (c store.Context, ok bool, err error) {
 	err = s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketContexts)
 		if b == nil {
@@ -50,7 +51,10 @@ func (s *Store) ConversationContext(key string) (c store.Context, ok bool, err e
 }
 
 // PutConversationContext records c under c.Key; an empty text deletes it.
-func (s *Store) PutConversationContext(c store.Context) error {
+func (s *Store) PutConversationContext(ctx context.Context, c store.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("put conversation context: %w", err)
+	}
 	if err := checkKey("conversation key", c.Key); err != nil {
 		return fmt.Errorf("put conversation context: %w", err)
 	}

@@ -1,6 +1,7 @@
 package sessionmap
 
 import (
+	"context"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -14,7 +15,7 @@ const textV1 = 1
 
 // ConversationAgent returns the agent the conversation chose with
 // /agent use; ok is false when it uses the default agent.
-func (s *Store) ConversationAgent(key string) (string, bool, error) {
+func (s *Store) ConversationAgent(ctx context.Context, key string) (string, bool, error) {
 	agent, ok, err := s.getText(bucketAgents, key)
 	if err != nil {
 		return "", false, fmt.Errorf("conversation agent %q: %w", key, err)
@@ -24,7 +25,10 @@ func (s *Store) ConversationAgent(key string) (string, bool, error) {
 
 // SetConversationAgent records the conversation's agent; an empty agent
 // removes the choice, so the conversation falls back to the default.
-func (s *Store) SetConversationAgent(key, agent string) error {
+func (s *Store) SetConversationAgent(ctx context.Context, key, agent string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("set conversation agent %q: %w", key, err)
+	}
 	if err := s.putText(bucketAgents, key, agent); err != nil {
 		return fmt.Errorf("set conversation agent %q: %w", key, err)
 	}
@@ -33,7 +37,7 @@ func (s *Store) SetConversationAgent(key, agent string) error {
 
 // LastReply returns the latest Agent reply of the conversation, for
 // /agent share; ok is false when there is none.
-func (s *Store) LastReply(key string) (string, bool, error) {
+func (s *Store) LastReply(ctx context.Context, key string) (string, bool, error) {
 	text, ok, err := s.getText(bucketReplies, key)
 	if err != nil {
 		return "", false, fmt.Errorf("last reply %q: %w", key, err)
@@ -43,7 +47,10 @@ func (s *Store) LastReply(key string) (string, bool, error) {
 
 // SetLastReply records the latest Agent reply of the conversation; an empty
 // text removes it.
-func (s *Store) SetLastReply(key, text string) error {
+func (s *Store) SetLastReply(ctx context.Context, key, text string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("set last reply %q: %w", key, err)
+	}
 	if err := s.putText(bucketReplies, key, text); err != nil {
 		return fmt.Errorf("set last reply %q: %w", key, err)
 	}
@@ -93,7 +100,10 @@ type Turn = store.Turn
 // turn's session, so a turn written after /agent reset (or after a new
 // session replaced the old one) does not bring the old mapping back. It
 // reports how many were applied.
-func (s *Store) PutTurns(turns []Turn) (int, error) {
+func (s *Store) PutTurns(ctx context.Context, turns []Turn) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("put turns: %w", err)
+	}
 	if len(turns) == 0 {
 		return 0, nil
 	}

@@ -2,6 +2,7 @@ package sessionmap
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -51,30 +52,30 @@ func damageFixture(t *testing.T) ([]byte, fixturePages) {
 		t.Fatal(err)
 	}
 	for i := range 50 {
-		if err := s.SetConversationAgent(fixtureKey(i), "helper"); err != nil {
+		if err := s.SetConversationAgent(t.Context(), fixtureKey(i), "helper"); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.SetLastReply(fixtureKey(i), strings.Repeat("reply ", 40)); err != nil {
+		if err := s.SetLastReply(t.Context(), fixtureKey(i), strings.Repeat("reply ", 40)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range fixInbox {
 		e := store.InboxEntry{Key: fixInboxKey(i), Conversation: fixtureKey(i), Event: bytes.Repeat([]byte{'e'}, 120), Received: fixTime.Add(time.Duration(i) * time.Second)}
-		if _, err := s.Receive(e); err != nil {
+		if _, err := s.Receive(t.Context(), e); err != nil {
 			t.Fatal(err)
 		}
 		switch i % 3 {
 		case 1:
-			err = s.MarkSent(e.Key, e.Received)
+			err = s.MarkSent(t.Context(), e.Key, e.Received)
 		case 2:
-			err = s.Finish(e.Key, "ts", nil, e.Received)
+			err = s.Finish(t.Context(), e.Key, "ts", nil, e.Received)
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range fixAudit {
-		err := s.AppendAudit(AuditEntry{Time: fixTime.Add(time.Duration(i) * time.Minute), Platform: "slack", User: "U1", Flow: "deploy", Outcome: store.OutcomeOK, Params: map[string]string{"env": "prod"}})
+		err := s.AppendAudit(t.Context(), AuditEntry{Time: fixTime.Add(time.Duration(i) * time.Minute), Platform: "slack", User: "U1", Flow: "deploy", Outcome: store.OutcomeOK, Params: map[string]string{"env": "prod"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,44 +226,63 @@ var corruptions = []corruption{
 // apiCall is one call of the Store's API on the fixture.
 type apiCall struct {
 	name string
-	call func(s *Store) error
+	call func(ctx context.Context, s *Store) error
 	// also lists errors other than ErrCorrupt the call may give on a
 	// damaged file: damage can lose an entry or change its state.
 	also []error
 }
 
 var apiCalls = []apiCall{
-	{"Session", func(s *Store) error { _, _, err := s.Session(fixtureKey(7)); return err }, nil},
-	{"ListSessions", func(s *Store) error { _, err := s.ListSessions(""); return err }, nil},
-	{"ListSessions prefix", func(s *Store) error { _, err := s.ListSessions("slack/T00000001/"); return err }, nil},
-	{"ConversationAgent", func(s *Store) error { _, _, err := s.ConversationAgent(fixtureKey(3)); return err }, nil},
-	{"LastReply", func(s *Store) error { _, _, err := s.LastReply(fixtureKey(3)); return err }, nil},
-	{"Pending", func(s *Store) error { _, err := s.Pending(); return err }, nil},
-	{"Audit", func(s *Store) error { _, err := s.Audit(AuditFilter{}); return err }, nil},
-	{"Audit newest", func(s *Store) error { _, err := s.Audit(AuditFilter{Newest: true, Limit: 10}); return err }, nil},
-	{"Stats", func(s *Store) error { s.Stats(); return nil }, nil},
-	{"Backup", func(s *Store) error { _, err := s.Backup(io.Discard); return err }, nil},
-	{"PutSession", func(s *Store) error {
-		return s.PutSession(Session{Key: "slack/T1/C1/new", Agent: "helper", SessionUUID: testUUID(1)})
-	}, nil},
-	{"DeleteSession", func(s *Store) error { _, err := s.DeleteSession(fixtureKey(8)); return err }, nil},
-	{"SetConversationAgent", func(s *Store) error { return s.SetConversationAgent(fixtureKey(9), "ops") }, nil},
-	{"SetLastReply", func(s *Store) error { return s.SetLastReply(fixtureKey(9), "hello") }, nil},
-	{"PutTurns", func(s *Store) error {
-		_, err := s.PutTurns([]Turn{{Session: Session{Key: fixtureKey(10), Agent: "helper", SessionUUID: testUUID(10), LastUsed: fixTime}, Reply: "r"}})
+	{"Session", func(ctx context.Context, s *Store) error { _, _, err := s.Session(ctx, fixtureKey(7)); return err }, nil},
+	{"ListSessions", func(ctx context.Context, s *Store) error { _, err := s.ListSessions(ctx, ""); return err }, nil},
+	{"ListSessions prefix", func(ctx context.Context, s *Store) error {
+		_, err := s.ListSessions(ctx, "slack/T00000001/")
 		return err
 	}, nil},
-	{"Receive", func(s *Store) error {
-		_, err := s.Receive(store.InboxEntry{Key: "slack/msg/new", Event: []byte("x")})
+	{"ConversationAgent", func(ctx context.Context, s *Store) error {
+		_, _, err := s.ConversationAgent(ctx, fixtureKey(3))
 		return err
 	}, nil},
-	{"MarkSent", func(s *Store) error { return s.MarkSent(fixInboxKey(3), time.Time{}) }, []error{store.ErrUnknownEntry, errAnswered}},
-	{"Finish", func(s *Store) error { return s.Finish(fixInboxKey(4), "ts", nil, time.Time{}) }, []error{store.ErrUnknownEntry, errAnswered}},
-	{"ExpireInbox", func(s *Store) error { _, err := s.ExpireInbox(fixTime.Add(time.Minute)); return err }, nil},
-	{"AppendAudit", func(s *Store) error { return s.AppendAudit(AuditEntry{Flow: "deploy", Outcome: store.OutcomeOK}) }, nil},
-	{"PruneAudit", func(s *Store) error { _, err := s.PruneAudit(fixTime.Add(time.Hour)); return err }, nil},
-	{"Check", func(s *Store) error { return s.Check() }, nil},
-	{"Health", func(s *Store) error { return s.Health() }, nil},
+	{"LastReply", func(ctx context.Context, s *Store) error { _, _, err := s.LastReply(ctx, fixtureKey(3)); return err }, nil},
+	{"Pending", func(ctx context.Context, s *Store) error { _, err := s.Pending(ctx); return err }, nil},
+	{"Audit", func(ctx context.Context, s *Store) error { _, err := s.Audit(ctx, AuditFilter{}); return err }, nil},
+	{"Audit newest", func(ctx context.Context, s *Store) error {
+		_, err := s.Audit(ctx, AuditFilter{Newest: true, Limit: 10})
+		return err
+	}, nil},
+	{"Stats", func(ctx context.Context, s *Store) error { s.Stats(); return nil }, nil},
+	{"Backup", func(ctx context.Context, s *Store) error { _, err := s.Backup(io.Discard); return err }, nil},
+	{"PutSession", func(ctx context.Context, s *Store) error {
+		return s.PutSession(ctx, Session{Key: "slack/T1/C1/new", Agent: "helper", SessionUUID: testUUID(1)})
+	}, nil},
+	{"DeleteSession", func(ctx context.Context, s *Store) error { _, err := s.DeleteSession(ctx, fixtureKey(8)); return err }, nil},
+	{"SetConversationAgent", func(ctx context.Context, s *Store) error { return s.SetConversationAgent(ctx, fixtureKey(9), "ops") }, nil},
+	{"SetLastReply", func(ctx context.Context, s *Store) error { return s.SetLastReply(ctx, fixtureKey(9), "hello") }, nil},
+	{"PutTurns", func(ctx context.Context, s *Store) error {
+		_, err := s.PutTurns(ctx, []Turn{{Session: Session{Key: fixtureKey(10), Agent: "helper", SessionUUID: testUUID(10), LastUsed: fixTime}, Reply: "r"}})
+		return err
+	}, nil},
+	{"Receive", func(ctx context.Context, s *Store) error {
+		_, err := s.Receive(ctx, store.InboxEntry{Key: "slack/msg/new", Event: []byte("x")})
+		return err
+	}, nil},
+	{"MarkSent", func(ctx context.Context, s *Store) error { return s.MarkSent(ctx, fixInboxKey(3), time.Time{}) }, []error{store.ErrUnknownEntry, errAnswered}},
+	{"Finish", func(ctx context.Context, s *Store) error {
+		return s.Finish(ctx, fixInboxKey(4), "ts", nil, time.Time{})
+	}, []error{store.ErrUnknownEntry, errAnswered}},
+	{"ExpireInbox", func(ctx context.Context, s *Store) error {
+		_, err := s.ExpireInbox(ctx, fixTime.Add(time.Minute))
+		return err
+	}, nil},
+	{"AppendAudit", func(ctx context.Context, s *Store) error {
+		return s.AppendAudit(ctx, AuditEntry{Flow: "deploy", Outcome: store.OutcomeOK})
+	}, nil},
+	{"PruneAudit", func(ctx context.Context, s *Store) error {
+		_, err := s.PruneAudit(ctx, fixTime.Add(time.Hour))
+		return err
+	}, nil},
+	{"Check", func(ctx context.Context, s *Store) error { return s.Check() }, nil},
+	{"Health", func(ctx context.Context, s *Store) error { return s.Health() }, nil},
 }
 
 // callAll makes every API call on s and reports which failed with
@@ -278,7 +298,7 @@ func callAll(t *testing.T, name string, s *Store) (corrupt []string) {
 					err = nil
 				}
 			}()
-			return c.call(s)
+			return c.call(t.Context(), s)
 		}()
 		switch {
 		case err == nil:
@@ -412,7 +432,7 @@ func TestHealth(t *testing.T) {
 // at once, without touching the file again.
 func TestPanicInReadMarksStoreDamaged(t *testing.T) {
 	s, _ := openTest(t, Options{NoSync: true})
-	if err := s.PutSession(Session{Key: "k", Agent: "a"}); err != nil {
+	if err := s.PutSession(t.Context(), Session{Key: "k", Agent: "a"}); err != nil {
 		t.Fatal(err)
 	}
 	err := s.view(func(*bolt.Tx) error { panic("unexpected fault address 0x7f0000000000") })
@@ -428,7 +448,7 @@ func TestPanicInReadMarksStoreDamaged(t *testing.T) {
 		if c.name == "Health" || c.name == "Stats" {
 			continue
 		}
-		if err := c.call(s); !errors.Is(err, ErrCorrupt) {
+		if err := c.call(t.Context(), s); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s on a damaged store = %v, want ErrCorrupt", c.name, err)
 		}
 	}
@@ -469,7 +489,7 @@ func TestPanicInUpdateLeavesNoLock(t *testing.T) {
 	if err := s.db.Update(func(*bolt.Tx) error { return nil }); err != nil {
 		t.Errorf("bbolt Update after the panic = %v", err)
 	}
-	if err := s.PutSession(Session{Key: "k"}); !errors.Is(err, ErrCorrupt) {
+	if err := s.PutSession(t.Context(), Session{Key: "k"}); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("PutSession after the panic = %v, want ErrCorrupt", err)
 	}
 	if err := s.Close(); err != nil {
@@ -480,7 +500,7 @@ func TestPanicInUpdateLeavesNoLock(t *testing.T) {
 		t.Fatalf("reopen after the panic = %v", err)
 	}
 	defer s.Close()
-	if _, ok, err := s.Session("lost"); ok || err != nil {
+	if _, ok, err := s.Session(t.Context(), "lost"); ok || err != nil {
 		t.Errorf("Session(lost) = %v, %v, want the panicked write rolled back", ok, err)
 	}
 }
@@ -808,7 +828,7 @@ func TestGroupCommitPanicFailsEveryWaiter(t *testing.T) {
 					errs[w] = s.update(func(*bolt.Tx) error { panic("index out of range [4096] with length 4096") })
 					return
 				}
-				errs[w] = s.PutSession(Session{Key: fmt.Sprintf("k%d", w), Agent: "a"})
+				errs[w] = s.PutSession(t.Context(), Session{Key: fmt.Sprintf("k%d", w), Agent: "a"})
 			})
 		}
 		synctest.Wait() // every writer has queued behind the held commit
@@ -834,7 +854,7 @@ func TestGroupCommitPanicFailsEveryWaiter(t *testing.T) {
 		// Later writes fail at once, concurrent ones included.
 		for w := range writers {
 			wg.Go(func() {
-				if err := s.SetLastReply(fmt.Sprintf("k%d", w), "r"); !errors.Is(err, ErrCorrupt) {
+				if err := s.SetLastReply(t.Context(), fmt.Sprintf("k%d", w), "r"); !errors.Is(err, ErrCorrupt) {
 					t.Errorf("write after the panic = %v, want ErrCorrupt", err)
 				}
 			})
@@ -850,7 +870,7 @@ func TestGroupCommitPanicFailsEveryWaiter(t *testing.T) {
 			t.Fatalf("reopen = %v", err)
 		}
 		defer s.Close()
-		if got, err := s.ListSessions(""); err != nil || len(got) != 0 {
+		if got, err := s.ListSessions(t.Context(), ""); err != nil || len(got) != 0 {
 			t.Errorf("sessions after the rolled-back batch = %d, %v; want none", len(got), err)
 		}
 	})

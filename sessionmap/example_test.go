@@ -1,6 +1,7 @@
 package sessionmap_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"os"
@@ -12,6 +13,7 @@ import (
 )
 
 func Example() {
+	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "sessionmap-example")
 	if err != nil {
 		log.Fatal(err)
@@ -27,12 +29,12 @@ func Example() {
 	// The first message of a conversation stores its session.
 	key := "slack/T0123/C0456/1716212345.000100"
 	now := time.Now()
-	err = s.PutSession(sessionmap.Session{Key: key, Agent: "helper", SessionUUID: "0190f5a2-7c1e-7abc-8def-0123456789ab", Created: now, LastUsed: now})
+	err = s.PutSession(ctx, sessionmap.Session{Key: key, Agent: "helper", SessionUUID: "0190f5a2-7c1e-7abc-8def-0123456789ab", Created: now, LastUsed: now})
 	if err != nil {
 		log.Fatal(err)
 	}
 	// Later messages find it.
-	rec, ok, err := s.Session(key)
+	rec, ok, err := s.Session(ctx, key)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -41,16 +43,16 @@ func Example() {
 	// Each platform event enters the inbox before the platform is
 	// acknowledged; a platform retry of it is recognised.
 	ev := store.InboxEntry{Key: "slack/msg/C0456/1716212345.000200", Conversation: key, Event: []byte(`{"text":"hi"}`), Received: now}
-	first, _ := s.Receive(ev)
-	again, _ := s.Receive(ev)
+	first, _ := s.Receive(ctx, ev)
+	again, _ := s.Receive(ctx, ev)
 	fmt.Println(first, again)
 
 	// Its request leaves, and its answer comes back with the turn.
-	_ = s.MarkSent(ev.Key, now)
+	_ = s.MarkSent(ctx, ev.Key, now)
 	rec.LastUsed = now.Add(time.Second)
-	_ = s.Finish(ev.Key, "msg-ref", &sessionmap.Turn{Session: rec, Reply: "all good"}, now.Add(time.Second))
-	pending, _ := s.Pending()
-	reply, _, _ := s.LastReply(key)
+	_ = s.Finish(ctx, ev.Key, "msg-ref", &sessionmap.Turn{Session: rec, Reply: "all good"}, now.Add(time.Second))
+	pending, _ := s.Pending(ctx)
+	reply, _, _ := s.LastReply(ctx, key)
 	fmt.Println(len(pending), reply)
 	// Output:
 	// true helper 0190f5a2-7c1e-7abc-8def-0123456789ab

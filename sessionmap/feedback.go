@@ -2,6 +2,7 @@ package sessionmap
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -40,7 +41,10 @@ func voteKey(v store.Vote) []byte {
 
 // PutVote records v as its user's vote on its reply and returns the value it
 // replaced.
-func (s *Store) PutVote(v store.Vote) (string, error) {
+func (s *Store) PutVote(ctx context.Context, v store.Vote) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("put vote: %w", err)
+	}
 	if v.Time.IsZero() {
 		v.Time = time.Now()
 	}
@@ -90,7 +94,7 @@ func decodeVote(v []byte) (store.Vote, error) {
 
 // Votes returns the votes f selects, oldest first. Votes are few next to
 // messages (one per press), so it reads them all.
-func (s *Store) Votes(f store.FeedbackFilter) ([]store.Vote, error) {
+func (s *Store) Votes(ctx context.Context, f store.FeedbackFilter) ([]store.Vote, error) {
 	var out []store.Vote
 	err := s.scan(bucketFeedback, nil, func([]byte) bool { return true }, func(_, v []byte) (bool, error) {
 		vote, err := decodeVote(v)
@@ -146,7 +150,10 @@ type answerRecord struct {
 func answerKey(platform, reply string) []byte { return []byte(platform + "\x00" + reply) }
 
 // PutAnswer records a, replacing the Answer with its platform and reply.
-func (s *Store) PutAnswer(a store.Answer) error {
+func (s *Store) PutAnswer(ctx context.Context, a store.Answer) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("put answer: %w", err)
+	}
 	if a.Time.IsZero() {
 		a.Time = time.Now()
 	}
@@ -176,7 +183,7 @@ func (s *Store) PutAnswer(a store.Answer) error {
 }
 
 // Answer returns the Answer recorded under platform and reply.
-func (s *Store) Answer(platform, reply string) (store.Answer, bool, error) {
+func (s *Store) Answer(ctx context.Context, platform, reply string) (store.Answer, bool, error) {
 	var (
 		a  store.Answer
 		ok bool
@@ -216,7 +223,10 @@ func decodeAnswer(v []byte) (store.Answer, error) {
 // keyed by reply, not time, so it reads them all (one read transaction,
 // no write held meanwhile), then deletes the old ones in chunks of bounded
 // size.
-func (s *Store) PruneAnswers(before time.Time) (int, error) {
+func (s *Store) PruneAnswers(ctx context.Context, before time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("prune answers: %w", err)
+	}
 	var old [][]byte
 	err := s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketAnswers)

@@ -116,20 +116,20 @@ func TestOpenUpgrades(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Open of a format %d store = %v", format, err)
 			}
-			if got, ok, err := s.Session(rec.Key); err != nil || !ok || !sameSession(got, rec) {
+			if got, ok, err := s.Session(t.Context(), rec.Key); err != nil || !ok || !sameSession(got, rec) {
 				t.Errorf("Session after upgrade = %+v, %v, %v, want %+v", got, ok, err, rec)
 			}
-			if got, ok, err := s.ConversationAgent(rec.Key); err != nil || !ok || got != "ops" {
+			if got, ok, err := s.ConversationAgent(t.Context(), rec.Key); err != nil || !ok || got != "ops" {
 				t.Errorf("ConversationAgent after upgrade = %q, %v, %v, want ops", got, ok, err)
 			}
-			if got, err := s.Audit(AuditFilter{}); err != nil || len(got) != 1 || !sameAudit(got[0], audit) {
+			if got, err := s.Audit(t.Context(), AuditFilter{}); err != nil || len(got) != 1 || !sameAudit(got[0], audit) {
 				t.Errorf("Audit after upgrade = %+v, %v, want [%+v]", got, err, audit)
 			}
 			if st := s.Stats(); st.Sessions != 1 || st.Inbox != 0 || st.AuditEntries != 1 {
 				t.Errorf("Stats() after upgrade = %+v, want 1 session, an empty inbox and 1 audit entry", st)
 			}
 			// The old entries are dropped: the events are new to the inbox.
-			if first, err := s.Receive(store.InboxEntry{Key: "slack/Ev2", Event: []byte("e"), Received: now}); err != nil || !first {
+			if first, err := s.Receive(t.Context(), store.InboxEntry{Key: "slack/Ev2", Event: []byte("e"), Received: now}); err != nil || !first {
 				t.Errorf("Receive(slack/Ev2) after upgrade = %v, %v, want true", first, err)
 			}
 			if err := s.Check(); err != nil {
@@ -176,7 +176,7 @@ func TestOpenUpgrades(t *testing.T) {
 				t.Fatalf("reopen after upgrade = %v", err)
 			}
 			defer s.Close()
-			if p, err := s.Pending(); err != nil || len(p) != 1 || p[0].Key != "slack/Ev2" {
+			if p, err := s.Pending(t.Context()); err != nil || len(p) != 1 || p[0].Key != "slack/Ev2" {
 				t.Errorf("Pending() after reopen = %+v, %v, want slack/Ev2", p, err)
 			}
 			if st := s.Stats(); st.Sessions != 1 || st.Inbox != 1 {

@@ -52,7 +52,7 @@ func runHelper(mode, path string) int {
 	case modeWriter:
 		for i := 0; ; i++ {
 			key := writerKey(i)
-			if err := s.PutSession(Session{Key: key, Agent: "helper", SessionUUID: testUUID(i), Created: time.Now()}); err != nil {
+			if err := s.PutSession(context.Background(), Session{Key: key, Agent: "helper", SessionUUID: testUUID(i), Created: time.Now()}); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				return 2
 			}
@@ -71,7 +71,7 @@ func runHelper(mode, path string) int {
 				}
 				continue
 			}
-			switch fresh, err := s.Receive(store.InboxEntry{Key: key, Conversation: "c", Event: bytes.Repeat([]byte("e"), 2000)}); {
+			switch fresh, err := s.Receive(context.Background(), store.InboxEntry{Key: key, Conversation: "c", Event: bytes.Repeat([]byte("e"), 2000)}); {
 			case err != nil:
 				fmt.Printf("error %s: %v\n", key, err)
 			case fresh:

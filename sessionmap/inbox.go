@@ -2,6 +2,7 @@ package sessionmap
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -61,7 +62,10 @@ const indexFill = 0.9
 // concurrent deliveries of one key exactly one is new. An empty key or one
 // bbolt cannot store (over bolt.MaxKeySize bytes) is an error of this call
 // alone. It returns once the transaction is committed and synced.
-func (s *Store) Receive(e store.InboxEntry) (bool, error) {
+func (s *Store) Receive(ctx context.Context, e store.InboxEntry) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("receive %q: %w", e.Key, err)
+	}
 	if err := checkKey("inbox key", e.Key); err != nil {
 		return false, fmt.Errorf("receive: %w", err)
 	}
@@ -110,7 +114,10 @@ func (s *Store) Receive(e store.InboxEntry) (bool, error) {
 // store.ErrAlreadySent, since an entry never goes back and whoever marked it
 // sent owns it. A key the inbox does not hold gives an error wrapping
 // store.ErrUnknownEntry. A zero now is the current time.
-func (s *Store) MarkSent(key string, now time.Time) error {
+func (s *Store) MarkSent(ctx context.Context, key string, now time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("mark sent %q: %w", key, err)
+	}
 	now, err := stamp(now)
 	if err != nil {
 		return fmt.Errorf("mark sent %q: %w", key, err)
@@ -148,7 +155,10 @@ func (s *Store) MarkSent(key string, now time.Time) error {
 // wrapping store.ErrUnknownEntry, and an entry answered already an error;
 // either way nothing is written, the turn included. A zero now is the
 // current time.
-func (s *Store) Finish(key, reply string, turn *store.Turn, now time.Time) error {
+func (s *Store) Finish(ctx context.Context, key, reply string, turn *store.Turn, now time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("finish %q: %w", key, err)
+	}
 	now, err := stamp(now)
 	if err != nil {
 		return fmt.Errorf("finish %q: %w", key, err)
@@ -208,7 +218,7 @@ var errAnswered = errors.New("inbox entry is answered already")
 // Pending returns the entries not yet answered (Received or Sent), in Seq
 // order, with their events and the answers kept for them (outbox.go). It reads in chunks of short transactions, so an entry answered meanwhile may
 // or may not be in the result.
-func (s *Store) Pending() ([]store.InboxEntry, error) {
+func (s *Store) Pending(ctx context.Context) ([]store.InboxEntry, error) {
 	var out []store.InboxEntry
 	err := s.scanTx(bucketInboxSeq, nil, func([]byte) bool { return true },
 		func(tx *bolt.Tx, k, key []byte) (bool, error) {
@@ -241,7 +251,10 @@ func (s *Store) Pending() ([]store.InboxEntry, error) {
 // returns how many, in transactions of at most s.chunk entries: a backlog
 // never holds the writer lock for long. Entries not yet answered stay,
 // however old.
-func (s *Store) ExpireInbox(before time.Time) (int, error) {
+func (s *Store) ExpireInbox(ctx context.Context, before time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("expire inbox: %w", err)
+	}
 	hi := timeKey(clampTime(before))
 	total := 0
 	for {

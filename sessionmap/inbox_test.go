@@ -153,16 +153,16 @@ func TestInboxLayout(t *testing.T) {
 	// Entry i: received; sent if i%3 > 0; answered at t0+i s if i%3 == 2.
 	const n = 30
 	for i := range n {
-		if _, err := s.Receive(store.InboxEntry{Key: key(i), Conversation: "c", Event: []byte("event"), Received: t0}); err != nil {
+		if _, err := s.Receive(t.Context(), store.InboxEntry{Key: key(i), Conversation: "c", Event: []byte("event"), Received: t0}); err != nil {
 			t.Fatal(err)
 		}
 		if i%3 > 0 {
-			if err := s.MarkSent(key(i), t0); err != nil {
+			if err := s.MarkSent(t.Context(), key(i), t0); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if i%3 == 2 {
-			if err := s.Finish(key(i), "ref", nil, t0.Add(time.Duration(i)*time.Second)); err != nil {
+			if err := s.Finish(t.Context(), key(i), "ref", nil, t0.Add(time.Duration(i)*time.Second)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -177,7 +177,7 @@ func TestInboxLayout(t *testing.T) {
 		{t0.Add(15 * time.Second), 5, n - 5}, // answered: 2, 5, 8, 11, 14
 		{t0.Add(time.Hour), 5, n - 10},
 	} {
-		if gone, err := s.ExpireInbox(tt.before); err != nil || gone != tt.wantGone {
+		if gone, err := s.ExpireInbox(t.Context(), tt.before); err != nil || gone != tt.wantGone {
 			t.Errorf("ExpireInbox(%v) = %d, %v, want %d", tt.before, gone, err, tt.wantGone)
 		}
 		if got := inboxLayout(t, s); len(got) != tt.wantLeft {
@@ -199,7 +199,7 @@ func TestReceiveKeys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ok, err := s.Receive(store.InboxEntry{Key: tt.key, Event: []byte("e")})
+			ok, err := s.Receive(t.Context(), store.InboxEntry{Key: tt.key, Event: []byte("e")})
 			switch {
 			case tt.wantErr == "" && (err != nil || !ok):
 				t.Errorf("Receive(%d-byte key) = %v, %v, want true, nil", len(tt.key), ok, err)
@@ -214,29 +214,29 @@ func TestReceiveKeys(t *testing.T) {
 func TestInboxTimes(t *testing.T) {
 	s, _ := openTest(t, Options{})
 	late := time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
-	if _, err := s.Receive(store.InboxEntry{Key: "k", Received: late}); err == nil {
+	if _, err := s.Receive(t.Context(), store.InboxEntry{Key: "k", Received: late}); err == nil {
 		t.Errorf("Receive at %v = nil error, want out of range", late)
 	}
 	before := time.Now()
-	if ok, err := s.Receive(store.InboxEntry{Key: "k"}); err != nil || !ok {
+	if ok, err := s.Receive(t.Context(), store.InboxEntry{Key: "k"}); err != nil || !ok {
 		t.Fatalf("Receive with a zero time = %v, %v", ok, err)
 	}
-	p, err := s.Pending()
+	p, err := s.Pending(t.Context())
 	if err != nil || len(p) != 1 || p[0].Received.Before(before) || !p[0].Updated.Equal(p[0].Received) {
 		t.Errorf("Pending() = %+v, %v, want an entry received now", p, err)
 	}
 	for name, err := range map[string]error{
-		"MarkSent": s.MarkSent("k", late),
-		"Finish":   s.Finish("k", "r", nil, late),
+		"MarkSent": s.MarkSent(t.Context(), "k", late),
+		"Finish":   s.Finish(t.Context(), "k", "r", nil, late),
 	} {
 		if err == nil {
 			t.Errorf("%s at %v = nil, want out of range", name, late)
 		}
 	}
-	if err := s.Finish("k", "r", nil, time.Time{}); err != nil {
+	if err := s.Finish(t.Context(), "k", "r", nil, time.Time{}); err != nil {
 		t.Errorf("Finish with a zero time = %v", err)
 	}
-	if gone, err := s.ExpireInbox(late); err != nil || gone != 1 {
+	if gone, err := s.ExpireInbox(t.Context(), late); err != nil || gone != 1 {
 		t.Errorf("ExpireInbox(%v) = %d, %v, want 1", late, gone, err)
 	}
 }
@@ -244,11 +244,11 @@ func TestInboxTimes(t *testing.T) {
 func TestInboxCounterRebuilt(t *testing.T) {
 	s, path := openTest(t, Options{})
 	for i := range 5 {
-		if _, err := s.Receive(store.InboxEntry{Key: fmt.Sprint(i)}); err != nil {
+		if _, err := s.Receive(t.Context(), store.InboxEntry{Key: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.Finish("0", "", nil, time.Now()); err != nil {
+	if err := s.Finish(t.Context(), "0", "", nil, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	s = reopenWithoutCounter(t, s, path, metaInbox)
@@ -263,7 +263,7 @@ func TestInboxCounterRebuilt(t *testing.T) {
 func TestExpireSkipsDamage(t *testing.T) {
 	s, _ := openTest(t, Options{})
 	old := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	if _, err := s.Receive(store.InboxEntry{Key: "live", Event: []byte("e")}); err != nil {
+	if _, err := s.Receive(t.Context(), store.InboxEntry{Key: "live", Event: []byte("e")}); err != nil {
 		t.Fatal(err)
 	}
 	tk := timeKey(old)
@@ -283,10 +283,10 @@ func TestExpireSkipsDamage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gone, err := s.ExpireInbox(old.Add(time.Hour)); err != nil || gone != 0 {
+	if gone, err := s.ExpireInbox(t.Context(), old.Add(time.Hour)); err != nil || gone != 0 {
 		t.Errorf("ExpireInbox over damage = %d, %v, want 0, nil", gone, err)
 	}
-	if p, err := s.Pending(); err != nil || len(p) != 1 || string(p[0].Event) != "e" {
+	if p, err := s.Pending(t.Context()); err != nil || len(p) != 1 || string(p[0].Event) != "e" {
 		t.Errorf("Pending() after expiry over damage = %+v, %v, want the live entry", p, err)
 	}
 	inboxLayout(t, s)
@@ -321,7 +321,7 @@ func TestPendingDamage(t *testing.T) {
 			if err := s.db.Update(tt.put); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Pending(); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tt.want) {
+			if _, err := s.Pending(t.Context()); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Pending() = %v, want ErrCorrupt saying %q", err, tt.want)
 			}
 		})
@@ -377,10 +377,10 @@ func TestInboxRecordV1(t *testing.T) {
 	if err := s.db.Update(func(tx *bolt.Tx) error { return addCounter(tx, metaInbox, 1) }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Receive(store.InboxEntry{Key: "discord/msg/2", Conversation: "c", Order: 2, Event: []byte("ev"), Received: now}); err != nil {
+	if _, err := s.Receive(t.Context(), store.InboxEntry{Key: "discord/msg/2", Conversation: "c", Order: 2, Event: []byte("ev"), Received: now}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Pending()
+	got, err := s.Pending(t.Context())
 	if err != nil || len(got) != 2 {
 		t.Fatalf("Pending() = %+v, %v, want 2 entries", got, err)
 	}
@@ -388,10 +388,10 @@ func TestInboxRecordV1(t *testing.T) {
 		t.Errorf("version 1 entry = %+v", e)
 	}
 	for _, key := range []string{"discord/msg/1", "discord/msg/2"} {
-		if err := s.MarkSent(key, now); err != nil {
+		if err := s.MarkSent(t.Context(), key, now); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Finish(key, "ref", nil, now); err != nil {
+		if err := s.Finish(t.Context(), key, "ref", nil, now); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -454,22 +454,22 @@ func TestInboxChangesAreInTheFile(t *testing.T) {
 	t0 := time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC)
 	const uuid = "7f0c9a52-3b9e-4d43-9d6e-0c0a3e6c1b11"
 	sess := store.Session{Key: "conv", Agent: "a", SessionUUID: uuid, Created: t0, LastUsed: t0}
-	if err := s.PutSession(sess); err != nil {
+	if err := s.PutSession(t.Context(), sess); err != nil {
 		t.Fatal(err)
 	}
 	for i, key := range []string{"k-received", "k-sent", "k-answered"} {
-		if ok, err := s.Receive(store.InboxEntry{Key: key, Conversation: "conv", Event: []byte("event " + key), Received: t0}); err != nil || !ok {
+		if ok, err := s.Receive(t.Context(), store.InboxEntry{Key: key, Conversation: "conv", Event: []byte("event " + key), Received: t0}); err != nil || !ok {
 			t.Fatalf("Receive(%s) = %v, %v", key, ok, err)
 		}
 		if i >= 1 {
-			if err := s.MarkSent(key, t0.Add(time.Second)); err != nil {
+			if err := s.MarkSent(t.Context(), key, t0.Add(time.Second)); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	later := sess
 	later.LastUsed = t0.Add(time.Minute)
-	if err := s.Finish("k-answered", "ref-1", &store.Turn{Session: later, Reply: "the answer", Also: []string{"conv/u1"}}, t0.Add(2*time.Second)); err != nil {
+	if err := s.Finish(t.Context(), "k-answered", "ref-1", &store.Turn{Session: later, Reply: "the answer", Also: []string{"conv/u1"}}, t0.Add(2*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -486,7 +486,7 @@ func TestInboxChangesAreInTheFile(t *testing.T) {
 		t.Fatalf("Open(copy) = %v", err)
 	}
 	defer c.Close()
-	pending, err := c.Pending()
+	pending, err := c.Pending(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,21 +494,21 @@ func TestInboxChangesAreInTheFile(t *testing.T) {
 		pending[1].Key != "k-sent" || pending[1].State != store.Sent || string(pending[1].Event) != "event k-sent" {
 		t.Errorf("Pending of the copy = %+v, want k-received (received), k-sent (sent)", pending)
 	}
-	if ok, err := c.Receive(store.InboxEntry{Key: "k-answered", Event: []byte("retry")}); err != nil || ok {
+	if ok, err := c.Receive(t.Context(), store.InboxEntry{Key: "k-answered", Event: []byte("retry")}); err != nil || ok {
 		t.Errorf("Receive(answered key) on the copy = %v, %v, want a duplicate", ok, err)
 	}
-	if got, ok, err := c.Session("conv"); err != nil || !ok || !got.LastUsed.Equal(later.LastUsed) {
+	if got, ok, err := c.Session(t.Context(), "conv"); err != nil || !ok || !got.LastUsed.Equal(later.LastUsed) {
 		t.Errorf("Session of the copy = %+v, %v, %v; want the turn's LastUsed", got, ok, err)
 	}
 	for _, k := range []string{"conv", "conv/u1"} {
-		if text, ok, err := c.LastReply(k); err != nil || !ok || text != "the answer" {
+		if text, ok, err := c.LastReply(t.Context(), k); err != nil || !ok || text != "the answer" {
 			t.Errorf("LastReply(%s) of the copy = %q, %v, %v", k, text, ok, err)
 		}
 	}
-	if ok, err := c.Receive(store.InboxEntry{Key: "k-new", Event: []byte("e")}); err != nil || !ok {
+	if ok, err := c.Receive(t.Context(), store.InboxEntry{Key: "k-new", Event: []byte("e")}); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	pending, _ = c.Pending()
+	pending, _ = c.Pending(t.Context())
 	if last := pending[len(pending)-1]; last.Key != "k-new" || last.Seq <= pending[1].Seq {
 		t.Errorf("new entry on the copy = %+v, want the highest seq", last)
 	}
@@ -548,11 +548,11 @@ func TestOpenRefusesUnappliedJournal(t *testing.T) {
 func TestOpenFindsInboxDamage(t *testing.T) {
 	s, path := openTest(t, Options{})
 	for _, k := range []string{"slack/msg/C1/1.000001", "slack/msg/C1/1.000002"} {
-		if _, err := s.Receive(store.InboxEntry{Key: k, Event: []byte("e")}); err != nil {
+		if _, err := s.Receive(t.Context(), store.InboxEntry{Key: k, Event: []byte("e")}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.Finish("slack/msg/C1/1.000001", "r", nil, time.Time{}); err != nil {
+	if err := s.Finish(t.Context(), "slack/msg/C1/1.000001", "r", nil, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {

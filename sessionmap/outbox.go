@@ -2,6 +2,7 @@ package sessionmap
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"time"
 
@@ -21,7 +22,10 @@ import (
 // An answered entry gives an error wrapping store.ErrAlreadySent, a key the
 // inbox does not hold one wrapping store.ErrUnknownEntry; either way
 // nothing is written. A zero now is the current time.
-func (s *Store) PutReply(key string, reply []byte, turn *store.Turn, now time.Time) error {
+func (s *Store) PutReply(ctx context.Context, key string, reply []byte, turn *store.Turn, now time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("put reply %q: %w", key, err)
+	}
 	now, err := stamp(now)
 	if err != nil {
 		return fmt.Errorf("put reply %q: %w", key, err)

@@ -1,6 +1,7 @@
 package sessionmap
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -10,7 +11,10 @@ import (
 
 // ClaimRun records at as the latest run of the schedule name unless a run
 // at at or later is recorded already. The value is timeKey(at).
-func (s *Store) ClaimRun(name string, at time.Time) (bool, error) {
+func (s *Store) ClaimRun(ctx context.Context, name string, at time.Time) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("claim run %q: %w", name, err)
+	}
 	if err := checkKey("schedule name", name); err != nil {
 		return false, fmt.Errorf("claim run: %w", err)
 	}
@@ -41,7 +45,7 @@ func (s *Store) ClaimRun(name string, at time.Time) (bool, error) {
 }
 
 // LastRun returns the latest run recorded for name.
-func (s *Store) LastRun(name string) (time.Time, bool, error) {
+func (s *Store) LastRun(ctx context.Context, name string) (time.Time, bool, error) {
 	var (
 		at time.Time
 		ok bool

@@ -2,6 +2,7 @@ package sessionmap
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -21,7 +22,7 @@ type Session = store.Session
 
 // Session returns the session of the conversation key; ok is false when the
 // conversation has none.
-func (s *Store) Session(key string) (rec Session, ok bool, err error) {
+func (s *Store) Session(ctx context.Context, key string) (rec Session, ok bool, err error) {
 	err = s.view(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketSessions).Get([]byte(key))
 		if v == nil {
@@ -41,7 +42,10 @@ func (s *Store) Session(key string) (rec Session, ok bool, err error) {
 }
 
 // PutSession stores rec under rec.Key, replacing any previous record.
-func (s *Store) PutSession(rec Session) error {
+func (s *Store) PutSession(ctx context.Context, rec Session) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("put session: %w", err)
+	}
 	if err := checkKey("conversation key", rec.Key); err != nil {
 		return fmt.Errorf("put session: %w", err)
 	}
@@ -73,7 +77,10 @@ func putSessionTx(tx *bolt.Tx, key string, v []byte) error {
 
 // DeleteSession forgets the session of the conversation key and reports
 // whether there was one. The conversation's agent choice and last reply stay.
-func (s *Store) DeleteSession(key string) (bool, error) {
+func (s *Store) DeleteSession(ctx context.Context, key string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("delete session %q: %w", key, err)
+	}
 	var found bool
 	err := s.update(func(tx *bolt.Tx) error {
 		found = false
@@ -97,7 +104,7 @@ func (s *Store) DeleteSession(key string) (bool, error) {
 // ListSessions returns the sessions whose key starts with prefix ("" for
 // all), sorted by key. A large listing is read in chunks of short
 // transactions, so it is not one snapshot.
-func (s *Store) ListSessions(prefix string) ([]Session, error) {
+func (s *Store) ListSessions(ctx context.Context, prefix string) ([]Session, error) {
 	var out []Session
 	p := []byte(prefix)
 	err := s.scan(bucketSessions, p,

@@ -135,6 +135,11 @@ type Options struct {
 // concurrent use by many goroutines. Every change is a bbolt transaction,
 // committed (and, unless NoSync, synced) before the method returns;
 // concurrent changes share one commit (see update).
+//
+// Every method of store.Store takes a context, which a change checks only
+// before it starts: a bbolt commit, once begun, cannot be abandoned (and a
+// shared one is other callers' too), and a read is short transactions on
+// the local file. A context that has ended refuses the change, unwritten.
 type Store struct {
 	db    *bolt.DB
 	file  *os.File // bbolt's descriptor of the file, read by Check

@@ -2,6 +2,7 @@ package sessionmap
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -39,10 +40,10 @@ func TestSessionRoundTrip(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := s.PutSession(tt.rec); err != nil {
+			if err := s.PutSession(t.Context(), tt.rec); err != nil {
 				t.Fatalf("PutSession(%+v) = %v", tt.rec, err)
 			}
-			got, ok, err := s.Session(tt.rec.Key)
+			got, ok, err := s.Session(t.Context(), tt.rec.Key)
 			if err != nil || !ok || !sameSession(got, tt.rec) {
 				t.Errorf("Session(%q) = %+v, %v, %v, want %+v, true, nil", tt.rec.Key, got, ok, err, tt.rec)
 			}
@@ -52,7 +53,7 @@ func TestSessionRoundTrip(t *testing.T) {
 
 func TestSessionMissingAndInvalid(t *testing.T) {
 	s, _ := openTest(t, Options{})
-	if got, ok, err := s.Session("nope"); err != nil || ok || got != (Session{}) {
+	if got, ok, err := s.Session(t.Context(), "nope"); err != nil || ok || got != (Session{}) {
 		t.Errorf("Session(%q) = %+v, %v, %v, want zero, false, nil", "nope", got, ok, err)
 	}
 	tests := []struct {
@@ -65,7 +66,7 @@ func TestSessionMissingAndInvalid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := s.PutSession(tt.rec); err == nil {
+			if err := s.PutSession(t.Context(), tt.rec); err == nil {
 				t.Errorf("PutSession(%.40q) = nil, want error", tt.rec.Key)
 			}
 		})
@@ -76,7 +77,7 @@ func TestDeleteAndListSessions(t *testing.T) {
 	s, _ := openTest(t, Options{})
 	keys := []string{"slack/T1/C1", "slack/T1/C1/1.1", "slack/T1/C2", "slack/T2/C1", "discord/g/c", "console/local"}
 	for _, k := range keys {
-		if err := s.PutSession(Session{Key: k, Agent: "a", SessionUUID: "s-" + k}); err != nil {
+		if err := s.PutSession(t.Context(), Session{Key: k, Agent: "a", SessionUUID: "s-" + k}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -92,7 +93,7 @@ func TestDeleteAndListSessions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.prefix, func(t *testing.T) {
-			got, err := s.ListSessions(tt.prefix)
+			got, err := s.ListSessions(t.Context(), tt.prefix)
 			if err != nil {
 				t.Fatalf("ListSessions(%q) = %v", tt.prefix, err)
 			}
@@ -113,11 +114,11 @@ func TestDeleteAndListSessions(t *testing.T) {
 		key  string
 		want bool
 	}{{"slack/T1/C2", true}, {"slack/T1/C2", false}, {"never", false}} {
-		if got, err := s.DeleteSession(tt.key); err != nil || got != tt.want {
+		if got, err := s.DeleteSession(t.Context(), tt.key); err != nil || got != tt.want {
 			t.Errorf("DeleteSession(%q) = %v, %v, want %v, nil", tt.key, got, err, tt.want)
 		}
 	}
-	if _, ok, _ := s.Session("slack/T1/C2"); ok {
+	if _, ok, _ := s.Session(t.Context(), "slack/T1/C2"); ok {
 		t.Errorf("Session(%q) found after delete", "slack/T1/C2")
 	}
 	if got := s.Stats().Sessions; got != int64(len(keys)-1) {
@@ -130,15 +131,15 @@ func TestListSessionsAcrossChunks(t *testing.T) {
 	s.chunk = 10
 	const n = 3*10 + 7
 	for i := range n {
-		if err := s.PutSession(Session{Key: writerKey(i), SessionUUID: testUUID(i)}); err != nil {
+		if err := s.PutSession(t.Context(), Session{Key: writerKey(i), SessionUUID: testUUID(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// A key just past the prefix must not leak into the listing.
-	if err := s.PutSession(Session{Key: "slack/T0123/C0457"}); err != nil {
+	if err := s.PutSession(t.Context(), Session{Key: "slack/T0123/C0457"}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.ListSessions("slack/T0123/C0456/")
+	got, err := s.ListSessions(t.Context(), "slack/T0123/C0456/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,8 +156,8 @@ func TestListSessionsAcrossChunks(t *testing.T) {
 func TestTextBuckets(t *testing.T) {
 	s, _ := openTest(t, Options{})
 	type pair struct {
-		set func(key, v string) error
-		get func(key string) (string, bool, error)
+		set func(ctx context.Context, key, v string) error
+		get func(ctx context.Context, key string) (string, bool, error)
 	}
 	buckets := map[string]pair{
 		"agent":      {s.SetConversationAgent, s.ConversationAgent},
@@ -175,18 +176,18 @@ func TestTextBuckets(t *testing.T) {
 	for name, b := range buckets {
 		t.Run(name, func(t *testing.T) {
 			key := "slack/T/C/" + name
-			if got, ok, err := b.get(key); err != nil || ok || got != "" {
+			if got, ok, err := b.get(t.Context(), key); err != nil || ok || got != "" {
 				t.Errorf("get(%q) before set = %q, %v, %v, want \"\", false, nil", key, got, ok, err)
 			}
 			for _, st := range steps {
-				if err := b.set(key, st.value); err != nil {
+				if err := b.set(t.Context(), key, st.value); err != nil {
 					t.Fatalf("set(%q, %.20q) = %v", key, st.value, err)
 				}
-				if got, ok, err := b.get(key); err != nil || ok != st.wantOK || got != st.want {
+				if got, ok, err := b.get(t.Context(), key); err != nil || ok != st.wantOK || got != st.want {
 					t.Errorf("get(%q) after set(%.20q) = %.20q, %v, %v, want %.20q, %v, nil", key, st.value, got, ok, err, st.want, st.wantOK)
 				}
 			}
-			if err := b.set("", "x"); err == nil {
+			if err := b.set(t.Context(), "", "x"); err == nil {
 				t.Errorf("set(\"\", \"x\") = nil, want error")
 			}
 		})
@@ -199,16 +200,16 @@ func TestDurableAcrossReopen(t *testing.T) {
 	at := time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC)
 	entry := AuditEntry{Time: at, Platform: "slack", User: "U1", UserName: "ann", Channel: "C1", Conversation: rec.Key, Flow: "healthcheck", Params: map[string]string{"host": "web1"}, Outcome: "ok", Detail: "fine", Duration: 1500 * time.Millisecond}
 	for _, err := range []error{
-		s.PutSession(rec),
-		s.SetConversationAgent(rec.Key, "ops"),
-		s.SetLastReply(rec.Key, "the answer"),
-		s.AppendAudit(entry),
+		s.PutSession(t.Context(), rec),
+		s.SetConversationAgent(t.Context(), rec.Key, "ops"),
+		s.SetLastReply(t.Context(), rec.Key, "the answer"),
+		s.AppendAudit(t.Context(), entry),
 	} {
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	if first, err := s.Receive(store.InboxEntry{Key: "slack/ev/Ev1", Conversation: rec.Key, Event: []byte("e"), Received: at}); err != nil || !first {
+	if first, err := s.Receive(t.Context(), store.InboxEntry{Key: "slack/ev/Ev1", Conversation: rec.Key, Event: []byte("e"), Received: at}); err != nil || !first {
 		t.Fatalf("Receive = %v, %v, want true, nil", first, err)
 	}
 	if err := s.Close(); err != nil {
@@ -220,19 +221,19 @@ func TestDurableAcrossReopen(t *testing.T) {
 		t.Fatalf("reopen: %v", err)
 	}
 	defer s.Close()
-	if got, ok, err := s.Session(rec.Key); err != nil || !ok || !sameSession(got, rec) {
+	if got, ok, err := s.Session(t.Context(), rec.Key); err != nil || !ok || !sameSession(got, rec) {
 		t.Errorf("Session after reopen = %+v, %v, %v, want %+v", got, ok, err, rec)
 	}
-	if got, _, err := s.ConversationAgent(rec.Key); err != nil || got != "ops" {
+	if got, _, err := s.ConversationAgent(t.Context(), rec.Key); err != nil || got != "ops" {
 		t.Errorf("ConversationAgent after reopen = %q, %v, want ops", got, err)
 	}
-	if got, _, err := s.LastReply(rec.Key); err != nil || got != "the answer" {
+	if got, _, err := s.LastReply(t.Context(), rec.Key); err != nil || got != "the answer" {
 		t.Errorf("LastReply after reopen = %q, %v, want %q", got, err, "the answer")
 	}
-	if first, err := s.Receive(store.InboxEntry{Key: "slack/ev/Ev1", Received: at.Add(time.Minute)}); err != nil || first {
+	if first, err := s.Receive(t.Context(), store.InboxEntry{Key: "slack/ev/Ev1", Received: at.Add(time.Minute)}); err != nil || first {
 		t.Errorf("Receive(dup) after reopen = %v, %v, want false, nil", first, err)
 	}
-	got, err := s.Audit(AuditFilter{})
+	got, err := s.Audit(t.Context(), AuditFilter{})
 	if err != nil || len(got) != 1 || !sameAudit(got[0], entry) {
 		t.Errorf("Audit after reopen = %+v, %v, want [%+v]", got, err, entry)
 	}
@@ -331,27 +332,27 @@ func TestOperationsAfterClose(t *testing.T) {
 		t.Errorf("second Close() = %v, want nil", err)
 	}
 	ops := map[string]func() error{
-		"Session":               func() error { _, _, err := s.Session("k"); return err },
-		"PutSession":            func() error { return s.PutSession(Session{Key: "k"}) },
-		"DeleteSession":         func() error { _, err := s.DeleteSession("k"); return err },
-		"ListSessions":          func() error { _, err := s.ListSessions(""); return err },
-		"ConversationAgent":     func() error { _, _, err := s.ConversationAgent("k"); return err },
-		"SetConversationAgent":  func() error { return s.SetConversationAgent("k", "a") },
-		"LastReply":             func() error { _, _, err := s.LastReply("k"); return err },
-		"SetLastReply":          func() error { return s.SetLastReply("k", "t") },
-		"PutTurns":              func() error { _, err := s.PutTurns([]Turn{{Session: Session{Key: "k"}}}); return err },
-		"Receive":               func() error { _, err := s.Receive(store.InboxEntry{Key: "e"}); return err },
-		"MarkSent":              func() error { return s.MarkSent("e", time.Now()) },
-		"Finish":                func() error { return s.Finish("e", "r", nil, time.Now()) },
-		"Pending":               func() error { _, err := s.Pending(); return err },
-		"ExpireInbox":           func() error { _, err := s.ExpireInbox(time.Now()); return err },
-		"AppendAudit":           func() error { return s.AppendAudit(AuditEntry{Flow: "f"}) },
-		"Audit":                 func() error { _, err := s.Audit(AuditFilter{}); return err },
-		"AuditNewest":           func() error { _, err := s.Audit(AuditFilter{Newest: true, Limit: 1}); return err },
-		"PruneAudit":            func() error { _, err := s.PruneAudit(time.Now()); return err },
+		"Session":               func() error { _, _, err := s.Session(t.Context(), "k"); return err },
+		"PutSession":            func() error { return s.PutSession(t.Context(), Session{Key: "k"}) },
+		"DeleteSession":         func() error { _, err := s.DeleteSession(t.Context(), "k"); return err },
+		"ListSessions":          func() error { _, err := s.ListSessions(t.Context(), ""); return err },
+		"ConversationAgent":     func() error { _, _, err := s.ConversationAgent(t.Context(), "k"); return err },
+		"SetConversationAgent":  func() error { return s.SetConversationAgent(t.Context(), "k", "a") },
+		"LastReply":             func() error { _, _, err := s.LastReply(t.Context(), "k"); return err },
+		"SetLastReply":          func() error { return s.SetLastReply(t.Context(), "k", "t") },
+		"PutTurns":              func() error { _, err := s.PutTurns(t.Context(), []Turn{{Session: Session{Key: "k"}}}); return err },
+		"Receive":               func() error { _, err := s.Receive(t.Context(), store.InboxEntry{Key: "e"}); return err },
+		"MarkSent":              func() error { return s.MarkSent(t.Context(), "e", time.Now()) },
+		"Finish":                func() error { return s.Finish(t.Context(), "e", "r", nil, time.Now()) },
+		"Pending":               func() error { _, err := s.Pending(t.Context()); return err },
+		"ExpireInbox":           func() error { _, err := s.ExpireInbox(t.Context(), time.Now()); return err },
+		"AppendAudit":           func() error { return s.AppendAudit(t.Context(), AuditEntry{Flow: "f"}) },
+		"Audit":                 func() error { _, err := s.Audit(t.Context(), AuditFilter{}); return err },
+		"AuditNewest":           func() error { _, err := s.Audit(t.Context(), AuditFilter{Newest: true, Limit: 1}); return err },
+		"PruneAudit":            func() error { _, err := s.PruneAudit(t.Context(), time.Now()); return err },
 		"Backup":                func() error { _, err := s.Backup(&bytes.Buffer{}); return err },
 		"Check":                 func() error { return s.Check() },
-		"SetConversationAgent0": func() error { return s.SetConversationAgent("k", "") },
+		"SetConversationAgent0": func() error { return s.SetConversationAgent(t.Context(), "k", "") },
 	}
 	for name, op := range ops {
 		t.Run(name, func(t *testing.T) {
@@ -375,17 +376,17 @@ func TestConcurrentSessions(t *testing.T) {
 		wg.Go(func() {
 			for i := range perWorker {
 				rec := Session{Key: fmt.Sprintf("discord/g/%d/%d", w, i), Agent: "helper", SessionUUID: testUUID(w*perWorker + i), LastUsed: time.Unix(int64(i), 0)}
-				if err := s.PutSession(rec); err != nil {
+				if err := s.PutSession(t.Context(), rec); err != nil {
 					errs <- err
 					return
 				}
-				got, ok, err := s.Session(rec.Key)
+				got, ok, err := s.Session(t.Context(), rec.Key)
 				if err != nil || !ok || !sameSession(got, rec) {
 					errs <- fmt.Errorf("Session(%q) = %+v, %v, %v, want %+v", rec.Key, got, ok, err, rec)
 					return
 				}
 				// Readers of other workers' keys run alongside the writers.
-				if _, _, err := s.Session(fmt.Sprintf("discord/g/%d/%d", (w+1)%workers, i)); err != nil {
+				if _, _, err := s.Session(t.Context(), fmt.Sprintf("discord/g/%d/%d", (w+1)%workers, i)); err != nil {
 					errs <- err
 					return
 				}
@@ -423,7 +424,7 @@ func TestCrashLosesNoAcknowledgedWrite(t *testing.T) {
 	}
 	defer s.Close()
 	for _, key := range acked {
-		if _, ok, err := s.Session(key); err != nil || !ok {
+		if _, ok, err := s.Session(t.Context(), key); err != nil || !ok {
 			t.Errorf("Session(%q) after kill -9 = %v, %v, want present", key, ok, err)
 		}
 	}
@@ -436,11 +437,11 @@ func TestBackup(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t, Options{})
 	for i := range 50 {
-		if err := s.PutSession(Session{Key: writerKey(i), Agent: "helper", SessionUUID: testUUID(i), Created: time.Unix(int64(i), 0)}); err != nil {
+		if err := s.PutSession(t.Context(), Session{Key: writerKey(i), Agent: "helper", SessionUUID: testUUID(i), Created: time.Unix(int64(i), 0)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.AppendAudit(AuditEntry{Flow: "healthcheck", Outcome: "ok"}); err != nil {
+	if err := s.AppendAudit(t.Context(), AuditEntry{Flow: "healthcheck", Outcome: "ok"}); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
@@ -457,8 +458,8 @@ func TestBackup(t *testing.T) {
 		t.Fatalf("Open(backup) = %v", err)
 	}
 	defer b.Close()
-	want, _ := s.ListSessions("")
-	got, err := b.ListSessions("")
+	want, _ := s.ListSessions(t.Context(), "")
+	got, err := b.ListSessions(t.Context(), "")
 	if err != nil || len(got) != len(want) {
 		t.Fatalf("backup ListSessions = %d records, %v, want %d", len(got), err, len(want))
 	}
@@ -467,7 +468,7 @@ func TestBackup(t *testing.T) {
 			t.Errorf("backup record %d = %+v, want %+v", i, got[i], want[i])
 		}
 	}
-	if a, err := b.Audit(AuditFilter{}); err != nil || len(a) != 1 || a[0].Flow != "healthcheck" {
+	if a, err := b.Audit(t.Context(), AuditFilter{}); err != nil || len(a) != 1 || a[0].Flow != "healthcheck" {
 		t.Errorf("backup Audit = %+v, %v, want the healthcheck entry", a, err)
 	}
 	if st := b.Stats(); st.Sessions != 50 || st.AuditEntries != 1 {
@@ -478,11 +479,11 @@ func TestBackup(t *testing.T) {
 func TestStatsCounters(t *testing.T) {
 	s, path := openTest(t, Options{})
 	for _, k := range []string{"a", "b", "c", "a"} { // "a" twice: a replacement
-		if err := s.PutSession(Session{Key: k}); err != nil {
+		if err := s.PutSession(t.Context(), Session{Key: k}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.DeleteSession("b"); err != nil {
+	if _, err := s.DeleteSession(t.Context(), "b"); err != nil {
 		t.Fatal(err)
 	}
 	if got := s.Stats().Sessions; got != 2 {
@@ -517,15 +518,15 @@ func TestBadRecordIsAnError(t *testing.T) {
 	putRawInbox(t, s, "bad", 1, []byte{inboxV1, byte(store.Sent), 0, 0, 0, 0, 0, 0, 0, 1})
 	now := time.Now()
 	ops := map[string]func() error{
-		"Session":           func() error { _, _, err := s.Session("bad"); return err },
-		"ListSessions":      func() error { _, err := s.ListSessions(""); return err },
-		"ConversationAgent": func() error { _, _, err := s.ConversationAgent("bad"); return err },
-		"LastReply":         func() error { _, _, err := s.LastReply("bad"); return err },
-		"PutTurns":          func() error { _, err := s.PutTurns([]Turn{{Session: Session{Key: "bad"}}}); return err },
-		"MarkSent":          func() error { return s.MarkSent("bad", now) },
-		"Finish":            func() error { return s.Finish("bad", "r", nil, now) },
-		"Pending":           func() error { _, err := s.Pending(); return err },
-		"Audit":             func() error { _, err := s.Audit(AuditFilter{}); return err },
+		"Session":           func() error { _, _, err := s.Session(t.Context(), "bad"); return err },
+		"ListSessions":      func() error { _, err := s.ListSessions(t.Context(), ""); return err },
+		"ConversationAgent": func() error { _, _, err := s.ConversationAgent(t.Context(), "bad"); return err },
+		"LastReply":         func() error { _, _, err := s.LastReply(t.Context(), "bad"); return err },
+		"PutTurns":          func() error { _, err := s.PutTurns(t.Context(), []Turn{{Session: Session{Key: "bad"}}}); return err },
+		"MarkSent":          func() error { return s.MarkSent(t.Context(), "bad", now) },
+		"Finish":            func() error { return s.Finish(t.Context(), "bad", "r", nil, now) },
+		"Pending":           func() error { _, err := s.Pending(t.Context()); return err },
+		"Audit":             func() error { _, err := s.Audit(t.Context(), AuditFilter{}); return err },
 	}
 	for name, op := range ops {
 		t.Run(name, func(t *testing.T) {
@@ -573,18 +574,18 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 		wg.Go(func() {
 			switch w % 8 {
 			case 0:
-				_, errs[w] = s.Receive(store.InboxEntry{Key: huge, Event: []byte("x")})
+				_, errs[w] = s.Receive(t.Context(), store.InboxEntry{Key: huge, Event: []byte("x")})
 			case 1:
-				errs[w] = s.MarkSent("bad", time.Now())
+				errs[w] = s.MarkSent(t.Context(), "bad", time.Now())
 			case 4:
-				errs[w] = s.Finish("never", "r", nil, time.Now())
+				errs[w] = s.Finish(t.Context(), "never", "r", nil, time.Now())
 			case 5:
-				errs[w] = s.MarkSent("bad", time.Now())
+				errs[w] = s.MarkSent(t.Context(), "bad", time.Now())
 			case 2, 6:
-				errs[w] = s.PutSession(Session{Key: fmt.Sprintf("k%02d", w), Agent: "a"})
+				errs[w] = s.PutSession(t.Context(), Session{Key: fmt.Sprintf("k%02d", w), Agent: "a"})
 			default:
 				var ok bool
-				ok, errs[w] = s.Receive(store.InboxEntry{Key: fmt.Sprintf("ev%02d", w), Event: []byte("x")})
+				ok, errs[w] = s.Receive(t.Context(), store.InboxEntry{Key: fmt.Sprintf("ev%02d", w), Event: []byte("x")})
 				if errs[w] == nil && !ok {
 					errs[w] = errors.New("not new")
 				}
@@ -616,10 +617,10 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if got, err := s.ListSessions(""); err != nil || len(got) != writers/4 {
+	if got, err := s.ListSessions(t.Context(), ""); err != nil || len(got) != writers/4 {
 		t.Errorf("ListSessions after mixed writes = %d records, %v, want %d", len(got), err, writers/4)
 	}
-	got, err := s.Pending()
+	got, err := s.Pending(t.Context())
 	if err == nil || !errors.Is(err, ErrCorrupt) {
 		t.Errorf("Pending() beside the damaged entry = %d entries, %v, want ErrCorrupt", len(got), err)
 	}
@@ -634,7 +635,7 @@ func TestPutTurns(t *testing.T) {
 	later := now.Add(time.Minute)
 	put := func(key, uuid string) {
 		t.Helper()
-		if err := s.PutSession(Session{Key: key, Agent: "helper", SessionUUID: uuid, Created: now, LastUsed: now}); err != nil {
+		if err := s.PutSession(t.Context(), Session{Key: key, Agent: "helper", SessionUUID: uuid, Created: now, LastUsed: now}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -645,23 +646,23 @@ func TestPutTurns(t *testing.T) {
 		{Session: Session{Key: "c/replaced", Agent: "helper", SessionUUID: "s-old", Created: now, LastUsed: later}, Reply: "stale"},
 		{Session: Session{Key: "c/reset", Agent: "helper", SessionUUID: "s-2", Created: now, LastUsed: later}, Reply: "gone"},
 	}
-	n, err := s.PutTurns(turns)
+	n, err := s.PutTurns(t.Context(), turns)
 	if err != nil || n != 1 {
 		t.Fatalf("PutTurns = %d, %v; want 1 applied", n, err)
 	}
-	if got, _, _ := s.Session("c/live"); !got.LastUsed.Equal(later) {
+	if got, _, _ := s.Session(t.Context(), "c/live"); !got.LastUsed.Equal(later) {
 		t.Errorf("live session LastUsed = %v, want %v", got.LastUsed, later)
 	}
-	if reply, ok, _ := s.LastReply("c/live"); !ok || reply != "answer" {
+	if reply, ok, _ := s.LastReply(t.Context(), "c/live"); !ok || reply != "answer" {
 		t.Errorf("LastReply(c/live) = %q, %v", reply, ok)
 	}
-	if got, _, _ := s.Session("c/replaced"); got.SessionUUID != "s-new" || !got.LastUsed.Equal(now) {
+	if got, _, _ := s.Session(t.Context(), "c/replaced"); got.SessionUUID != "s-new" || !got.LastUsed.Equal(now) {
 		t.Errorf("a stale turn changed the newer session: %+v", got)
 	}
-	if _, ok, _ := s.Session("c/reset"); ok {
+	if _, ok, _ := s.Session(t.Context(), "c/reset"); ok {
 		t.Error("a turn brought back a reset conversation's session")
 	}
-	if _, ok, _ := s.LastReply("c/reset"); ok {
+	if _, ok, _ := s.LastReply(t.Context(), "c/reset"); ok {
 		t.Error("a turn of a reset conversation wrote its reply")
 	}
 	if st := s.Stats(); st.Sessions != 2 {

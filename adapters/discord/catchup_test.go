@@ -93,12 +93,12 @@ type downPG struct {
 
 var errDBDown = errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
 
-func (d downPG) Receive(e store.InboxEntry) (bool, error) {
+func (d downPG) Receive(ctx context.Context, e store.InboxEntry) (bool, error) {
 	if d.down.Load() {
 		d.refused <- e.Key
 		return false, errDBDown
 	}
-	return d.Store.Receive(e)
+	return d.Store.Receive(ctx, e)
 }
 
 func (d downPG) Ping(ctx context.Context) error {

@@ -72,7 +72,7 @@ func TestFeedback(t *testing.T) {
 	if after, _ := e.fake.Message(answer.ID); after.Content != answer.Content || len(after.Buttons()) != 2 {
 		t.Errorf("answer after the votes = %+v, want it unchanged with its buttons", after)
 	}
-	votes, err := r.store.Votes(store.FeedbackFilter{Platform: "discord"})
+	votes, err := r.store.Votes(ctx, store.FeedbackFilter{Platform: "discord"})
 	if err != nil || len(votes) != 2 {
 		t.Fatalf("Votes() = %+v, %v, want 2", votes, err)
 	}

@@ -280,8 +280,8 @@ type turnsRecorded struct {
 
 // PutReply records the turn with the answer, before the answer is posted
 // (the outbox).
-func (r turnsRecorded) PutReply(key string, reply []byte, turn *store.Turn, now time.Time) error {
-	err := r.Store.PutReply(key, reply, turn, now)
+func (r turnsRecorded) PutReply(ctx context.Context, key string, reply []byte, turn *store.Turn, now time.Time) error {
+	err := r.Store.PutReply(ctx, key, reply, turn, now)
 	if turn != nil {
 		select {
 		case r.keys <- key:
@@ -291,8 +291,8 @@ func (r turnsRecorded) PutReply(key string, reply []byte, turn *store.Turn, now 
 	return err
 }
 
-func (r turnsRecorded) Finish(key, reply string, turn *store.Turn, now time.Time) error {
-	err := r.Store.Finish(key, reply, turn, now)
+func (r turnsRecorded) Finish(ctx context.Context, key, reply string, turn *store.Turn, now time.Time) error {
+	err := r.Store.Finish(ctx, key, reply, turn, now)
 	if turn != nil {
 		select {
 		case r.keys <- key:
@@ -312,12 +312,12 @@ type fullDisk struct {
 
 var errNoSpace = errors.New("write inbox: no space left on device")
 
-func (d fullDisk) Receive(e store.InboxEntry) (bool, error) {
+func (d fullDisk) Receive(ctx context.Context, e store.InboxEntry) (bool, error) {
 	if d.full.Load() {
 		d.refuse(e.Key)
 		return false, errNoSpace
 	}
-	return d.Store.Receive(e)
+	return d.Store.Receive(ctx, e)
 }
 
 func (d fullDisk) refuse(key string) {
@@ -335,11 +335,11 @@ func (d fullDisk) Ping(ctx context.Context) error {
 	return d.Store.Ping(ctx)
 }
 
-func (d fullDisk) PutSession(s store.Session) error {
+func (d fullDisk) PutSession(ctx context.Context, s store.Session) error {
 	if d.full.Load() {
 		return errNoSpace
 	}
-	return d.Store.PutSession(s)
+	return d.Store.PutSession(ctx, s)
 }
 
 // TestE2EFullDiskIsNotAcknowledged: with the store unable to write, an

@@ -42,7 +42,7 @@ func TestE2EFeedback(t *testing.T) {
 	press(bridge.ActionVoteDown, e2eUser, "Changed your rating of this answer to 👎")
 	press(bridge.ActionVoteUp, "U0BOB", "Thanks for the feedback")
 
-	votes, err := e.core.store.Votes(store.FeedbackFilter{})
+	votes, err := e.core.store.Votes(ctx, store.FeedbackFilter{})
 	if err != nil || len(votes) != 2 {
 		t.Fatalf("Votes() = %+v, %v, want 2", votes, err)
 	}

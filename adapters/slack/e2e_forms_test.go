@@ -133,7 +133,7 @@ func TestE2EFlowFormFromSlashCommand(t *testing.T) {
 	}
 	// Slack delivers the submission again: it is not run twice.
 	e.ack(ctx, e.sent(e.slack.Redeliver(ctx, sub.EnvelopeID)))
-	entries, err := e.core.store.Audit(store.AuditFilter{Flow: "deploy", Outcome: bridge.OutcomeOK})
+	entries, err := e.core.store.Audit(ctx, store.AuditFilter{Flow: "deploy", Outcome: bridge.OutcomeOK})
 	if err != nil {
 		t.Fatal(err)
 	}

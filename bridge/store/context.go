@@ -1,6 +1,9 @@
 package store
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Context is what the user of a conversation has open beside it, as the
 // platform reports it (Slack's assistant thread context: the channel they
@@ -21,8 +24,8 @@ type Context struct {
 type Contexts interface {
 	// ConversationContext returns the conversation's context; ok is false
 	// when it has none.
-	ConversationContext(key string) (c Context, ok bool, err error)
+	ConversationContext(ctx context.Context, key string) (c Context, ok bool, err error)
 	// PutConversationContext stores c under c.Key, replacing any previous
 	// record; an empty c.Text deletes it.
-	PutConversationContext(c Context) error
+	PutConversationContext(ctx context.Context, c Context) error
 }

@@ -1,6 +1,9 @@
 package store
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Votes a user can give an agent reply.
 const (
@@ -75,15 +78,15 @@ type Feedback interface {
 	// replacing an earlier one, and returns the value it replaced ("" when
 	// the user had not voted on the reply). A vote equal to the one held
 	// writes nothing, and its time stays that of the first.
-	PutVote(v Vote) (previous string, err error)
+	PutVote(ctx context.Context, v Vote) (previous string, err error)
 	// Votes returns the votes f selects, oldest first.
-	Votes(f FeedbackFilter) ([]Vote, error)
+	Votes(ctx context.Context, f FeedbackFilter) ([]Vote, error)
 	// PutAnswer records a, replacing an Answer with its platform and reply.
-	PutAnswer(a Answer) error
+	PutAnswer(ctx context.Context, a Answer) error
 	// Answer returns the Answer recorded under platform and reply; ok is
 	// false when there is none.
-	Answer(platform, reply string) (a Answer, ok bool, err error)
+	Answer(ctx context.Context, platform, reply string) (a Answer, ok bool, err error)
 	// PruneAnswers deletes the Answers recorded before before and returns
 	// how many. Votes keep what they took from them.
-	PruneAnswers(before time.Time) (int, error)
+	PruneAnswers(ctx context.Context, before time.Time) (int, error)
 }

@@ -51,7 +51,7 @@ type SharedInbox interface {
 	// MarkSentUnder is MarkSent made only while holder's lease on name is
 	// live, in one step; otherwise it changes nothing and returns an error
 	// wrapping ErrLeaseLost.
-	MarkSentUnder(key, name, holder string, now time.Time) error
+	MarkSentUnder(ctx context.Context, key, name, holder string, now time.Time) error
 }
 
 // Tokens keep what a button names (a result that may be shared, a flow run

@@ -4,6 +4,13 @@
 // sessionmap, PostgreSQL for replicas) share them instead of copying fields
 // across a boundary. The package imports nothing of the project; storetest
 // holds the conformance suite every backend passes.
+//
+// Every method takes a context first, the caller's: a backend stops
+// waiting when it ends (PostgreSQL cancels its statement), or, where a
+// commit cannot be abandoned once begun (bbolt), checks it before a change
+// starts. Times a store records or compares are the caller's, from the
+// core's one clock (bridge.Config.Now), never the backend's own; the one
+// exception is lease expiry, judged by the store's clock (see Leases).
 package store
 
 import (
@@ -41,24 +48,24 @@ type Turn struct {
 type Sessions interface {
 	// Session returns the session of the conversation key; ok is false when
 	// the conversation has none.
-	Session(key string) (s Session, ok bool, err error)
+	Session(ctx context.Context, key string) (s Session, ok bool, err error)
 	// PutSession stores s under s.Key, replacing any previous record.
-	PutSession(s Session) error
+	PutSession(ctx context.Context, s Session) error
 	// DeleteSession forgets the conversation's session and reports whether
 	// there was one.
-	DeleteSession(key string) (bool, error)
+	DeleteSession(ctx context.Context, key string) (bool, error)
 	// ListSessions returns the sessions whose key starts with prefix, in key order.
-	ListSessions(prefix string) ([]Session, error)
+	ListSessions(ctx context.Context, prefix string) ([]Session, error)
 	// ConversationAgent returns the agent the conversation chose.
-	ConversationAgent(key string) (agent string, ok bool, err error)
+	ConversationAgent(ctx context.Context, key string) (agent string, ok bool, err error)
 	// SetConversationAgent records the conversation's agent; "" forgets it.
-	SetConversationAgent(key, agent string) error
+	SetConversationAgent(ctx context.Context, key, agent string) error
 	// LastReply returns the conversation's latest agent reply.
-	LastReply(key string) (text string, ok bool, err error)
+	LastReply(ctx context.Context, key string) (text string, ok bool, err error)
 	// PutTurns records answered messages that have no inbox entry (the
 	// console's), in one write, each only while its conversation still maps
 	// to the turn's session. It reports how many were applied.
-	PutTurns(turns []Turn) (int, error)
+	PutTurns(ctx context.Context, turns []Turn) (int, error)
 }
 
 // InboxState is where an inbox entry is on its way to an answer.
@@ -142,21 +149,21 @@ type Inbox interface {
 	// Receive records e (with State Received and a new Seq) and reports true,
 	// or reports false and writes nothing when an entry with e.Key is already
 	// held, whatever its state.
-	Receive(e InboxEntry) (bool, error)
+	Receive(ctx context.Context, e InboxEntry) (bool, error)
 	// MarkSent moves the entry from Received to Sent: its request is about
 	// to leave for the workspace. An entry already Sent or Answered gives an
 	// error wrapping ErrAlreadySent, whoever moved it.
-	MarkSent(key string, now time.Time) error
+	MarkSent(ctx context.Context, key string, now time.Time) error
 	// Finish moves the entry to Answered with the reply's reference. When
 	// turn is not nil it is applied in the same write, and only while
 	// turn.Session.Key still maps to turn.Session.SessionUUID (a reset or a
 	// newer session since is left alone).
-	Finish(key, reply string, turn *Turn, now time.Time) error
+	Finish(ctx context.Context, key, reply string, turn *Turn, now time.Time) error
 	// Pending returns the entries not yet answered, in Seq order.
-	Pending() ([]InboxEntry, error)
+	Pending(ctx context.Context) ([]InboxEntry, error)
 	// ExpireInbox deletes the answered entries last updated before before,
 	// and returns how many.
-	ExpireInbox(before time.Time) (int, error)
+	ExpireInbox(ctx context.Context, before time.Time) (int, error)
 }
 
 // Outbox is implemented by an inbox that keeps an entry's answer from when
@@ -169,7 +176,7 @@ type Outbox interface {
 	// write, by Finish's rule. An Answered entry gives an error wrapping
 	// ErrAlreadySent, and a key the inbox does not hold one wrapping
 	// ErrUnknownEntry; either way nothing is written.
-	PutReply(key string, reply []byte, turn *Turn, now time.Time) error
+	PutReply(ctx context.Context, key string, reply []byte, turn *Turn, now time.Time) error
 }
 
 // RecentInbox says how far each conversation's platform order was
@@ -238,11 +245,11 @@ type AuditFilter struct {
 // Audit is the append-only log of flow runs.
 type Audit interface {
 	// AppendAudit appends e.
-	AppendAudit(e AuditEntry) error
+	AppendAudit(ctx context.Context, e AuditEntry) error
 	// Audit returns the entries f selects, oldest first.
-	Audit(f AuditFilter) ([]AuditEntry, error)
+	Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
 	// PruneAudit deletes the entries older than before and returns how many.
-	PruneAudit(before time.Time) (int, error)
+	PruneAudit(ctx context.Context, before time.Time) (int, error)
 }
 
 // Prober says whether the store answers. After a failed write the core

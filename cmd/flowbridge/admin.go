@@ -191,7 +191,7 @@ func adminHandler(cfg AdminConfig, d adminDeps) http.Handler {
 		}
 	})
 	private.HandleFunc("GET /api/sessions", func(w http.ResponseWriter, r *http.Request) {
-		list, err := d.store.ListSessions(r.URL.Query().Get("prefix"))
+		list, err := d.store.ListSessions(r.Context(), r.URL.Query().Get("prefix"))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
@@ -204,14 +204,14 @@ func adminHandler(cfg AdminConfig, d adminDeps) http.Handler {
 			http.Error(w, "body must be a session with Key, Agent and SessionUUID", http.StatusBadRequest)
 			return
 		}
-		if err := d.store.PutSession(s); err != nil {
+		if err := d.store.PutSession(r.Context(), s); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
 	private.HandleFunc("DELETE /api/sessions", func(w http.ResponseWriter, r *http.Request) {
-		found, err := d.store.DeleteSession(r.URL.Query().Get("key"))
+		found, err := d.store.DeleteSession(r.Context(), r.URL.Query().Get("key"))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return

@@ -420,7 +420,7 @@ func cmdSessions(ctx context.Context, env *environment, args []string) error {
 	case "list":
 		var list []store.Session
 		if st != nil {
-			list, err = st.ListSessions(*prefix)
+			list, err = st.ListSessions(ctx, *prefix)
 			err = storeError(cfg, err)
 		} else {
 			err = admin.get(ctx, "/api/sessions?prefix="+url.QueryEscape(*prefix), &list)
@@ -451,9 +451,9 @@ func cmdSessions(ctx context.Context, env *environment, args []string) error {
 		now := time.Now()
 		s := store.Session{Key: fs.Arg(0), Agent: name, SessionUUID: fs.Arg(1), Created: now, LastUsed: now}
 		if st != nil {
-			err = st.PutSession(s)
+			err = st.PutSession(ctx, s)
 			if err == nil {
-				err = st.SetConversationAgent(s.Key, name)
+				err = st.SetConversationAgent(ctx, s.Key, name)
 			}
 		} else {
 			err = admin.put(ctx, "/api/sessions", s)
@@ -469,7 +469,7 @@ func cmdSessions(ctx context.Context, env *environment, args []string) error {
 		}
 		found := false
 		if st != nil {
-			found, err = st.DeleteSession(fs.Arg(0))
+			found, err = st.DeleteSession(ctx, fs.Arg(0))
 		} else {
 			err = admin.delete(ctx, "/api/sessions?key="+url.QueryEscape(fs.Arg(0)))
 			found = err == nil
@@ -536,7 +536,7 @@ func cmdAudit(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return &usageError{err.Error()}
 	}
-	return listRecords(ctx, env, cfg, "/api/audit", q, func(st cliStore) ([]store.AuditEntry, error) { return st.Audit(filter) }, *lf.asJSON,
+	return listRecords(ctx, env, cfg, "/api/audit", q, func(st cliStore) ([]store.AuditEntry, error) { return st.Audit(ctx, filter) }, *lf.asJSON,
 		"TIME\tPLATFORM\tUSER\tCHANNEL\tFLOW\tOUTCOME\tDURATION\tPARAMETERS",
 		func(e store.AuditEntry) string {
 			var ps []string

@@ -200,7 +200,7 @@ func auditFixture(t *testing.T, s *stack) {
 		{Time: now.Add(-time.Minute), Platform: "console", User: "local", Channel: "console", Flow: "healthcheck", Params: map[string]string{"host": "x\n2026-01-01T00:00:00Z  slack  U-admin  C9  deploy  ok"}, Outcome: "ok", Duration: 20 * time.Millisecond},
 	}
 	for _, e := range entries {
-		if err := st.AppendAudit(e); err != nil {
+		if err := st.AppendAudit(t.Context(), e); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -38,7 +38,7 @@ func cmdFeedback(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return &usageError{err.Error()}
 	}
-	read := func(st cliStore) ([]store.Vote, error) { return st.Votes(filter) }
+	read := func(st cliStore) ([]store.Vote, error) { return st.Votes(ctx, filter) }
 	if *asCSV {
 		votes, err := fetchRecords(ctx, cfg, "/api/feedback", q, read)
 		if err != nil {

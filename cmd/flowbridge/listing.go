@@ -54,14 +54,14 @@ func fetchRecords[T any](ctx context.Context, cfg *Config, apiPath string, q url
 
 // listHandler serves the records a filter read from the query selects, to
 // listRecords on the command line.
-func listHandler[F, T any](filter func(url.Values) (F, error), list func(F) ([]T, error)) http.HandlerFunc {
+func listHandler[F, T any](filter func(url.Values) (F, error), list func(context.Context, F) ([]T, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		f, err := filter(r.URL.Query())
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		out, err := list(f)
+		out, err := list(r.Context(), f)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return

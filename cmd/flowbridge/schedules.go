@@ -14,6 +14,7 @@ import (
 	"github.com/flowbridge/flowbridge/adapters/discord"
 	"github.com/flowbridge/flowbridge/adapters/slack"
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/bridge/store"
 	"github.com/flowbridge/flowbridge/schedule"
 )
 
@@ -172,7 +173,7 @@ func printSchedules(w io.Writer, cfg *Config) {
 // newScheduler builds the scheduler of the configured schedules, with the
 // adapters of their platforms as targets, and gives the core their list for
 // /flow help; nil when there are none. It starts nothing.
-func newScheduler(cfg *Config, b *bridge.Bridge, st schedule.State, adapters []namedAdapter, log *zap.Logger) (*schedule.Scheduler, error) {
+func newScheduler(cfg *Config, b *bridge.Bridge, st store.Schedules, adapters []namedAdapter, log *zap.Logger) (*schedule.Scheduler, error) {
 	list := cfg.schedules()
 	b.SetSchedules(list)
 	if len(list) == 0 {

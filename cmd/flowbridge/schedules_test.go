@@ -88,7 +88,7 @@ channel = "` + slackChannel + `"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.ClaimRun("nightly", time.Now().Add(-time.Minute)); err != nil {
+	if _, err := st.ClaimRun(t.Context(), "nightly", time.Now().Add(-time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Close(); err != nil {

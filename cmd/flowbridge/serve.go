@@ -301,9 +301,9 @@ var (
 
 // expiringStore is what maintain needs of a store.
 type expiringStore interface {
-	ExpireInbox(before time.Time) (int, error)
-	PruneAudit(before time.Time) (int, error)
-	PruneAnswers(before time.Time) (int, error)
+	ExpireInbox(ctx context.Context, before time.Time) (int, error)
+	PruneAudit(ctx context.Context, before time.Time) (int, error)
+	PruneAnswers(ctx context.Context, before time.Time) (int, error)
 }
 
 // maintain expires answered inbox entries older than dedupeTTL (until then a
@@ -320,14 +320,14 @@ func maintain(ctx context.Context, st expiringStore, dedupeTTL, retention time.D
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			if _, err := st.ExpireInbox(now.Add(-dedupeTTL)); err != nil {
+			if _, err := st.ExpireInbox(ctx, now.Add(-dedupeTTL)); err != nil {
 				log.Warn("expiring inbox", zap.Error(err))
 			}
 			if retention > 0 {
-				if _, err := st.PruneAudit(now.Add(-retention)); err != nil {
+				if _, err := st.PruneAudit(ctx, now.Add(-retention)); err != nil {
 					log.Warn("pruning audit", zap.Error(err))
 				}
-				if _, err := st.PruneAnswers(now.Add(-retention)); err != nil {
+				if _, err := st.PruneAnswers(ctx, now.Add(-retention)); err != nil {
 					log.Warn("pruning feedback answers", zap.Error(err))
 				}
 			}

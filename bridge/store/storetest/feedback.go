@@ -23,7 +23,7 @@ func sameAnswer(a, b store.Answer) bool {
 
 func putVote(t *testing.T, s store.Store, v store.Vote, wantPrevious string) {
 	t.Helper()
-	prev, err := s.PutVote(v)
+	prev, err := s.PutVote(t.Context(), v)
 	if err != nil || prev != wantPrevious {
 		t.Fatalf("PutVote(%s by %s on %s) = %q, %v, want %q", v.Value, v.User, v.Reply, prev, err, wantPrevious)
 	}
@@ -31,7 +31,7 @@ func putVote(t *testing.T, s store.Store, v store.Vote, wantPrevious string) {
 
 func votes(t *testing.T, s store.Store, f store.FeedbackFilter) []store.Vote {
 	t.Helper()
-	got, err := s.Votes(f)
+	got, err := s.Votes(t.Context(), f)
 	if err != nil {
 		t.Fatalf("Votes(%+v) = %v", f, err)
 	}
@@ -60,30 +60,30 @@ func testFeedback(t *testing.T, o Opener) {
 
 	t.Run("AnswerRoundTrip", func(t *testing.T) {
 		s := o.Open(t)
-		if _, ok, err := s.Answer("slack", "r1"); ok || err != nil {
+		if _, ok, err := s.Answer(t.Context(), "slack", "r1"); ok || err != nil {
 			t.Fatalf("Answer() before any = %v, %v, want none", ok, err)
 		}
-		if err := s.PutAnswer(answer); err != nil {
+		if err := s.PutAnswer(t.Context(), answer); err != nil {
 			t.Fatalf("PutAnswer() = %v", err)
 		}
-		got, ok, err := s.Answer("slack", "r1")
+		got, ok, err := s.Answer(t.Context(), "slack", "r1")
 		if !ok || err != nil || !sameAnswer(got, answer) {
 			t.Errorf("Answer() = %+v, %v, %v, want %+v", got, ok, err, answer)
 		}
 		// The key is platform and reply.
-		if _, ok, err := s.Answer("discord", "r1"); ok || err != nil {
+		if _, ok, err := s.Answer(t.Context(), "discord", "r1"); ok || err != nil {
 			t.Errorf("Answer(discord, r1) = %v, %v, want none", ok, err)
 		}
 		// Recording it again replaces it.
 		again := answer
 		again.Excerpt, again.Time = "second", at(6)
-		if err := s.PutAnswer(again); err != nil {
+		if err := s.PutAnswer(t.Context(), again); err != nil {
 			t.Fatalf("PutAnswer() again = %v", err)
 		}
-		if got, _, _ := s.Answer("slack", "r1"); !sameAnswer(got, again) {
+		if got, _, _ := s.Answer(t.Context(), "slack", "r1"); !sameAnswer(got, again) {
 			t.Errorf("Answer() after a second PutAnswer = %+v, want %+v", got, again)
 		}
-		if err := s.PutAnswer(store.Answer{Platform: "slack", Time: at(1)}); err == nil {
+		if err := s.PutAnswer(t.Context(), store.Answer{Platform: "slack", Time: at(1)}); err == nil {
 			t.Errorf("PutAnswer() without a reply = nil error, want one")
 		}
 	})
@@ -93,16 +93,16 @@ func testFeedback(t *testing.T, o Opener) {
 		for i := range 5 {
 			a := answer
 			a.Reply, a.Time = fmt.Sprintf("r%d", i), at(i)
-			if err := s.PutAnswer(a); err != nil {
+			if err := s.PutAnswer(t.Context(), a); err != nil {
 				t.Fatalf("PutAnswer() = %v", err)
 			}
 		}
 		putVote(t, s, vote, "")
-		if n, err := s.PruneAnswers(at(3)); n != 3 || err != nil {
+		if n, err := s.PruneAnswers(t.Context(), at(3)); n != 3 || err != nil {
 			t.Fatalf("PruneAnswers(at 3) = %d, %v, want 3", n, err)
 		}
 		for i := range 5 {
-			if _, ok, err := s.Answer("slack", fmt.Sprintf("r%d", i)); ok != (i >= 3) || err != nil {
+			if _, ok, err := s.Answer(t.Context(), "slack", fmt.Sprintf("r%d", i)); ok != (i >= 3) || err != nil {
 				t.Errorf("Answer(r%d) after the prune = %v, %v, want %v", i, ok, err, i >= 3)
 			}
 		}
@@ -110,7 +110,7 @@ func testFeedback(t *testing.T, o Opener) {
 		if got := votes(t, s, store.FeedbackFilter{}); len(got) != 1 || !sameVote(got[0], vote) {
 			t.Errorf("Votes() after the prune = %+v, want [%+v]", got, vote)
 		}
-		if n, err := s.PruneAnswers(at(3)); n != 0 || err != nil {
+		if n, err := s.PruneAnswers(t.Context(), at(3)); n != 0 || err != nil {
 			t.Errorf("PruneAnswers() again = %d, %v, want 0", n, err)
 		}
 	})
@@ -157,7 +157,7 @@ func testFeedback(t *testing.T, o Opener) {
 	t.Run("RequiresReplyAndUser", func(t *testing.T) {
 		s := o.Open(t)
 		for _, v := range []store.Vote{{User: "U1", Value: store.VoteUp}, {Reply: "r1", Value: store.VoteUp}} {
-			if _, err := s.PutVote(v); err == nil {
+			if _, err := s.PutVote(t.Context(), v); err == nil {
 				t.Errorf("PutVote(%+v) = nil error, want one", v)
 			}
 		}
@@ -216,7 +216,7 @@ func testFeedback(t *testing.T, o Opener) {
 		for i := range 20 {
 			wg.Go(func() {
 				for _, val := range []string{store.VoteUp, store.VoteDown} {
-					if _, err := s.PutVote(store.Vote{Reply: "r", Platform: "slack", User: fmt.Sprintf("U%02d", i), Value: val, Time: at(i)}); err != nil {
+					if _, err := s.PutVote(t.Context(), store.Vote{Reply: "r", Platform: "slack", User: fmt.Sprintf("U%02d", i), Value: val, Time: at(i)}); err != nil {
 						errs <- err
 					}
 				}
@@ -244,14 +244,14 @@ func testFeedback(t *testing.T, o Opener) {
 		}
 		s := o.Open(t)
 		putVote(t, s, vote, "")
-		if err := s.PutAnswer(answer); err != nil {
+		if err := s.PutAnswer(t.Context(), answer); err != nil {
 			t.Fatalf("PutAnswer() = %v", err)
 		}
 		s = o.Reopen(t, s)
 		if got := votes(t, s, store.FeedbackFilter{}); len(got) != 1 || !sameVote(got[0], vote) {
 			t.Errorf("after Reopen: Votes() = %+v, want [%+v]", got, vote)
 		}
-		if got, ok, err := s.Answer("slack", "r1"); !ok || err != nil || !sameAnswer(got, answer) {
+		if got, ok, err := s.Answer(t.Context(), "slack", "r1"); !ok || err != nil || !sameAnswer(got, answer) {
 			t.Errorf("after Reopen: Answer() = %+v, %v, %v, want %+v", got, ok, err, answer)
 		}
 		down := vote

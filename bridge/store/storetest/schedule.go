@@ -10,7 +10,7 @@ import (
 
 func claim(t *testing.T, s store.Store, name string, n int, want bool) {
 	t.Helper()
-	got, err := s.ClaimRun(name, at(n))
+	got, err := s.ClaimRun(t.Context(), name, at(n))
 	if err != nil || got != want {
 		t.Fatalf("ClaimRun(%s, t0+%dµs) = %v, %v, want %v", name, n, got, err, want)
 	}
@@ -18,7 +18,7 @@ func claim(t *testing.T, s store.Store, name string, n int, want bool) {
 
 func lastRun(t *testing.T, s store.Store, name string, want int) {
 	t.Helper()
-	got, ok, err := s.LastRun(name)
+	got, ok, err := s.LastRun(t.Context(), name)
 	if want < 0 {
 		if err != nil || ok {
 			t.Fatalf("LastRun(%s) = %v, %v, %v, want none", name, got, ok, err)
@@ -54,7 +54,7 @@ func testSchedules(t *testing.T, o Opener) {
 		errs := make(chan error, 16)
 		for range 16 {
 			wg.Go(func() {
-				ok, err := s.ClaimRun("race", at(7))
+				ok, err := s.ClaimRun(t.Context(), "race", at(7))
 				if err != nil {
 					errs <- err
 				}

@@ -100,7 +100,7 @@ func testShared(t *testing.T, o Opener) {
 		}
 		lost := func(key, holder string) {
 			t.Helper()
-			if err := s.MarkSentUnder(key, conv, holder, at(2)); !errors.Is(err, store.ErrLeaseLost) {
+			if err := s.MarkSentUnder(ctx, key, conv, holder, at(2)); !errors.Is(err, store.ErrLeaseLost) {
 				t.Errorf("MarkSentUnder(%s) by %s = %v, want ErrLeaseLost", key, holder, err)
 			}
 			if e, ok := pendingEntry(t, s, key); !ok || e.State != store.Received {
@@ -111,21 +111,21 @@ func testShared(t *testing.T, o Opener) {
 		if ok, err := s.Claim(ctx, conv, "a", time.Minute); err != nil || !ok {
 			t.Fatal(ok, err)
 		}
-		if err := s.MarkSentUnder("k1", conv, "a", at(2)); err != nil {
+		if err := s.MarkSentUnder(ctx, "k1", conv, "a", at(2)); err != nil {
 			t.Fatalf("MarkSentUnder by the holder = %v", err)
 		}
 		if e, _ := pendingEntry(t, s, "k1"); e.State != store.Sent {
 			t.Errorf("k1 is %v, want sent", e.State)
 		}
-		if err := s.MarkSentUnder("k1", conv, "a", at(3)); !errors.Is(err, store.ErrAlreadySent) {
+		if err := s.MarkSentUnder(ctx, "k1", conv, "a", at(3)); !errors.Is(err, store.ErrAlreadySent) {
 			t.Errorf("MarkSentUnder of a sent entry = %v, want ErrAlreadySent", err)
 		}
 		lost("k2", "b") // a's lease, not b's
-		if err := s.MarkSentUnder("missing", conv, "a", at(3)); !errors.Is(err, store.ErrUnknownEntry) {
+		if err := s.MarkSentUnder(ctx, "missing", conv, "a", at(3)); !errors.Is(err, store.ErrUnknownEntry) {
 			t.Errorf("MarkSentUnder of an unknown key = %v, want ErrUnknownEntry", err)
 		}
 		finish(t, s, "k3", "", nil, at(3))
-		if err := s.MarkSentUnder("k3", conv, "a", at(4)); !errors.Is(err, store.ErrAlreadySent) {
+		if err := s.MarkSentUnder(ctx, "k3", conv, "a", at(4)); !errors.Is(err, store.ErrAlreadySent) {
 			t.Errorf("MarkSentUnder of an answered entry = %v, want ErrAlreadySent", err)
 		}
 	})
@@ -170,7 +170,7 @@ func testShared(t *testing.T, o Opener) {
 		for _, e := range []store.InboxEntry{{Key: "k/20", Order: 20}, {Key: "k/5", Order: 5}, {Key: "k/20b", Order: 20}} {
 			e.Conversation, e.Event, e.Received = "c/1", []byte(e.Key), at(2)
 			wg.Go(func() {
-				if ok, err := s.Receive(e); err != nil || !ok {
+				if ok, err := s.Receive(t.Context(), e); err != nil || !ok {
 					t.Errorf("Receive(%s) = %v, %v", e.Key, ok, err)
 				}
 			})
@@ -262,7 +262,7 @@ func testShared(t *testing.T, o Opener) {
 		if c := next(); c != "c/1" {
 			t.Errorf("notified of %q, want c/1", c)
 		}
-		if fresh, err := s.Receive(store.InboxEntry{Key: "k/1", Conversation: "c/dup", Event: []byte("e"), Received: at(2)}); err != nil || fresh {
+		if fresh, err := s.Receive(ctx, store.InboxEntry{Key: "k/1", Conversation: "c/dup", Event: []byte("e"), Received: at(2)}); err != nil || fresh {
 			t.Fatalf("duplicate Receive = %v, %v", fresh, err)
 		}
 		receive(t, s, store.InboxEntry{Key: "k/2", Conversation: "c/2", Event: []byte("e"), Received: at(3)})

@@ -102,10 +102,10 @@ func testSessions(t *testing.T, o Opener) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				if err := s.PutSession(tt.rec); err != nil {
+				if err := s.PutSession(t.Context(), tt.rec); err != nil {
 					t.Fatalf("PutSession(%+v) = %v", tt.rec, err)
 				}
-				got, ok, err := s.Session(tt.rec.Key)
+				got, ok, err := s.Session(t.Context(), tt.rec.Key)
 				if err != nil || !ok || !sameSession(got, tt.rec) {
 					t.Errorf("Session(%q) = %+v, %v, %v, want %+v, true, nil", tt.rec.Key, got, ok, err, tt.rec)
 				}
@@ -118,28 +118,28 @@ func testSessions(t *testing.T, o Opener) {
 		first := store.Session{Key: "k", Agent: "a", SessionUUID: "s-1", Created: at(0), LastUsed: at(0)}
 		second := store.Session{Key: "k", Agent: "b", SessionUUID: "s-2", Created: at(10), LastUsed: at(20)}
 		for _, rec := range []store.Session{first, second} {
-			if err := s.PutSession(rec); err != nil {
+			if err := s.PutSession(t.Context(), rec); err != nil {
 				t.Fatalf("PutSession(%+v) = %v", rec, err)
 			}
 		}
-		if got, ok, err := s.Session("k"); err != nil || !ok || !sameSession(got, second) {
+		if got, ok, err := s.Session(t.Context(), "k"); err != nil || !ok || !sameSession(got, second) {
 			t.Errorf("Session(k) after a replacement = %+v, %v, %v, want %+v", got, ok, err, second)
 		}
-		if list, err := s.ListSessions(""); err != nil || len(list) != 1 {
+		if list, err := s.ListSessions(t.Context(), ""); err != nil || len(list) != 1 {
 			t.Errorf("ListSessions(\"\") after a replacement = %d sessions, %v, want 1", len(list), err)
 		}
 	})
 
 	t.Run("Missing", func(t *testing.T) {
 		s := o.Open(t)
-		if got, ok, err := s.Session("nope"); err != nil || ok || got != (store.Session{}) {
+		if got, ok, err := s.Session(t.Context(), "nope"); err != nil || ok || got != (store.Session{}) {
 			t.Errorf("Session(%q) = %+v, %v, %v, want zero, false, nil", "nope", got, ok, err)
 		}
 	})
 
 	t.Run("EmptyKeyRefused", func(t *testing.T) {
 		s := o.Open(t)
-		if err := s.PutSession(store.Session{Agent: "a", SessionUUID: "s"}); err == nil {
+		if err := s.PutSession(t.Context(), store.Session{Agent: "a", SessionUUID: "s"}); err == nil {
 			t.Error("PutSession with an empty key = nil, want an error")
 		}
 	})
@@ -147,25 +147,25 @@ func testSessions(t *testing.T, o Opener) {
 	t.Run("Delete", func(t *testing.T) {
 		s := o.Open(t)
 		const key = "slack/T1/C2"
-		if err := s.PutSession(store.Session{Key: key, Agent: "a", SessionUUID: "s"}); err != nil {
+		if err := s.PutSession(t.Context(), store.Session{Key: key, Agent: "a", SessionUUID: "s"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.SetConversationAgent(key, "ops"); err != nil {
+		if err := s.SetConversationAgent(t.Context(), key, "ops"); err != nil {
 			t.Fatal(err)
 		}
 		for _, want := range []bool{true, false} {
-			if got, err := s.DeleteSession(key); err != nil || got != want {
+			if got, err := s.DeleteSession(t.Context(), key); err != nil || got != want {
 				t.Errorf("DeleteSession(%q) = %v, %v, want %v, nil", key, got, err, want)
 			}
 		}
-		if got, err := s.DeleteSession("never"); err != nil || got {
+		if got, err := s.DeleteSession(t.Context(), "never"); err != nil || got {
 			t.Errorf("DeleteSession(never) = %v, %v, want false, nil", got, err)
 		}
-		if _, ok, err := s.Session(key); err != nil || ok {
+		if _, ok, err := s.Session(t.Context(), key); err != nil || ok {
 			t.Errorf("Session(%q) after delete = %v, %v, want false, nil", key, ok, err)
 		}
 		// Forgetting the session keeps the conversation's agent choice.
-		if got, ok, err := s.ConversationAgent(key); err != nil || !ok || got != "ops" {
+		if got, ok, err := s.ConversationAgent(t.Context(), key); err != nil || !ok || got != "ops" {
 			t.Errorf("ConversationAgent(%q) after DeleteSession = %q, %v, %v, want ops, true, nil", key, got, ok, err)
 		}
 	})
@@ -177,7 +177,7 @@ func testSessions(t *testing.T, o Opener) {
 		keys := []string{"slack/T1/C1", "slack/T1/C1/1.1", "slack/T1/C2", "slack/T2/C1", "slack/TX1/C1", "slack/T_1/C1",
 			"slack/T%/C1", "Slack/T1/C1", "discord/g/c", "console/local", "slack/T1/C1\x7f", "slack/T1/Cé"}
 		for i, k := range keys {
-			if err := s.PutSession(store.Session{Key: k, Agent: "a", SessionUUID: "s-" + k, Created: at(i)}); err != nil {
+			if err := s.PutSession(t.Context(), store.Session{Key: k, Agent: "a", SessionUUID: "s-" + k, Created: at(i)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -196,7 +196,7 @@ func testSessions(t *testing.T, o Opener) {
 		}
 		for _, tt := range tests {
 			t.Run(fmt.Sprintf("%q", tt.prefix), func(t *testing.T) {
-				got, err := s.ListSessions(tt.prefix)
+				got, err := s.ListSessions(t.Context(), tt.prefix)
 				if err != nil {
 					t.Fatalf("ListSessions(%q) = %v", tt.prefix, err)
 				}
@@ -220,15 +220,15 @@ func testSessions(t *testing.T, o Opener) {
 		want := make([]string, n)
 		for i := range n {
 			want[i] = fmt.Sprintf("slack/T1/C1/%04d", i)
-			if err := s.PutSession(store.Session{Key: want[i], Agent: "a", SessionUUID: fmt.Sprint(i)}); err != nil {
+			if err := s.PutSession(t.Context(), store.Session{Key: want[i], Agent: "a", SessionUUID: fmt.Sprint(i)}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		// Just past the prefix: must not leak in.
-		if err := s.PutSession(store.Session{Key: "slack/T1/C10", Agent: "a", SessionUUID: "x"}); err != nil {
+		if err := s.PutSession(t.Context(), store.Session{Key: "slack/T1/C10", Agent: "a", SessionUUID: "x"}); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.ListSessions("slack/T1/C1/")
+		got, err := s.ListSessions(t.Context(), "slack/T1/C1/")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,25 +255,25 @@ func testSessions(t *testing.T, o Opener) {
 			{"", "", false}, // forgetting nothing is fine
 			{"helper", "helper", true},
 		}
-		if got, ok, err := s.ConversationAgent(key); err != nil || ok || got != "" {
+		if got, ok, err := s.ConversationAgent(t.Context(), key); err != nil || ok || got != "" {
 			t.Errorf("ConversationAgent(%q) before any choice = %q, %v, %v, want \"\", false, nil", key, got, ok, err)
 		}
 		for _, st := range steps {
-			if err := s.SetConversationAgent(key, st.set); err != nil {
+			if err := s.SetConversationAgent(t.Context(), key, st.set); err != nil {
 				t.Fatalf("SetConversationAgent(%q, %q) = %v", key, st.set, err)
 			}
-			if got, ok, err := s.ConversationAgent(key); err != nil || ok != st.wantOK || got != st.want {
+			if got, ok, err := s.ConversationAgent(t.Context(), key); err != nil || ok != st.wantOK || got != st.want {
 				t.Errorf("ConversationAgent(%q) after setting %q = %q, %v, %v, want %q, %v, nil", key, st.set, got, ok, err, st.want, st.wantOK)
 			}
 		}
-		if got, ok, err := s.ConversationAgent("other"); err != nil || ok {
+		if got, ok, err := s.ConversationAgent(t.Context(), "other"); err != nil || ok {
 			t.Errorf("ConversationAgent(other) = %q, %v, %v, want none", got, ok, err)
 		}
 	})
 
 	t.Run("LastReplyMissing", func(t *testing.T) {
 		s := o.Open(t)
-		if got, ok, err := s.LastReply("nope"); err != nil || ok || got != "" {
+		if got, ok, err := s.LastReply(t.Context(), "nope"); err != nil || ok || got != "" {
 			t.Errorf("LastReply(nope) = %q, %v, %v, want \"\", false, nil", got, ok, err)
 		}
 	})
@@ -286,7 +286,7 @@ func testSessions(t *testing.T, o Opener) {
 			return store.Session{Key: key, Agent: "helper", SessionUUID: uuid, Created: at(0), LastUsed: at(0)}
 		}
 		for _, sess := range []store.Session{old("c/live", "s-1"), old("c/replaced", "s-new"), old("c/twice", "s-3")} {
-			if err := s.PutSession(sess); err != nil {
+			if err := s.PutSession(t.Context(), sess); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -302,7 +302,7 @@ func testSessions(t *testing.T, o Opener) {
 			turn("c/twice", "s-3", "first", 10),
 			turn("c/twice", "s-3", "second", 20), // the later of one batch wins
 		}
-		if n, err := s.PutTurns(turns); err != nil || n != 3 {
+		if n, err := s.PutTurns(t.Context(), turns); err != nil || n != 3 {
 			t.Fatalf("PutTurns = %d, %v, want 3 applied", n, err)
 		}
 		tests := []struct {
@@ -316,7 +316,7 @@ func testSessions(t *testing.T, o Opener) {
 			{"c/twice", &turns[4].Session, "second"},
 		}
 		for _, tt := range tests {
-			got, ok, err := s.Session(tt.key)
+			got, ok, err := s.Session(t.Context(), tt.key)
 			switch {
 			case err != nil:
 				t.Errorf("Session(%q) = %v", tt.key, err)
@@ -325,11 +325,11 @@ func testSessions(t *testing.T, o Opener) {
 			case tt.want != nil && (!ok || !sameSession(got, *tt.want)):
 				t.Errorf("Session(%q) after PutTurns = %+v, %v, want %+v", tt.key, got, ok, *tt.want)
 			}
-			if reply, ok, err := s.LastReply(tt.key); err != nil || ok != (tt.wantReply != "") || reply != tt.wantReply {
+			if reply, ok, err := s.LastReply(t.Context(), tt.key); err != nil || ok != (tt.wantReply != "") || reply != tt.wantReply {
 				t.Errorf("LastReply(%q) after PutTurns = %q, %v, %v, want %q", tt.key, reply, ok, err, tt.wantReply)
 			}
 		}
-		if n, err := s.PutTurns(nil); err != nil || n != 0 {
+		if n, err := s.PutTurns(t.Context(), nil); err != nil || n != 0 {
 			t.Errorf("PutTurns(nil) = %d, %v, want 0, nil", n, err)
 		}
 	})
@@ -349,28 +349,28 @@ func entry(i int) store.InboxEntry {
 
 func receive(t *testing.T, s store.Store, e store.InboxEntry) {
 	t.Helper()
-	if ok, err := s.Receive(e); err != nil || !ok {
+	if ok, err := s.Receive(t.Context(), e); err != nil || !ok {
 		t.Fatalf("Receive(%q) = %v, %v, want true, nil", e.Key, ok, err)
 	}
 }
 
 func markSent(t *testing.T, s store.Store, key string, now time.Time) {
 	t.Helper()
-	if err := s.MarkSent(key, now); err != nil {
+	if err := s.MarkSent(t.Context(), key, now); err != nil {
 		t.Fatalf("MarkSent(%q) = %v", key, err)
 	}
 }
 
 func finish(t *testing.T, s store.Store, key, reply string, turn *store.Turn, now time.Time) {
 	t.Helper()
-	if err := s.Finish(key, reply, turn, now); err != nil {
+	if err := s.Finish(t.Context(), key, reply, turn, now); err != nil {
 		t.Fatalf("Finish(%q) = %v", key, err)
 	}
 }
 
 func pending(t *testing.T, s store.Store) []store.InboxEntry {
 	t.Helper()
-	p, err := s.Pending()
+	p, err := s.Pending(t.Context())
 	if err != nil {
 		t.Fatalf("Pending() = %v", err)
 	}
@@ -439,7 +439,7 @@ func testInbox(t *testing.T, o Opener) {
 		s := o.Open(t)
 		e := entry(1)
 		e.Key = ""
-		if ok, err := s.Receive(e); err == nil {
+		if ok, err := s.Receive(t.Context(), e); err == nil {
 			t.Errorf("Receive with an empty key = %v, nil, want an error", ok)
 		}
 		if got := pending(t, s); len(got) != 0 {
@@ -473,7 +473,7 @@ func testInbox(t *testing.T, o Opener) {
 				again := entry(2)
 				again.Key = e.Key
 				for range 2 {
-					if ok, err := s.Receive(again); err != nil || ok {
+					if ok, err := s.Receive(t.Context(), again); err != nil || ok {
 						t.Errorf("Receive(%q) of a %s entry = %v, %v, want false, nil", again.Key, tt.name, ok, err)
 					}
 				}
@@ -482,7 +482,7 @@ func testInbox(t *testing.T, o Opener) {
 					t.Errorf("Pending() after a repeat = %+v, want unchanged %+v", after, before)
 				}
 				if tt.state == store.Answered {
-					if err := s.MarkSent(e.Key, at(300)); err == nil {
+					if err := s.MarkSent(t.Context(), e.Key, at(300)); err == nil {
 						t.Errorf("MarkSent(%q) after the repeat = nil, want the entry still answered", e.Key)
 					}
 				}
@@ -511,7 +511,7 @@ func testInbox(t *testing.T, o Opener) {
 		for i := range n {
 			finish(t, s, entry(i).Key, "", nil, at(1000))
 		}
-		if gone, err := s.ExpireInbox(at(2000)); err != nil || gone != n {
+		if gone, err := s.ExpireInbox(t.Context(), at(2000)); err != nil || gone != n {
 			t.Fatalf("ExpireInbox = %d, %v, want %d", gone, err, n)
 		}
 		receive(t, s, entry(0))
@@ -544,7 +544,7 @@ func testInbox(t *testing.T, o Opener) {
 		}
 		// Again: refused, and still Sent. MarkSent is the compare-and-set
 		// that lets one process only send an entry's request.
-		if err := s.MarkSent(key, at(600)); !errors.Is(err, store.ErrAlreadySent) {
+		if err := s.MarkSent(t.Context(), key, at(600)); !errors.Is(err, store.ErrAlreadySent) {
 			t.Errorf("MarkSent(%q) of a sent entry = %v, want ErrAlreadySent", key, err)
 		}
 		if e, ok := pendingEntry(t, s, key); !ok || e.State != store.Sent {
@@ -572,7 +572,7 @@ func testInbox(t *testing.T, o Opener) {
 				if got, want := pendingKeys(t, s), []string{entry(0).Key, entry(2).Key}; !slices.Equal(got, want) {
 					t.Errorf("Pending() keys after Finish(%q) = %q, want %q", key, got, want)
 				}
-				if ok, err := s.Receive(entry(1)); err != nil || ok {
+				if ok, err := s.Receive(t.Context(), entry(1)); err != nil || ok {
 					t.Errorf("Receive(%q) after Finish = %v, %v, want false, nil", key, ok, err)
 				}
 			})
@@ -585,8 +585,8 @@ func testInbox(t *testing.T, o Opener) {
 		receive(t, s, e)
 		finish(t, s, e.Key, "msg-1", nil, at(100))
 		for name, err := range map[string]error{
-			"MarkSent": s.MarkSent(e.Key, at(200)),
-			"Finish":   s.Finish(e.Key, "msg-2", nil, at(200)),
+			"MarkSent": s.MarkSent(t.Context(), e.Key, at(200)),
+			"Finish":   s.Finish(t.Context(), e.Key, "msg-2", nil, at(200)),
 		} {
 			if err == nil || errors.Is(err, store.ErrUnknownEntry) {
 				t.Errorf("%s(%q) of an answered entry = %v, want an error other than ErrUnknownEntry", name, e.Key, err)
@@ -601,7 +601,7 @@ func testInbox(t *testing.T, o Opener) {
 		s := o.Open(t)
 		conv := "slack/T0123/C0456/1716212345.000100"
 		sess := store.Session{Key: conv, Agent: "helper", SessionUUID: "s-1", Created: at(0), LastUsed: at(0)}
-		if err := s.PutSession(sess); err != nil {
+		if err := s.PutSession(t.Context(), sess); err != nil {
 			t.Fatal(err)
 		}
 		e := entry(1)
@@ -611,10 +611,10 @@ func testInbox(t *testing.T, o Opener) {
 		next := sess
 		next.LastUsed = at(20)
 		finish(t, s, e.Key, "msg-1", &store.Turn{Session: next, Reply: "the answer ✓"}, at(20))
-		if got, ok, err := s.Session(conv); err != nil || !ok || !sameSession(got, next) {
+		if got, ok, err := s.Session(t.Context(), conv); err != nil || !ok || !sameSession(got, next) {
 			t.Errorf("Session(%q) after Finish with a turn = %+v, %v, %v, want %+v", conv, got, ok, err, next)
 		}
-		if got, ok, err := s.LastReply(conv); err != nil || !ok || got != "the answer ✓" {
+		if got, ok, err := s.LastReply(t.Context(), conv); err != nil || !ok || got != "the answer ✓" {
 			t.Errorf("LastReply(%q) after Finish with a turn = %q, %v, %v, want the reply", conv, got, ok, err)
 		}
 		// A later turn replaces the reply.
@@ -623,7 +623,7 @@ func testInbox(t *testing.T, o Opener) {
 		receive(t, s, e2)
 		next.LastUsed = at(30)
 		finish(t, s, e2.Key, "msg-2", &store.Turn{Session: next, Reply: "second"}, at(30))
-		if got, _, err := s.LastReply(conv); err != nil || got != "second" {
+		if got, _, err := s.LastReply(t.Context(), conv); err != nil || got != "second" {
 			t.Errorf("LastReply(%q) after a second turn = %q, %v, want second", conv, got, err)
 		}
 		// Also keys get the reply as their latest too.
@@ -633,7 +633,7 @@ func testInbox(t *testing.T, o Opener) {
 		next.LastUsed = at(40)
 		also := "slack/T0123/C0456#U0ALICE"
 		finish(t, s, e3.Key, "msg-3", &store.Turn{Session: next, Reply: "third", Also: []string{also}}, at(40))
-		if got, ok, err := s.LastReply(also); err != nil || !ok || got != "third" {
+		if got, ok, err := s.LastReply(t.Context(), also); err != nil || !ok || got != "third" {
 			t.Errorf("LastReply(%q) after a turn naming it in Also = %q, %v, %v, want third", also, got, ok, err)
 		}
 	})
@@ -646,9 +646,9 @@ func testInbox(t *testing.T, o Opener) {
 			change func(s store.Store, conv string) error
 			want   *store.Session // the conversation's session after Finish; nil: none
 		}{
-			{"deleted", func(s store.Store, conv string) error { _, err := s.DeleteSession(conv); return err }, nil},
+			{"deleted", func(s store.Store, conv string) error { _, err := s.DeleteSession(t.Context(), conv); return err }, nil},
 			{"replaced", func(s store.Store, conv string) error {
-				return s.PutSession(store.Session{Key: conv, Agent: "helper", SessionUUID: "s-new", Created: at(5), LastUsed: at(5)})
+				return s.PutSession(t.Context(), store.Session{Key: conv, Agent: "helper", SessionUUID: "s-new", Created: at(5), LastUsed: at(5)})
 			}, &store.Session{Agent: "helper", SessionUUID: "s-new", Created: at(5), LastUsed: at(5)}},
 			{"never had one", func(store.Store, string) error { return nil }, nil},
 		}
@@ -658,7 +658,7 @@ func testInbox(t *testing.T, o Opener) {
 				conv := "slack/T/C/" + tt.name
 				old := store.Session{Key: conv, Agent: "helper", SessionUUID: "s-old", Created: at(0), LastUsed: at(0)}
 				if tt.name != "never had one" {
-					if err := s.PutSession(old); err != nil {
+					if err := s.PutSession(t.Context(), old); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -672,7 +672,7 @@ func testInbox(t *testing.T, o Opener) {
 				stale := old
 				stale.LastUsed = at(10)
 				finish(t, s, e.Key, "msg-1", &store.Turn{Session: stale, Reply: "stale"}, at(10))
-				got, ok, err := s.Session(conv)
+				got, ok, err := s.Session(t.Context(), conv)
 				switch {
 				case err != nil:
 					t.Errorf("Session(%q) = %v", conv, err)
@@ -685,7 +685,7 @@ func testInbox(t *testing.T, o Opener) {
 						t.Errorf("Session(%q) after a stale turn = %+v, %v, want %+v", conv, got, ok, want)
 					}
 				}
-				if got, ok, err := s.LastReply(conv); err != nil || ok {
+				if got, ok, err := s.LastReply(t.Context(), conv); err != nil || ok {
 					t.Errorf("LastReply(%q) after a stale turn = %q, %v, %v, want none", conv, got, ok, err)
 				}
 				if len(pending(t, s)) != 0 {
@@ -699,31 +699,31 @@ func testInbox(t *testing.T, o Opener) {
 		s := o.Open(t)
 		conv := "slack/T/C/1"
 		sess := store.Session{Key: conv, Agent: "a", SessionUUID: "s-1", Created: at(0), LastUsed: at(0)}
-		if err := s.PutSession(sess); err != nil {
+		if err := s.PutSession(t.Context(), sess); err != nil {
 			t.Fatal(err)
 		}
 		// An entry answered and expired is unknown as well.
 		expired := entry(9)
 		receive(t, s, expired)
 		finish(t, s, expired.Key, "", nil, at(10))
-		if _, err := s.ExpireInbox(at(11)); err != nil {
+		if _, err := s.ExpireInbox(t.Context(), at(11)); err != nil {
 			t.Fatal(err)
 		}
 		turn := sess
 		turn.LastUsed = at(50)
 		for _, key := range []string{"never/received", expired.Key} {
-			if err := s.MarkSent(key, at(20)); !errors.Is(err, store.ErrUnknownEntry) {
+			if err := s.MarkSent(t.Context(), key, at(20)); !errors.Is(err, store.ErrUnknownEntry) {
 				t.Errorf("MarkSent(%q) = %v, want ErrUnknownEntry", key, err)
 			}
-			if err := s.Finish(key, "msg", &store.Turn{Session: turn, Reply: "nope"}, at(20)); !errors.Is(err, store.ErrUnknownEntry) {
+			if err := s.Finish(t.Context(), key, "msg", &store.Turn{Session: turn, Reply: "nope"}, at(20)); !errors.Is(err, store.ErrUnknownEntry) {
 				t.Errorf("Finish(%q) = %v, want ErrUnknownEntry", key, err)
 			}
 		}
 		// The failed Finish applied nothing of its turn.
-		if got, _, err := s.Session(conv); err != nil || !sameSession(got, sess) {
+		if got, _, err := s.Session(t.Context(), conv); err != nil || !sameSession(got, sess) {
 			t.Errorf("Session(%q) after Finish of an unknown key = %+v, %v, want %+v", conv, got, err, sess)
 		}
-		if got, ok, err := s.LastReply(conv); err != nil || ok {
+		if got, ok, err := s.LastReply(t.Context(), conv); err != nil || ok {
 			t.Errorf("LastReply(%q) after Finish of an unknown key = %q, %v, %v, want none", conv, got, ok, err)
 		}
 	})
@@ -824,13 +824,13 @@ func testInbox(t *testing.T, o Opener) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				s := setup(t)
-				gone, err := s.ExpireInbox(tt.before)
+				gone, err := s.ExpireInbox(t.Context(), tt.before)
 				if err != nil || gone != tt.wantGone {
 					t.Fatalf("ExpireInbox(%v) = %d, %v, want %d, nil", tt.before, gone, err, tt.wantGone)
 				}
 				for i := range 10 {
 					e := entry(i)
-					isNew, err := s.Receive(e)
+					isNew, err := s.Receive(t.Context(), e)
 					if wantNew := i < tt.wantGone; err != nil || isNew != wantNew {
 						t.Errorf("Receive(%q) after ExpireInbox(%v) = %v, %v, want %v (expired: new again)", e.Key, tt.before, isNew, err, wantNew)
 					}
@@ -847,7 +847,7 @@ func testInbox(t *testing.T, o Opener) {
 				if !slices.Equal(keys, want) {
 					t.Errorf("Pending() after ExpireInbox(%v) = %q, want %q", tt.before, keys, want)
 				}
-				if gone, err := s.ExpireInbox(tt.before); err != nil || gone != 0 {
+				if gone, err := s.ExpireInbox(t.Context(), tt.before); err != nil || gone != 0 {
 					t.Errorf("second ExpireInbox(%v) = %d, %v, want 0, nil", tt.before, gone, err)
 				}
 			})
@@ -862,10 +862,10 @@ func testInbox(t *testing.T, o Opener) {
 			receive(t, s, e)
 			finish(t, s, e.Key, "", nil, at(1000+i))
 		}
-		if gone, err := s.ExpireInbox(at(1000 + n - 1)); err != nil || gone != n-1 {
+		if gone, err := s.ExpireInbox(t.Context(), at(1000+n-1)); err != nil || gone != n-1 {
 			t.Errorf("ExpireInbox of %d = %d, %v, want %d", n, gone, err, n-1)
 		}
-		if ok, err := s.Receive(entry(n - 1)); err != nil || ok {
+		if ok, err := s.Receive(t.Context(), entry(n-1)); err != nil || ok {
 			t.Errorf("Receive of the one left = %v, %v, want false", ok, err)
 		}
 	})
@@ -892,11 +892,11 @@ func testAudit(t *testing.T, o Opener) {
 		}
 		bare := store.AuditEntry{Time: at(1), Flow: "bare", Outcome: store.OutcomeRefused}
 		for _, e := range []store.AuditEntry{full, bare} {
-			if err := s.AppendAudit(e); err != nil {
+			if err := s.AppendAudit(t.Context(), e); err != nil {
 				t.Fatalf("AppendAudit(%+v) = %v", e, err)
 			}
 		}
-		got, err := s.Audit(store.AuditFilter{})
+		got, err := s.Audit(t.Context(), store.AuditFilter{})
 		if err != nil || len(got) != 2 {
 			t.Fatalf("Audit() = %d entries, %v, want 2", len(got), err)
 		}
@@ -908,11 +908,11 @@ func testAudit(t *testing.T, o Opener) {
 	t.Run("ZeroTimeIsNow", func(t *testing.T) {
 		s := o.Open(t)
 		before := time.Now().Add(-time.Microsecond)
-		if err := s.AppendAudit(store.AuditEntry{Flow: "f"}); err != nil {
+		if err := s.AppendAudit(t.Context(), store.AuditEntry{Flow: "f"}); err != nil {
 			t.Fatal(err)
 		}
 		after := time.Now().Add(time.Microsecond)
-		got, err := s.Audit(store.AuditFilter{})
+		got, err := s.Audit(t.Context(), store.AuditFilter{})
 		if err != nil || len(got) != 1 || got[0].Time.Before(before) || got[0].Time.After(after) {
 			t.Errorf("Audit() = %+v, %v, want one entry stamped between %v and %v", got, err, before, after)
 		}
@@ -931,11 +931,11 @@ func testAudit(t *testing.T, o Opener) {
 			{Time: time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC), Detail: "0"},
 		}
 		for _, e := range entries {
-			if err := s.AppendAudit(e); err != nil {
+			if err := s.AppendAudit(t.Context(), e); err != nil {
 				t.Fatal(err)
 			}
 		}
-		got, err := s.Audit(store.AuditFilter{})
+		got, err := s.Audit(t.Context(), store.AuditFilter{})
 		if want := []string{"0", "1", "2", "3", "4", "5"}; err != nil || !slices.Equal(auditDetails(got), want) {
 			t.Errorf("Audit() = %v, %v, want %v", auditDetails(got), err, want)
 		}
@@ -953,7 +953,7 @@ func testAudit(t *testing.T, o Opener) {
 				Time: t0.Add(time.Duration(i) * time.Minute), Platform: []string{"slack", "discord"}[i/12],
 				Flow: flows[i%2], User: users[i%3], Outcome: outcomes[i%4], Detail: fmt.Sprint(i),
 			}
-			if err := s.AppendAudit(e); err != nil {
+			if err := s.AppendAudit(t.Context(), e); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -985,7 +985,7 @@ func testAudit(t *testing.T, o Opener) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				got, err := s.Audit(tt.f)
+				got, err := s.Audit(t.Context(), tt.f)
 				if err != nil || fmt.Sprint(auditDetails(got)) != tt.want {
 					t.Errorf("Audit(%+v) = %v, %v, want %s", tt.f, auditDetails(got), err, tt.want)
 				}
@@ -997,7 +997,7 @@ func testAudit(t *testing.T, o Opener) {
 		s := o.Open(t)
 		const n = 150 // more than a small backend's chunk
 		for i := range n {
-			if err := s.AppendAudit(store.AuditEntry{Time: t0.Add(time.Duration(i) * time.Second), Detail: fmt.Sprint(i)}); err != nil {
+			if err := s.AppendAudit(t.Context(), store.AuditEntry{Time: t0.Add(time.Duration(i) * time.Second), Detail: fmt.Sprint(i)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -1012,12 +1012,12 @@ func testAudit(t *testing.T, o Opener) {
 		}
 		left := n
 		for _, st := range steps {
-			gone, err := s.PruneAudit(st.before)
+			gone, err := s.PruneAudit(t.Context(), st.before)
 			if err != nil || gone != st.wantGone {
 				t.Fatalf("PruneAudit(%v) = %d, %v, want %d, nil", st.before, gone, err, st.wantGone)
 			}
 			left -= gone
-			got, err := s.Audit(store.AuditFilter{})
+			got, err := s.Audit(t.Context(), store.AuditFilter{})
 			if err != nil || len(got) != left {
 				t.Fatalf("Audit() after PruneAudit(%v) = %d entries, %v, want %d", st.before, len(got), err, left)
 			}
@@ -1044,7 +1044,7 @@ func testConcurrency(t *testing.T, o Opener) {
 				wg.Go(func() {
 					e := entry(i)
 					e.Event = fmt.Appendf(nil, "copy %d of %d", c, i)
-					ok, err := s.Receive(e)
+					ok, err := s.Receive(t.Context(), e)
 					if err != nil {
 						t.Errorf("Receive(%q) = %v", e.Key, err)
 						return
@@ -1083,7 +1083,7 @@ func testConcurrency(t *testing.T, o Opener) {
 		const n = 48
 		for i := range n {
 			conv := fmt.Sprintf("discord/g/%d", i)
-			if err := s.PutSession(store.Session{Key: conv, Agent: "a", SessionUUID: fmt.Sprint(i), Created: at(0), LastUsed: at(0)}); err != nil {
+			if err := s.PutSession(t.Context(), store.Session{Key: conv, Agent: "a", SessionUUID: fmt.Sprint(i), Created: at(0), LastUsed: at(0)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -1093,24 +1093,24 @@ func testConcurrency(t *testing.T, o Opener) {
 				conv := fmt.Sprintf("discord/g/%d", i)
 				e := entry(i)
 				e.Conversation = conv
-				if ok, err := s.Receive(e); err != nil || !ok {
+				if ok, err := s.Receive(t.Context(), e); err != nil || !ok {
 					t.Errorf("Receive(%q) = %v, %v", e.Key, ok, err)
 					return
 				}
-				if err := s.MarkSent(e.Key, at(10)); err != nil {
+				if err := s.MarkSent(t.Context(), e.Key, at(10)); err != nil {
 					t.Errorf("MarkSent(%q) = %v", e.Key, err)
 					return
 				}
 				turn := store.Turn{Session: store.Session{Key: conv, Agent: "a", SessionUUID: fmt.Sprint(i), Created: at(0), LastUsed: at(20)}, Reply: "r" + fmt.Sprint(i)}
-				if err := s.Finish(e.Key, "ref", &turn, at(20)); err != nil {
+				if err := s.Finish(t.Context(), e.Key, "ref", &turn, at(20)); err != nil {
 					t.Errorf("Finish(%q) = %v", e.Key, err)
 				}
 			})
 			wg.Go(func() {
-				if _, err := s.Pending(); err != nil {
+				if _, err := s.Pending(t.Context()); err != nil {
 					t.Errorf("Pending() = %v", err)
 				}
-				if _, err := s.ExpireInbox(at(0)); err != nil {
+				if _, err := s.ExpireInbox(t.Context(), at(0)); err != nil {
 					t.Errorf("ExpireInbox() = %v", err)
 				}
 			})
@@ -1121,7 +1121,7 @@ func testConcurrency(t *testing.T, o Opener) {
 		}
 		for i := range n {
 			conv := fmt.Sprintf("discord/g/%d", i)
-			if got, _, err := s.LastReply(conv); err != nil || got != "r"+fmt.Sprint(i) {
+			if got, _, err := s.LastReply(t.Context(), conv); err != nil || got != "r"+fmt.Sprint(i) {
 				t.Errorf("LastReply(%q) = %q, %v, want r%d", conv, got, err, i)
 			}
 		}
@@ -1134,10 +1134,10 @@ func testReopen(t *testing.T, o Opener) {
 	s := o.Open(t)
 	conv := "slack/T0123/C0456/1716212345.000100"
 	sess := store.Session{Key: conv, Agent: "helper", SessionUUID: "0190f5a2-7c1e-7abc-8def-0123456789ab", Created: at(0), LastUsed: at(0)}
-	if err := s.PutSession(sess); err != nil {
+	if err := s.PutSession(t.Context(), sess); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetConversationAgent(conv, "ops"); err != nil {
+	if err := s.SetConversationAgent(t.Context(), conv, "ops"); err != nil {
 		t.Fatal(err)
 	}
 	// Entry 0 answered with a turn, 1 sent, 2 received.
@@ -1152,20 +1152,20 @@ func testReopen(t *testing.T, o Opener) {
 	markSent(t, s, entry(1).Key, at(30))
 	audit := store.AuditEntry{Time: at(40), Platform: "slack", User: "U1", UserName: "ann", Channel: "C0456", Conversation: conv,
 		Flow: "healthcheck", Params: map[string]string{"host": "web1"}, Outcome: store.OutcomeOK, Detail: "fine", Duration: 1500 * time.Millisecond}
-	if err := s.AppendAudit(audit); err != nil {
+	if err := s.AppendAudit(t.Context(), audit); err != nil {
 		t.Fatal(err)
 	}
 	before := pending(t, s)
 
 	s = o.Reopen(t, s)
 
-	if got, ok, err := s.Session(conv); err != nil || !ok || !sameSession(got, sess) {
+	if got, ok, err := s.Session(t.Context(), conv); err != nil || !ok || !sameSession(got, sess) {
 		t.Errorf("Session after reopen = %+v, %v, %v, want %+v", got, ok, err, sess)
 	}
-	if got, _, err := s.ConversationAgent(conv); err != nil || got != "ops" {
+	if got, _, err := s.ConversationAgent(t.Context(), conv); err != nil || got != "ops" {
 		t.Errorf("ConversationAgent after reopen = %q, %v, want ops", got, err)
 	}
-	if got, _, err := s.LastReply(conv); err != nil || got != "the answer" {
+	if got, _, err := s.LastReply(t.Context(), conv); err != nil || got != "the answer" {
 		t.Errorf("LastReply after reopen = %q, %v, want %q", got, err, "the answer")
 	}
 	after := pending(t, s)
@@ -1178,11 +1178,11 @@ func testReopen(t *testing.T, o Opener) {
 		}
 	}
 	for i := range 3 {
-		if ok, err := s.Receive(entry(i)); err != nil || ok {
+		if ok, err := s.Receive(t.Context(), entry(i)); err != nil || ok {
 			t.Errorf("Receive(%q) after reopen = %v, %v, want false: it is held", entry(i).Key, ok, err)
 		}
 	}
-	if got, err := s.Audit(store.AuditFilter{}); err != nil || len(got) != 1 || !sameAudit(got[0], audit) {
+	if got, err := s.Audit(t.Context(), store.AuditFilter{}); err != nil || len(got) != 1 || !sameAudit(got[0], audit) {
 		t.Errorf("Audit() after reopen = %+v, %v, want [%+v]", got, err, audit)
 	}
 	// Seq goes on from where it was, and the entries move on as before.
@@ -1191,7 +1191,7 @@ func testReopen(t *testing.T, o Opener) {
 		t.Errorf("Pending() after a Receive following reopen = %+v, want a third entry with a higher Seq", got)
 	}
 	finish(t, s, entry(1).Key, "msg-1", nil, at(50))
-	if gone, err := s.ExpireInbox(at(51)); err != nil || gone != 2 {
+	if gone, err := s.ExpireInbox(t.Context(), at(51)); err != nil || gone != 2 {
 		t.Errorf("ExpireInbox after reopen = %d, %v, want 2 (the entry answered before and the one after)", gone, err)
 	}
 }
