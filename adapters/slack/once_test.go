@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -144,5 +145,70 @@ func TestReplyPostedOnceThreadGone(t *testing.T) {
 	}
 	if n := s.CallCount("conversations.replies"); n != 1 {
 		t.Errorf("conversations.replies called %d times, want 1 (thread_not_found is not retried)", n)
+	}
+}
+
+// TestNoticePostedOnce: a notice the core names once (Reply.Once) and asks
+// to be ephemeral, sent again after a restart (Again, by a new responder),
+// is shown once: in a chat thread or DM it is a regular message marked with
+// its name, found by the second send (chat.postEphemeral leaves nothing to
+// find); through a slash command's response_url the second send replaces
+// the first (replace_original) instead of adding a message.
+func TestNoticePostedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := waitCtx(t)
+	s, _ := newFakes(t, nil)
+	s.AddChannel(slacktest.Channel{ID: e2eChannel, Name: "general"})
+	s.AddChannel(slacktest.Channel{ID: e2eDM, IsIM: true, User: e2eUser})
+	a, err := New(e2eConfig(s), idleCore{t}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := a.newResponder(route{Kind: kindChat, Channel: e2eChannel}).Send(ctx, bridge.Reply{Kind: bridge.ReplyInfo, Text: "a thread"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rootTS, _ := strings.Cut(strings.TrimPrefix(string(root), refMessage), ":")
+	for _, tt := range []struct {
+		name string
+		rt   route
+	}{
+		{"DM", route{Kind: kindChat, Channel: e2eDM, User: e2eUser}},
+		{"thread", route{Kind: kindChat, Channel: e2eChannel, Thread: rootTS, User: e2eUser}},
+		{"command", route{Kind: kindCommand, Channel: e2eChannel, User: e2eUser, ResponseURL: s.NewResponseURL(e2eChannel, e2eUser)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			text := "flowbridge restarted while answering, in the " + tt.name
+			rep := bridge.Reply{Kind: bridge.ReplyError, Ephemeral: true, Text: text, Once: "slack/msg/" + tt.name + "/1.000001"}
+			if _, err := a.newResponder(tt.rt).Send(ctx, rep); err != nil {
+				t.Fatal(err)
+			}
+			rep.Again = true
+			if _, err := a.newResponder(tt.rt).Send(ctx, rep); err != nil {
+				t.Fatal(err)
+			}
+			var shown []slacktest.Message
+			for _, m := range s.Messages() {
+				if strings.Contains(m.Text, text) && !m.Deleted {
+					shown = append(shown, m)
+				}
+			}
+			if len(shown) != 1 {
+				var how []string
+				for _, m := range shown {
+					how = append(how, fmt.Sprintf("%s ephemeral=%v", m.Op, m.Ephemeral))
+				}
+				t.Fatalf("the notice sent twice is shown %d times (%q), want once", len(shown), how)
+			}
+			if tt.rt.Kind == kindChat && (shown[0].Ephemeral || shown[0].ThreadTS != tt.rt.Thread) {
+				t.Errorf("chat notice = %+v, want a regular message in the thread %q", shown[0], tt.rt.Thread)
+			}
+			if tt.rt.Kind == kindCommand && !shown[0].Ephemeral {
+				t.Errorf("command notice = %+v, want it ephemeral still", shown[0])
+			}
+		})
+	}
+	if n := s.CallCount("chat.postEphemeral"); n != 0 {
+		t.Errorf("chat.postEphemeral called %d times, want none: a notice named once must be found again", n)
 	}
 }

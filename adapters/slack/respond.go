@@ -120,11 +120,26 @@ var (
 // Send posts a reply: for chat in the event's thread (replacing the
 // placeholder), for a slash command through its response_url, and for a
 // button press publicly in the channel or privately through the response_url.
+//
+// A reply the core names once (bridge.Reply.Once: an answer or a notice
+// kept in the outbox) is posted where a second send can tell it is there:
+//   - in a chat thread or DM, as a regular message marked with the name,
+//     even when it asks to be ephemeral (a "restarted while answering" or
+//     "too long" notice): chat.postEphemeral leaves nothing a later send
+//     could find, so a notice re-sent after a crash would be shown twice.
+//     Such a notice stands in for, or comes before, an answer that is
+//     posted in the same place for all to see;
+//   - through a response_url, sent again (Again) with replace_original:
+//     Slack then replaces the URL's latest message (the earlier send, or
+//     the flow's "Running…" message) instead of adding one. A reply of
+//     several parts replaces only one of them, so only single-part replies
+//     (notices, short results) are once-only there.
 func (r *responder) Send(ctx context.Context, rep bridge.Reply) (bridge.MessageRef, error) {
 	if rep.File != nil {
 		return r.sendWithFile(ctx, rep)
 	}
 	msgs := render(rep, !r.a.cfg.DisableMarkdownBlock)
+	again := rep.Once != "" && rep.Again
 	if rep.Ephemeral {
 		if r.ResponseURL != "" {
 			r.mu.Lock()
@@ -133,15 +148,17 @@ func (r *responder) Send(ctx context.Context, rep bridge.Reply) (bridge.MessageR
 				r.replaceOnSend = false
 			}
 			r.mu.Unlock()
-			if err := r.postURL(ctx, slackgo.ResponseTypeEphemeral, msgs, replace); !errors.Is(err, errURLUsedUp) {
+			if err := r.postURL(ctx, slackgo.ResponseTypeEphemeral, msgs, replace || again); !errors.Is(err, errURLUsedUp) {
 				return refURL + slackgo.ResponseTypeEphemeral, err
 			}
 		}
-		r.dropPlaceholder(ctx)
-		return refEphemeral, r.postEphemeral(ctx, msgs)
+		if rep.Once == "" || r.Kind != kindChat {
+			r.dropPlaceholder(ctx)
+			return refEphemeral, r.postEphemeral(ctx, msgs)
+		}
 	}
 	if r.Kind == kindCommand {
-		err := r.postURL(ctx, slackgo.ResponseTypeInChannel, msgs, false)
+		err := r.postURL(ctx, slackgo.ResponseTypeInChannel, msgs, again)
 		if !errors.Is(err, errURLUsedUp) {
 			return refURL + slackgo.ResponseTypeInChannel, err
 		}
