@@ -138,7 +138,7 @@ func slackReplies(s *slacktest.Server, l *ledger) []happening {
 			continue
 		}
 		id, text := v.Channel+":"+v.TS, v.Text+"\n"+string(v.Blocks)
-		w := where{channel: v.Channel, thread: v.ThreadTS, user: v.User}
+		w := where{channel: v.Channel, thread: v.ThreadTS, user: v.User, key: metadataKey(v.Metadata)}
 		recs = append(recs, happening{v.At, func() { l.reply(w, id, text, v.At) }})
 	}
 	return recs
@@ -265,7 +265,7 @@ func (e *killEnv) startFront() error {
 			if method == "chat.update" {
 				id = f.Get("channel") + ":" + f.Get("ts")
 			}
-			w := where{channel: f.Get("channel"), thread: f.Get("thread_ts"), user: f.Get("user")}
+			w := where{channel: f.Get("channel"), thread: f.Get("thread_ts"), user: f.Get("user"), key: metadataKey([]byte(f.Get("metadata")))}
 			e.live.reply(w, id, f.Get("text")+"\n"+f.Get("blocks"), time.Now())
 			e.touched = time.Now()
 			e.mu.Unlock()
@@ -549,6 +549,7 @@ func (e *killEnv) offer(c *killConv, seq int) (*offer, error) {
 		t.where.responseURL = o.responseURL
 		body, d := e.slack.SlashCommandBody(slacktest.SlashCommand{Command: "/flow", Text: "slow tag=" + m.String(), UserID: c.user, ChannelID: c.channel, ResponseURL: o.responseURL})
 		o.body, o.contentType, t.id = body, slacktest.ContentTypeForm, d.TriggerID
+		t.where.key = "slack/cmd/" + d.TriggerID
 	case "dm":
 		// The message's thread hangs from a message of the user's that
 		// Slack holds, as it would: a reply looked for after a restart is
@@ -559,6 +560,7 @@ func (e *killEnv) offer(c *killConv, seq int) (*offer, error) {
 			return nil, err
 		}
 		o.body, t.id = body, d.EventID
+		t.where.key = "slack/msg/" + c.channel + "/" + d.TS
 	default:
 		t.where.user = fmt.Sprintf("U%05dX%06d", c.id, seq)
 		body, d, err := e.slack.AppMentionBody(slacktest.MessageEvent{Channel: c.channel, User: t.where.user, Text: text, ThreadTS: c.root})
@@ -569,6 +571,7 @@ func (e *killEnv) offer(c *killConv, seq int) (*offer, error) {
 			c.root = d.TS
 		}
 		o.body, t.id = body, d.EventID
+		t.where.key = "slack/msg/" + c.channel + "/" + d.TS
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

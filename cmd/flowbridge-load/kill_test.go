@@ -276,3 +276,38 @@ func TestPick(t *testing.T) {
 		})
 	}
 }
+
+// TestLedgerCountsWhatUsersSee: a notice is counted once per message its
+// user sees: one rewritten in place (a response_url post with
+// replace_original, which the fake records under the message it replaced)
+// is one, two messages are two. A notice marked with its message's inbox
+// key (Slack metadata) goes to that message, though others wait in the
+// same thread.
+func TestLedgerCountsWhatUsersSee(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	const restarted = "flowbridge restarted while it was answering your message"
+	flowRestarted := "flowbridge restarted while *slow* was running. It may or may not have run: check before running it again."
+	l := newLedger()
+	replaced := &tally{m: marker{1, 0}, flow: true, offered: at(0), acked: true, where: where{channel: "CF1", responseURL: "http://front/response/commands-0", key: "slack/cmd/T0"}}
+	doubled := &tally{m: marker{2, 0}, flow: true, offered: at(0), acked: true, where: where{channel: "CF2", responseURL: "http://front/response/commands-1", key: "slack/cmd/T1"}}
+	first := &tally{m: marker{3, 0}, offered: at(0), acked: true, calls: 1, where: where{channel: "C3", user: "U3X0", key: "slack/msg/C3/1.000001"}}
+	second := &tally{m: marker{3, 1}, offered: at(10), acked: true, calls: 1, where: where{channel: "C3", user: "U3X1", key: "slack/msg/C3/1.000002"}}
+	for _, tt := range []*tally{replaced, doubled, first, second} {
+		l.add(tt)
+	}
+	l.reply(where{responseURL: "http://fake/response/commands-0"}, "url:5", flowRestarted, at(100))
+	l.reply(where{responseURL: "http://fake/response/commands-0"}, "url:5", flowRestarted, at(200)) // re-posted, replacing it
+	l.reply(where{responseURL: "http://fake/response/commands-1"}, "url:6", flowRestarted, at(100))
+	l.reply(where{responseURL: "http://fake/response/commands-1"}, "url:7", flowRestarted, at(200)) // re-posted beside it
+	// Both wait in thread 1.0; the notice is marked with the second's key.
+	l.reply(where{channel: "C3", thread: "1.0", key: "slack/msg/C3/1.000002"}, "C3:9", restarted, at(300))
+
+	r := newKillResult(params{}, l, t0)
+	if r.ToldTwice != 1 || len(r.ToldTwiceDetail) != 1 || r.ToldTwiceDetail[0].Marker != doubled.m.String() {
+		t.Errorf("told twice = %d (%+v), want 1: the notice posted beside the first, not the one replacing it", r.ToldTwice, r.ToldTwiceDetail)
+	}
+	if len(second.told) != 1 || len(first.told) != 0 || r.NoticesByConversation != 0 {
+		t.Errorf("told: first %q, second %q, %d matched by conversation; want the marked notice on the second alone", first.told, second.told, r.NoticesByConversation)
+	}
+}

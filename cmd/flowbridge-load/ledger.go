@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"time"
@@ -30,8 +31,9 @@ type tally struct {
 
 	calls      int      // agent calls or flow runs that reached the workspace
 	answers    []string // distinct messages that carried the answer
-	told       []string // notices attributed to it, in order
+	told       []string // notices attributed to it, in order: one per message the user sees
 	toldAt     []time.Time
+	toldIDs    []string  // the messages that told it, each once: a notice replaced in place is one
 	answeredAt time.Time // the first answer
 	restarted  bool      // one of them is "flowbridge restarted while…"
 
@@ -55,14 +57,19 @@ func (t *tally) finish() {
 // where is where a reply went, or where a message is answered: a channel,
 // and the thread, user, response_url and referenced message (Discord's
 // message_reference, which a reply to a message carries) that narrow it
-// down where known.
+// down where known. key is the inbox key a Slack reply carries in its
+// metadata (flowbridge_reply), or the one a message is recorded under: it
+// names its message exactly.
 type where struct {
-	channel, thread, user, responseURL, ref string
+	channel, thread, user, responseURL, ref, key string
 }
 
 // places are the keys under which a message's notices are found.
 func (w where) places() []string {
 	var p []string
+	if w.key != "" {
+		p = append(p, "key "+w.key)
+	}
 	if w.responseURL != "" {
 		p = append(p, "url "+urlKey(w.responseURL))
 	}
@@ -159,6 +166,12 @@ func (l *ledger) reply(w where, msgID, text string, at time.Time) {
 		l.unattributed = append(l.unattributed, w.channel+": "+oneLine(text))
 		return
 	}
+	if slices.Contains(t.toldIDs, msgID) {
+		// The same message rewritten (chat.update, or a response_url post
+		// with replace_original): the user still sees one notice.
+		return
+	}
+	t.toldIDs = append(t.toldIDs, msgID)
 	t.told = append(t.told, text)
 	t.toldAt = append(t.toldAt, at)
 	if restartNotice(text) {
@@ -240,4 +253,19 @@ func applyInOrder(hs []happening) {
 	for _, h := range hs {
 		h.apply()
 	}
+}
+
+// metadataKey returns the inbox key a Slack message's metadata carries
+// (event type flowbridge_reply, see adapters/slack), or "".
+func metadataKey(raw []byte) string {
+	var md struct {
+		EventType    string `json:"event_type"`
+		EventPayload struct {
+			Key string `json:"key"`
+		} `json:"event_payload"`
+	}
+	if json.Unmarshal(raw, &md) != nil || md.EventType != "flowbridge_reply" {
+		return ""
+	}
+	return md.EventPayload.Key
 }
