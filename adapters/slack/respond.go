@@ -129,17 +129,20 @@ var (
 //     could find, so a notice re-sent after a crash would be shown twice.
 //     Such a notice stands in for, or comes before, an answer that is
 //     posted in the same place for all to see;
-//   - through a response_url, sent again (Again) with replace_original:
-//     Slack then replaces the URL's latest message (the earlier send, or
-//     the flow's "Running…" message) instead of adding one. A reply of
-//     several parts replaces only one of them, so only single-part replies
-//     (notices, short results) are once-only there.
+//   - through a slash command's response_url, sent again (Again) with
+//     replace_original: Slack then replaces the URL's latest message (the
+//     earlier send, or the flow's "Running…" message) instead of adding
+//     one. A reply of several parts replaces only one of them, so only
+//     single-part replies (notices, short results) are once-only there. A
+//     button press's response_url is not sent again so: its original is
+//     the message the button is on (an agent's answer, say), which must
+//     stay; such a reply can be shown twice after a crash.
 func (r *responder) Send(ctx context.Context, rep bridge.Reply) (bridge.MessageRef, error) {
 	if rep.File != nil {
 		return r.sendWithFile(ctx, rep)
 	}
 	msgs := render(rep, !r.a.cfg.DisableMarkdownBlock)
-	again := rep.Once != "" && rep.Again
+	again := rep.Once != "" && rep.Again && r.Kind == kindCommand
 	if rep.Ephemeral {
 		if r.ResponseURL != "" {
 			r.mu.Lock()
