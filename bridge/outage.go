@@ -94,6 +94,13 @@ const storeRetries = 3
 // though its answer was lost): then retryStore returns nil. It returns the
 // last error when it gives up.
 func (b *Bridge) retryStore(ctx context.Context, log *zap.Logger, op string, write func() error, taken func(error) bool, keep func() bool) error {
+	return b.retryWrite(ctx, log, op, write, taken, keep, storeRetries)
+}
+
+// retryWrite is retryStore giving up after attempts when the store gives no
+// sign of being down; attempts 0 never gives up for that (a write that
+// must wait for the store however it fails: an answer kept in the outbox).
+func (b *Bridge) retryWrite(ctx context.Context, log *zap.Logger, op string, write func() error, taken func(error) bool, keep func() bool, attemptsMax int) error {
 	wait := storeRetryMin
 	attempts := 0
 	for {
@@ -113,7 +120,7 @@ func (b *Bridge) retryStore(ctx context.Context, log *zap.Logger, op string, wri
 			log.Warn("store write failed; retrying while the store is down", zap.String("op", op), zap.Error(err))
 			b.metrics.storeFailed(op)
 		}
-		if attempts >= storeRetries && !b.storeDown(ctx) {
+		if attemptsMax > 0 && attempts >= attemptsMax && !b.storeDown(ctx) {
 			return err
 		}
 		t := time.NewTimer(wait)

@@ -49,12 +49,15 @@ func (b *Bridge) deliver(ctx context.Context, log *zap.Logger, ev Event, replace
 	if err != nil {
 		err = fmt.Errorf("encode reply: %w", err)
 	} else {
-		// Retried while the store is down: kept, the answer survives a
-		// crash; posted without it, it would not. A retry of a write that
+		// Retried until the store takes it or the shutdown grace ends,
+		// whether or not the store looks down: kept, the answer survives a
+		// crash and is posted once; posted without it, a crash before the
+		// entry is closed has the next start tell its user it restarted
+		// (or run a refused message again). A retry of a write that
 		// committed though its answer was lost writes the same again.
 		put := func() error { return b.store.PutReply(recordCtx(ctx), e.key, data, turn, b.cfg.Now()) }
 		never := func(error) bool { return false }
-		err = b.retryStore(b.ctx, log, "put_reply", put, never, func() bool { return true })
+		err = b.retryWrite(b.ctx, log, "put_reply", put, never, func() bool { return true }, 0)
 		if !errors.Is(err, store.ErrAlreadySent) {
 			b.noteStore(err)
 		}
@@ -67,9 +70,12 @@ func (b *Bridge) deliver(ctx context.Context, log *zap.Logger, ev Event, replace
 		e.done = true
 		return
 	case err != nil:
-		// The user can still have the answer; only a crash before it is
-		// posted would lose it.
-		log.Warn("reply not kept in the outbox; posting it all the same", zap.String("event_key", e.key), zap.Error(err))
+		// The last resort: the store did not take the answer before the
+		// shutdown grace ended (or refused it for good). The user can still
+		// have it now; the entry, not closed either, makes the next start
+		// tell them flowbridge restarted while answering.
+		log.Warn("reply not kept in the outbox before shutdown; posting it all the same: its user may also be told after the restart that flowbridge restarted",
+			zap.String("event_key", e.key), zap.Error(err))
 		b.metrics.storeFailed("put_reply")
 		b.answered(ctx, log, ev, b.postPlain(ctx, ev, replace, r), turn)
 		return
