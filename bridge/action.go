@@ -143,7 +143,7 @@ func (b *Bridge) askConfirmation(ctx context.Context, log *zap.Logger, ev Event,
 	c := b.confirm
 	id, ok := b.putPending(ctx, log, pending{flow: f, params: params, owner: ev.User.ID, expires: b.cfg.Now().Add(c.ttl)})
 	if !ok {
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotSaved})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotSaved})
 		return
 	}
 	entry := b.auditEntry(ev, f.Name, params)
@@ -159,7 +159,7 @@ func (b *Bridge) askConfirmation(ctx context.Context, log *zap.Logger, ev Event,
 		}
 	}
 	fmt.Fprintf(&s, "\n\nThis request expires in %s.", humanDuration(c.ttl))
-	b.send(ctx, ev, Reply{Kind: ReplyConfirm, Ephemeral: true, Text: s.String(), Buttons: []Button{
+	b.tell(ctx, log, ev, Reply{Kind: ReplyConfirm, Ephemeral: true, Text: s.String(), Buttons: []Button{
 		{Action: Action{ID: ActionConfirm, Value: id}, Label: "Run", Style: "primary"},
 		{Action: Action{ID: ActionCancel, Value: id}, Label: "Cancel"},
 	}})

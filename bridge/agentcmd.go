@@ -13,7 +13,7 @@ import (
 func (b *Bridge) agentCommand(ctx context.Context, log *zap.Logger, ev Event, args string) {
 	words, err := SplitArgs(sanitize(args))
 	if err != nil {
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "Could not read that: " + err.Error() + "."})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "Could not read that: " + err.Error() + "."})
 		return
 	}
 	sub := ""
@@ -23,23 +23,23 @@ func (b *Bridge) agentCommand(ctx context.Context, log *zap.Logger, ev Event, ar
 	cat := b.cat.Load()
 	switch sub {
 	case "", "help":
-		b.send(ctx, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: agentHelp(cat, ev.Reply)})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: agentHelp(cat, ev.Reply)})
 	case "status":
-		b.agentStatus(ctx, ev, cat)
+		b.agentStatus(ctx, log, ev, cat)
 	case "reset":
 		if _, err := b.store.DeleteSession(ctx, ev.Conversation); err != nil {
 			log.Error("reset", zap.Error(err))
-			b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})
+			b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})
 			return
 		}
 		log.Info("conversation reset")
-		b.send(ctx, ev, Reply{Kind: ReplyInfo, Text: "Done: the next message here starts a new conversation."})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyInfo, Text: "Done: the next message here starts a new conversation."})
 	case "use":
 		b.agentUse(ctx, log, ev, cat, words[1:])
 	case "share":
 		b.agentShare(ctx, log, ev)
 	default:
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf("There is no `/agent %s`. Try `status`, `reset`, `use NAME`, `share` or `help`.", sub)})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf("There is no `/agent %s`. Try `status`, `reset`, `use NAME`, `share` or `help`.", sub)})
 	}
 }
 
@@ -75,15 +75,15 @@ func agentHelp(cat *catalog, r Responder) string {
 	return s.String()
 }
 
-func (b *Bridge) agentStatus(ctx context.Context, ev Event, cat *catalog) {
+func (b *Bridge) agentStatus(ctx context.Context, log *zap.Logger, ev Event, cat *catalog) {
 	agent, err := b.conversationAgent(ctx, cat, ev)
 	if err != nil {
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})
 		return
 	}
 	sess, ok, err := b.store.Session(ctx, ev.Conversation)
 	if err != nil {
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})
 		return
 	}
 	name := "none"
@@ -99,37 +99,37 @@ func (b *Bridge) agentStatus(ctx context.Context, ev Event, cat *catalog) {
 		s.WriteString("Session: none yet (the next message starts one)")
 	}
 	fmt.Fprintf(&s, "\nConversation: `%s`", ev.Conversation)
-	b.send(ctx, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: s.String()})
+	b.tell(ctx, log, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: s.String()})
 }
 
 func (b *Bridge) agentUse(ctx context.Context, log *zap.Logger, ev Event, cat *catalog, args []string) {
 	if len(args) != 1 {
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "Usage: `/agent use NAME`. Agents: " + joinQuoted(cat.agentNames) + "."})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "Usage: `/agent use NAME`. Agents: " + joinQuoted(cat.agentNames) + "."})
 		return
 	}
 	if !cat.isAdmin(ev.User) {
 		b.metrics.refused("admin_only")
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "Only flowbridge admins can switch a conversation's agent."})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "Only flowbridge admins can switch a conversation's agent."})
 		return
 	}
 	name := strings.ToLower(args[0])
 	a, ok := cat.agents[name]
 	if !ok {
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf("There is no agent *%s*. Agents: %s.", name, joinQuoted(cat.agentNames))})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf("There is no agent *%s*. Agents: %s.", name, joinQuoted(cat.agentNames))})
 		return
 	}
 	if len(a.Channels) > 0 && !slices.Contains(a.Channels, ev.Channel) {
 		b.metrics.refused("agent_channel")
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf("The agent *%s* is not available in this channel, so this conversation cannot switch to it.", a.Name)})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf("The agent *%s* is not available in this channel, so this conversation cannot switch to it.", a.Name)})
 		return
 	}
 	if cur, err := b.conversationAgent(ctx, cat, ev); err == nil && cur != nil && cur.Name == a.Name {
-		b.send(ctx, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: fmt.Sprintf("This conversation already talks to *%s*; nothing changed.", a.Name)})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: fmt.Sprintf("This conversation already talks to *%s*; nothing changed.", a.Name)})
 		return
 	}
 	if err := b.store.SetConversationAgent(ctx, ev.Conversation, a.Name); err != nil {
 		log.Error("set agent", zap.Error(err))
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})
 		return
 	}
 	log.Info("conversation agent switched", zap.String("agent", a.Name))
@@ -138,7 +138,7 @@ func (b *Bridge) agentUse(ctx context.Context, log *zap.Logger, ev Event, cat *c
 		// A slash command in a channel: the channel's new threads follow it.
 		text += " New threads here will use it too."
 	}
-	b.send(ctx, ev, Reply{Kind: ReplyInfo, Text: text})
+	b.tell(ctx, log, ev, Reply{Kind: ReplyInfo, Text: text})
 }
 
 func (b *Bridge) agentShare(ctx context.Context, log *zap.Logger, ev Event) {
@@ -150,12 +150,12 @@ func (b *Bridge) agentShare(ctx context.Context, log *zap.Logger, ev Event) {
 	}
 	if err != nil {
 		log.Error("last reply", zap.Error(err))
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgStoreFailed})
 		return
 	}
 	if !ok {
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "There is no agent reply to share in this conversation yet."})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "There is no agent reply to share in this conversation yet."})
 		return
 	}
-	b.send(ctx, ev, Reply{Kind: ReplyAgent, Text: text, Footer: "shared by " + displayName(ev.User)})
+	b.tell(ctx, log, ev, Reply{Kind: ReplyAgent, Text: text, Footer: "shared by " + displayName(ev.User)})
 }

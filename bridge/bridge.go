@@ -411,8 +411,10 @@ func (b *Bridge) busy(j *job) {
 	}
 	j.rec.settle(ErrBusy)
 	ran := b.disp.alone(ev.Key, func() {
-		ref := b.tellBusy(ev)
-		b.answered(b.ctx, b.log, ev, ref, nil)
+		if b.keepBusy(b.ctx, b.log, ev) {
+			ref := b.tellBusy(ev)
+			b.answered(b.ctx, b.log, ev, ref, nil)
+		}
 		if ev.Done != nil {
 			ev.Done()
 		}
@@ -535,6 +537,10 @@ func (b *Bridge) run(j job) {
 	ctx := b.ctx
 	if j.out != nil {
 		// Prepared and run by the process that kept the answer.
+		if j.out.Busy {
+			b.retellBusy(ctx, log, j.ev)
+			return
+		}
 		b.post(ctx, log, j.ev, *j.out, true)
 		return
 	}

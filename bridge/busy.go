@@ -2,11 +2,15 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/flowbridge/flowbridge/bridge/store"
 )
 
 // busyUpdateEvery spaces the updates of one busy notice: a flood of
@@ -155,4 +159,43 @@ func busyText(waiting, refused int) string {
 		return fmt.Sprintf(msgQueueFull, waiting)
 	}
 	return fmt.Sprintf(msgQueueFullMore, waiting, refused)
+}
+
+// keepBusy records in the outbox, before its user is told, that ev was
+// refused because its conversation's queue was full, and reports whether
+// its user is to be told now. Without it, a crash between the busy notice
+// and closing the entry left the entry received, and the next start ran
+// the message its user had been told was not taken. A store that does not
+// take the write is no reason to keep the user waiting: they are told all
+// the same, as before the outbox. false means another process answered ev.
+func (b *Bridge) keepBusy(ctx context.Context, log *zap.Logger, ev Event) bool {
+	e := ev.entry
+	if e == nil || e.done {
+		return true
+	}
+	data, err := json.Marshal(outbound{Reply: Reply{Kind: ReplyError, Ephemeral: true, Text: busyText(b.cfg.QueueSize, 1)}, Busy: true})
+	if err == nil {
+		put := func() error { return b.store.PutReply(recordCtx(ctx), e.key, data, nil, b.cfg.Now()) }
+		err = b.retryStore(ctx, log, "put_reply", put, func(error) bool { return false }, func() bool { return true })
+	}
+	switch {
+	case errors.Is(err, store.ErrAlreadySent):
+		e.done = true
+		return false
+	case err != nil:
+		b.noteStore(err)
+		log.Warn("busy refusal not kept in the outbox; telling its user all the same", zap.String("event_key", e.key), zap.Error(err))
+		b.metrics.storeFailed("put_reply")
+	}
+	return true
+}
+
+// retellBusy tells the user of a message refused busy by a process that
+// stopped before closing its entry (a kept outbound with Busy set), through
+// the conversation's one busy notice of this process, and closes the entry.
+func (b *Bridge) retellBusy(ctx context.Context, log *zap.Logger, ev Event) {
+	e := ev.entry
+	e.done = true
+	ref := b.tellBusy(ev)
+	b.finishEntry(ctx, log, ev.Conversation, e.key, ref)
 }

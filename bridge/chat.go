@@ -23,42 +23,49 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	}
 	if len(text) > b.limitsNow().MaxMessageBytes {
 		b.metrics.refused("message_too_long")
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgTooLong, len(text), b.limitsNow().MaxMessageBytes)})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgTooLong, len(text), b.limitsNow().MaxMessageBytes)})
 		return
 	}
 	cat := b.cat.Load()
 	agent, err := b.conversationAgent(ctx, cat, ev)
 	if err != nil {
 		log.Error("agent lookup", zap.Error(err))
-		b.send(ctx, ev, Reply{Kind: ReplyError, Text: msgStoreFailed})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Text: msgStoreFailed})
 		return
 	}
 	if agent == nil {
-		b.send(ctx, ev, Reply{Kind: ReplyError, Text: msgNoAgent})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Text: msgNoAgent})
 		return
 	}
 	if len(agent.Channels) > 0 && !slices.Contains(agent.Channels, ev.Channel) {
 		b.metrics.refused("agent_channel")
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgAgentChannel, agent.Name)})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgAgentChannel, agent.Name)})
 		return
 	}
 	if ok, wait := b.limits.Load().allowChat(ev.Platform, ev.User.ID); !ok {
 		b.metrics.refused("chat_rate")
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgChatRate, humanWait(wait))})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgChatRate, humanWait(wait))})
 		return
 	}
 	if !b.acquire() {
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgInFlight})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgInFlight})
 		return
 	}
 	defer b.release()
 
 	text, skipped := b.readFiles(ctx, ev, text)
+	// The files not read are told with the answer, in the same message:
+	// a notice of their own before the agent's answer could be neither kept
+	// with the entry (which is not done yet) nor told once after a crash.
+	var skippedNote string
 	if len(skipped) > 0 {
 		b.metrics.refused("file")
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: skippedText(skipped, strings.TrimSpace(text) != "")})
+		skippedNote = skippedText(skipped, strings.TrimSpace(text) != "")
 	}
 	if strings.TrimSpace(text) == "" {
+		if skippedNote != "" {
+			b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: skippedNote})
+		}
 		return // nothing the agent could read
 	}
 	// The thread is read before the entry is marked sent, like the files:
@@ -84,7 +91,7 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	}
 	if err != nil {
 		log.Warn("chat failed", zap.Error(err))
-		b.deliver(ctx, log, ev, "", Reply{Kind: ReplyError, Text: chatErrorText(ctx, err)}, nil)
+		b.deliver(ctx, log, ev, "", withNote(Reply{Kind: ReplyError, Text: chatErrorText(ctx, err)}, skippedNote), nil)
 		return
 	}
 	if renewed {
@@ -98,7 +105,15 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	if ev.Parent != "" {
 		turn.Also = []string{shareKey(ev.Parent, ev.User.ID)}
 	}
-	b.deliver(ctx, log, ev, "", b.asFile(ev, b.withFeedback(ctx, log, ev, Reply{Kind: ReplyAgent, Text: out}, agent.Name, sess.SessionUUID), "reply", nil), turn)
+	b.deliver(ctx, log, ev, "", withNote(b.asFile(ev, b.withFeedback(ctx, log, ev, Reply{Kind: ReplyAgent, Text: out}, agent.Name, sess.SessionUUID), "reply", nil), skippedNote), turn)
+}
+
+// withNote puts note (the files not sent to the agent) at the head of r.
+func withNote(r Reply, note string) Reply {
+	if note != "" {
+		r.Text = note + "\n\n" + r.Text
+	}
+	return r
 }
 
 // indicate starts the responder's working indicator once the answer has

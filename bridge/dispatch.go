@@ -95,6 +95,17 @@ func (l local) attach(platform string, r Restorer) (resumed, told int, err error
 		return 0, 0, err
 	}
 	log := b.log.With(zap.String("platform", platform))
+	// Queued all at once, under one hold of b.mu: a conversation's worker
+	// that drained its queue between two of these would forget its busy
+	// notice, and a flood's kept refusals would be told by several.
+	var queue []func()
+	defer func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, f := range queue {
+			f()
+		}
+	}()
 	for _, e := range entries {
 		ev, err := decodeEvent(e.Key, e.Event)
 		if err == nil {
@@ -115,9 +126,7 @@ func (l local) attach(platform string, r Restorer) (resumed, told int, err error
 		if j, ok := b.outboxJob(log, ev, e); ok {
 			resumed++
 			b.metrics.recoveredEvent(platform, "reposted")
-			b.mu.Lock()
-			b.enqueueLocked(j)
-			b.mu.Unlock()
+			queue = append(queue, func() { b.enqueueLocked(j) })
 			continue
 		}
 		switch e.State {
@@ -125,11 +134,11 @@ func (l local) attach(platform string, r Restorer) (resumed, told int, err error
 			ev.entry.sent = true
 			told++
 			b.metrics.recoveredEvent(platform, "told")
-			b.tellRestarted(log, ev)
+			queue = append(queue, func() { b.tellRestartedLocked(log, ev) })
 		default:
 			resumed++
 			b.metrics.recoveredEvent(platform, "resumed")
-			b.resume(ev)
+			queue = append(queue, func() { b.resumeLocked(ev) })
 		}
 	}
 	if resumed+told > 0 {

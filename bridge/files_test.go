@@ -59,10 +59,11 @@ func TestFilesReachTheAgentFramedAndTheRestIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	replies := rec.all()
-	if len(replies) != 2 {
-		t.Fatalf("replies = %+v, want the files notice and the answer", replies)
+	if len(replies) != 1 || replies[0].Kind != bridge.ReplyAgent {
+		t.Fatalf("replies = %+v, want the answer alone, the files not read told in it", replies)
 	}
-	notice := replies[0].Text
+	// The note leads the answer: one message, kept and posted once with it.
+	notice, _, _ := strings.Cut(replies[0].Text, "\n\n")
 	wantContains(t, "notice", notice, `"photo.png": not a text file`, `"big.txt": too large`, `"data.bin": not a text file`,
 		`"gone.txt": it could not be downloaded`, `"three.txt": only 2 files are read per message`, "Your message was sent without them.")
 	if strings.Contains(notice, "app.log") || strings.Contains(notice, "two.txt") {

@@ -33,23 +33,23 @@ func (b *Bridge) flow(ctx context.Context, log *zap.Logger, ev Event, args strin
 		args = sanitize(args)
 		if len(args) > b.limitsNow().MaxMessageBytes {
 			b.metrics.refused("message_too_long")
-			b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgTooLong, len(args), b.limitsNow().MaxMessageBytes)})
+			b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgTooLong, len(args), b.limitsNow().MaxMessageBytes)})
 			return
 		}
 		name, params, err = ParseFlowArgs(args)
 	}
 	cat := b.cat.Load()
 	if err != nil && name == "" {
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: err.Error() + " Type `/flow help` for the flows and their parameters."})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: err.Error() + " Type `/flow help` for the flows and their parameters."})
 		return
 	}
 	if name == "" || (name == "help" && len(params) == 0 && cat.flows["help"] == nil) {
-		b.send(ctx, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: b.flowHelp(cat, ev)})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: b.flowHelp(cat, ev)})
 		return
 	}
 	f, ok := cat.flows[name]
 	if !ok {
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: unknownFlowText(name, b.allowedFlows(cat, ev))})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: unknownFlowText(name, b.allowedFlows(cat, ev))})
 		return
 	}
 	log = log.WithLazy(zap.String("flow", f.Name))
@@ -58,24 +58,24 @@ func (b *Bridge) flow(ctx context.Context, log *zap.Logger, ev Event, args strin
 		b.metrics.refused("flow_access")
 		entry.Outcome, entry.Detail = OutcomeRefused, rule
 		b.audit(ctx, log, entry)
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: refusalText(f, rule)})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: refusalText(f, rule)})
 		return
 	}
 	if ok, wait := b.limits.Load().allowFlow(ev.Platform, ev.User.ID); !ok {
 		b.metrics.refused("flow_rate")
 		entry.Outcome, entry.Detail = OutcomeRefused, "rate limit"
 		b.audit(ctx, log, entry)
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgFlowRate, humanWait(wait))})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgFlowRate, humanWait(wait))})
 		return
 	}
 	if err != nil {
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: err.Error() + "\n\n" + usage(f)})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: err.Error() + "\n\n" + usage(f)})
 		return
 	}
 	if msg := b.checkParams(f, params); msg != "" {
 		entry.Outcome, entry.Detail = OutcomeInvalid, msg
 		b.audit(ctx, log, entry)
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msg + "\n\n" + usage(f)})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msg + "\n\n" + usage(f)})
 		return
 	}
 	if f.Confirm {
@@ -96,7 +96,7 @@ func (b *Bridge) runFlow(ctx context.Context, log *zap.Logger, ev Event, f *Flow
 		entry := b.auditEntry(ev, f.Name, params)
 		entry.Outcome, entry.Detail = OutcomeRefused, "in-flight limit"
 		b.audit(ctx, log, entry)
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgInFlight})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgInFlight})
 		return
 	}
 	defer b.release()

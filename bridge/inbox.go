@@ -220,7 +220,7 @@ func (b *Bridge) markSent(ctx context.Context, log *zap.Logger, ev Event) bool {
 	if err != nil {
 		log.Error("inbox state not recorded; request not sent", zap.Error(err))
 		b.metrics.storeFailed("mark_sent")
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotSaved})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotSaved})
 		return false
 	}
 	e.sent = true
@@ -326,24 +326,21 @@ func (b *Bridge) takeRecovered(platform string) ([]store.InboxEntry, error) {
 	return entries, nil
 }
 
-// resume queues a recovered, still unsent event behind its conversation's
-// work, in the order the inbox received it. It is not acknowledged again:
-// the previous process did that, or the platform's window for it (3 s) has
-// long passed.
-func (b *Bridge) resume(ev Event) {
+// resumeLocked queues a recovered, still unsent event behind its
+// conversation's work, in the order the inbox received it; b.mu is held. It
+// is not acknowledged again: the previous process did that, or the
+// platform's window for it (3 s) has long passed.
+func (b *Bridge) resumeLocked(ev Event) {
 	j := classify(ev)
 	j.rec = newReceipt()
 	j.rec.settle(nil)
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.enqueueLocked(&j)
 }
 
-// tellRestarted answers an event whose request may have reached the
-// workspace when the previous process stopped: it is not sent again.
-func (b *Bridge) tellRestarted(log *zap.Logger, ev Event) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// tellRestartedLocked answers an event whose request may have reached the
+// workspace when the previous process stopped: it is not sent again. b.mu
+// is held, so the goroutine is counted before Shutdown can wait.
+func (b *Bridge) tellRestartedLocked(log *zap.Logger, ev Event) {
 	b.wg.Go(func() { b.tellRestartedNow(log, ev) })
 }
 

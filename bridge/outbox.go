@@ -21,6 +21,12 @@ type outbound struct {
 	// Unposted says that every attempt so far was refused (ErrNotPosted):
 	// the next one need not look for an earlier one first.
 	Unposted bool `json:"unposted,omitempty"`
+	// Busy marks a message refused because its conversation's queue was
+	// full: its user is told through the conversation's one busy notice
+	// (tellBusy), not by a reply of its own, so that a flood kept in the
+	// outbox at a crash is told by a notice per conversation after the
+	// restart, not one per message.
+	Busy bool `json:"busy,omitempty"`
 }
 
 // deliverAttempts bounds the sends of one answer before its user is told
@@ -30,6 +36,19 @@ type outbound struct {
 const deliverAttempts = 3
 
 var deliverBackoff = [deliverAttempts - 1]time.Duration{2 * time.Second, 10 * time.Second}
+
+// tell answers ev with r, a reply that is all ev gets (a refusal such as
+// "too long" or "slow down", help, a confirmation question): through the
+// outbox, like the agent's answers, so that a crash or SIGTERM neither loses
+// it (it is kept and posted after the restart) nor shows it twice (a
+// re-post first looks for it, Reply.Once), and the entry is closed only
+// once the platform has it or its user was told after the retry budget.
+// Without it, a crash between posting a refusal and closing the entry left
+// the entry received: the next start ran the message again, telling the
+// user twice, or answering a message it had refused.
+func (b *Bridge) tell(ctx context.Context, log *zap.Logger, ev Event, r Reply) {
+	b.deliver(ctx, log, ev, "", r, nil)
+}
 
 // deliver posts r, ev's answer, and closes ev's inbox entry, applying turn.
 // r (and turn) are recorded first: the entry is
