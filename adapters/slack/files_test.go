@@ -28,7 +28,8 @@ func TestE2ESharedFilesReachTheAgent(t *testing.T) {
 	}})))
 	e.reply(ctx, e2eDM, "You said: check this")
 	notice, err := e.slack.WaitMessage(ctx, func(m slacktest.Message) bool {
-		return m.Ephemeral && strings.Contains(m.Text, "not sent to the agent")
+		// Told in the answer, one message kept and posted once with it.
+		return !m.Ephemeral && strings.Contains(m.Text, "not sent to the agent") && strings.Contains(m.Text, "You said")
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +56,7 @@ func TestE2EFilesOffReportsThemAndSendsTheText(t *testing.T) {
 	e.ack(ctx, e.sent(e.slack.SendMessage(ctx, slacktest.MessageEvent{Channel: e2eDM, User: e2eUser, Text: "see file", Files: []slacktest.File{{Name: "a.txt", Content: []byte("x")}}})))
 	e.reply(ctx, e2eDM, "You said: see file")
 	if _, err := e.slack.WaitMessage(ctx, func(m slacktest.Message) bool {
-		return m.Ephemeral && strings.Contains(m.Text, "reading files is turned off here")
+		return !m.Ephemeral && strings.Contains(m.Text, "reading files is turned off here") && strings.Contains(m.Text, "You said")
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +210,8 @@ func TestE2EHugeFileStopsAtTheLimit(t *testing.T) {
 	}}})))
 	e.reply(ctx, e2eDM, "You said: read this")
 	notice, err := e.slack.WaitMessage(ctx, func(m slacktest.Message) bool {
-		return m.Ephemeral && strings.Contains(m.Text, "not sent to the agent")
+		// Told in the answer, one message kept and posted once with it.
+		return !m.Ephemeral && strings.Contains(m.Text, "not sent to the agent") && strings.Contains(m.Text, "You said")
 	})
 	if err != nil {
 		t.Fatal(err)
