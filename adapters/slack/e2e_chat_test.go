@@ -174,6 +174,9 @@ func TestE2ERepliesAreEscapedAndSplit(t *testing.T) {
 					return tt.reply
 				},
 				cfg: func(c *Config) { c.DisableMarkdownBlock = tt.noMarkdown },
+				// The parts of a long reply are checked, not how they
+				// wait out Slack's message a second per channel.
+				postBurst: -1,
 			})
 			ctx := waitCtx(t)
 			d := e.sent(e.slack.SendAppMention(ctx, slacktest.MessageEvent{Channel: e2eChannel, User: e2eUser, Text: "talk"}))

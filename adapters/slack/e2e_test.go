@@ -53,11 +53,20 @@ type e2eOptions struct {
 	store func(*sessionmap.Store) bridge.Store
 	// core, when set, adjusts the core's configuration.
 	core func(*bridge.Config)
+	// postBurst is the fake Slack's slacktest.Options.PostBurst, when it
+	// makes the fakes.
+	postBurst int
 }
 
 func newFakes(t *testing.T, reply func(int, string) string) (*slacktest.Server, *workspacetest.Server) {
 	t.Helper()
-	s := slacktest.NewServer(slacktest.Options{})
+	return newFakesOpts(t, reply, slacktest.Options{})
+}
+
+// newFakesOpts is newFakes with the fake Slack's options.
+func newFakesOpts(t *testing.T, reply func(int, string) string, opts slacktest.Options) (*slacktest.Server, *workspacetest.Server) {
+	t.Helper()
+	s := slacktest.NewServer(opts)
 	t.Cleanup(s.Close)
 	ws := workspacetest.NewServer(workspacetest.Options{})
 	t.Cleanup(ws.Close)
@@ -74,7 +83,7 @@ func e2eConfig(s *slacktest.Server) Config {
 func startE2E(t *testing.T, o e2eOptions) *e2e {
 	t.Helper()
 	if o.slack == nil {
-		o.slack, o.ws = newFakes(t, o.reply)
+		o.slack, o.ws = newFakesOpts(t, o.reply, slacktest.Options{PostBurst: o.postBurst})
 	}
 	if o.path == "" {
 		o.path = filepath.Join(t.TempDir(), "store.db")

@@ -66,3 +66,69 @@ func (s *Server) updateLimitedLocked(k msgKey) (apiResult, bool) {
 	l.message[k] = append(l.message[k], now)
 	return apiResult{}, false
 }
+
+// Slack's special rate limit of chat.postMessage (docs.slack.dev,
+// apis/web-api/rate-limits): it "generally allows posting one message per
+// second per channel, while also maintaining a workspace-wide limit", and
+// for posting messages "Short bursts >1 allowed. If you attempt bursts,
+// there is no guarantee" that the messages are taken. Slack names no burst
+// size, so the fake allows the smallest that is a burst beyond one with a
+// message to spare, DefaultPostBurst, refilled at PostsPerSecond: an app
+// that posts faster into one channel meets 429 ratelimited with Retry-After
+// here as it may on Slack, where bursts are not promised. The
+// workspace-wide limit has no documented figure and is not enforced.
+// chat.postEphemeral is not under this limit: its reference puts it in
+// Tier 4 (100+ a minute per workspace).
+const (
+	PostsPerSecond   = 1
+	DefaultPostBurst = 3
+)
+
+// postLimits is, per channel, when its chat.postMessage allowance would be
+// whole again if nothing more were posted (the theoretical arrival time of
+// the generic cell rate algorithm, a token bucket kept as one time).
+type postLimits map[string]time.Time
+
+// postLimitedLocked counts a chat.postMessage into channel, or, past the
+// channel's allowance, answers 429 ratelimited with the seconds until one
+// more message would pass in Retry-After, as Slack does.
+func (s *Server) postLimitedLocked(channel string) (apiResult, bool) {
+	burst := s.opts.PostBurst
+	if burst == 0 {
+		burst = DefaultPostBurst
+	}
+	if burst < 0 {
+		return apiResult{}, false
+	}
+	const every = time.Second / PostsPerSecond
+	now := s.now()
+	if s.posts == nil {
+		s.posts = make(postLimits)
+	}
+	full := s.posts[channel]
+	if full.Before(now) {
+		full = now
+	}
+	// A message passes while the allowance lacks fewer than burst
+	// messages; it then lacks one more.
+	if wait := full.Sub(now) - time.Duration(burst-1)*every; wait > 0 {
+		secs := int((wait + time.Second - 1) / time.Second)
+		return apiResult{status: http.StatusTooManyRequests, body: map[string]any{"ok": false, "error": "ratelimited"},
+			header: map[string]string{"Retry-After": strconv.Itoa(max(secs, 1))}}, true
+	}
+	s.posts[channel] = full.Add(every)
+	if len(s.posts) > maxPostLimits {
+		// Channels whose allowance is whole need no entry: a load run
+		// posts into many.
+		for ch, t := range s.posts {
+			if !t.After(now) {
+				delete(s.posts, ch)
+			}
+		}
+	}
+	return apiResult{}, false
+}
+
+// maxPostLimits is how many channels' allowances are kept before the
+// whole ones are dropped.
+const maxPostLimits = 1024

@@ -85,6 +85,13 @@ type Options struct {
 	// chat.update answers 429 ratelimited with Retry-After.
 	UpdatesPerMinute int
 
+	// PostBurst is how many chat.postMessage calls one channel takes at once
+	// before Slack's limit of PostsPerSecond per channel holds them back
+	// with 429 ratelimited and Retry-After (DefaultPostBurst when zero;
+	// negative: no limit, for tests that are not about delivery and post
+	// into one channel faster than Slack allows).
+	PostBurst int
+
 	// Now is the clock for timestamps, ack times and response_url expiry.
 	// Defaults to time.Now; inject one to test expiry without waiting.
 	Now func() time.Time
@@ -202,6 +209,8 @@ type Server struct {
 
 	// recent chat.update calls, see ratelimit.go
 	updates updateLimits
+	// chat.postMessage allowances per channel, see ratelimit.go
+	posts postLimits
 	// recent conversations.replies calls, see history.go
 	repliesAt []time.Time
 	historyAt []time.Time // conversations.history calls of the last minute

@@ -572,6 +572,9 @@ func (s *Server) chatPostMessage(p url.Values, _ *http.Request) apiResult {
 	if !s.knownChannelLocked(ch) {
 		return fail("channel_not_found")
 	}
+	if res, limited := s.postLimitedLocked(ch); limited {
+		return res
+	}
 	if code, details := contentFrom(p).check(); code != "" {
 		return fail(code, details...)
 	}
