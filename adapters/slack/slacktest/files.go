@@ -89,7 +89,7 @@ func (s *Server) storeFileLocked(f File) File {
 // url_private_download with the bot token.
 func (s *Server) fileJSON(f File) map[string]any {
 	filetype, _ := fileType(f.Name)
-	base := s.srv.URL + "/files-pri/" + s.opts.TeamID + "-" + f.ID + "/"
+	base := s.URL() + "/files-pri/" + s.opts.TeamID + "-" + f.ID + "/"
 	name := url.PathEscape(f.Name)
 	out := map[string]any{
 		"id": f.ID, "created": s.started.Unix(), "timestamp": s.started.Unix(), "name": f.Name, "title": f.Title,
@@ -173,7 +173,7 @@ func (s *Server) filesGetUploadURLExternal(p url.Values, _ *http.Request) apiRes
 		s.uploads = make(map[string]*upload)
 	}
 	s.uploads[key] = &upload{fileID: id, filename: name, length: length, created: s.now()}
-	return ok(map[string]any{"upload_url": s.srv.URL + "/upload/v1/" + key, "file_id": id})
+	return ok(map[string]any{"upload_url": s.URL() + "/upload/v1/" + key, "file_id": id})
 }
 
 // handleUpload takes a file's bytes at its upload URL, raw or as a multipart form: once,

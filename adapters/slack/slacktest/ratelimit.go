@@ -72,11 +72,12 @@ func (s *Server) updateLimitedLocked(k msgKey) (apiResult, bool) {
 // second per channel, while also maintaining a workspace-wide limit", and
 // for posting messages "Short bursts >1 allowed. If you attempt bursts,
 // there is no guarantee" that the messages are taken. Slack names no burst
-// size, so the fake allows the smallest that is a burst beyond one with a
-// message to spare, DefaultPostBurst, refilled at PostsPerSecond: an app
-// that posts faster into one channel meets 429 ratelimited with Retry-After
-// here as it may on Slack, where bursts are not promised. The
-// workspace-wide limit has no documented figure and is not enforced.
+// size, and promises none, so the fake allows a short one,
+// DefaultPostBurst (more than one, as documented; a placeholder and a
+// two-part answer), refilled at PostsPerSecond: an app that posts faster
+// into one channel meets 429 ratelimited with Retry-After here as it may on
+// Slack. The workspace-wide limit has no documented figure and is not
+// enforced.
 // chat.postEphemeral is not under this limit: its reference puts it in
 // Tier 4 (100+ a minute per workspace).
 const (

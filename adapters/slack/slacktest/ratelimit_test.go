@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -154,6 +155,42 @@ func TestChatPostMessageRateLimit(t *testing.T) {
 			if err := post(t, api, "C1"); err != nil {
 				t.Fatalf("post %d with no limit = %v", i, err)
 			}
+		}
+	})
+}
+
+// TestUnstartedServerInBubble: a server made by New serves slack-go in
+// memory, so inside a synctest bubble; there its clock is the bubble's, and
+// chat.postMessage's Retry-After passes with the bubble's time.
+func TestUnstartedServerInBubble(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := slacktest.New(slacktest.Options{Channels: []slacktest.Channel{{ID: "C1", Name: "general"}}})
+		defer srv.Close()
+		if srv.URL() != slacktest.UnstartedURL {
+			t.Errorf("URL() = %q before Start, want %q", srv.URL(), slacktest.UnstartedURL)
+		}
+		api := slack.New(srv.BotToken(), slack.OptionAPIURL(srv.APIURL()), slack.OptionHTTPClient(srv.Client()))
+		post := func() error {
+			_, _, err := api.PostMessageContext(t.Context(), "C1", slack.MsgOptionText("hi", false))
+			return err
+		}
+		for range slacktest.DefaultPostBurst {
+			if err := post(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := post()
+		rl, ok := errors.AsType[*slack.RateLimitedError](err)
+		if !ok {
+			t.Fatalf("post past the burst = %v, want rate limited", err)
+		}
+		time.Sleep(rl.RetryAfter)
+		if err := post(); err != nil {
+			t.Fatalf("post after Retry-After = %v", err)
+		}
+		srv.Close()
+		if err := post(); !errors.Is(err, slacktest.ErrClosed) {
+			t.Errorf("post after Close = %v, want ErrClosed", err)
 		}
 	})
 }

@@ -71,7 +71,7 @@ func (s *Server) NewResponseURL(channelID, userID string) string {
 
 func (s *Server) newResponseURLLocked(kind, channel, user, threadTS string) string {
 	id := kind + "-" + strings.ReplaceAll(uuid.NewString(), "-", "")
-	u := &responseURL{url: s.srv.URL + "/response/" + id, kind: kind, channel: channel, user: user, threadTS: threadTS, created: s.now()}
+	u := &responseURL{url: s.URL() + "/response/" + id, kind: kind, channel: channel, user: user, threadTS: threadTS, created: s.now()}
 	s.responseURLs[id] = u
 	return u.url
 }
@@ -118,7 +118,7 @@ func (s *Server) ResponseURLUsesLeft(u string) int {
 func (s *Server) handleResponseURL(w http.ResponseWriter, r *http.Request) {
 	raw, err := io.ReadAll(io.LimitReader(r.Body, maxAPIBody))
 	s.mu.Lock()
-	p := ResponsePost{URL: s.srv.URL + r.URL.Path, Body: raw, At: s.now(), Status: http.StatusOK}
+	p := ResponsePost{URL: s.URL() + r.URL.Path, Body: raw, At: s.now(), Status: http.StatusOK}
 	var body responseBody
 	u := s.responseURLs[r.PathValue("id")]
 	switch {

@@ -181,8 +181,10 @@ type UserGroup struct {
 type Server struct {
 	opts     Options
 	now      func() time.Time
-	started  time.Time // when the workspace's channels, users and groups were "created"
-	srv      *httptest.Server
+	started  time.Time        // when the workspace's channels, users and groups were "created"
+	srv      *httptest.Server // nil until Start
+	mux      *http.ServeMux
+	base     string // URL
 	upgrader websocket.Upgrader
 	wg       sync.WaitGroup // socket goroutines: httptest does not track hijacked connections
 	stop     context.CancelFunc
@@ -241,8 +243,23 @@ type Server struct {
 	viewOrder []string
 }
 
+// UnstartedURL is Server.URL before Start: only Transport and Client reach
+// the server then.
+const UnstartedURL = "http://slacktest.invalid"
+
 // NewServer starts a fake Slack on loopback. Close it when done.
 func NewServer(opts Options) *Server {
+	s := New(opts)
+	s.Start()
+	return s
+}
+
+// New returns a fake Slack that is not listening: its Web API, response
+// URLs and files are reached in memory through Transport or Client, with
+// URL (UnstartedURL) as their base, and so also inside a testing/synctest
+// bubble, where loopback sockets stall the clock. Socket Mode needs Start.
+// Close it when done.
+func New(opts Options) *Server {
 	def := func(p *string, v string) {
 		if *p == "" {
 			*p = v
@@ -298,21 +315,73 @@ func NewServer(opts Options) *Server {
 	mux.HandleFunc("GET /files-pri/{teamfile}/{name}", s.serveFile)
 	mux.HandleFunc("GET /files-pri/{teamfile}/download/{name}", s.serveFile)
 	mux.HandleFunc("GET /signin", s.serveSignin)
-	s.srv = httptest.NewServer(mux)
+	s.mux, s.base = mux, UnstartedURL
 	if opts.Redeliver {
 		s.wg.Go(s.redeliverLoop)
 	}
 	return s
 }
 
-// URL is the server's base URL, e.g. "http://127.0.0.1:34567".
-func (s *Server) URL() string { return s.srv.URL }
+// Start serves the server on a loopback port, which URL then names. Call it
+// before anything uses the server; calling it again does nothing.
+func (s *Server) Start() {
+	if s.srv != nil {
+		return
+	}
+	s.srv = httptest.NewServer(s.mux)
+	s.base = s.srv.URL
+}
+
+// URL is the server's base URL, e.g. "http://127.0.0.1:34567", or
+// UnstartedURL before Start.
+func (s *Server) URL() string { return s.base }
 
 // APIURL is the Web API base for slack.OptionAPIURL; it ends in "/api/".
-func (s *Server) APIURL() string { return s.srv.URL + "/api/" }
+func (s *Server) APIURL() string { return s.base + "/api/" }
 
-// Client returns an HTTP client for the server (plain loopback; no proxy).
-func (s *Server) Client() *http.Client { return s.srv.Client() }
+// Client returns an HTTP client for the server: plain loopback (no proxy)
+// once started, in memory before.
+func (s *Server) Client() *http.Client {
+	if s.srv == nil {
+		return &http.Client{Transport: s.Transport()}
+	}
+	return s.srv.Client()
+}
+
+// Transport returns a RoundTripper that serves each request in memory, in
+// the calling goroutine, whatever its host: it works inside testing/synctest
+// bubbles. Socket Mode's WebSocket cannot be reached through it.
+func (s *Server) Transport() http.RoundTripper { return memTransport{s} }
+
+// memTransport serves requests through the server's handler without sockets.
+type memTransport struct{ s *Server }
+
+func (t memTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	body := req.Body
+	if body == nil {
+		body = http.NoBody
+	}
+	defer body.Close()
+	t.s.mu.Lock()
+	closed := t.s.closed
+	t.s.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL, ErrClosed)
+	}
+	if err := req.Context().Err(); err != nil {
+		return nil, err
+	}
+	sr := req.Clone(req.Context())
+	sr.Body = body
+	sr.RequestURI = req.URL.RequestURI()
+	sr.RemoteAddr = "192.0.2.1:1234"
+	sr.Host = req.URL.Host
+	rec := httptest.NewRecorder()
+	t.s.mux.ServeHTTP(rec, sr)
+	res := rec.Result()
+	res.Request = req
+	return res, nil
+}
 
 // BotToken is the bot token the server accepts.
 func (s *Server) BotToken() string { return s.opts.BotToken }
@@ -349,7 +418,9 @@ func (s *Server) Close() {
 		c.close()
 	}
 	s.wg.Wait()
-	s.srv.Close()
+	if s.srv != nil {
+		s.srv.Close()
+	}
 }
 
 // AddChannel makes a channel known, so chat methods accept it.

@@ -1,0 +1,192 @@
+package slack
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
+	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/bridge/workspace"
+	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/sessionmap"
+)
+
+// question names the j-th question of thread i in a burst test.
+var question = regexp.MustCompile(`q\d+x\d+`)
+
+// TestBurstIntoOneChannelWaitsOutPostLimit: many threads of one channel
+// asked at once, two questions each, through the real core, store and
+// slack-go client over HTTP mode, against a fake Slack that holds
+// chat.postMessage to a message a second per channel after a short burst.
+// Every question is answered once, in its thread's order, each 429 waited
+// out for its Retry-After before the channel is posted to again, and no
+// user is told of a failure. In a synctest bubble, so the waits take no
+// wall time.
+func TestBurstIntoOneChannelWaitsOutPostLimit(t *testing.T) {
+	const (
+		threads = 8
+		asks    = 2
+		secret  = "burst-secret"
+		agentIn = 2 * time.Second // long enough for a placeholder
+	)
+	synctest.Test(t, func(t *testing.T) {
+		// In fake time: an answer that never comes fails the test rather
+		// than deadlocking the bubble.
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+		defer cancel()
+		s := slacktest.New(slacktest.Options{Channels: []slacktest.Channel{{ID: e2eChannel, Name: "general"}}})
+		defer s.Close()
+		ws := workspacetest.New(workspacetest.Options{})
+		ws.AddAgent(workspacetest.Agent{UUID: e2eAgent, Delay: agentIn, Reply: func(_ int, msg string) string {
+			// The last question in msg is the one asked (the thread's
+			// earlier messages may come before it).
+			qs := question.FindAllString(msg, -1)
+			if len(qs) == 0 {
+				return "answer to nothing"
+			}
+			return "answer to " + qs[len(qs)-1]
+		}})
+		wsc, err := workspace.New(workspace.Config{BaseURL: ws.URL, WorkspaceUUID: "ws-test", Token: "test-token", MaxRetries: -1, HTTPClient: ws.Client()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := sessionmap.Open(filepath.Join(t.TempDir(), "s.db"), sessionmap.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		log := zaptest.NewLogger(t)
+		core, err := bridge.New(bridge.Config{
+			Agents:         []bridge.Agent{{Name: "helper", UUID: e2eAgent, Default: true}},
+			IndicatorDelay: bridge.DefaultConfig().IndicatorDelay,
+		}, wsc, st, log.Named("core"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := core.Shutdown(context.Background()); err != nil {
+				t.Errorf("core Shutdown() = %v", err)
+			}
+			core.Close()
+		}()
+		cfg := e2eConfig(s)
+		httpMode(secret)(&cfg)
+		a, err := New(cfg, core, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.http.Transport = s.Transport()
+		if err := a.authenticate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := core.Attach(platform, a); err != nil {
+			t.Fatal(err)
+		}
+		events := a.handler()
+
+		start := time.Now()
+		roots := make([]string, threads)
+		for i := range threads {
+			roots[i] = s.AddThreadMessage(slacktest.ThreadMessage{Channel: e2eChannel, User: e2eUser, Text: fmt.Sprintf("thread %d", i)})
+		}
+		for j := range asks {
+			for i := range threads {
+				body, _, err := s.AppMentionBody(slacktest.MessageEvent{Channel: e2eChannel, User: e2eUser, ThreadTS: roots[i],
+					Text: fmt.Sprintf("<@%s> q%dx%d", s.BotUserID(), i, j)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				req, err := slacktest.NewSignedRequest(ctx, "http://flowbridge.test"+EventsPath, slacktest.ContentTypeJSON, body, secret, time.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				rec := httptest.NewRecorder()
+				events.ServeHTTP(rec, req)
+				if rec.Code != http.StatusOK {
+					t.Fatalf("question %d of thread %d acknowledged %d, want 200", j, i, rec.Code)
+				}
+			}
+		}
+		answer := func(i, j int) slacktest.Message {
+			t.Helper()
+			want := fmt.Sprintf("answer to q%dx%d", i, j)
+			m, err := s.WaitMessage(ctx, func(m slacktest.Message) bool { return m.ThreadTS == roots[i] && m.Text == want })
+			if err != nil {
+				t.Fatalf("waiting for %q: %v\nmessages: %+v", want, err, s.MessageLog())
+			}
+			return m
+		}
+		for i := range threads {
+			for j := range asks {
+				answer(i, j)
+			}
+		}
+		took := time.Since(start)
+
+		// Once each, in order: a thread's answers by their ts.
+		for i := range threads {
+			var got []string
+			for _, m := range s.Messages() {
+				if m.ThreadTS == roots[i] && !m.Deleted && strings.HasPrefix(m.Text, "answer to ") {
+					got = append(got, m.Text)
+				}
+			}
+			want := make([]string, asks)
+			for j := range asks {
+				want[j] = fmt.Sprintf("answer to q%dx%d", i, j)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("thread %d answers = %q, want %q", i, got, want)
+			}
+		}
+		// Nobody told of a failure, nothing ephemeral.
+		for _, m := range s.MessageLog() {
+			if m.Ephemeral || strings.Contains(m.Text, "could not") || strings.Contains(m.Text, "try again") {
+				t.Errorf("message %+v told a user something; want only answers", m)
+			}
+		}
+		// The limit was met, and each 429 waited out before the channel
+		// was posted to again.
+		var posts, limited int
+		var last time.Time
+		var lastLimited bool
+		for _, c := range s.Calls() {
+			if c.Method != "chat.postMessage" {
+				continue
+			}
+			if lastLimited && c.At.Sub(last) < time.Second {
+				t.Errorf("chat.postMessage %s after a 429, want Retry-After (1 s) waited out", c.At.Sub(last))
+			}
+			last, lastLimited = c.At, c.Status == http.StatusTooManyRequests
+			switch c.Status {
+			case http.StatusOK:
+				posts++
+			case http.StatusTooManyRequests:
+				limited++
+			default:
+				t.Errorf("chat.postMessage answered %d %s", c.Status, c.Error)
+			}
+		}
+		if limited == 0 {
+			t.Errorf("no chat.postMessage was rate limited in %d posts; the test needs the limit met", posts)
+		}
+		// Slack's pace is the floor; the core's own retries (2 s, 10 s)
+		// would add to it.
+		floor := time.Duration(posts-slacktest.DefaultPostBurst) * time.Second / slacktest.PostsPerSecond
+		if took < floor || took > floor+asks*agentIn+5*time.Second {
+			t.Errorf("all answered after %s, want about %s: %d posts into one channel at Slack's pace", took, floor, posts)
+		}
+		t.Logf("%d questions answered in %s (fake time): %d posts, %d refused 429", threads*asks, took, posts, limited)
+	})
+}
