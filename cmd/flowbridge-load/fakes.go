@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
 )
 
@@ -170,6 +171,11 @@ type slackHot struct {
 	onReply          replyFunc
 	ts               atomic.Int64
 	base             int64
+	// limit, when set (-slack-post-limit), holds chat.postMessage to
+	// Slack's message a second per channel, as slacktest does; refused
+	// counts the posts it answered 429.
+	limit   *slacktest.PostLimiter
+	refused atomic.Int64
 }
 
 func newSlackHot(botUserID, botID string, onReply replyFunc) *slackHot {
@@ -189,11 +195,22 @@ func (h *slackHot) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "read body", http.StatusBadRequest)
 		return
 	}
+	p, _ := url.ParseQuery(string(body))
+	ch := p.Get("channel")
+	if h.limit != nil && r.URL.Path == "/api/chat.postMessage" {
+		if wait := h.limit.Take(ch, at); wait > 0 {
+			// Not a reply yet: the bridge posts it again after wait.
+			h.refused.Add(1)
+			w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)))
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			w.Write([]byte(`{"ok":false,"error":"ratelimited"}`))
+			return
+		}
+	}
 	if mk, ok := findMarker(body); ok {
 		h.onReply(mk, at)
 	}
-	p, _ := url.ParseQuery(string(body))
-	ch := p.Get("channel")
 	var res map[string]any
 	switch r.URL.Path {
 	case "/api/chat.postMessage":

@@ -258,6 +258,16 @@ func (e *killEnv) startFront() error {
 			if !ok {
 				return
 			}
+			// Only what Slack took is a reply: a post the fake refused
+			// (429 past a channel's message a second) is posted again.
+			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			proxy.ServeHTTP(sw, r)
+			if sw.status != http.StatusOK {
+				e.mu.Lock()
+				e.touched = time.Now()
+				e.mu.Unlock()
+				return
+			}
 			f, _ := url.ParseQuery(string(body))
 			e.mu.Lock()
 			e.replyIDs++
@@ -273,8 +283,8 @@ func (e *killEnv) startFront() error {
 			e.mu.Lock()
 			e.touched = time.Now()
 			e.mu.Unlock()
+			proxy.ServeHTTP(w, r)
 		}
-		proxy.ServeHTTP(w, r)
 	})
 	mux.HandleFunc("POST /response/{id}", func(w http.ResponseWriter, r *http.Request) {
 		body, ok := read(w, r)
@@ -805,3 +815,16 @@ func (e *killEnv) count() *killResult {
 	res.AgentCalls, res.FlowRuns = agentCalls, flowRuns
 	return res
 }
+
+// statusWriter remembers the status a handler answered with.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	w.status = status
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

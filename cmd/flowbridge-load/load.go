@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -71,6 +72,9 @@ type env struct {
 	fronts  []*front
 	bridge  *child
 	convs   []*conversation
+	// slackHot serves chat.postMessage; kept with -slack-post-limit, for
+	// the posts it refused.
+	slackHot *slackHot
 	// sent and budget count messages of the measured phase.
 	sent atomic.Int64
 }
@@ -81,7 +85,25 @@ func runOnce(ctx context.Context, p params) (*result, error) {
 		p.Users = p.Conversations
 	}
 	p.resolve()
+	if rate := p.slackChannelRate(); p.SlackPostLimit && rate > slacktest.PostsPerSecond {
+		fmt.Fprintf(p.stderr, "-slack-post-limit: about %.1f messages a second offered to each Slack channel (-per-channel %d), over Slack's %d: answers queue behind the limit, and the added latency grows with the run\n",
+			rate, p.PerChannel, slacktest.PostsPerSecond)
+	}
 	return inTempDir(ctx, p, func(dir string) *env { return &env{p: p, dir: dir} }, (*env).measure)
+}
+
+// slackChannelRate is about how many messages a second the users offer
+// each Slack channel, each of its conversations one per think and API time.
+func (p *params) slackChannelRate() float64 {
+	perChannel := p.PerChannel
+	if p.Platform == "both" {
+		perChannel = (perChannel + 1) / 2 // the conversations alternate between the platforms
+	}
+	each := (p.Think + p.APILatency).Seconds()
+	if each == 0 {
+		return math.Inf(1)
+	}
+	return float64(min(perChannel, p.Conversations)) / each
 }
 
 func (e *env) usesSlack() bool   { return e.p.Platform != "discord" }
@@ -126,6 +148,10 @@ func (e *env) start(ctx context.Context) error {
 		// allowance, which thousands of simulated users would exceed.
 		e.slack = slacktest.NewServer(slacktest.Options{Channels: []slacktest.Channel{{ID: slackCmdChan, Name: "load"}}, PingInterval: slackPingInterval, NoRecord: true, UpdatesPerMinute: -1})
 		hot := newSlackHot(e.slack.BotUserID(), e.slack.BotID(), e.onReply)
+		if p.SlackPostLimit {
+			hot.limit = slacktest.NewPostLimiter(0)
+			e.slackHot = hot
+		}
 		f, err := newFront(e.slack.URL(), hot.register)
 		if err != nil {
 			return err
@@ -714,6 +740,9 @@ func (e *env) measure(ctx context.Context) (*result, error) {
 	res.IdleRSSMB = mb(idle.RSS)
 	res.RSSMB = mb(mem.RSS)
 	res.PeakRSSMB = mb(mem.Peak)
+	if e.slackHot != nil {
+		res.SlackPostsRefused = int(e.slackHot.refused.Load())
+	}
 
 	// The store's size once the bridge has closed it.
 	if err := e.bridge.stop(stopTimeout); err != nil {

@@ -76,6 +76,9 @@ type params struct {
 	WorkingIndicator string        `json:"working_indicator"`
 	IndicatorDelay   time.Duration `json:"-"`
 	IndicatorDelayMS float64       `json:"working_indicator_delay_ms"`
+	// SlackPostLimit holds the load run's chat.postMessage to Slack's
+	// limit per channel (-kill-every and -replicas always do).
+	SlackPostLimit bool `json:"slack_post_limit,omitempty"`
 	// Floor runs this command's relay in flowbridge's place (see relay.go).
 	Floor bool `json:"floor,omitempty"`
 	// KillEvery, when positive, runs the crash test instead (kill.go):
@@ -292,6 +295,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&p.Users, "users", 0, "simulated users, spread over the conversations (0: one per conversation)")
 	fs.IntVar(&p.Conversations, "conversations", 100, "concurrent conversations (each sends, waits for the reply, thinks, sends again); with -kill-every default 300")
 	fs.IntVar(&p.PerChannel, "per-channel", 10, "Slack conversations (threads) per channel")
+	fs.BoolVar(&p.SlackPostLimit, "slack-post-limit", false, "hold the fake Slack's chat.postMessage to Slack's limit, a message a second per channel after a burst of 3 (429 with Retry-After past it), as -kill-every and -replicas always do; off by default, so figures stay comparable with earlier runs: -per-channel 10 at about a message a second each offers ten times the limit to every channel, so use -per-channel 1 with it")
 	fs.DurationVar(&p.Duration, "duration", 10*time.Second, "measured phase (after every conversation has its session)")
 	fs.IntVar(&p.Messages, "messages", 0, "stop the measured phase after this many messages (0: -duration only)")
 	fs.DurationVar(&p.APILatency, "api-latency", 50*time.Millisecond, "the fake workspace API's time per chat message")

@@ -60,6 +60,9 @@ type result struct {
 	RSSMB                 float64 `json:"rss_mb"`
 	PeakRSSMB             float64 `json:"peak_rss_mb"`
 	StoreBytes            int64   `json:"store_bytes"`
+	// SlackPostsRefused counts the chat.postMessage calls answered 429
+	// with -slack-post-limit.
+	SlackPostsRefused int `json:"slack_posts_refused,omitempty"`
 }
 
 func printTable(w io.Writer, r *result) {
@@ -91,6 +94,9 @@ func printTable(w io.Writer, r *result) {
 	fmt.Fprintf(tw, "driver CPU\t%.2f s (this process: fakes and users)\n", r.DriverCPUSec)
 	fmt.Fprintf(tw, "bridge RSS MB\tidle %.1f, end %.1f, peak %.1f\n", r.IdleRSSMB, r.RSSMB, r.PeakRSSMB)
 	fmt.Fprintf(tw, "store bytes\t%d\n", r.StoreBytes)
+	if r.SlackPostLimit {
+		fmt.Fprintf(tw, "Slack posts refused\t%d (429 past a message a second per channel; their waits are in the added latency)\n", r.SlackPostsRefused)
+	}
 }
 
 // sweep is -sweep's output: every run, and each figure relative to the run

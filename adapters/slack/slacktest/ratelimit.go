@@ -3,6 +3,7 @@ package slacktest
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -85,49 +86,69 @@ const (
 	DefaultPostBurst = 3
 )
 
-// postLimits is, per channel, when its chat.postMessage allowance would be
-// whole again if nothing more were posted (the theoretical arrival time of
-// the generic cell rate algorithm, a token bucket kept as one time).
-type postLimits map[string]time.Time
+// PostLimiter holds chat.postMessage to Slack's limit per channel, as the
+// fake does, for a front that serves chat.postMessage itself
+// (cmd/flowbridge-load). It keeps, per channel, when the channel's
+// allowance would be whole again if nothing more were posted (the
+// theoretical arrival time of the generic cell rate algorithm: a token
+// bucket kept as one time). Safe for concurrent use.
+type PostLimiter struct {
+	burst int
+	mu    sync.Mutex
+	full  map[string]time.Time
+}
 
-// postLimitedLocked counts a chat.postMessage into channel, or, past the
-// channel's allowance, answers 429 ratelimited with the seconds until one
-// more message would pass in Retry-After, as Slack does.
-func (s *Server) postLimitedLocked(channel string) (apiResult, bool) {
-	burst := s.opts.PostBurst
-	if burst == 0 {
+// NewPostLimiter returns a limiter that takes burst messages into a
+// channel at once (DefaultPostBurst when zero or less), then PostsPerSecond.
+func NewPostLimiter(burst int) *PostLimiter {
+	if burst <= 0 {
 		burst = DefaultPostBurst
 	}
-	if burst < 0 {
-		return apiResult{}, false
-	}
+	return &PostLimiter{burst: burst, full: make(map[string]time.Time)}
+}
+
+// Take counts a message into channel at now and returns 0, or, past the
+// channel's allowance, counts nothing and returns the Retry-After Slack
+// answers with: the whole seconds until one more message would pass.
+func (l *PostLimiter) Take(channel string, now time.Time) (retryAfter time.Duration) {
 	const every = time.Second / PostsPerSecond
-	now := s.now()
-	if s.posts == nil {
-		s.posts = make(postLimits)
-	}
-	full := s.posts[channel]
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	full := l.full[channel]
 	if full.Before(now) {
 		full = now
 	}
 	// A message passes while the allowance lacks fewer than burst
 	// messages; it then lacks one more.
-	if wait := full.Sub(now) - time.Duration(burst-1)*every; wait > 0 {
-		secs := int((wait + time.Second - 1) / time.Second)
-		return apiResult{status: http.StatusTooManyRequests, body: map[string]any{"ok": false, "error": "ratelimited"},
-			header: map[string]string{"Retry-After": strconv.Itoa(max(secs, 1))}}, true
+	if wait := full.Sub(now) - time.Duration(l.burst-1)*every; wait > 0 {
+		return (wait + time.Second - 1).Truncate(time.Second) // rounded up
 	}
-	s.posts[channel] = full.Add(every)
-	if len(s.posts) > maxPostLimits {
+	l.full[channel] = full.Add(every)
+	if len(l.full) > maxPostLimits {
 		// Channels whose allowance is whole need no entry: a load run
 		// posts into many.
-		for ch, t := range s.posts {
+		for ch, t := range l.full {
 			if !t.After(now) {
-				delete(s.posts, ch)
+				delete(l.full, ch)
 			}
 		}
 	}
-	return apiResult{}, false
+	return 0
+}
+
+// postLimitedLocked counts a chat.postMessage into channel, or, past the
+// channel's allowance, answers 429 ratelimited with the seconds until one
+// more message would pass in Retry-After, as Slack does.
+func (s *Server) postLimitedLocked(channel string) (apiResult, bool) {
+	if s.posts == nil {
+		return apiResult{}, false
+	}
+	wait := s.posts.Take(channel, s.now())
+	if wait == 0 {
+		return apiResult{}, false
+	}
+	return apiResult{status: http.StatusTooManyRequests, body: map[string]any{"ok": false, "error": "ratelimited"},
+		header: map[string]string{"Retry-After": strconv.Itoa(int(wait / time.Second))}}, true
 }
 
 // maxPostLimits is how many channels' allowances are kept before the

@@ -211,8 +211,8 @@ type Server struct {
 
 	// recent chat.update calls, see ratelimit.go
 	updates updateLimits
-	// chat.postMessage allowances per channel, see ratelimit.go
-	posts postLimits
+	// chat.postMessage allowances per channel, see ratelimit.go; nil: no limit
+	posts *PostLimiter
 	// recent conversations.replies calls, see history.go
 	repliesAt []time.Time
 	historyAt []time.Time // conversations.history calls of the last minute
@@ -302,6 +302,9 @@ func New(opts Options) *Server {
 		responseURLs: make(map[string]*responseURL),
 		pings:        opts.PingInterval > 0,
 		kick:         make(chan struct{}, 1),
+	}
+	if opts.PostBurst >= 0 {
+		s.posts = NewPostLimiter(opts.PostBurst)
 	}
 	s.stopped, s.stop = context.WithCancel(context.Background())
 	for _, c := range opts.Channels {
