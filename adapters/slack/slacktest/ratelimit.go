@@ -79,6 +79,7 @@ func (s *Server) updateLimitedLocked(k msgKey) (apiResult, bool) {
 // into one channel meets 429 ratelimited with Retry-After here as it may on
 // Slack. The workspace-wide limit has no documented figure and is not
 // enforced.
+//
 // chat.postEphemeral is not under this limit: its reference puts it in
 // Tier 4 (100+ a minute per workspace).
 const (
@@ -93,9 +94,10 @@ const (
 // theoretical arrival time of the generic cell rate algorithm: a token
 // bucket kept as one time). Safe for concurrent use.
 type PostLimiter struct {
-	burst int
-	mu    sync.Mutex
-	full  map[string]time.Time
+	burst  int
+	mu     sync.Mutex
+	full   map[string]time.Time
+	pruned time.Time // when whole allowances were last dropped
 }
 
 // NewPostLimiter returns a limiter that takes burst messages into a
@@ -124,9 +126,11 @@ func (l *PostLimiter) Take(channel string, now time.Time) (retryAfter time.Durat
 		return (wait + time.Second - 1).Truncate(time.Second) // rounded up
 	}
 	l.full[channel] = full.Add(every)
-	if len(l.full) > maxPostLimits {
+	if len(l.full) > maxPostLimits && now.Sub(l.pruned) >= time.Second {
 		// Channels whose allowance is whole need no entry: a load run
-		// posts into many.
+		// posts into many. Once a second at most, so that many channels
+		// busy at once cost no scan per post.
+		l.pruned = now
 		for ch, t := range l.full {
 			if !t.After(now) {
 				delete(l.full, ch)
