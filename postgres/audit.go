@@ -12,12 +12,11 @@ import (
 	"github.com/flowbridge/flowbridge/bridge/store"
 )
 
-// AppendAudit appends e to the audit log; a zero e.Time is the current
-// time. Text PostgreSQL cannot hold (invalid UTF-8, NUL bytes) is stored
+// AppendAudit appends e to the audit log; a zero e.Time is refused. Text PostgreSQL cannot hold (invalid UTF-8, NUL bytes) is stored
 // with U+FFFD in its place: an entry is never lost to its text.
 func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) error {
-	if e.Time.IsZero() {
-		e.Time = time.Now()
+	if err := checkTime("audit", e.Time); err != nil {
+		return fmt.Errorf("append audit: %w", err)
 	}
 	var params []byte
 	if len(e.Params) > 0 {

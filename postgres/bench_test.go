@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/flowbridge/flowbridge/bridge/store"
 )
@@ -51,7 +52,7 @@ func BenchmarkReceiveDuplicate(b *testing.B) {
 	s, _ := openTest(b, Options{})
 	const keys = 1000
 	for i := range keys {
-		if _, err := s.Receive(b.Context(), store.InboxEntry{Key: fmt.Sprintf("slack/ev/%d", i), Conversation: "c"}); err != nil {
+		if _, err := s.Receive(b.Context(), store.InboxEntry{Key: fmt.Sprintf("slack/ev/%d", i), Conversation: "c", Received: time.Now()}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -61,7 +62,7 @@ func BenchmarkReceiveDuplicate(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			ok, err := s.Receive(b.Context(), store.InboxEntry{Key: fmt.Sprintf("slack/ev/%d", next.Add(1)%keys), Conversation: "c"})
+			ok, err := s.Receive(b.Context(), store.InboxEntry{Key: fmt.Sprintf("slack/ev/%d", next.Add(1)%keys), Conversation: "c", Received: time.Now()})
 			if err != nil || ok {
 				b.Errorf("Receive of a held key = %v, %v, want false", ok, err)
 				return

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/flowbridge/flowbridge/bridge/store"
 )
@@ -30,7 +31,8 @@ func TestReceiveConcurrent(t *testing.T) {
 			for _, i := range rand.Perm(keys) {
 				ok, err := s.Receive(t.Context(), store.InboxEntry{
 					Key: fmt.Sprintf("slack/ev/%d", i), Conversation: fmt.Sprintf("slack/T/C/%d", i%7),
-					Event: fmt.Appendf(nil, "from %d", g),
+					Event:    fmt.Appendf(nil, "from %d", g),
+					Received: time.Now(),
 				})
 				if err != nil {
 					t.Errorf("Receive = %v", err)
@@ -71,7 +73,7 @@ func TestFinishRace(t *testing.T) {
 	if err := s1.PutSession(t.Context(), sess); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s1.Receive(t.Context(), store.InboxEntry{Key: "k", Conversation: "c"}); err != nil {
+	if _, err := s1.Receive(t.Context(), store.InboxEntry{Key: "k", Conversation: "c", Received: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 16
@@ -118,7 +120,7 @@ func TestInsertBatch(t *testing.T) {
 	// a key held already is not new.
 	t.Parallel()
 	s, _ := openEmpty(t, Options{})
-	if ok, err := s.Receive(t.Context(), store.InboxEntry{Key: "held", Conversation: "c"}); err != nil || !ok {
+	if ok, err := s.Receive(t.Context(), store.InboxEntry{Key: "held", Conversation: "c", Received: time.Now()}); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	var batch []*receiveReq
@@ -184,7 +186,7 @@ func TestReceiveBatchFails(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 32 {
 		wg.Go(func() {
-			if _, err := s.Receive(t.Context(), store.InboxEntry{Key: fmt.Sprint(i)}); err != nil {
+			if _, err := s.Receive(t.Context(), store.InboxEntry{Key: fmt.Sprint(i), Received: time.Now()}); err != nil {
 				failed.Add(1)
 			}
 		})
@@ -194,7 +196,7 @@ func TestReceiveBatchFails(t *testing.T) {
 		t.Errorf("%d of 32 Receives failed without their table, want all", failed.Load())
 	}
 	exec(t, dsn, `ALTER TABLE inbox_away RENAME TO inbox`)
-	if ok, err := s.Receive(t.Context(), store.InboxEntry{Key: "after"}); err != nil || !ok {
+	if ok, err := s.Receive(t.Context(), store.InboxEntry{Key: "after", Received: time.Now()}); err != nil || !ok {
 		t.Errorf("Receive after the table is back = %v, %v, want true, nil", ok, err)
 	}
 }
@@ -210,7 +212,7 @@ func TestReceiveRefusalAlone(t *testing.T) {
 			if i%4 == 0 {
 				key = strings.Repeat("x", MaxKeyLen+1+i)
 			}
-			ok, err := s.Receive(t.Context(), store.InboxEntry{Key: key, Conversation: "c"})
+			ok, err := s.Receive(t.Context(), store.InboxEntry{Key: key, Conversation: "c", Received: time.Now()})
 			if (err == nil) != (i%4 != 0) || err == nil && !ok {
 				t.Errorf("Receive #%d = %v, %v", i, ok, err)
 			}

@@ -16,8 +16,8 @@ import (
 // replicas taking presses of one user at once, the second sees the first's
 // vote.
 func (s *Store) PutVote(ctx context.Context, v store.Vote) (string, error) {
-	if v.Time.IsZero() {
-		v.Time = time.Now()
+	if err := checkTime("vote", v.Time); err != nil {
+		return "", fmt.Errorf("put vote: %w", err)
 	}
 	if v.Reply == "" || v.User == "" {
 		return "", errors.New("put vote: reply and user are required")
@@ -79,9 +79,6 @@ func (s *Store) Votes(ctx context.Context, f store.FeedbackFilter) ([]store.Vote
 
 // PutAnswer records a, replacing the Answer with its platform and reply.
 func (s *Store) PutAnswer(ctx context.Context, a store.Answer) error {
-	if a.Time.IsZero() {
-		a.Time = time.Now()
-	}
 	if a.Reply == "" {
 		return errors.New("put answer: reply is required")
 	}

@@ -14,17 +14,14 @@ import (
 
 // Receive records e, with State Received, a new Seq and Updated equal to
 // Received, and reports true; or reports false and writes nothing when the
-// inbox holds e.Key already, whatever its state. A zero e.Received is the
-// current time. Of any number of deliveries of one key, on any number of
+// inbox holds e.Key already, whatever its state. A zero e.Received is
+// refused. Of any number of deliveries of one key, on any number of
 // replicas, exactly one is new: Receives under way at once share one
 // INSERT … ON CONFLICT (key) DO NOTHING, and so one commit (see s.recv).
 // A key that is empty or longer than MaxKeyLen, a conversation key longer
 // than that, or a time PostgreSQL cannot hold is an error of this call
 // alone: it is refused before it joins a batch.
 func (s *Store) Receive(ctx context.Context, e store.InboxEntry) (bool, error) {
-	if e.Received.IsZero() {
-		e.Received = time.Now()
-	}
 	err := checkKey("inbox key", e.Key)
 	if err == nil && e.Conversation != "" {
 		err = checkKey("conversation key", e.Conversation)
@@ -201,7 +198,7 @@ var errAnswered = errors.New("inbox entry is answered already")
 // MarkSent moves the entry to Sent: its request is about to leave for the
 // workspace. An entry already Sent stays as it is; an Answered one is an
 // error, since an entry never goes back. A key the inbox does not hold gives
-// an error wrapping store.ErrUnknownEntry. A zero now is the current time.
+// an error wrapping store.ErrUnknownEntry. A zero now is refused (store.ErrNoTime).
 func (s *Store) MarkSent(ctx context.Context, key string, now time.Time) error {
 	return s.markSent(ctx, key, "", "", now)
 }
@@ -233,8 +230,8 @@ func (s *Store) markSent(ctx context.Context, key, name, holder string, now time
 		return fmt.Errorf("mark sent %q: %w", key, err)
 	}
 	defer cancel()
-	if now.IsZero() {
-		now = time.Now()
+	if err := checkTime("now", now); err != nil {
+		return fmt.Errorf("mark sent %q: %w", key, err)
 	}
 	update, args := markSentSQL, []any{key, int16(store.Sent), now, int16(store.Received)}
 	if name != "" {
@@ -288,8 +285,8 @@ const turnAfterMoved = `
 // PutTurns' rule: only while turn.Session.Key still maps to
 // turn.Session.SessionUUID. A key the inbox does not hold gives an error
 // wrapping store.ErrUnknownEntry, and an entry answered already an error;
-// either way nothing is written, the turn included. A zero now is the
-// current time.
+// either way nothing is written, the turn included. A zero now is
+// refused (store.ErrNoTime).
 func (s *Store) Finish(ctx context.Context, key, reply string, turn *store.Turn, now time.Time) error {
 	if turn != nil {
 		if err := checkTurn(*turn); err != nil {
@@ -301,8 +298,8 @@ func (s *Store) Finish(ctx context.Context, key, reply string, turn *store.Turn,
 		return fmt.Errorf("finish %q: %w", key, err)
 	}
 	defer cancel()
-	if now.IsZero() {
-		now = time.Now()
+	if err := checkTime("now", now); err != nil {
+		return fmt.Errorf("finish %q: %w", key, err)
 	}
 	args := []any{key, int16(store.Answered), cleanText(reply), now}
 	err = s.moved(ctx, key, store.Answered, func() (n int64, err error) {
@@ -336,7 +333,7 @@ const putReplyWithTurn = `
 // and turn, when not nil, is applied in the same statement by Finish's
 // rule. An answered entry gives an error wrapping store.ErrAlreadySent, a
 // key the inbox does not hold one wrapping store.ErrUnknownEntry; either
-// way nothing is written. A zero now is the current time.
+// way nothing is written. A zero now is refused (store.ErrNoTime).
 func (s *Store) PutReply(ctx context.Context, key string, reply []byte, turn *store.Turn, now time.Time) error {
 	if turn != nil {
 		if err := checkTurn(*turn); err != nil {
@@ -348,8 +345,8 @@ func (s *Store) PutReply(ctx context.Context, key string, reply []byte, turn *st
 		return fmt.Errorf("put reply %q: %w", key, err)
 	}
 	defer cancel()
-	if now.IsZero() {
-		now = time.Now()
+	if err := checkTime("now", now); err != nil {
+		return fmt.Errorf("put reply %q: %w", key, err)
 	}
 	if reply == nil {
 		reply = []byte{} // NULL is "no answer kept"

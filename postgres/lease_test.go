@@ -124,7 +124,7 @@ func TestMarkSentUnder(t *testing.T) {
 	ctx := t.Context()
 	const conv = "slack/T1/C1/1.2"
 	for _, k := range []string{"k1", "k2", "k3"} {
-		if _, err := s.Receive(ctx, store.InboxEntry{Key: k, Conversation: conv, Event: []byte("e")}); err != nil {
+		if _, err := s.Receive(ctx, store.InboxEntry{Key: k, Conversation: conv, Event: []byte("e"), Received: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -138,7 +138,7 @@ func TestMarkSentUnder(t *testing.T) {
 	}
 	lost := func(key, holder string) {
 		t.Helper()
-		if err := s.MarkSentUnder(ctx, key, conv, holder, time.Time{}); !errors.Is(err, store.ErrLeaseLost) {
+		if err := s.MarkSentUnder(ctx, key, conv, holder, time.Now()); !errors.Is(err, store.ErrLeaseLost) {
 			t.Errorf("MarkSentUnder(%s) by %s = %v, want ErrLeaseLost", key, holder, err)
 		}
 		if got := state(key); got != store.Received {
@@ -150,13 +150,13 @@ func TestMarkSentUnder(t *testing.T) {
 	if ok, err := s.Claim(ctx, conv, "a", time.Minute); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	if err := s.MarkSentUnder(ctx, "k1", conv, "a", time.Time{}); err != nil {
+	if err := s.MarkSentUnder(ctx, "k1", conv, "a", time.Now()); err != nil {
 		t.Fatalf("MarkSentUnder by the holder = %v", err)
 	}
 	if got := state("k1"); got != store.Sent {
 		t.Fatalf("k1 is %v, want sent", got)
 	}
-	if err := s.MarkSentUnder(ctx, "k1", conv, "a", time.Time{}); !errors.Is(err, store.ErrAlreadySent) {
+	if err := s.MarkSentUnder(ctx, "k1", conv, "a", time.Now()); !errors.Is(err, store.ErrAlreadySent) {
 		t.Errorf("MarkSentUnder of a sent entry = %v, want ErrAlreadySent", err)
 	}
 	lost("k2", "b") // a's lease, not b's
@@ -168,16 +168,16 @@ func TestMarkSentUnder(t *testing.T) {
 		t.Fatal(ok, err)
 	}
 	lost("k2", "a") // another's
-	if err := s.MarkSentUnder(ctx, "k2", conv, "b", time.Time{}); err != nil {
+	if err := s.MarkSentUnder(ctx, "k2", conv, "b", time.Now()); err != nil {
 		t.Errorf("MarkSentUnder by the new holder = %v", err)
 	}
-	if err := s.MarkSentUnder(ctx, "missing", conv, "b", time.Time{}); !errors.Is(err, store.ErrUnknownEntry) {
+	if err := s.MarkSentUnder(ctx, "missing", conv, "b", time.Now()); !errors.Is(err, store.ErrUnknownEntry) {
 		t.Errorf("MarkSentUnder of an unknown key = %v, want ErrUnknownEntry", err)
 	}
-	if err := s.Finish(ctx, "k3", "", nil, time.Time{}); err != nil {
+	if err := s.Finish(ctx, "k3", "", nil, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.MarkSentUnder(ctx, "k3", conv, "b", time.Time{}); !errors.Is(err, store.ErrAlreadySent) {
+	if err := s.MarkSentUnder(ctx, "k3", conv, "b", time.Now()); !errors.Is(err, store.ErrAlreadySent) {
 		t.Errorf("MarkSentUnder of an answered entry = %v, want ErrAlreadySent", err)
 	}
 }

@@ -244,8 +244,12 @@ var (
 	maxTime = time.Date(294276, 12, 30, 0, 0, 0, 0, time.UTC)
 )
 
-// checkTime refuses a time PostgreSQL cannot hold.
+// checkTime refuses a time PostgreSQL cannot hold, and a zero time: the
+// caller's clock gives every time (store.ErrNoTime).
 func checkTime(what string, t time.Time) error {
+	if t.IsZero() {
+		return fmt.Errorf("%s: %w", what, store.ErrNoTime)
+	}
 	if t.Before(minTime) || t.After(maxTime) {
 		return fmt.Errorf("%s time %v out of range", what, t)
 	}

@@ -61,12 +61,12 @@ func TestUnleased(t *testing.T) {
 	ctx := t.Context()
 	old := time.Now().Add(-time.Minute)
 	for _, e := range []store.InboxEntry{
-		{Key: "k/free", Conversation: "c/free", Received: old},       // no lease: unleased
-		{Key: "k/held", Conversation: "c/held", Received: old},       // its conversation is leased
-		{Key: "k/alone", Conversation: "c/alone", Received: old},     // its own entry is leased
-		{Key: "k/young", Conversation: "c/young"},                    // just received
-		{Key: "k/done", Conversation: "c/done", Received: old},       // answered
-		{Key: "k/expired", Conversation: "c/expired", Received: old}, // its lease expired
+		{Key: "k/free", Conversation: "c/free", Received: old},          // no lease: unleased
+		{Key: "k/held", Conversation: "c/held", Received: old},          // its conversation is leased
+		{Key: "k/alone", Conversation: "c/alone", Received: old},        // its own entry is leased
+		{Key: "k/young", Conversation: "c/young", Received: time.Now()}, // just received
+		{Key: "k/done", Conversation: "c/done", Received: old},          // answered
+		{Key: "k/expired", Conversation: "c/expired", Received: old},    // its lease expired
 	} {
 		if _, err := s.Receive(ctx, e); err != nil {
 			t.Fatal(err)
@@ -117,11 +117,11 @@ func TestListen(t *testing.T) {
 	if c := <-got; c != "" {
 		t.Fatalf("first call = %q, want \"\" (listening)", c)
 	}
-	if _, err := other.Receive(ctx, store.InboxEntry{Key: "k/other", Conversation: "c/other"}); err != nil {
+	if _, err := other.Receive(ctx, store.InboxEntry{Key: "k/other", Conversation: "c/other", Received: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	for i, s := range []*Store{s2, s1} {
-		if _, err := s.Receive(ctx, store.InboxEntry{Key: fmt.Sprintf("k/%d", i), Conversation: fmt.Sprintf("c/%d", i)}); err != nil {
+		if _, err := s.Receive(ctx, store.InboxEntry{Key: fmt.Sprintf("k/%d", i), Conversation: fmt.Sprintf("c/%d", i), Received: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -136,10 +136,10 @@ func TestListen(t *testing.T) {
 		}
 	}
 	// A duplicate records nothing, so it is not announced.
-	if fresh, err := s2.Receive(ctx, store.InboxEntry{Key: "k/0", Conversation: "c/dup"}); err != nil || fresh {
+	if fresh, err := s2.Receive(ctx, store.InboxEntry{Key: "k/0", Conversation: "c/dup", Received: time.Now()}); err != nil || fresh {
 		t.Fatalf("duplicate Receive = %v, %v", fresh, err)
 	}
-	if _, err := s2.Receive(ctx, store.InboxEntry{Key: "k/last", Conversation: "c/last"}); err != nil {
+	if _, err := s2.Receive(ctx, store.InboxEntry{Key: "k/last", Conversation: "c/last", Received: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if c := <-got; c != "c/last" {
@@ -184,7 +184,7 @@ func TestReceiveCommitsInSeqOrder(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.Receive(ctx, store.InboxEntry{Key: "k/second", Conversation: conv, Event: []byte("y")})
+		_, err := s.Receive(ctx, store.InboxEntry{Key: "k/second", Conversation: conv, Event: []byte("y"), Received: time.Now()})
 		done <- err
 	}()
 	// Wait until the Receive waits on the conversation's lock; returning

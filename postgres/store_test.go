@@ -78,19 +78,19 @@ func TestKeyBounds(t *testing.T) {
 		call func() error
 	}{
 		{"Receive long key", func() error {
-			_, err := s.Receive(t.Context(), store.InboxEntry{Key: long, Conversation: "c"})
+			_, err := s.Receive(t.Context(), store.InboxEntry{Key: long, Conversation: "c", Received: time.Now()})
 			return err
 		}},
 		{"Receive long conversation", func() error {
-			_, err := s.Receive(t.Context(), store.InboxEntry{Key: "k/1", Conversation: long})
+			_, err := s.Receive(t.Context(), store.InboxEntry{Key: "k/1", Conversation: long, Received: time.Now()})
 			return err
 		}},
 		{"Receive NUL key", func() error {
-			_, err := s.Receive(t.Context(), store.InboxEntry{Key: "k\x00", Conversation: "c"})
+			_, err := s.Receive(t.Context(), store.InboxEntry{Key: "k\x00", Conversation: "c", Received: time.Now()})
 			return err
 		}},
 		{"Receive invalid UTF-8", func() error {
-			_, err := s.Receive(t.Context(), store.InboxEntry{Key: "k\xff", Conversation: "c"})
+			_, err := s.Receive(t.Context(), store.InboxEntry{Key: "k\xff", Conversation: "c", Received: time.Now()})
 			return err
 		}},
 		{"PutSession long key", func() error {
@@ -133,7 +133,7 @@ func TestKeyBounds(t *testing.T) {
 	if _, ok, err := s.LastReply(t.Context(), "ok"); err != nil || ok {
 		t.Errorf("LastReply(ok) after a refused PutTurns = %v, %v, want none: the batch is all or nothing", ok, err)
 	}
-	if ok, err := s.Receive(t.Context(), store.InboxEntry{Key: fits, Conversation: fits}); err != nil || !ok {
+	if ok, err := s.Receive(t.Context(), store.InboxEntry{Key: fits, Conversation: fits, Received: time.Now()}); err != nil || !ok {
 		t.Errorf("Receive of a %d-byte key = %v, %v, want true, nil", len(fits), ok, err)
 	}
 	if err := s.PutSession(t.Context(), store.Session{Key: fits, Agent: "a", SessionUUID: "s"}); err != nil {
@@ -236,7 +236,7 @@ func TestCleanText(t *testing.T) {
 	if err := s.PutSession(t.Context(), store.Session{Key: "c", Agent: "a", SessionUUID: "s"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Receive(t.Context(), store.InboxEntry{Key: "k", Conversation: "c"}); err != nil {
+	if _, err := s.Receive(t.Context(), store.InboxEntry{Key: "k", Conversation: "c", Received: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	turn := store.Turn{Session: store.Session{Key: "c", Agent: "a", SessionUUID: "s", LastUsed: at(2)}, Reply: "r\x00"}
@@ -264,10 +264,10 @@ func TestClosed(t *testing.T) {
 		"Ping":            s.Ping(ctx),
 		"PutSession":      s.PutSession(ctx, store.Session{Key: "k", Agent: "a", SessionUUID: "s"}),
 		"Session":         third(s.Session(ctx, "k")),
-		"Receive":         second(s.Receive(ctx, store.InboxEntry{Key: "k"})),
+		"Receive":         second(s.Receive(ctx, store.InboxEntry{Key: "k", Received: time.Now()})),
 		"MarkSent":        s.MarkSent(ctx, "k", at(0)),
 		"Pending":         second(s.Pending(ctx)),
-		"AppendAudit":     s.AppendAudit(ctx, store.AuditEntry{Flow: "f"}),
+		"AppendAudit":     s.AppendAudit(ctx, store.AuditEntry{Flow: "f", Time: time.Now()}),
 		"ExpireInbox":     second(s.ExpireInbox(ctx, at(0))),
 		"Claim":           second(s.Claim(ctx, "c", "h", time.Second)),
 		"Release":         s.Release(ctx, "c", "h"),

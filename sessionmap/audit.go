@@ -43,11 +43,8 @@ func (s *Store) AppendAudit(ctx context.Context, e AuditEntry) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("append audit: %w", err)
 	}
-	if e.Time.IsZero() {
-		e.Time = time.Now()
-	}
-	if e.Time.Before(minNanoTime) || e.Time.After(maxNanoTime) {
-		return fmt.Errorf("append audit: time %v out of range", e.Time)
+	if _, err := stamp(e.Time); err != nil {
+		return fmt.Errorf("append audit: %w", err)
 	}
 	v, err := encodeAudit(e)
 	if err != nil {

@@ -263,19 +263,19 @@ var apiCalls = []apiCall{
 		return err
 	}, nil},
 	{"Receive", func(ctx context.Context, s *Store) error {
-		_, err := s.Receive(ctx, store.InboxEntry{Key: "slack/msg/new", Event: []byte("x")})
+		_, err := s.Receive(ctx, store.InboxEntry{Key: "slack/msg/new", Event: []byte("x"), Received: time.Now()})
 		return err
 	}, nil},
-	{"MarkSent", func(ctx context.Context, s *Store) error { return s.MarkSent(ctx, fixInboxKey(3), time.Time{}) }, []error{store.ErrUnknownEntry, errAnswered}},
+	{"MarkSent", func(ctx context.Context, s *Store) error { return s.MarkSent(ctx, fixInboxKey(3), time.Now()) }, []error{store.ErrUnknownEntry, errAnswered}},
 	{"Finish", func(ctx context.Context, s *Store) error {
-		return s.Finish(ctx, fixInboxKey(4), "ts", nil, time.Time{})
+		return s.Finish(ctx, fixInboxKey(4), "ts", nil, time.Now())
 	}, []error{store.ErrUnknownEntry, errAnswered}},
 	{"ExpireInbox", func(ctx context.Context, s *Store) error {
 		_, err := s.ExpireInbox(ctx, fixTime.Add(time.Minute))
 		return err
 	}, nil},
 	{"AppendAudit", func(ctx context.Context, s *Store) error {
-		return s.AppendAudit(ctx, AuditEntry{Flow: "deploy", Outcome: store.OutcomeOK})
+		return s.AppendAudit(ctx, AuditEntry{Flow: "deploy", Outcome: store.OutcomeOK, Time: time.Now()})
 	}, nil},
 	{"PruneAudit", func(ctx context.Context, s *Store) error {
 		_, err := s.PruneAudit(ctx, fixTime.Add(time.Hour))

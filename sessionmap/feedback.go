@@ -45,8 +45,8 @@ func (s *Store) PutVote(ctx context.Context, v store.Vote) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("put vote: %w", err)
 	}
-	if v.Time.IsZero() {
-		v.Time = time.Now()
+	if _, err := stamp(v.Time); err != nil {
+		return "", fmt.Errorf("put vote: %w", err)
 	}
 	if v.Reply == "" || v.User == "" {
 		return "", fmt.Errorf("put vote: reply and user are required")
@@ -154,8 +154,8 @@ func (s *Store) PutAnswer(ctx context.Context, a store.Answer) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("put answer: %w", err)
 	}
-	if a.Time.IsZero() {
-		a.Time = time.Now()
+	if _, err := stamp(a.Time); err != nil {
+		return fmt.Errorf("put answer: %w", err)
 	}
 	if a.Reply == "" {
 		return fmt.Errorf("put answer: reply is required")

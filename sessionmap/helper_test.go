@@ -71,7 +71,7 @@ func runHelper(mode, path string) int {
 				}
 				continue
 			}
-			switch fresh, err := s.Receive(context.Background(), store.InboxEntry{Key: key, Conversation: "c", Event: bytes.Repeat([]byte("e"), 2000)}); {
+			switch fresh, err := s.Receive(context.Background(), store.InboxEntry{Key: key, Conversation: "c", Event: bytes.Repeat([]byte("e"), 2000), Received: time.Now()}); {
 			case err != nil:
 				fmt.Printf("error %s: %v\n", key, err)
 			case fresh:

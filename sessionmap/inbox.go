@@ -57,8 +57,8 @@ const indexFill = 0.9
 
 // Receive records e, with State Received, a new Seq and Updated equal to
 // Received, and reports true; or reports false and writes nothing when the
-// inbox holds e.Key already, whatever its state. A zero e.Received is the
-// current time. The check and the write are one transaction, so of two
+// inbox holds e.Key already, whatever its state. A zero e.Received is
+// refused (store.ErrNoTime). The check and the write are one transaction, so of two
 // concurrent deliveries of one key exactly one is new. An empty key or one
 // bbolt cannot store (over bolt.MaxKeySize bytes) is an error of this call
 // alone. It returns once the transaction is committed and synced.
@@ -69,8 +69,8 @@ func (s *Store) Receive(ctx context.Context, e store.InboxEntry) (bool, error) {
 	if err := checkKey("inbox key", e.Key); err != nil {
 		return false, fmt.Errorf("receive: %w", err)
 	}
-	if e.Received.IsZero() {
-		e.Received = time.Now()
+	if _, err := stamp(e.Received); err != nil {
+		return false, fmt.Errorf("receive %q: %w", e.Key, err)
 	}
 	e.State, e.Seq, e.Updated, e.Reply = store.Received, 0, e.Received, ""
 	v, err := appendInbox(nil, e)
@@ -113,7 +113,7 @@ func (s *Store) Receive(ctx context.Context, e store.InboxEntry) (bool, error) {
 // workspace. An entry already Sent or Answered gives an error wrapping
 // store.ErrAlreadySent, since an entry never goes back and whoever marked it
 // sent owns it. A key the inbox does not hold gives an error wrapping
-// store.ErrUnknownEntry. A zero now is the current time.
+// store.ErrUnknownEntry. A zero now is refused (store.ErrNoTime).
 func (s *Store) MarkSent(ctx context.Context, key string, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("mark sent %q: %w", key, err)
@@ -153,8 +153,8 @@ func (s *Store) MarkSent(ctx context.Context, key string, now time.Time) error {
 // PutTurns' rule: only while turn.Session.Key still maps to
 // turn.Session.SessionUUID. A key the inbox does not hold gives an error
 // wrapping store.ErrUnknownEntry, and an entry answered already an error;
-// either way nothing is written, the turn included. A zero now is the
-// current time.
+// either way nothing is written, the turn included. A zero now is
+// refused (store.ErrNoTime).
 func (s *Store) Finish(ctx context.Context, key, reply string, turn *store.Turn, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("finish %q: %w", key, err)
@@ -303,11 +303,11 @@ func (s *Store) ExpireInbox(ctx context.Context, before time.Time) (int, error) 
 	}
 }
 
-// stamp returns now, or the current time for a zero now, and checks that a
-// record can hold it.
+// stamp returns now once it checked that a record can hold it: a zero now
+// is refused, since the caller's clock gives every time (store.ErrNoTime).
 func stamp(now time.Time) (time.Time, error) {
 	if now.IsZero() {
-		return time.Now(), nil
+		return time.Time{}, store.ErrNoTime
 	}
 	if now.Before(minNanoTime) || now.After(maxNanoTime) {
 		return time.Time{}, fmt.Errorf("time %v out of range", now)

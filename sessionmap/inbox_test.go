@@ -199,7 +199,7 @@ func TestReceiveKeys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ok, err := s.Receive(t.Context(), store.InboxEntry{Key: tt.key, Event: []byte("e")})
+			ok, err := s.Receive(t.Context(), store.InboxEntry{Key: tt.key, Event: []byte("e"), Received: time.Now()})
 			switch {
 			case tt.wantErr == "" && (err != nil || !ok):
 				t.Errorf("Receive(%d-byte key) = %v, %v, want true, nil", len(tt.key), ok, err)
@@ -217,13 +217,16 @@ func TestInboxTimes(t *testing.T) {
 	if _, err := s.Receive(t.Context(), store.InboxEntry{Key: "k", Received: late}); err == nil {
 		t.Errorf("Receive at %v = nil error, want out of range", late)
 	}
-	before := time.Now()
-	if ok, err := s.Receive(t.Context(), store.InboxEntry{Key: "k"}); err != nil || !ok {
-		t.Fatalf("Receive with a zero time = %v, %v", ok, err)
+	if _, err := s.Receive(t.Context(), store.InboxEntry{Key: "k"}); !errors.Is(err, store.ErrNoTime) {
+		t.Errorf("Receive with a zero time = %v, want ErrNoTime: the caller's clock gives it", err)
+	}
+	at := time.Date(2025, 6, 1, 9, 0, 0, 0, time.UTC)
+	if ok, err := s.Receive(t.Context(), store.InboxEntry{Key: "k", Received: at}); err != nil || !ok {
+		t.Fatalf("Receive = %v, %v", ok, err)
 	}
 	p, err := s.Pending(t.Context())
-	if err != nil || len(p) != 1 || p[0].Received.Before(before) || !p[0].Updated.Equal(p[0].Received) {
-		t.Errorf("Pending() = %+v, %v, want an entry received now", p, err)
+	if err != nil || len(p) != 1 || !p[0].Received.Equal(at) || !p[0].Updated.Equal(at) {
+		t.Errorf("Pending() = %+v, %v, want an entry received and updated at %v", p, err, at)
 	}
 	for name, err := range map[string]error{
 		"MarkSent": s.MarkSent(t.Context(), "k", late),
@@ -233,7 +236,7 @@ func TestInboxTimes(t *testing.T) {
 			t.Errorf("%s at %v = nil, want out of range", name, late)
 		}
 	}
-	if err := s.Finish(t.Context(), "k", "r", nil, time.Time{}); err != nil {
+	if err := s.Finish(t.Context(), "k", "r", nil, time.Now()); err != nil {
 		t.Errorf("Finish with a zero time = %v", err)
 	}
 	if gone, err := s.ExpireInbox(t.Context(), late); err != nil || gone != 1 {
@@ -244,7 +247,7 @@ func TestInboxTimes(t *testing.T) {
 func TestInboxCounterRebuilt(t *testing.T) {
 	s, path := openTest(t, Options{})
 	for i := range 5 {
-		if _, err := s.Receive(t.Context(), store.InboxEntry{Key: fmt.Sprint(i)}); err != nil {
+		if _, err := s.Receive(t.Context(), store.InboxEntry{Key: fmt.Sprint(i), Received: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -263,7 +266,7 @@ func TestInboxCounterRebuilt(t *testing.T) {
 func TestExpireSkipsDamage(t *testing.T) {
 	s, _ := openTest(t, Options{})
 	old := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	if _, err := s.Receive(t.Context(), store.InboxEntry{Key: "live", Event: []byte("e")}); err != nil {
+	if _, err := s.Receive(t.Context(), store.InboxEntry{Key: "live", Event: []byte("e"), Received: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	tk := timeKey(old)
@@ -494,7 +497,7 @@ func TestInboxChangesAreInTheFile(t *testing.T) {
 		pending[1].Key != "k-sent" || pending[1].State != store.Sent || string(pending[1].Event) != "event k-sent" {
 		t.Errorf("Pending of the copy = %+v, want k-received (received), k-sent (sent)", pending)
 	}
-	if ok, err := c.Receive(t.Context(), store.InboxEntry{Key: "k-answered", Event: []byte("retry")}); err != nil || ok {
+	if ok, err := c.Receive(t.Context(), store.InboxEntry{Key: "k-answered", Event: []byte("retry"), Received: time.Now()}); err != nil || ok {
 		t.Errorf("Receive(answered key) on the copy = %v, %v, want a duplicate", ok, err)
 	}
 	if got, ok, err := c.Session(t.Context(), "conv"); err != nil || !ok || !got.LastUsed.Equal(later.LastUsed) {
@@ -505,7 +508,7 @@ func TestInboxChangesAreInTheFile(t *testing.T) {
 			t.Errorf("LastReply(%s) of the copy = %q, %v, %v", k, text, ok, err)
 		}
 	}
-	if ok, err := c.Receive(t.Context(), store.InboxEntry{Key: "k-new", Event: []byte("e")}); err != nil || !ok {
+	if ok, err := c.Receive(t.Context(), store.InboxEntry{Key: "k-new", Event: []byte("e"), Received: time.Now()}); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	pending, _ = c.Pending(t.Context())
@@ -548,11 +551,11 @@ func TestOpenRefusesUnappliedJournal(t *testing.T) {
 func TestOpenFindsInboxDamage(t *testing.T) {
 	s, path := openTest(t, Options{})
 	for _, k := range []string{"slack/msg/C1/1.000001", "slack/msg/C1/1.000002"} {
-		if _, err := s.Receive(t.Context(), store.InboxEntry{Key: k, Event: []byte("e")}); err != nil {
+		if _, err := s.Receive(t.Context(), store.InboxEntry{Key: k, Event: []byte("e"), Received: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.Finish(t.Context(), "slack/msg/C1/1.000001", "r", nil, time.Time{}); err != nil {
+	if err := s.Finish(t.Context(), "slack/msg/C1/1.000001", "r", nil, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {

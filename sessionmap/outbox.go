@@ -21,7 +21,7 @@ import (
 // turn, when not nil, is applied by Finish's rule, all in one transaction.
 // An answered entry gives an error wrapping store.ErrAlreadySent, a key the
 // inbox does not hold one wrapping store.ErrUnknownEntry; either way
-// nothing is written. A zero now is the current time.
+// nothing is written. A zero now is refused (store.ErrNoTime).
 func (s *Store) PutReply(ctx context.Context, key string, reply []byte, turn *store.Turn, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("put reply %q: %w", key, err)

@@ -332,21 +332,24 @@ func TestOperationsAfterClose(t *testing.T) {
 		t.Errorf("second Close() = %v, want nil", err)
 	}
 	ops := map[string]func() error{
-		"Session":               func() error { _, _, err := s.Session(t.Context(), "k"); return err },
-		"PutSession":            func() error { return s.PutSession(t.Context(), Session{Key: "k"}) },
-		"DeleteSession":         func() error { _, err := s.DeleteSession(t.Context(), "k"); return err },
-		"ListSessions":          func() error { _, err := s.ListSessions(t.Context(), ""); return err },
-		"ConversationAgent":     func() error { _, _, err := s.ConversationAgent(t.Context(), "k"); return err },
-		"SetConversationAgent":  func() error { return s.SetConversationAgent(t.Context(), "k", "a") },
-		"LastReply":             func() error { _, _, err := s.LastReply(t.Context(), "k"); return err },
-		"SetLastReply":          func() error { return s.SetLastReply(t.Context(), "k", "t") },
-		"PutTurns":              func() error { _, err := s.PutTurns(t.Context(), []Turn{{Session: Session{Key: "k"}}}); return err },
-		"Receive":               func() error { _, err := s.Receive(t.Context(), store.InboxEntry{Key: "e"}); return err },
+		"Session":              func() error { _, _, err := s.Session(t.Context(), "k"); return err },
+		"PutSession":           func() error { return s.PutSession(t.Context(), Session{Key: "k"}) },
+		"DeleteSession":        func() error { _, err := s.DeleteSession(t.Context(), "k"); return err },
+		"ListSessions":         func() error { _, err := s.ListSessions(t.Context(), ""); return err },
+		"ConversationAgent":    func() error { _, _, err := s.ConversationAgent(t.Context(), "k"); return err },
+		"SetConversationAgent": func() error { return s.SetConversationAgent(t.Context(), "k", "a") },
+		"LastReply":            func() error { _, _, err := s.LastReply(t.Context(), "k"); return err },
+		"SetLastReply":         func() error { return s.SetLastReply(t.Context(), "k", "t") },
+		"PutTurns":             func() error { _, err := s.PutTurns(t.Context(), []Turn{{Session: Session{Key: "k"}}}); return err },
+		"Receive": func() error {
+			_, err := s.Receive(t.Context(), store.InboxEntry{Key: "e", Received: time.Now()})
+			return err
+		},
 		"MarkSent":              func() error { return s.MarkSent(t.Context(), "e", time.Now()) },
 		"Finish":                func() error { return s.Finish(t.Context(), "e", "r", nil, time.Now()) },
 		"Pending":               func() error { _, err := s.Pending(t.Context()); return err },
 		"ExpireInbox":           func() error { _, err := s.ExpireInbox(t.Context(), time.Now()); return err },
-		"AppendAudit":           func() error { return s.AppendAudit(t.Context(), AuditEntry{Flow: "f"}) },
+		"AppendAudit":           func() error { return s.AppendAudit(t.Context(), AuditEntry{Flow: "f", Time: time.Now()}) },
 		"Audit":                 func() error { _, err := s.Audit(t.Context(), AuditFilter{}); return err },
 		"AuditNewest":           func() error { _, err := s.Audit(t.Context(), AuditFilter{Newest: true, Limit: 1}); return err },
 		"PruneAudit":            func() error { _, err := s.PruneAudit(t.Context(), time.Now()); return err },
@@ -441,7 +444,7 @@ func TestBackup(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.AppendAudit(t.Context(), AuditEntry{Flow: "healthcheck", Outcome: "ok"}); err != nil {
+	if err := s.AppendAudit(t.Context(), AuditEntry{Flow: "healthcheck", Outcome: "ok", Time: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
@@ -574,7 +577,7 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 		wg.Go(func() {
 			switch w % 8 {
 			case 0:
-				_, errs[w] = s.Receive(t.Context(), store.InboxEntry{Key: huge, Event: []byte("x")})
+				_, errs[w] = s.Receive(t.Context(), store.InboxEntry{Key: huge, Event: []byte("x"), Received: time.Now()})
 			case 1:
 				errs[w] = s.MarkSent(t.Context(), "bad", time.Now())
 			case 4:
@@ -585,7 +588,7 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 				errs[w] = s.PutSession(t.Context(), Session{Key: fmt.Sprintf("k%02d", w), Agent: "a"})
 			default:
 				var ok bool
-				ok, errs[w] = s.Receive(t.Context(), store.InboxEntry{Key: fmt.Sprintf("ev%02d", w), Event: []byte("x")})
+				ok, errs[w] = s.Receive(t.Context(), store.InboxEntry{Key: fmt.Sprintf("ev%02d", w), Event: []byte("x"), Received: time.Now()})
 				if errs[w] == nil && !ok {
 					errs[w] = errors.New("not new")
 				}

@@ -44,6 +44,9 @@ type SharedInbox interface {
 	PendingOf(ctx context.Context, conversation string) ([]InboxEntry, error)
 	// Unleased returns conversations with unanswered entries older than
 	// minAge and no live lease, neither the conversation's nor the entry's.
+	// Age, like lease expiry, is judged by the store's clock, against the
+	// entries' Received (the recording replica's clock): minAge is a grace
+	// of seconds, far above the skew between replicas' clocks.
 	Unleased(ctx context.Context, minAge time.Duration, limit int) ([]string, error)
 	// Listen calls f with the conversation of every entry recorded, by any
 	// replica, until ctx ends or the connection fails; f("") first.

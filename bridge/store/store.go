@@ -135,6 +135,12 @@ var ErrUnknownEntry = errors.New("no such inbox entry")
 // leave for the workspace at most once.
 var ErrAlreadySent = errors.New("inbox entry sent or answered already")
 
+// ErrNoTime is returned (wrapped) for a change whose time is zero (an
+// entry's Received, a now, an audit entry's, a vote's or an answer's Time):
+// every time a store records is the caller's, from the core's one clock,
+// and a store never fills one in from its own.
+var ErrNoTime = errors.New("zero time: the caller gives the time")
+
 // ErrLeaseLost is returned (wrapped) by a state change made under a lease
 // (SharedInbox.MarkSentUnder) that the holder no longer has: it expired,
 // or another holder took it. Nothing is changed; the work is the lease's
@@ -146,9 +152,10 @@ var ErrLeaseLost = errors.New("lease lost")
 // before it returns (durably, for a persistent backend); concurrent writes
 // may share one commit.
 type Inbox interface {
-	// Receive records e (with State Received and a new Seq) and reports true,
-	// or reports false and writes nothing when an entry with e.Key is already
-	// held, whatever its state.
+	// Receive records e (with State Received, a new Seq and Updated equal to
+	// e.Received, which must be set) and reports true, or reports false and
+	// writes nothing when an entry with e.Key is already held, whatever its
+	// state.
 	Receive(ctx context.Context, e InboxEntry) (bool, error)
 	// MarkSent moves the entry from Received to Sent: its request is about
 	// to leave for the workspace. An entry already Sent or Answered gives an
@@ -190,7 +197,7 @@ type RecentInbox interface {
 
 // AuditEntry records one flow run, refusal or confirmation.
 type AuditEntry struct {
-	// Time is when it happened; AppendAudit uses the current time when it is zero.
+	// Time is when it happened; AppendAudit refuses a zero Time (ErrNoTime).
 	Time         time.Time
 	Platform     string
 	User         string
