@@ -212,7 +212,11 @@ type Reply struct {
 	// Once, when set, names the reply (the inbox key of the event it
 	// answers) so that it is posted at most once however often it is sent:
 	// adapters pass it to the platform's own de-duplication (Discord's
-	// nonce) or mark the message with it (Slack's message metadata).
+	// nonce) or mark the message with it (Slack's message metadata), and
+	// post it where a later send can find it, even when Ephemeral asks for
+	// a kind of message the platform cannot find again (Slack's
+	// chat.postEphemeral). The core names every reply it keeps in the
+	// outbox: answers, and the notices and refusals given in their place.
 	Once string `json:"-"`
 	// Again says an earlier send of this reply (the same Once) may have
 	// been posted: an adapter whose platform does not de-duplicate looks

@@ -223,3 +223,37 @@ func TestNoticePostedOnce(t *testing.T) {
 		t.Errorf("chat.postEphemeral called %d times, want none: a notice named once must be found again", n)
 	}
 }
+
+// TestPressReplyLeavesThePressedMessage: a reply to a button press named
+// once and sent again (Again) goes through the press's response_url as a
+// new message: its replace_original would replace the message the button
+// is on (an agent's answer under a vote), not an earlier send of the reply.
+func TestPressReplyLeavesThePressedMessage(t *testing.T) {
+	t.Parallel()
+	ctx := waitCtx(t)
+	s, _ := newFakes(t, nil)
+	s.AddChannel(slacktest.Channel{ID: e2eChannel, Name: "general"})
+	a, err := New(e2eConfig(s), idleCore{t}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, err := a.newResponder(route{Kind: kindChat, Channel: e2eChannel}).Send(ctx, bridge.Reply{Kind: bridge.ReplyAgent, Text: "the agent's answer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, answerTS, _ := strings.Cut(strings.TrimPrefix(string(answer), refMessage), ":")
+	_, d, err := s.BlockActionBody(slacktest.BlockAction{UserID: e2eUser, ChannelID: e2eChannel, MessageTS: answerTS, ActionID: bridge.ActionVoteUp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := route{Kind: kindAction, Channel: e2eChannel, User: e2eUser, ResponseURL: d.ResponseURL}
+	rep := bridge.Reply{Kind: bridge.ReplyInfo, Ephemeral: true, Text: "Thanks for the vote", Once: "slack/act/1", Again: true}
+	if _, err := a.newResponder(rt).Send(ctx, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range s.Messages() {
+		if m.TS == answerTS && (m.Text != "the agent's answer" || m.Deleted) {
+			t.Errorf("the pressed message became %q (deleted %v), want the agent's answer left as it was", m.Text, m.Deleted)
+		}
+	}
+}
