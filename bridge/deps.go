@@ -15,9 +15,10 @@ type Workspace interface {
 	CreateSession(ctx context.Context, agentUUID string) (string, error)
 }
 
-// Store is what the bridge keeps durably: sessions, the inbox and the audit
-// log. *sessionmap.Store implements it; the records are defined once, in
-// bridge/store, for every backend.
+// Store is what the bridge keeps durably (store.Store: sessions, the inbox
+// and outbox, the audit log, contexts, feedback, schedules). Both backends
+// implement it; a store.Shared (PostgreSQL) makes the bridge a replica. The
+// records and interfaces are defined once, in bridge/store.
 type Store = store.Store
 
 // The durable records, under the names the bridge has always used.

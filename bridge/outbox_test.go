@@ -14,21 +14,13 @@ import (
 	"github.com/flowbridge/flowbridge/bridge/store"
 	"github.com/flowbridge/flowbridge/bridge/workspace"
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
-	"github.com/flowbridge/flowbridge/postgres"
 	"github.com/flowbridge/flowbridge/postgres/pgtest"
 )
 
-// oneProcess is a PostgreSQL store as one process uses it: without the
-// replicas' capabilities, so the bridge runs its conversations itself
-// (as it does on sessionmap), with the outbox.
-type oneProcess struct {
-	store.Store
-	pg *postgres.Store
-}
-
-func (s oneProcess) PutReply(ctx context.Context, key string, reply []byte, turn *store.Turn, now time.Time) error {
-	return s.pg.PutReply(ctx, key, reply, turn, now)
-}
+// oneProcess is a PostgreSQL store as one process uses it: a store.Store
+// and not a store.Shared, so the bridge runs its conversations itself (as
+// it does on sessionmap).
+type oneProcess struct{ store.Store }
 
 // stuckResponder is a platform that accepts no reply until the context
 // ends, as an adapter waiting out a long Retry-After does; it reports each
@@ -69,7 +61,7 @@ func TestOutboxKeepsAnswersAcrossShutdown(t *testing.T) {
 
 func keepsAnswersAcrossShutdown(t *testing.T, refused bool) {
 	pg := openShared(t, pgtest.Schema(t))
-	st := oneProcess{pg, pg}
+	st := oneProcess{pg}
 	fake := newReplicaFake(t, workspacetest.Agent{})
 	ws, err := workspace.New(workspace.Config{BaseURL: fake.URL, WorkspaceUUID: "ws-test", Token: "test-token"})
 	if err != nil {
