@@ -136,6 +136,13 @@ func (b *Bridge) post(ctx context.Context, log *zap.Logger, ev Event, out outbou
 			return
 		}
 		if attempt == deliverAttempts {
+			// Not named once (Reply.Once), unlike the other notices: it
+			// must take a path other than the one that kept refusing the
+			// answer (on Slack an ephemeral: another method, another rate
+			// tier), and an ephemeral cannot be found again. So a process
+			// killed after posting it and before closing the entry can
+			// have it shown twice, if the next one gives up on the answer
+			// too.
 			nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), noticeTimeout)
 			_, terr := ev.Reply.Send(nctx, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotDelivered})
 			cancel()
