@@ -1,6 +1,7 @@
 package discord
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -18,26 +19,516 @@ import (
 // Discord delivers no message twice: one posted while no session of the
 // bot's shard was connected (a replica down, a process restarting) is
 // never sent to it, and discordgo keeps the state to RESUME unexported. So
-// when a shard starts a new session, the adapter reads the history of each
-// conversation the inbox has recent messages of, after the last one
-// recorded, and hands what it finds to the core as if just delivered; the
-// inbox key answers each once. The same is done, for the channels
-// concerned, when the store answers again after refusing messages.
+// each new session of a shard catches up from the channels' history, scope
+// by scope: the DMs (shard 0) once READY arrives, each guild once its
+// GUILD_CREATE does.
+//
+//   - A conversation with a message recorded within the catch-up age is
+//     read after the last message recorded in it.
+//   - In a guild, every other channel and active thread GUILD_CREATE lists
+//     whose last_message_id is newer than the guild's watermark is read
+//     after it: the watermark is the newest message recorded in any of the
+//     guild's conversations, less catchUpMargin. What is read goes through
+//     the same rules as the gateway's messages (a mention, a reply that
+//     pings the bot, a thread the bot owns), so the first message of a
+//     conversation flowbridge never answered is found too.
+//   - What a scope's reads find is handed to the core oldest first, and the
+//     scope's gateway messages that arrive meanwhile are held and handed
+//     over after it. So the newest message recorded in a guild never gets
+//     ahead of what its catch-up has handed over: a session that dies
+//     during its catch-up leaves the watermark where the next one must
+//     start (see hold).
+//   - A DM channel cannot be listed by a bot: a new DM's first message,
+//     posted while no session of shard 0 was connected, is not found.
+//
+// Reads are bounded: messages posted within the catch-up age (at most
+// catchUpAge, and no longer than the inbox remembers answered messages, so
+// nothing read can be one answered and forgotten), catchUpPages pages of
+// catchUpLimit per channel, catchUpChannels channels per guild, the newest
+// first, catchUpReaders at once; a 429 is waited out (Retry-After) at most
+// catchUpRetries times per page. The inbox key answers each message once.
+//
+// The same reads serve the channels whose messages the store refused while
+// it was down, once it answers again.
 const (
-	// catchUpAge bounds catch-up: conversations with a message recorded
-	// within it, and messages posted within it.
+	// catchUpAge is the default catch-up age (Config.CatchUpAge).
 	catchUpAge = 10 * time.Minute
-	// catchUpLimit is the most messages read per conversation (one page).
+	// catchUpLimit is the messages read per page (Discord's most).
 	catchUpLimit = 100
+	// catchUpPages bounds the pages read per channel.
+	catchUpPages = 3
+	// catchUpChannels bounds the channels read per guild.
+	catchUpChannels = 200
+	// catchUpReaders is how many channels are read at once: with Discord's
+	// usual round trip, about its global limit of 50 requests a second.
+	catchUpReaders = 4
+	// catchUpRetries bounds the 429s waited out per page.
+	catchUpRetries = 5
+	// catchUpMargin is read below a guild's watermark: the messages
+	// received just before a crash are recorded concurrently, and one may
+	// have been committed while an older one, of another channel, was not.
+	catchUpMargin = 5 * time.Second
+	// maxHeld bounds the gateway messages a scope holds during its
+	// catch-up; beyond it they are dropped (a guild's are read again by the
+	// next session's catch-up, the watermark not having passed them).
+	maxHeld = 10000
+	// dmScope is the scope of the DMs; the others are guild IDs.
+	dmScope = "@me"
 	// discordEpoch is the snowflakes' epoch, in Unix milliseconds.
 	discordEpoch = 1420070400000
 )
 
 // catchUpCore is implemented by a core whose inbox can say how far each
-// conversation was recorded (*bridge.Bridge on PostgreSQL).
+// conversation was recorded (*bridge.Bridge).
 type catchUpCore interface {
 	LastSeen(ctx context.Context, keyPrefix string, maxAge time.Duration) (map[string]int64, error)
 	OnStoreRecovered(f func())
+}
+
+// hold keeps a scope's gateway messages, in their order, while the scope's
+// catch-up runs; the catch-up hands them over after what it read, then
+// lets the scope's messages through.
+type hold struct {
+	msgs    []*discordgo.MessageCreate
+	dropped int
+}
+
+// lastSeen is the inbox's last recorded message per conversation, asked
+// once per session, before any of the session's messages is handed over.
+type lastSeen struct {
+	once  sync.Once
+	done  chan struct{}
+	last  map[string]int64
+	err   error
+	asked func() (map[string]int64, error)
+}
+
+func newLastSeen(ask func() (map[string]int64, error)) *lastSeen {
+	return &lastSeen{done: make(chan struct{}), asked: ask}
+}
+
+// get asks the inbox the first time, and returns its answer.
+func (l *lastSeen) get() (map[string]int64, error) {
+	l.once.Do(func() {
+		l.last, l.err = l.asked()
+		close(l.done)
+	})
+	return l.last, l.err
+}
+
+// known returns the answer if it came, without asking.
+func (l *lastSeen) known() (map[string]int64, bool) {
+	if l == nil {
+		return nil, false
+	}
+	select {
+	case <-l.done:
+		return l.last, l.err == nil
+	default:
+		return nil, false
+	}
+}
+
+// holdScopes starts holding each scope's gateway messages for a catch-up
+// of the session that has just identified, and returns the holds and the
+// session's lastSeen. A scope still held by an earlier session's catch-up
+// keeps what it holds: the new catch-up hands it over.
+func (sh *shard) holdScopes(last *lastSeen, scopes ...string) map[string]*hold {
+	sh.holdMu.Lock()
+	defer sh.holdMu.Unlock()
+	if last != nil {
+		sh.last = last
+	}
+	if sh.held == nil {
+		sh.held = make(map[string]*hold)
+	}
+	out := make(map[string]*hold, len(scopes))
+	for _, scope := range scopes {
+		h := &hold{}
+		if old := sh.held[scope]; old != nil {
+			h.msgs, h.dropped = old.msgs, old.dropped
+			old.msgs, old.dropped = nil, 0
+		}
+		sh.held[scope] = h
+		out[scope] = h
+	}
+	return out
+}
+
+// session returns the current session's lastSeen.
+func (sh *shard) lastSeen() *lastSeen {
+	sh.holdMu.Lock()
+	defer sh.holdMu.Unlock()
+	return sh.last
+}
+
+// holds reports whether h is still scope's hold (no later catch-up took
+// it over).
+func (sh *shard) holds(scope string, h *hold) bool {
+	sh.holdMu.Lock()
+	defer sh.holdMu.Unlock()
+	return sh.held[scope] == h
+}
+
+// onLive takes a gateway message on the shard's read loop: held while its
+// scope catches up, else handed to onMessage.
+func (a *Adapter) onLive(sh *shard, m *discordgo.MessageCreate) {
+	if m == nil || m.Message == nil {
+		return
+	}
+	if m.Author == nil || m.Author.ID != a.bot() {
+		scope := cmp.Or(m.GuildID, dmScope)
+		sh.holdMu.Lock()
+		if h := sh.held[scope]; h != nil {
+			if len(h.msgs) < maxHeld {
+				h.msgs = append(h.msgs, m)
+			} else {
+				h.dropped++
+			}
+			sh.holdMu.Unlock()
+			return
+		}
+		sh.holdMu.Unlock()
+	}
+	a.onMessage(m)
+}
+
+// release hands over what scope's hold h kept, in order, until none is
+// left, then lets the scope's messages through; it does nothing once a
+// later catch-up took the scope over.
+func (a *Adapter) release(sh *shard, scope string, h *hold) {
+	for {
+		sh.holdMu.Lock()
+		if sh.held[scope] != h {
+			sh.holdMu.Unlock()
+			return
+		}
+		msgs, dropped := h.msgs, h.dropped
+		h.msgs, h.dropped = nil, 0
+		if len(msgs) == 0 {
+			delete(sh.held, scope)
+		}
+		sh.holdMu.Unlock()
+		if dropped > 0 {
+			a.shardLog(sh).Warn("gateway messages dropped while catching up (too many held); a guild's are read again at the next catch-up", zap.String("scope", scope), zap.Int("messages", dropped))
+		}
+		if len(msgs) == 0 {
+			return
+		}
+		for _, m := range msgs {
+			a.onMessage(m)
+		}
+	}
+}
+
+// settleHolds, once the gateways are closed and the catch-ups have ended,
+// decides for what is still held: a guild's messages are left to the next
+// start's catch-up, which reads them again (its watermark has not passed
+// them), so that they do not move it past what this catch-up did not
+// read; a DM's are handed to the core, which records them for the next
+// start, unless its conversation was served (its history is read again
+// after its last recorded message): a new DM's first message could not be
+// found again.
+func (a *Adapter) settleHolds() {
+	for _, sh := range a.shards {
+		sh.holdMu.Lock()
+		held, last := sh.held, sh.last
+		sh.held = nil
+		sh.holdMu.Unlock()
+		for scope, h := range held {
+			if len(h.msgs) == 0 {
+				continue
+			}
+			if scope != dmScope {
+				a.shardLog(sh).Info("messages received while catching up left to the next start's catch-up", zap.String("guild", scope), zap.Int("messages", len(h.msgs)))
+				continue
+			}
+			served, ok := last.known()
+			for _, m := range h.msgs {
+				if _, again := served[dmKey(m.ChannelID)]; ok && again {
+					continue
+				}
+				a.onMessage(m)
+			}
+		}
+	}
+}
+
+// onReady notes the bot's ID and, as a new session gets no replay of what
+// was posted meanwhile, starts its catch-up: the DMs now (shard 0), each
+// guild when its GUILD_CREATE arrives. Until then their messages are held.
+func (a *Adapter) onReady(ctx context.Context, sh *shard, r *discordgo.Ready) {
+	if r.User != nil {
+		id := r.User.ID
+		a.botID.Store(&id)
+	}
+	a.shardLog(sh).Info("gateway ready", zap.Int("guilds", len(r.Guilds)))
+	cc, ok := a.core.(catchUpCore)
+	if !ok {
+		return
+	}
+	last := newLastSeen(func() (map[string]int64, error) {
+		return cc.LastSeen(ctx, messageEventKey(""), a.catchUpAge())
+	})
+	var scopes []string
+	if sh.id == 0 {
+		scopes = append(scopes, dmScope)
+	}
+	for _, g := range r.Guilds {
+		if g != nil && g.ID != "" {
+			scopes = append(scopes, g.ID)
+		}
+	}
+	holds := sh.holdScopes(last, scopes...)
+	if h := holds[dmScope]; h != nil {
+		a.spawn(func() { a.catchUpDMs(ctx, sh, h, last) })
+	}
+}
+
+// listedChannel is what a guild's catch-up needs of a channel GUILD_CREATE
+// lists.
+type listedChannel struct {
+	id   string
+	last int64 // its last_message_id
+}
+
+// onGuildCreate starts a guild's catch-up: at the start of a session, or
+// when the guild becomes available, or the bot joins it.
+func (a *Adapter) onGuildCreate(ctx context.Context, sh *shard, g *discordgo.GuildCreate) {
+	if g == nil || g.Guild == nil || g.Unavailable || g.ID == "" {
+		return
+	}
+	if _, ok := a.core.(catchUpCore); !ok {
+		return
+	}
+	// Copied on the read loop, which alone changes the state's guilds.
+	var listed []listedChannel
+	for _, ch := range slices.Concat(g.Channels, g.Threads) {
+		if ch == nil {
+			continue
+		}
+		if id := snowflakeOrder(ch.LastMessageID); id > 0 {
+			listed = append(listed, listedChannel{id: ch.ID, last: id})
+		}
+	}
+	joined := g.JoinedAt
+	last := sh.lastSeen()
+	if last == nil {
+		return // no READY: not a session of this adapter's
+	}
+	h := sh.holdScopes(nil, g.ID)[g.ID]
+	a.spawn(func() { a.catchUpGuild(ctx, sh, g.ID, joined, listed, h, last) })
+}
+
+// historyRead is one channel's history to read: its messages after after.
+type historyRead struct {
+	guild, channel string
+	after          int64
+	last           int64 // its last_message_id, when known: the newest first
+}
+
+// catchUpDMs reads the DM conversations served within the catch-up age
+// after their last recorded message.
+func (a *Adapter) catchUpDMs(ctx context.Context, sh *shard, h *hold, last *lastSeen) {
+	seen, err := last.get()
+	if err != nil {
+		a.shardLog(sh).Warn("messages missed while away not looked for", zap.Error(err))
+		a.release(sh, dmScope, h)
+		return
+	}
+	var reads []historyRead
+	for conv, after := range seen {
+		if guild, channel, ok := conversationChannel(conv); ok && guild == "" {
+			reads = append(reads, historyRead{channel: channel, after: max(after, a.catchUpFloor())})
+		}
+	}
+	a.catchUpScope(ctx, sh, dmScope, h, reads)
+}
+
+// catchUpGuild reads a guild's served conversations after their last
+// recorded message, and the other channels listed with anything newer than
+// the guild's watermark after it.
+func (a *Adapter) catchUpGuild(ctx context.Context, sh *shard, guild string, joined time.Time, listed []listedChannel, h *hold, last *lastSeen) {
+	seen, err := last.get()
+	if err != nil {
+		a.shardLog(sh).Warn("messages missed while away not looked for", zap.String("guild", guild), zap.Error(err))
+		a.release(sh, guild, h)
+		return
+	}
+	floor := a.catchUpFloor()
+	if !joined.IsZero() {
+		// Nothing posted before the bot joined was for it.
+		floor = max(floor, snowflakeAt(joined))
+	}
+	served := make(map[string]int64)
+	var mark int64
+	for conv, after := range seen {
+		if g, channel, ok := conversationChannel(conv); ok && g == guild {
+			served[channel] = after
+			mark = max(mark, after)
+		}
+	}
+	watermark := floor
+	if mark > 0 {
+		watermark = max(mark-int64(catchUpMargin/time.Millisecond)<<22, floor)
+	}
+	var reads []historyRead
+	for _, ch := range listed {
+		after, ok := served[ch.id]
+		if !ok {
+			after = watermark
+		}
+		delete(served, ch.id)
+		after = max(after, floor)
+		if ch.last > after {
+			reads = append(reads, historyRead{guild: guild, channel: ch.id, after: after, last: ch.last})
+		}
+	}
+	// Served, not listed: an archived thread, say, which a message revives.
+	for channel, after := range served {
+		reads = append(reads, historyRead{guild: guild, channel: channel, after: max(after, floor)})
+	}
+	slices.SortFunc(reads, func(x, y historyRead) int { return cmp.Compare(y.last, x.last) })
+	if len(reads) > catchUpChannels {
+		a.shardLog(sh).Warn("too many channels with messages since the last one recorded; the newest read", zap.String("guild", guild), zap.Int("channels", len(reads)), zap.Int("read", catchUpChannels))
+		reads = reads[:catchUpChannels]
+	}
+	a.catchUpScope(ctx, sh, guild, h, reads)
+}
+
+// catchUpScope reads reads, hands what they found to the core oldest
+// first, then what scope's hold h kept. When ctx ends first it hands over
+// nothing: settleHolds decides for the held messages.
+func (a *Adapter) catchUpScope(ctx context.Context, sh *shard, scope string, h *hold, reads []historyRead) {
+	found := a.readHistories(ctx, reads)
+	if ctx.Err() != nil || !sh.holds(scope, h) {
+		return
+	}
+	slices.SortFunc(found, func(x, y *discordgo.Message) int { return cmp.Compare(snowflakeOrder(x.ID), snowflakeOrder(y.ID)) })
+	n := 0
+	for _, m := range found {
+		if m.Author == nil || m.Author.ID != a.bot() {
+			n++
+		}
+		a.onMessage(&discordgo.MessageCreate{Message: m})
+	}
+	if n > 0 {
+		a.shardLog(sh).Info("messages posted while away taken up", zap.String("scope", scope), zap.Int("channels", len(reads)), zap.Int("messages", n))
+	}
+	a.release(sh, scope, h)
+}
+
+// readHistories reads each channel's history, catchUpReaders at once, and
+// returns every message found; a channel that cannot be read is logged
+// and skipped.
+func (a *Adapter) readHistories(ctx context.Context, reads []historyRead) []*discordgo.Message {
+	var (
+		mu    sync.Mutex
+		found []*discordgo.Message
+		wg    sync.WaitGroup
+	)
+	next := make(chan historyRead)
+	for range min(catchUpReaders, len(reads)) {
+		wg.Go(func() {
+			for r := range next {
+				msgs, err := a.readHistory(ctx, r)
+				if err != nil && ctx.Err() == nil {
+					a.log.Warn("channel history not read; messages posted while away may be missed", zap.String("channel", r.channel), zap.Error(err))
+				}
+				mu.Lock()
+				found = append(found, msgs...)
+				mu.Unlock()
+			}
+		})
+	}
+	for _, r := range reads {
+		select {
+		case next <- r:
+		case <-ctx.Done():
+		}
+	}
+	close(next)
+	wg.Wait()
+	return found
+}
+
+// readHistory reads one channel's messages after r.after and within the
+// catch-up age, at most catchUpPages pages; REST messages carry no guild
+// ID, so it is set from r.
+func (a *Adapter) readHistory(ctx context.Context, r historyRead) ([]*discordgo.Message, error) {
+	floor := a.catchUpFloor()
+	after := r.after
+	var out []*discordgo.Message
+	for range catchUpPages {
+		page, err := a.historyPage(ctx, r.channel, after)
+		if err != nil {
+			return out, err
+		}
+		for _, m := range page {
+			if m == nil {
+				continue
+			}
+			if id := snowflakeOrder(m.ID); id <= after || id < floor {
+				continue
+			}
+			id := snowflakeOrder(m.ID)
+			r.after = max(r.after, id)
+			if m.GuildID == "" {
+				m.GuildID = r.guild
+			}
+			if m.ChannelID == "" {
+				m.ChannelID = r.channel
+			}
+			out = append(out, m)
+		}
+		if len(page) < catchUpLimit || r.after == after {
+			return out, nil
+		}
+		after = r.after
+	}
+	a.log.Warn("more messages in a channel than catch-up reads; the oldest taken up", zap.String("channel", r.channel), zap.Int("read", len(out)))
+	return out, nil
+}
+
+// historyPage is one Get Channel Messages after after (newest first, as
+// Discord sends them), waiting out a 429's Retry-After itself, so that a
+// stop need not wait for it.
+func (a *Adapter) historyPage(ctx context.Context, channel string, after int64) ([]*discordgo.Message, error) {
+	for attempt := 0; ; attempt++ {
+		msgs, err := a.session.ChannelMessages(channel, catchUpLimit, "", strconv.FormatInt(after, 10), "",
+			discordgo.WithContext(ctx), discordgo.WithRetryOnRatelimit(false))
+		rl, limited := errors.AsType[*discordgo.RateLimitError](err)
+		if !limited || rl.RateLimit == nil || rl.TooManyRequests == nil || attempt >= catchUpRetries {
+			return msgs, err
+		}
+		wait := max(rl.RetryAfter, 10*time.Millisecond)
+		a.log.Info("history read rate limited; waiting", zap.String("channel", channel), zap.Duration("retry_after", wait))
+		if !sleep(ctx, wait) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// catchUpAge is how far back catch-up reads.
+func (a *Adapter) catchUpAge() time.Duration {
+	if d := a.cfg.CatchUpAge; d > 0 && d < catchUpAge {
+		return d
+	}
+	return catchUpAge
+}
+
+// catchUpFloor is the oldest snowflake catch-up reads.
+func (a *Adapter) catchUpFloor() int64 {
+	return snowflakeAt(time.Now().Add(-a.catchUpAge()))
+}
+
+// snowflakeAt is the first snowflake of t's millisecond.
+func snowflakeAt(t time.Time) int64 {
+	ms := t.UnixMilli() - discordEpoch
+	if ms <= 0 {
+		return 0
+	}
+	return ms << 22
 }
 
 // missed remembers, per channel, messages the store refused while it was
@@ -103,73 +594,17 @@ func (a *Adapter) watchStore(ctx context.Context) {
 			return
 		}
 		a.spawn(func() {
+			var reads []historyRead
 			for channel, c := range a.missed.take() {
-				a.catchUpChannel(ctx, c.guild, channel, c.after)
+				reads = append(reads, historyRead{guild: c.guild, channel: channel, after: c.after})
+			}
+			found := a.readHistories(ctx, reads)
+			slices.SortFunc(found, func(x, y *discordgo.Message) int { return cmp.Compare(snowflakeOrder(x.ID), snowflakeOrder(y.ID)) })
+			for _, m := range found {
+				a.onMessage(&discordgo.MessageCreate{Message: m})
 			}
 		})
 	})
-}
-
-// catchUp reads, for each conversation of shard sh with messages recorded
-// within catchUpAge, the channel's messages after the last one recorded,
-// and hands them to the core.
-func (a *Adapter) catchUp(ctx context.Context, sh *shard) {
-	cc, ok := a.core.(catchUpCore)
-	if !ok {
-		return
-	}
-	log := a.shardLog(sh)
-	last, err := cc.LastSeen(ctx, messageEventKey(""), catchUpAge)
-	if err != nil {
-		log.Warn("messages missed while away not looked for", zap.Error(err))
-		return
-	}
-	read := 0
-	for conv, after := range last {
-		guild, channel, ok := conversationChannel(conv)
-		if !ok || shardOf(guild, sh.count) != sh.id {
-			continue
-		}
-		read += a.catchUpChannel(ctx, guild, channel, after)
-	}
-	if read > 0 {
-		log.Info("messages posted while away taken up", zap.Int("messages", read))
-	}
-}
-
-// catchUpChannel reads channel's messages after the ID after (at most
-// catchUpLimit, none older than catchUpAge) and hands them to the core,
-// oldest first, as the gateway would have. It returns how many of them
-// are not the bot's own.
-func (a *Adapter) catchUpChannel(ctx context.Context, guild, channel string, after int64) int {
-	msgs, err := a.session.ChannelMessages(channel, catchUpLimit, "", strconv.FormatInt(after, 10), "", discordgo.WithContext(ctx))
-	if err != nil {
-		if ctx.Err() == nil {
-			a.log.Warn("channel history not read; messages posted while away may be missed", zap.String("channel", channel), zap.Error(err))
-		}
-		return 0
-	}
-	// Discord sends them newest first.
-	slices.Reverse(msgs)
-	oldest := time.Now().Add(-catchUpAge).UnixMilli()
-	n := 0
-	for _, m := range msgs {
-		id, err := strconv.ParseInt(m.ID, 10, 64)
-		if err != nil || id <= after || id>>22+discordEpoch < oldest {
-			continue
-		}
-		if m.GuildID == "" {
-			m.GuildID = guild // REST messages carry no guild ID
-		}
-		if m.ChannelID == "" {
-			m.ChannelID = channel
-		}
-		if m.Author == nil || m.Author.ID != a.bot() {
-			n++
-		}
-		a.onMessage(&discordgo.MessageCreate{Message: m})
-	}
-	return n
 }
 
 // conversationChannel returns the guild ("" for a DM) and channel of a
@@ -187,17 +622,4 @@ func conversationChannel(conv string) (guild, channel string, ok bool) {
 		guild = ""
 	}
 	return guild, channel, true
-}
-
-// shardOf returns the shard Discord routes guild's events to; DMs go to
-// shard 0.
-func shardOf(guild string, count int) int {
-	if guild == "" || count <= 1 {
-		return 0
-	}
-	id, err := strconv.ParseUint(guild, 10, 64)
-	if err != nil {
-		return -1
-	}
-	return int((id >> 22) % uint64(count))
 }

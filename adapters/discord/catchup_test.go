@@ -3,9 +3,16 @@ package discord
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
 
 	"github.com/flowbridge/flowbridge/adapters/discord/discordtest"
 	"github.com/flowbridge/flowbridge/bridge/store"
@@ -157,5 +164,293 @@ func TestCatchUpAfterStoreOutage(t *testing.T) {
 	}
 	if len(count) != 3 {
 		t.Errorf("bot wrote %d distinct messages, want the 3 answers: %v", len(count), count)
+	}
+}
+
+// post sends a user's message, whether or not a session is connected to
+// receive it (Discord keeps it in the channel's history either way).
+func post(t *testing.T, e *env, mc discordtest.MessageCreate) discordtest.Message {
+	t.Helper()
+	if mc.Author.ID == "" {
+		mc.Author = alice
+	}
+	m, err := e.fake.SendMessage(testCtx(t), mc)
+	if err != nil && !errors.Is(err, discordtest.ErrNoSession) {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// answers counts the bot's "You said: …" answers by what they repeat.
+func answers(e *env) map[string]int {
+	count := map[string]int{}
+	for _, m := range e.fake.Messages() {
+		if m.Author.ID != e.fake.BotUser().ID {
+			continue
+		}
+		if _, said, ok := strings.Cut(m.Content, "You said: "); ok {
+			count[said]++
+		}
+	}
+	return count
+}
+
+// historyReads returns the adapter's Get Channel Messages calls by channel.
+func historyReads(e *env) map[string][]url.Values {
+	out := map[string][]url.Values{}
+	for _, r := range e.fake.Requests() {
+		if r.Route != discordtest.RouteListMessages {
+			continue
+		}
+		channel := strings.TrimSuffix(strings.TrimPrefix(r.Path, "/api/v9/channels/"), "/messages")
+		q, _ := url.ParseQuery(r.Query)
+		out[channel] = append(out[channel], q)
+	}
+	return out
+}
+
+// TestCatchUpFindsNewConversations: messages for the bot posted while no
+// process was connected, in a guild channel it never answered in (a
+// mention) and in a thread it owns (no mention needed there), are found
+// from the guild's GUILD_CREATE — channels with a last_message_id newer
+// than the newest message recorded in the guild — and answered once; a
+// message not for the bot is not, and a channel whose last message is
+// older than that watermark is not read at all. The fake's clock runs two
+// minutes behind, so that the guild's messages before the watermark are
+// within the catch-up's age.
+func TestCatchUpFindsNewConversations(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	clock := discordtest.NewClock(start.Add(-2 * time.Minute))
+	// With the message content intent, so that the thread's message and
+	// the chatter have their text, over REST as on the gateway.
+	e := newEnvWith(t, discordtest.Options{Now: clock.Now}, func(e *env) { e.cfg.MessageContentIntent = true })
+	ctx := testCtx(t)
+	bot := e.fake.BotUser().ID
+	r := e.start(t)
+	post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: "13", Content: "chatter before the watermark"})
+	thread, err := e.fake.SendThreadCreate(ctx, discordtest.Thread{GuildID: guildID, ParentID: channelID, Name: "the bot's", OwnerID: bot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(90 * time.Second)
+	served := post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Content: mention(bot, "served")})
+	e.waitBot(t, channelID, "You said: served")
+	r.stop(t)
+
+	clock.Advance(30 * time.Second)
+	// Posted while no session: the chatter first, so that, were it taken,
+	// it would be answered before the mention after it.
+	post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: "11", Content: "chatter, not for the bot"})
+	first := post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: "11", Content: mention(bot, "first contact")})
+	post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: thread.ID, Content: "in the bot's thread"})
+
+	r = e.start(t)
+	e.waitBot(t, "11", "You said: first contact")
+	e.waitBot(t, thread.ID, "You said: in the bot's thread")
+	r.stop(t)
+
+	count := answers(e)
+	for _, said := range []string{"served", "first contact", "in the bot's thread"} {
+		if count[said] != 1 {
+			t.Errorf("%q answered %d times, want once", said, count[said])
+		}
+	}
+	if n := count["chatter, not for the bot"]; n != 0 {
+		t.Errorf("a message not for the bot answered %d times", n)
+	}
+	reads := historyReads(e)
+	if q := reads["13"]; len(q) != 0 {
+		t.Errorf("channel 13, quiet since before the watermark, read: %v", q)
+	}
+	mark := snowflakeOrder(served.ID)
+	for _, q := range reads["11"] {
+		after, err := strconv.ParseInt(q.Get("after"), 10, 64)
+		if err != nil || after < mark-int64(catchUpMargin/time.Millisecond)<<22 || after >= snowflakeOrder(first.ID) {
+			t.Errorf("channel 11 read after %q; want after the watermark %d less %s, before its messages", q.Get("after"), mark, catchUpMargin)
+		}
+	}
+	if len(reads["11"]) == 0 {
+		t.Error("channel 11 never read")
+	}
+}
+
+// historyGate holds the adapter's history reads of some channels while
+// shut, reporting each one it holds on blocked.
+type historyGate struct {
+	channels map[string]bool
+	blocked  chan string
+
+	mu   sync.Mutex
+	open chan struct{} // closed while the gate is open
+}
+
+func newHistoryGate(channels ...string) *historyGate {
+	g := &historyGate{channels: map[string]bool{}, blocked: make(chan string, 16), open: make(chan struct{})}
+	for _, c := range channels {
+		g.channels[c] = true
+	}
+	return g
+}
+
+// openUp lets every read through, the held ones too; shut holds the next ones.
+func (g *historyGate) openUp() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.open:
+	default:
+		close(g.open)
+	}
+}
+
+func (g *historyGate) shut() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.open = make(chan struct{})
+}
+
+func (g *historyGate) wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		rest, ok := strings.CutPrefix(r.URL.Path, "/api/v9/channels/")
+		channel, isHistory := strings.CutSuffix(rest, "/messages")
+		if ok && isHistory && r.Method == http.MethodGet && g.channels[channel] {
+			g.mu.Lock()
+			open := g.open
+			g.mu.Unlock()
+			select {
+			case <-open:
+			default:
+				g.blocked <- channel
+				select {
+				case <-open:
+				case <-r.Context().Done():
+					return nil, r.Context().Err()
+				}
+			}
+		}
+		return next.RoundTrip(r)
+	})
+}
+
+// TestCatchUpStoppedMidway: a session stopped while its guild's catch-up
+// is still reading (one channel's history held back) has handed nothing
+// over, and holds back the gateway messages that arrived meanwhile, so
+// the newest message recorded in the guild stays where it was: the next
+// session reads both the channel it could not and the one the held
+// message came in, and answers each message once. Recording the live
+// message would have put the watermark past the unread one, posted
+// earlier. (The fake's clock places the messages apart by more than the
+// catch-up's margin.)
+func TestCatchUpStoppedMidway(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	clock := discordtest.NewClock(start.Add(-2 * time.Minute))
+	g := newHistoryGate("11")
+	e := newEnvWith(t, discordtest.Options{Now: clock.Now}, func(e *env) { e.discordRT = g.wrap })
+	ctx := testCtx(t)
+	bot := e.fake.BotUser().ID
+	r := e.start(t)
+	clock.Advance(time.Minute)
+	post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Content: mention(bot, "served")})
+	e.waitBot(t, channelID, "You said: served")
+	r.stop(t)
+
+	clock.Advance(30 * time.Second)
+	post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: "11", Content: mention(bot, "while away")})
+	clock.Advance(30 * time.Second)
+	r = e.start(t)
+	select {
+	case <-g.blocked:
+	case <-ctx.Done():
+		t.Fatal("channel 11 never read")
+	}
+	post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: "12", Content: mention(bot, "live")})
+	// The DMs' catch-up has nothing to read: the marker's answer says the
+	// gateway message before it was taken (and held).
+	e.marker(t, "77")
+	r.stop(t)
+	if n := answers(e)["live"]; n != 0 {
+		t.Fatalf("the message held during the catch-up answered %d times before the catch-up ended", n)
+	}
+
+	g.openUp()
+	r = e.start(t)
+	e.waitBot(t, "11", "You said: while away")
+	e.waitBot(t, "12", "You said: live")
+	r.stop(t)
+	count := answers(e)
+	for _, said := range []string{"served", "while away", "live", "marker"} {
+		if count[said] != 1 {
+			t.Errorf("%q answered %d times, want once", said, count[said])
+		}
+	}
+}
+
+// TestMessagesDuringGracefulStop: messages arriving once the core's
+// Shutdown has begun, while the gateway is still open (flowbridge stops
+// the core first, then the adapters), are recorded as received and
+// answered after the restart: a new DM's first message (which no
+// catch-up could find) and a mention in a new channel. A DM's message
+// held by a DM catch-up that has not finished is recorded too, when its
+// conversation is new; a held message of a served DM is left to the next
+// catch-up, which reads it after the last one recorded.
+func TestMessagesDuringGracefulStop(t *testing.T) {
+	t.Parallel()
+	g := newHistoryGate("77")
+	e := newEnv(t, func(e *env) { e.discordRT = g.wrap })
+	ctx := testCtx(t)
+	bot := e.fake.BotUser().ID
+	g.openUp()
+	r := e.start(t)
+	post(t, e, discordtest.MessageCreate{ChannelID: "77", Content: "served dm"})
+	e.waitBot(t, "77", "You said: served dm")
+	r.stop(t)
+
+	// A session whose DM catch-up is held back (DM 77's history).
+	g.shut()
+	r = e.start(t)
+	select {
+	case <-g.blocked:
+	case <-ctx.Done():
+		t.Fatal("DM 77 never read")
+	}
+	post(t, e, discordtest.MessageCreate{ChannelID: "77", Content: "served dm, held"})
+	post(t, e, discordtest.MessageCreate{ChannelID: "78", Content: "new dm, held"})
+	// The core stops first, as flowbridge does; the gateway stays open.
+	shutdownCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := r.core.Shutdown(shutdownCtx); err != nil {
+		t.Fatal(err)
+	}
+	post(t, e, discordtest.MessageCreate{ChannelID: "79", Content: "new dm, stopping"})
+	post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: "14", Content: mention(bot, "new channel, stopping")})
+	// An autocomplete is answered by the adapter alone, after the
+	// messages before it were taken.
+	data := flowCommand("healthcheck", [2]string{"host", "we"})
+	data.Options[0].Options[0].Focused = true
+	sent, err := e.fake.SendInteraction(ctx, discordtest.Interaction{Type: discordgo.InteractionApplicationCommandAutocomplete, GuildID: guildID, ChannelID: channelID, User: alice, Data: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.fake.WaitInteractionResponse(ctx, sent.ID); err != nil {
+		t.Fatal(err)
+	}
+	r.stop(t)
+	if got := answers(e); len(got) != 1 {
+		t.Fatalf("answers while stopping: %v, want only the first", got)
+	}
+
+	g.openUp()
+	r = e.start(t)
+	e.waitBot(t, "77", "You said: served dm, held")
+	e.waitBot(t, "78", "You said: new dm, held")
+	e.waitBot(t, "79", "You said: new dm, stopping")
+	e.waitBot(t, "14", "You said: new channel, stopping")
+	r.stop(t)
+	for said, n := range answers(e) {
+		if n != 1 {
+			t.Errorf("%q answered %d times, want once", said, n)
+		}
 	}
 }

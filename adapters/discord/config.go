@@ -92,6 +92,13 @@ type Config struct {
 	// DM or group DM, where the bot itself is not a member. Needs global
 	// commands (no guild_ids). Off by default.
 	UserInstall bool `toml:"user_install"`
+	// CatchUpAge bounds how far back a new gateway session reads the
+	// channels' history for messages posted while none was connected
+	// (at most, and by default, 10 minutes). The process sets it to how
+	// long the inbox remembers answered messages (bridge.dedupe_ttl), so
+	// that nothing read can be a message answered and forgotten. Not in
+	// the file.
+	CatchUpAge time.Duration `toml:"-"`
 }
 
 // Duration is a time.Duration written in config as a string such as "30s".

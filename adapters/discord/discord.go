@@ -314,7 +314,8 @@ func (a *Adapter) addHandlers(ctx context.Context, sh *shard) []func() {
 		s.AddHandler(func(*discordgo.Session, *discordgo.Resumed) { a.shardLog(sh).Info("gateway session resumed") }),
 		s.AddHandler(func(*discordgo.Session, *discordgo.Disconnect) { a.onDisconnect(sh) }),
 		s.AddHandler(func(_ *discordgo.Session, r *discordgo.RateLimit) { a.onRateLimit(r) }),
-		s.AddHandler(func(_ *discordgo.Session, m *discordgo.MessageCreate) { a.onMessage(m) }),
+		s.AddHandler(func(_ *discordgo.Session, g *discordgo.GuildCreate) { a.onGuildCreate(ctx, sh, g) }),
+		s.AddHandler(func(_ *discordgo.Session, m *discordgo.MessageCreate) { a.onLive(sh, m) }),
 		s.AddHandler(func(_ *discordgo.Session, i *discordgo.InteractionCreate) { a.onInteraction(ctx, i) }),
 	}
 }
@@ -483,17 +484,6 @@ func fatalError(err error) error {
 	return nil
 }
 
-// onReady notes the bot's ID and, as a new session gets no replay of what
-// was posted meanwhile, catches up on the shard's conversations.
-func (a *Adapter) onReady(ctx context.Context, sh *shard, r *discordgo.Ready) {
-	if r.User != nil {
-		id := r.User.ID
-		a.botID.Store(&id)
-	}
-	a.shardLog(sh).Info("gateway ready", zap.Int("guilds", len(r.Guilds)))
-	a.spawn(func() { a.catchUp(ctx, sh) })
-}
-
 func (a *Adapter) onConnect(sh *shard) {
 	sh.connected.Store(true)
 	sh.lastErr.Store(nil)
@@ -553,6 +543,7 @@ func (a *Adapter) shutdown() {
 	}
 	a.mu.Unlock()
 	a.wg.Wait()
+	a.settleHolds()
 	for _, sh := range a.shards {
 		sh.connected.Store(false)
 	}

@@ -22,6 +22,13 @@ type shard struct {
 	reconnect chan struct{}
 	connected atomic.Bool
 	lastErr   atomic.Pointer[string] // why the shard is not connected
+
+	// The catch-up of the current session (catchup.go): the scopes whose
+	// gateway messages are held while they catch up, and what the inbox
+	// had recorded when the session identified.
+	holdMu sync.Mutex
+	held   map[string]*hold // by scope: a guild ID, or dmScope
+	last   *lastSeen
 }
 
 func (sh *shard) signalReconnect() {

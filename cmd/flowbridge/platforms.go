@@ -39,7 +39,11 @@ func platformAdapters(cfg *Config, b *bridge.Bridge, log *zap.Logger) ([]namedAd
 		out = append(out, namedAdapter{"slack", a})
 	}
 	if cfg.Discord.Enabled {
-		a, err := discord.New(cfg.Discord, b, log)
+		dc := cfg.Discord
+		// Catch-up must not read back past what the inbox remembers as
+		// answered.
+		dc.CatchUpAge = cfg.Bridge.DedupeTTL.D()
+		a, err := discord.New(dc, b, log)
 		if err != nil {
 			return nil, fmt.Errorf("discord: %w", err)
 		}

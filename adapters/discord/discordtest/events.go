@@ -44,6 +44,7 @@ func (s *Server) AddGuild(ctx context.Context, id string) error {
 		return nil
 	}
 	s.guilds = append(s.guilds, id)
+	s.joined[id] = s.now()
 	g := s.guildCreateLocked(id)
 	s.notifyLocked()
 	s.mu.Unlock()

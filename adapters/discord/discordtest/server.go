@@ -100,6 +100,7 @@ type Server struct {
 	channels     map[string]*discordgo.Channel
 	channelOrder []string
 	guilds       []string
+	joined       map[string]time.Time // by guild: when the bot joined it (GUILD_CREATE's joined_at)
 	typing       map[string]int
 	interactions map[string]*interaction // by id
 	byToken      map[string]*interaction
@@ -156,6 +157,7 @@ func NewServer(opts Options) *Server {
 		messages:     make(map[string]*Message),
 		nonces:       make(map[string]nonceUse),
 		channels:     make(map[string]*discordgo.Channel),
+		joined:       make(map[string]time.Time),
 		typing:       make(map[string]int),
 		interactions: make(map[string]*interaction),
 		byToken:      make(map[string]*interaction),

@@ -175,7 +175,7 @@ func (s *Server) guildCreateLocked(id string) map[string]any {
 		"max_video_channel_users": 25, "max_stage_video_channel_users": 50, "nsfw_level": 0, "stickers": []any{},
 		"premium_progress_bar_enabled": false, "safety_alerts_channel_id": nil, "incidents_data": nil,
 
-		"joined_at": timestamp(s.now()), "large": false, "unavailable": false, "member_count": 2,
+		"joined_at": timestamp(s.joined[id]), "large": false, "unavailable": false, "member_count": 2,
 		"voice_states": []any{}, "members": []any{s.botMemberLocked(true)}, "channels": channels, "threads": threads,
 		"presences": []any{}, "stage_instances": []any{}, "guild_scheduled_events": []any{}, "soundboard_sounds": []any{},
 	}
