@@ -78,3 +78,54 @@ func TestHistory(t *testing.T) {
 		t.Fatalf("read after the wait = %v", err)
 	}
 }
+
+// TestHistoryAnchorsAndGuildCreate: before and around read as Discord does
+// (before: the newest limit below the ID; around: limit centred on it,
+// the ID included), newest first; and GUILD_CREATE gives each channel its
+// last_message_id, and joined_at is when the bot joined the guild, not
+// when the session started: what a catch-up after downtime starts from.
+func TestHistoryAnchorsAndGuildCreate(t *testing.T) {
+	t.Parallel()
+	joined := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	clock := discordtest.NewClock(joined)
+	fake := newFake(t, discordtest.Options{Now: clock.Now})
+	if err := fake.AddChannel(t.Context(), discordgo.Channel{ID: "3000", GuildID: "1", Type: discordgo.ChannelTypeGuildText, Name: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Hour)
+	for i := range 10 {
+		if _, err := fake.SendMessage(t.Context(), discordtest.MessageCreate{ID: strconv.Itoa(5000 + i), ChannelID: "3000", GuildID: "1", Author: discordgo.User{ID: "42", Username: "ann"}, Content: fmt.Sprint("m", i)}); err != nil && !errors.Is(err, discordtest.ErrNoSession) {
+			t.Fatal(err)
+		}
+	}
+	s := newSession(t, fake, bridgeIntents)
+	ids := func(msgs []*discordgo.Message) string {
+		var out []string
+		for _, m := range msgs {
+			out = append(out, m.ID)
+		}
+		return fmt.Sprint(out)
+	}
+	for _, tt := range []struct {
+		before, around string
+		want           string
+	}{
+		{before: "5005", want: "[5004 5003 5002]"},
+		{before: "5001", want: "[5000]"},
+		{around: "5005", want: "[5006 5005 5004]"},
+	} {
+		got, err := s.ChannelMessages("3000", 3, tt.before, "", tt.around, discordgo.WithContext(ctx(t)))
+		if err != nil || ids(got) != tt.want {
+			t.Errorf("ChannelMessages(limit 3, before %q, around %q) = %s, %v; want %s", tt.before, tt.around, ids(got), err, tt.want)
+		}
+	}
+	guilds := events[*discordgo.GuildCreate](s)
+	open(t, s)
+	g := receive(t, guilds, "GUILD_CREATE")
+	if !g.JoinedAt.Equal(joined) {
+		t.Errorf("joined_at = %v, want %v (when the guild was added)", g.JoinedAt, joined)
+	}
+	if len(g.Channels) != 1 || g.Channels[0].LastMessageID != "5009" {
+		t.Errorf("GUILD_CREATE channels = %+v, want 3000 with last_message_id 5009", g.Channels)
+	}
+}
