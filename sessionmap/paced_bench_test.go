@@ -26,11 +26,12 @@ func BenchmarkPacedMessages(b *testing.B) {
 		warm          = 2 * time.Second
 		run           = 10 * time.Second
 	)
+	ctx := b.Context()
 	for b.Loop() {
 		s, _ := openTest(b, Options{})
 		created := time.Now()
 		for i := range conversations {
-			if err := s.PutSession(Session{Key: fixtureKey(i), Agent: "helper", SessionUUID: testUUID(i), Created: created, LastUsed: created}); err != nil {
+			if err := s.PutSession(ctx, Session{Key: fixtureKey(i), Agent: "helper", SessionUUID: testUUID(i), Created: created, LastUsed: created}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -60,11 +61,11 @@ func BenchmarkPacedMessages(b *testing.B) {
 				}
 				for n := 0; ; n++ {
 					key := fmt.Sprintf("slack/msg/C%09d/%d.%06d", c%100, 1716212345+n, c)
-					if _, err := s.Receive(store.InboxEntry{Key: key, Conversation: conv, Event: benchEvent, Received: time.Now()}); err != nil {
+					if _, err := s.Receive(ctx, store.InboxEntry{Key: key, Conversation: conv, Event: benchEvent, Received: time.Now()}); err != nil {
 						b.Error(err)
 						return
 					}
-					if err := s.MarkSent(key, time.Now()); err != nil {
+					if err := s.MarkSent(ctx, key, time.Now()); err != nil {
 						b.Error(err)
 						return
 					}
@@ -72,11 +73,11 @@ func BenchmarkPacedMessages(b *testing.B) {
 						return
 					}
 					turn := Turn{Session: Session{Key: conv, Agent: "helper", SessionUUID: testUUID(c), Created: created, LastUsed: time.Now()}, Reply: "the answer"}
-					if err := s.PutReply(key, []byte(`{"reply":{"kind":"agent","text":"the answer to the question"}}`), &turn, time.Now()); err != nil {
+					if err := s.PutReply(ctx, key, []byte(`{"reply":{"kind":"agent","text":"the answer to the question"}}`), &turn, time.Now()); err != nil {
 						b.Error(err)
 						return
 					}
-					if err := s.Finish(key, "1716212345.000100", nil, time.Now()); err != nil {
+					if err := s.Finish(ctx, key, "1716212345.000100", nil, time.Now()); err != nil {
 						b.Error(err)
 						return
 					}
