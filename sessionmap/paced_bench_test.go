@@ -3,6 +3,7 @@ package sessionmap
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,18 +14,26 @@ import (
 )
 
 // BenchmarkPacedMessages is the store's part of flowbridge-load's default
-// run, without the network: 1,000 conversations, each sending a message
+// run, without the network: 1,000 conversations (and 100, a tenth of the
+// rate, where commits are seldom shared), each sending a message
 // (Receive, MarkSent; 50 ms for the agent; PutReply with the turn, Finish;
 // then about a second of thought), for 10 s. It reports the process's CPU
-// per message, the commits (bbolt write transactions) and pages written per
-// message. Run it with -benchtime=1x: each iteration is the whole run.
+// per message, the commits (bbolt write transactions) per message and pages
+// per commit, and how long a message waits for the store on its way
+// (Receive, MarkSent, PutReply: waited-p50-ms, waited-p99-ms). Run it
+// with -benchtime=1x: each iteration is the whole run.
 func BenchmarkPacedMessages(b *testing.B) {
+	for _, n := range []int{1000, 100} {
+		b.Run(fmt.Sprintf("conversations=%d", n), func(b *testing.B) { pacedMessages(b, n) })
+	}
+}
+
+func pacedMessages(b *testing.B, conversations int) {
 	const (
-		conversations = 1000
-		agent         = 50 * time.Millisecond
-		think         = time.Second
-		warm          = 2 * time.Second
-		run           = 10 * time.Second
+		agent = 50 * time.Millisecond
+		think = time.Second
+		warm  = 2 * time.Second
+		run   = 10 * time.Second
 	)
 	ctx := b.Context()
 	for b.Loop() {
@@ -39,6 +48,7 @@ func BenchmarkPacedMessages(b *testing.B) {
 			mu       sync.Mutex
 			messages int
 			counting bool
+			waited   []time.Duration // per message: Receive, MarkSent and PutReply
 		)
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
@@ -61,6 +71,7 @@ func BenchmarkPacedMessages(b *testing.B) {
 				}
 				for n := 0; ; n++ {
 					key := fmt.Sprintf("slack/msg/C%09d/%d.%06d", c%100, 1716212345+n, c)
+					t0 := time.Now()
 					if _, err := s.Receive(ctx, store.InboxEntry{Key: key, Conversation: conv, Event: benchEvent, Received: time.Now()}); err != nil {
 						b.Error(err)
 						return
@@ -69,14 +80,17 @@ func BenchmarkPacedMessages(b *testing.B) {
 						b.Error(err)
 						return
 					}
+					w := time.Since(t0)
 					if !sleep(agent) {
 						return
 					}
+					t1 := time.Now()
 					turn := Turn{Session: Session{Key: conv, Agent: "helper", SessionUUID: testUUID(c), Created: created, LastUsed: time.Now()}, Reply: "the answer"}
 					if err := s.PutReply(ctx, key, []byte(`{"reply":{"kind":"agent","text":"the answer to the question"}}`), &turn, time.Now()); err != nil {
 						b.Error(err)
 						return
 					}
+					w += time.Since(t1)
 					if err := s.Finish(ctx, key, "1716212345.000100", nil, time.Now()); err != nil {
 						b.Error(err)
 						return
@@ -84,6 +98,7 @@ func BenchmarkPacedMessages(b *testing.B) {
 					mu.Lock()
 					if counting {
 						messages++
+						waited = append(waited, w)
 					}
 					mu.Unlock()
 					if !sleep(think/2 + time.Duration(rng.Int64N(int64(think)))) {
@@ -117,5 +132,10 @@ func BenchmarkPacedMessages(b *testing.B) {
 		b.ReportMetric(float64((used-cpu.start).Microseconds())/float64(n), "cpu-µs/msg")
 		b.ReportMetric(float64(tx1-tx0)/float64(n), "commits/msg")
 		b.ReportMetric(float64(pages1-pages0)/float64(tx1-tx0), "pages/commit")
+		slices.Sort(waited)
+		if len(waited) > 0 {
+			b.ReportMetric(float64(waited[len(waited)/2].Microseconds())/1000, "waited-p50-ms")
+			b.ReportMetric(float64(waited[len(waited)*99/100].Microseconds())/1000, "waited-p99-ms")
+		}
 	}
 }
