@@ -26,7 +26,7 @@ func (b *Bridge) action(ctx context.Context, log *zap.Logger, ev Event) {
 		b.vote(ctx, log, ev)
 	default:
 		log.Debug("unknown action", zap.String("action", ev.Action.ID))
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "That button is no longer supported."})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "That button is no longer supported."})
 	}
 }
 
@@ -35,7 +35,7 @@ func (b *Bridge) action(ctx context.Context, log *zap.Logger, ev Event) {
 func (b *Bridge) shareResult(ctx context.Context, log *zap.Logger, ev Event) {
 	s, ok := b.takeShare(ctx, log, ev.Action.Value)
 	if !ok {
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "This result can no longer be shared (it was shared already, or it expired)."})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "This result can no longer be shared (it was shared already, or it expired)."})
 		return
 	}
 	footer := s.footer + " · shared by " + displayName(ev.User)
@@ -168,11 +168,11 @@ func (b *Bridge) askConfirmation(ctx context.Context, log *zap.Logger, ev Event,
 func (b *Bridge) answerConfirmation(ctx context.Context, log *zap.Logger, ev Event) {
 	p, ok, mine := b.takePending(ctx, log, ev.Action.Value, ev.User.ID)
 	if ok && !mine {
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "Only the person who asked for this flow can confirm or cancel it."})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "Only the person who asked for this flow can confirm or cancel it."})
 		return
 	}
 	if !ok || b.cfg.Now().After(p.expires) {
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Replace: true, Text: "This confirmation has expired or was already answered. Run the flow again if you still need it."})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Replace: true, Text: "This confirmation has expired or was already answered. Run the flow again if you still need it."})
 		return
 	}
 	entry := b.auditEntry(ev, p.flow.Name, p.params)
@@ -183,14 +183,14 @@ func (b *Bridge) answerConfirmation(ctx context.Context, log *zap.Logger, ev Eve
 		if !ok {
 			entry.Outcome, entry.Detail = OutcomeRefused, "flow removed before confirmation"
 			b.audit(ctx, log, entry)
-			b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf("The flow *%s* is no longer offered, so it was not run.", p.flow.Name)})
+			b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf("The flow *%s* is no longer offered, so it was not run.", p.flow.Name)})
 			return
 		}
 		if rule, allowed := admits(f, ev); !allowed {
 			b.metrics.refused("flow_access")
 			entry.Outcome, entry.Detail = OutcomeRefused, rule
 			b.audit(ctx, log, entry)
-			b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: refusalText(f, rule)})
+			b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: refusalText(f, rule)})
 			return
 		}
 		p.flow = f
@@ -201,7 +201,7 @@ func (b *Bridge) answerConfirmation(ctx context.Context, log *zap.Logger, ev Eve
 	if ev.Action.ID == ActionCancel {
 		entry.Outcome = OutcomeCancelled
 		b.audit(ctx, log, entry)
-		b.send(ctx, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Replace: true, Text: fmt.Sprintf("Cancelled by %s at %s: *%s* was not run.", displayName(ev.User), at, p.flow.Name)})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Replace: true, Text: fmt.Sprintf("Cancelled by %s at %s: *%s* was not run.", displayName(ev.User), at, p.flow.Name)})
 		return
 	}
 	b.runFlow(ctx, log.WithLazy(zap.String("flow", p.flow.Name)), ev, p.flow, p.params, fmt.Sprintf("Run by %s at %s. ", displayName(ev.User), at))

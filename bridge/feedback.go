@@ -84,7 +84,7 @@ func (b *Bridge) vote(ctx context.Context, log *zap.Logger, ev Event) {
 	agent, session, reply, ok := parseVoteValue(ev.Action.Value)
 	if !ok {
 		log.Debug("malformed vote", zap.String("value", ev.Action.Value))
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgVoteUnknown})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgVoteUnknown})
 		return
 	}
 	value, label := store.VoteUp, labelUp
@@ -107,7 +107,7 @@ func (b *Bridge) vote(ctx context.Context, log *zap.Logger, ev Event) {
 	if err != nil {
 		b.metrics.storeFailed("put_vote")
 		log.Error("vote not saved", zap.Error(err))
-		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgVoteNotSaved})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgVoteNotSaved})
 		return
 	}
 	text := fmt.Sprintf(msgVoteThanks, label)
@@ -121,5 +121,5 @@ func (b *Bridge) vote(ctx context.Context, log *zap.Logger, ev Event) {
 		text = fmt.Sprintf(msgVoteChanged, label)
 	}
 	log.Debug("vote", zap.String("agent", agent), zap.String("vote", value), zap.String("previous", previous))
-	b.send(ctx, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: text})
+	b.tell(ctx, log, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: text})
 }
