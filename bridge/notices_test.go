@@ -53,7 +53,18 @@ type refusal struct {
 	first string // a message of the same user answered before, if any
 	text  string
 	files []bridge.Attachment
+	press string // a button press of this action ID instead of a message
 	want  string // in the refusal
+}
+
+// event is r's refused event, key, through p.
+func (r refusal) event(p *chatPlatform, key string) bridge.Event {
+	ev := p.event("c/1", key, r.text)
+	ev.Files = r.files
+	if r.press != "" {
+		ev.Kind, ev.Text, ev.Action = bridge.KindAction, "", bridge.Action{ID: r.press}
+	}
+	return ev
 }
 
 var refusals = []refusal{
@@ -63,6 +74,7 @@ var refusals = []refusal{
 		first: "first", text: "second", want: "faster than I can take them"},
 	{name: "files skipped", cfg: func(*bridge.Config) {},
 		files: []bridge.Attachment{{Name: "photo.png", URL: "u/png", Size: 10, MIME: "image/png"}}, want: "was not sent to the agent"},
+	{name: "button gone", cfg: func(*bridge.Config) {}, press: "gone", want: "no longer supported"},
 }
 
 // refusalBridge starts a bridge with r's configuration on st.
@@ -106,8 +118,7 @@ func TestRefusalToldOnceAfterCrash(t *testing.T) {
 			}
 			// The kill: the refusal is posted, its entry never closed.
 			killed.Store(true)
-			ev := p.event("c/1", "test/msg/1", r.text)
-			ev.Files = r.files
+			ev := r.event(p, "test/msg/1")
 			if err := h.receive(ev); err != nil {
 				t.Fatal(err)
 			}
@@ -158,8 +169,7 @@ func TestRefusalKeptAcrossShutdown(t *testing.T) {
 				}
 			}
 			stuck := cutOffResponder{sent: make(chan bridge.Reply, 1)}
-			ev := p.event("c/1", "test/msg/1", r.text)
-			ev.Files = r.files
+			ev := r.event(p, "test/msg/1")
 			ev.Reply = stuck
 			var done sync.WaitGroup
 			done.Add(1)
