@@ -523,19 +523,40 @@ func (e *replicaEnv) startReplica(r *replica) error {
 // waitReady waits until r's /readyz answers 200: its store open and its
 // platforms connected.
 func (e *replicaEnv) waitReady(ctx context.Context, r *replica) error {
+	return e.waitAdmin(ctx, r, "ready", func(status int) bool { return status == http.StatusOK })
+}
+
+// waitServing waits until r's admin server answers at all (/healthz, any
+// status). flowbridge listens there only from run on, after main has taken
+// SIGTERM over from the Go runtime; before that, in the milliseconds after
+// exec, a SIGTERM kills the process outright ("signal: terminated"), which
+// says nothing of how flowbridge stops. A replica restarted just before the
+// users stop is still there when stopAll comes.
+func (e *replicaEnv) waitServing(ctx context.Context, r *replica) error {
+	return e.waitAdmin(ctx, r, "serving", func(int) bool { return true })
+}
+
+// waitAdmin polls r's admin server until ok accepts an answer's status
+// (/readyz for "ready", /healthz otherwise), r's process ends, or
+// startTimeout passes.
+func (e *replicaEnv) waitAdmin(ctx context.Context, r *replica, what string, ok func(status int) bool) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
+	path := "/healthz"
+	if what == "ready" {
+		path = "/readyz"
+	}
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if e.ready(ctx, r) {
+		if status, answered := e.adminStatus(ctx, r, path); answered && ok(status) {
 			return nil
 		}
 		select {
 		case <-r.proc.done:
 			return fmt.Errorf("replica %d: %w", r.idx, r.proc.exited())
 		case <-ctx.Done():
-			return fmt.Errorf("replica %d not ready within %s\n%s", r.idx, startTimeout, r.proc.logTail())
+			return fmt.Errorf("replica %d not %s within %s\n%s", r.idx, what, startTimeout, r.proc.logTail())
 		case <-tick.C:
 		}
 	}
@@ -553,18 +574,25 @@ func (e *replicaEnv) allReady(ctx context.Context) bool {
 
 // ready asks r's /readyz once.
 func (e *replicaEnv) ready(ctx context.Context, r *replica) bool {
+	status, answered := e.adminStatus(ctx, r, "/readyz")
+	return answered && status == http.StatusOK
+}
+
+// adminStatus asks r's admin server for path once and returns the status,
+// if it answered.
+func (e *replicaEnv) adminStatus(ctx context.Context, r *replica, path string) (int, bool) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.admin+"/readyz", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.admin+path, nil)
 	if err != nil {
-		return false
+		return 0, false
 	}
 	resp, err := e.admin.Do(req)
 	if err != nil {
-		return false
+		return 0, false
 	}
 	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	return resp.StatusCode, true
 }
 
 // exitedAlone returns an error for the first replica whose process ended
@@ -634,7 +662,7 @@ func (e *replicaEnv) run(ctx context.Context) (*replicaResult, error) {
 	// With -restart, SIGTERM comes as soon as the users stop, with
 	// answers in flight and messages queued: the next start must answer
 	// what this one left.
-	if err := e.stopAll(); err != nil {
+	if err := e.stopAll(ctx); err != nil {
 		return nil, err
 	}
 	kept := e.keptReplies()
@@ -961,7 +989,7 @@ func (e *replicaEnv) restartAll(ctx context.Context) error {
 	if err := e.settle(ctx); err != nil {
 		return err
 	}
-	return e.stopAll()
+	return e.stopAll(ctx)
 }
 
 // keptReplies counts the answers the replicas kept in the outbox when they
@@ -977,8 +1005,15 @@ func (e *replicaEnv) keptReplies() int {
 	return n
 }
 
-// stopAll stops every replica with SIGTERM, at once.
-func (e *replicaEnv) stopAll() error {
+// stopAll stops every replica with SIGTERM, at once, once each is serving
+// (one restarted by a kill just before may still be starting): each must
+// then stop cleanly, with exit status 0.
+func (e *replicaEnv) stopAll(ctx context.Context) error {
+	for _, r := range e.reps {
+		if err := e.waitServing(ctx, r); err != nil {
+			return fmt.Errorf("before stopping: %w", err)
+		}
+	}
 	errs := make([]error, len(e.reps))
 	var wg sync.WaitGroup
 	for i, r := range e.reps {
