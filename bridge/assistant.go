@@ -77,8 +77,9 @@ func (b *Bridge) keepContext(ctx context.Context, log *zap.Logger, ev Event) (kn
 	case !found && text == "" && ev.Kind == KindContext:
 		return false
 	}
+	w := b.writeBegins()
 	err = cs.PutConversationContext(ctx, store.Context{Key: ev.Conversation, Text: text, Updated: b.cfg.Now()})
-	b.noteStore(err)
+	b.noteStore(w, err)
 	if err != nil {
 		b.metrics.storeFailed("save_context")
 		log.Warn("context not kept", zap.Error(err))

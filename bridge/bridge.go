@@ -147,7 +147,8 @@ type Bridge struct {
 	confirm    *confirmCache
 	limits     atomic.Pointer[rateLimits]
 	lim        atomic.Pointer[Limits]     // the limits in force; SetLimits replaces them
-	fault      atomic.Pointer[storeFault] // the latest failed store write, until one succeeds
+	fault      atomic.Pointer[storeFault] // set while the latest begun store write to end failed
+	writes     storeWrites                // numbers store writes, for fault
 	outage     outage                     // the probe of a failing store
 	disp       dispatcher                 // local, or replicas when they share the store
 	notices    busyNotices                // one "still working" notice per conversation and user

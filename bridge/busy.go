@@ -183,7 +183,6 @@ func (b *Bridge) keepBusy(ctx context.Context, log *zap.Logger, ev Event) bool {
 		e.done = true
 		return false
 	case err != nil:
-		b.noteStore(err)
 		log.Warn("busy refusal not kept in the outbox; telling its user all the same", zap.String("event_key", e.key), zap.Error(err))
 		b.metrics.storeFailed("put_reply")
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -127,8 +129,9 @@ func (b *Bridge) record(j *job) error {
 	data, err := encodeEvent(ev)
 	if err == nil {
 		var fresh bool
+		w := b.writeBegins()
 		fresh, err = b.store.Receive(recordCtx(b.ctx), b.inboxEntry(ev, data))
-		b.noteStore(err)
+		b.noteStore(w, err)
 		if err == nil && !fresh {
 			b.metrics.deduplicated(ev.Platform)
 			return ErrDuplicate
@@ -207,7 +210,6 @@ func (b *Bridge) markSent(ctx context.Context, log *zap.Logger, ev Event) bool {
 		e.done = true
 		return false
 	}
-	b.noteStore(err)
 	if err != nil && e.lease != "" {
 		// The store is still down and the lease has lapsed or the bridge
 		// is stopping: the entry, still received (or sent by a write whose
@@ -258,7 +260,6 @@ func (b *Bridge) answered(ctx context.Context, log *zap.Logger, ev Event, ref Me
 	// own write, committed though its answer was lost.
 	taken := func(error) bool { return b.disp.answeredAlready(ev.Conversation, e.key) }
 	err := b.retryStore(b.ctx, log, "finish", finish, taken, func() bool { return true })
-	b.noteStore(err)
 	if err != nil {
 		// The user has the answer; what is lost is the turn and, after a
 		// crash, a needless "restarted while answering" notice.
@@ -381,23 +382,54 @@ type storeFault struct {
 	since time.Time
 }
 
-// noteStore keeps the outcome of a store write: a failure makes StoreReady
-// fail until a later write succeeds or the store answers a probe.
-func (b *Bridge) noteStore(err error) {
+// storeWrites numbers store writes as they begin, so that the outcome kept
+// for readiness is that of the latest begun write to end. Concurrent writes
+// end in any order: a success reported late, by a write (or a commit
+// shared with it) begun before the disk refused, must not clear the fault
+// of a write begun after it, nor a late failure set one after a later
+// write succeeded.
+type storeWrites struct {
+	begun  atomic.Uint64
+	mu     sync.Mutex
+	latest uint64 // the number of the write whose outcome fault holds
+}
+
+// writeBegins numbers a store write about to begin, for noteStore.
+func (b *Bridge) writeBegins() uint64 { return b.writes.begun.Add(1) }
+
+// noteStore keeps the outcome of store write w (numbered by writeBegins):
+// a failure makes StoreReady fail until a write begun later succeeds or
+// the store answers a probe. The outcome of a write begun before the one
+// kept is stale, and dropped.
+func (b *Bridge) noteStore(w uint64, err error) {
 	if errors.Is(err, context.Canceled) {
 		// Work cut off (the shutdown grace ended) says nothing of the store.
 		return
 	}
-	if err != nil {
-		if b.fault.Load() == nil {
-			b.fault.Store(&storeFault{err: err, since: b.cfg.Now()})
-		}
+	if f, _ := b.keepOutcome(w, err); f != nil && err != nil {
 		b.probeStore()
-		return
 	}
-	if b.fault.Load() != nil {
+}
+
+// keepOutcome is noteStore's bookkeeping: it returns the fault in force
+// after write w's outcome err, and the fault it cleared, if any.
+func (b *Bridge) keepOutcome(w uint64, err error) (fault, cleared *storeFault) {
+	b.writes.mu.Lock()
+	defer b.writes.mu.Unlock()
+	f := b.fault.Load()
+	if w < b.writes.latest {
+		return f, nil
+	}
+	b.writes.latest = w
+	switch {
+	case err == nil && f != nil:
 		b.fault.Store(nil)
+		return nil, f
+	case err != nil && f == nil:
+		f = &storeFault{err: err, since: b.cfg.Now()}
+		b.fault.Store(f)
 	}
+	return f, nil
 }
 
 // StoreReady reports whether the store takes writes: an error from the

@@ -486,6 +486,85 @@ func TestStoreReadyRecoversWithoutTraffic(t *testing.T) {
 	}
 }
 
+// lateStore is a store whose inbox write of key late commits, then
+// reports its success only once release is closed (its goroutine slow to
+// run on a busy machine); while full is set, every other write fails.
+type lateStore struct {
+	bridge.Store
+	late      string
+	committed chan struct{}
+	release   chan struct{}
+	full      *atomic.Bool
+}
+
+var errFull = errors.New("write: file too large")
+
+func (s lateStore) Receive(ctx context.Context, e store.InboxEntry) (bool, error) {
+	if e.Key != s.late && s.full.Load() {
+		return false, errFull
+	}
+	fresh, err := s.Store.Receive(ctx, e)
+	if e.Key == s.late {
+		close(s.committed)
+		<-s.release
+	}
+	return fresh, err
+}
+
+func (s lateStore) MarkSent(ctx context.Context, key string, now time.Time) error {
+	if s.full.Load() {
+		return errFull
+	}
+	return s.Store.MarkSent(ctx, key, now)
+}
+
+func (s lateStore) Ping(ctx context.Context) error {
+	if s.full.Load() {
+		return errFull
+	}
+	return s.Store.Ping(ctx)
+}
+
+func TestStoreReadyKeepsAFaultALateSuccessBegunBefore(t *testing.T) {
+	// A write that began before the disk refused, and reports its success
+	// after a later write has failed, says nothing of the disk now: the
+	// bridge stays not ready (it was seen ready with writes failing, under
+	// load, as concurrent writes end in any order). A write begun after
+	// the failure, succeeding, makes it ready again.
+	var full atomic.Bool
+	late := lateStore{late: "test/msg/1", committed: make(chan struct{}), release: make(chan struct{}), full: &full}
+	b, _ := bridgeOnStore(t, func(st *sessionmap.Store) bridge.Store {
+		late.Store = st
+		return late
+	})
+	t.Cleanup(func() { b.Shutdown(context.Background()); b.Close() })
+	done := make(chan struct{})
+	ev := keyed("c/1", "test/msg/1", "hello", newRecorder())
+	ev.Done = func() { close(done) }
+	first := b.Receive(ev)
+	<-late.committed
+	full.Store(true)
+	if err := b.Receive(keyed("c/2", "test/msg/2", "refused", newRecorder())).Wait(t.Context()); !errors.Is(err, bridge.ErrNotSaved) {
+		t.Fatalf("Receive on a full disk = %v, want ErrNotSaved", err)
+	}
+	close(late.release)
+	if err := first.Wait(t.Context()); err != nil {
+		t.Fatalf("Receive committed before the disk filled = %v, want nil", err)
+	}
+	if err := b.StoreReady(); err == nil || !strings.Contains(err.Error(), "file too large") {
+		t.Errorf("StoreReady() = %v after a success begun before the failure, want the failure", err)
+	}
+	full.Store(false)
+	select {
+	case <-done:
+	case <-t.Context().Done():
+		t.Fatal("the first message was not answered once the disk took writes")
+	}
+	if err := b.StoreReady(); err != nil {
+		t.Errorf("StoreReady() = %v after writes begun later succeeded, want nil", err)
+	}
+}
+
 func TestPrepareDropsEventsNotForTheBot(t *testing.T) {
 	h := newHarness(t, defaultConfig(), nil)
 	rec := newRecorder()

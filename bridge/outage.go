@@ -60,15 +60,26 @@ func (b *Bridge) probeStore() {
 				return
 			case <-t.C:
 			}
+			w := b.writeBegins()
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), probeTimeout)
 			err := b.store.Ping(ctx)
 			cancel()
 			if err != nil {
 				continue
 			}
+			_, cleared := b.keepOutcome(w, nil)
 			b.outage.probing.Store(false)
-			if f := b.fault.Swap(nil); f != nil {
-				b.log.Info("store answers again", zap.Duration("after", b.cfg.Now().Sub(f.since)))
+			if b.fault.Load() != nil {
+				// A write begun after this probe's failed: the outage goes
+				// on, and so does a probe (this one, unless that write's
+				// started another meanwhile).
+				if b.outage.probing.CompareAndSwap(false, true) {
+					continue
+				}
+				return
+			}
+			if cleared != nil {
+				b.log.Info("store answers again", zap.Duration("after", b.cfg.Now().Sub(cleared.since)))
 			}
 			b.outage.mu.Lock()
 			hooks := append([]func(){}, b.outage.recovered...)
@@ -104,8 +115,16 @@ func (b *Bridge) retryWrite(ctx context.Context, log *zap.Logger, op string, wri
 	wait := storeRetryMin
 	attempts := 0
 	for {
+		w := b.writeBegins()
 		err := write()
 		attempts++
+		if err == nil {
+			b.noteStore(w, nil)
+		}
+		// Neither an attempt that failed as its earlier one's effect
+		// (taken) nor a refusal of the store's own (a lease lost, an entry
+		// sent or unknown) is noted: both may have written nothing, and
+		// say nothing of whether the store takes writes.
 		if attempts > 1 && err != nil && taken(err) {
 			err = nil
 		}
@@ -115,7 +134,7 @@ func (b *Bridge) retryWrite(ctx context.Context, log *zap.Logger, op string, wri
 			}
 			return err
 		}
-		b.noteStore(err)
+		b.noteStore(w, err)
 		if attempts == 1 {
 			log.Warn("store write failed; retrying while the store is down", zap.String("op", op), zap.Error(err))
 			b.metrics.storeFailed(op)

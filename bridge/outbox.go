@@ -77,9 +77,6 @@ func (b *Bridge) deliver(ctx context.Context, log *zap.Logger, ev Event, replace
 		put := func() error { return b.store.PutReply(recordCtx(ctx), e.key, data, turn, b.cfg.Now()) }
 		never := func(error) bool { return false }
 		err = b.retryWrite(b.ctx, log, "put_reply", put, never, func() bool { return true }, 0)
-		if !errors.Is(err, store.ErrAlreadySent) {
-			b.noteStore(err)
-		}
 	}
 	switch {
 	case errors.Is(err, store.ErrAlreadySent):
@@ -209,7 +206,6 @@ func (b *Bridge) finishEntry(ctx context.Context, log *zap.Logger, conv, key str
 	// own write, committed though its answer was lost.
 	taken := func(error) bool { return b.disp.answeredAlready(conv, key) }
 	err := b.retryStore(b.ctx, log, "finish", finish, taken, func() bool { return true })
-	b.noteStore(err)
 	if err != nil {
 		// The user has the answer; after a crash it is looked for (and
 		// found) before it would be posted again.
