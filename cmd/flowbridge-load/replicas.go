@@ -56,10 +56,6 @@ const (
 	defaultReplicaConversations = 1000
 	defaultReplicaKillDuration  = time.Minute
 	defaultReplicaReplyTimeout  = 10 * time.Second
-	// discordMessageBase numbers the users' Discord messages: the harness
-	// gives each its ID, so a notice referencing it is matched before the
-	// fake has answered the send. Far above the fake's own snowflakes.
-	discordMessageBase = 4_000_000_000_000_000_000
 	// settleTimeout bounds the wait for the last answers once the users
 	// stop. It outlasts flowbridge's default conversation lease (15 s): a
 	// conversation whose replica died waits for its lease to lapse.
@@ -175,7 +171,6 @@ type replicaEnv struct {
 	svc       map[marker]time.Duration // the agent's time per message
 	touched   time.Time                // the bridges' latest call to a fake
 	lastFault time.Time
-	discordID int64
 	stats     repStats
 	killedAt  []float64
 
@@ -740,8 +735,10 @@ func (e *replicaEnv) send(ctx context.Context, c *repConv, seq int) (*repOffer, 
 	e.mu.Lock()
 	switch {
 	case c.platform == "discord":
-		e.discordID++
-		o.msgID = strconv.FormatInt(discordMessageBase+e.discordID, 10)
+		// Named before it is sent, so a notice referencing it is matched
+		// before the fake has answered the send; a snowflake of its time,
+		// as catch-up's watermark reads it.
+		o.msgID = e.discord.NewID()
 		o.key = "discord/msg/" + o.msgID
 		t.where.ref, t.id = o.msgID, o.msgID
 	case c.kind == "dm":
@@ -1198,12 +1195,13 @@ func (e *replicaEnv) count(ctx context.Context, driven time.Duration) (*replicaR
 			}
 		}
 		// Discord does not redeliver: a message posted while its shard's
-		// replica was down must be caught up from the channel's history,
-		// in a conversation flowbridge was serving (one with an answer
-		// before it). The first message of a conversation never seen has
-		// no history to be found by, and is counted apart.
+		// replica was down must be caught up from the channels' history,
+		// the first of a new guild conversation too (GUILD_CREATE lists
+		// its channel). The first message of a DM conversation never seen
+		// has no history to be found by (a bot cannot list its DMs), and
+		// is counted apart.
 		if t := l.offers[o.t.m]; o.conv.platform == "discord" && t != nil && !t.resolved() {
-			if first, ok := firstAnswer[o.conv.id]; !ok || !first.Before(t.offered) {
+			if first, ok := firstAnswer[o.conv.id]; o.conv.kind == "dm" && (!ok || !first.Before(t.offered)) {
 				res.DiscordFirstLost++
 				continue
 			}
@@ -1370,14 +1368,14 @@ type replicaResult struct {
 	// DiscordNotAcked are the Discord messages never recorded: sent to a
 	// shard whose replica was down or dying.
 	DiscordNotAcked int `json:"discord_not_acked"`
-	// DiscordLost are Discord messages of a conversation flowbridge was
-	// serving (one answered before) neither answered nor told, whether or
-	// not a replica was up to receive them: must be 0, as a new session
-	// catches up on its conversations' history. DiscordFirstLost are
-	// first messages of a conversation, sent while its shard was down:
+	// DiscordLost are Discord messages neither answered nor told, whether
+	// or not a replica was up to receive them: must be 0, as a new session
+	// catches up on its guilds' channels and its served DMs' history.
+	// DiscordFirstLost are the first messages of a DM conversation, sent
+	// while shard 0 was down: a bot cannot list its DM channels, so
 	// nothing tells flowbridge the conversation exists.
 	DiscordLost       int      `json:"discord_lost"`
-	DiscordFirstLost  int      `json:"discord_first_contact_lost"`
+	DiscordFirstLost  int      `json:"discord_dm_first_contact_lost"`
 	DiscordLostDetail []string `json:"discord_lost_detail,omitempty"`
 	// With -pg-outage: the outage's times, the users told "cannot save …
 	// try again" (and of them, those answered all the same), and the
@@ -1467,7 +1465,7 @@ func printReplicaFigures(w io.Writer, r *replicaResult) {
 	fmt.Fprintf(w, "  %-56s %d\n", "answered in more than one message (must be 0)", r.DuplicateReplies)
 	fmt.Fprintf(w, "  %-56s %d (restarted to post them: %v)\n", "answers kept in the outbox at the final SIGTERM", r.KeptAtStop, r.Restarted)
 	fmt.Fprintf(w, "  %-56s %d\n", "acknowledged, neither answered nor told (must be 0)", r.AckedSilent)
-	fmt.Fprintf(w, "  %-56s %d (first of a conversation, shard down: %d)\n", "Discord messages neither answered nor told (must be 0)", r.DiscordLost, r.DiscordFirstLost)
+	fmt.Fprintf(w, "  %-56s %d (a new DM's first, shard 0 down: %d)\n", "Discord messages neither answered nor told (must be 0)", r.DiscordLost, r.DiscordFirstLost)
 	fmt.Fprintf(w, "  %-56s %d (behind one only sent later: %d, only recorded later: %d)\n", "order violations within a conversation (must be 0)", r.OrderViolations, r.SendOrderInversions, r.InboxOrderInversions)
 	fmt.Fprintf(w, "  %-56s %d\n", "sessions changed without expiry or reset (must be 0)", r.SessionChanged)
 	fmt.Fprintf(w, "  %-56s %d; something else %d; answered and told %d; told twice %d\n", "told \"restarted while…\"", r.ToldRestartedChat, r.ToldOther, r.AnsweredAndTold, r.ToldTwice)

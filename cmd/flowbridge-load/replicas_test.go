@@ -165,13 +165,13 @@ func processesUnder(t *testing.T, dir string) []string {
 // TestRunReplicasDrop runs two replicas while the fakes drop Slack sockets
 // and Discord shards under them: both must be survived with the promises
 // kept and nothing lost. Bursts of 2, as in TestRunReplicasKill. It ends
-// without -restart's SIGTERM: a Discord message that reaches a replica as
-// it stops, in a conversation it never answered, has no history to be
-// caught up from, and counting it here would blame the drops for it.
+// with -restart's SIGTERM and a start of both: a Discord message that
+// reaches a replica as it stops is recorded then, or read from its
+// channel's history by the next start.
 func TestRunReplicasDrop(t *testing.T) {
 	t.Parallel()
 	dsn := testDSN(t)
-	args := []string{"-json", "-replicas", "2", "-store", "postgres", "-dsn", dsn, "-drop-every", "250ms", "-duration", "2500ms", "-burst", "2", "-restart=false",
+	args := []string{"-json", "-replicas", "2", "-store", "postgres", "-dsn", dsn, "-drop-every", "250ms", "-duration", "2500ms", "-burst", "2",
 		"-slack-ack-timeout", "1s", "-lease-ttl", "1s", "-conversations", "40", "-rate", "40", "-reply-timeout", "8s", "-tmpdir", t.TempDir(), "-flowbridge", flowbridgeBin(t)}
 	got, runErr := runReplicasJSON(t, args)
 	checkPromises(t, got)
@@ -184,8 +184,8 @@ func TestRunReplicasDrop(t *testing.T) {
 	if got.SlackDrops == 0 || got.DiscordDrops == 0 || got.Kills != 0 {
 		t.Errorf("%d Slack socket drops, %d Discord shard drops, %d kills; want drops of both and no kill", got.SlackDrops, got.DiscordDrops, got.Kills)
 	}
-	if !slices.Equal(got.Starts, []int{1, 1}) {
-		t.Errorf("starts by replica %v, want each started once", got.Starts)
+	if !slices.Equal(got.Starts, []int{1, 1}) || !got.Restarted {
+		t.Errorf("starts by replica %v, restarted %v; want each started once during the run, and all again after the final SIGTERM", got.Starts, got.Restarted)
 	}
 	if got.AnsweredOnce == 0 || got.NotAcked != 0 {
 		t.Errorf("%d answered once, %d never acknowledged; want answers, and every message acknowledged (a drop loses nothing)", got.AnsweredOnce, got.NotAcked)

@@ -266,6 +266,15 @@ func (s *Server) newIDLocked() string {
 	return strconv.FormatUint(id, 10)
 }
 
+// NewID returns a new snowflake for the fake's clock, as Discord would give a message
+// posted now, which the fake will not give anything else: for a test that names a message
+// before it sends it (MessageCreate.ID).
+func (s *Server) NewID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.newIDLocked()
+}
+
 // notifyLocked wakes every Wait method.
 func (s *Server) notifyLocked() {
 	close(s.changed)
