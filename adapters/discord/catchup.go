@@ -91,6 +91,9 @@ type catchUpCore interface {
 type hold struct {
 	msgs    []*discordgo.MessageCreate
 	dropped int
+	// only, when set, holds the messages of these channels alone: the DMs
+	// being read. A DM not read has no watermark to keep.
+	only map[string]bool
 }
 
 // lastSeen is the inbox's last recorded message per conversation, asked
@@ -179,7 +182,7 @@ func (a *Adapter) onLive(sh *shard, m *discordgo.MessageCreate) {
 	if m.Author == nil || m.Author.ID != a.bot() {
 		scope := cmp.Or(m.GuildID, dmScope)
 		sh.holdMu.Lock()
-		if h := sh.held[scope]; h != nil {
+		if h := sh.held[scope]; h != nil && (h.only == nil || h.only[m.ChannelID]) {
 			if len(h.msgs) < maxHeld {
 				h.msgs = append(h.msgs, m)
 			} else {
@@ -191,6 +194,32 @@ func (a *Adapter) onLive(sh *shard, m *discordgo.MessageCreate) {
 		sh.holdMu.Unlock()
 	}
 	a.onMessage(m)
+}
+
+// narrow makes scope's hold h keep only the messages of channels in only
+// from now on, and hands over, in order, those it holds of others. It
+// hands them over under the lock, so that a message of the same channel
+// arriving meanwhile comes after them.
+func (a *Adapter) narrow(sh *shard, scope string, h *hold, only map[string]bool) {
+	sh.holdMu.Lock()
+	defer sh.holdMu.Unlock()
+	if sh.held[scope] != h {
+		return
+	}
+	h.only = only
+	var pass []*discordgo.MessageCreate
+	kept := h.msgs[:0]
+	for _, m := range h.msgs {
+		if only[m.ChannelID] {
+			kept = append(kept, m)
+		} else {
+			pass = append(pass, m)
+		}
+	}
+	h.msgs = kept
+	for _, m := range pass {
+		a.onMessage(m)
+	}
 }
 
 // release hands over what scope's hold h kept, in order, until none is
@@ -328,7 +357,8 @@ type historyRead struct {
 }
 
 // catchUpDMs reads the DM conversations served within the catch-up age
-// after their last recorded message.
+// after their last recorded message. Until the inbox has said which they
+// are, every DM's messages are held; then only theirs.
 func (a *Adapter) catchUpDMs(ctx context.Context, sh *shard, h *hold, last *lastSeen) {
 	seen, err := last.get()
 	if err != nil {
@@ -337,11 +367,16 @@ func (a *Adapter) catchUpDMs(ctx context.Context, sh *shard, h *hold, last *last
 		return
 	}
 	var reads []historyRead
+	only := make(map[string]bool)
 	for conv, after := range seen {
 		if guild, channel, ok := conversationChannel(conv); ok && guild == "" {
 			reads = append(reads, historyRead{channel: channel, after: max(after, a.catchUpFloor())})
+			only[channel] = true
 		}
 	}
+	// A new DM's messages need not wait: nothing of it is read, and held
+	// they would be lost with the process.
+	a.narrow(sh, dmScope, h, only)
 	a.catchUpScope(ctx, sh, dmScope, h, reads)
 }
 
