@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -310,6 +311,12 @@ func TestFloodOfFiveThousandGetsAFewNotices(t *testing.T) {
 	notices, answers := d.busyNotices()
 	if len(notices) > 3 || len(notices) == 0 {
 		t.Errorf("%d messages refused, told by %d busy notices; want a handful (one per conversation, rewritten)", refused, len(notices))
+	}
+	d.mu.Lock()
+	rewrites := slices.Clone(d.rewrite)
+	d.mu.Unlock()
+	if want := fmt.Sprintf("did not take the %d you sent", refused); len(rewrites) == 0 || !strings.Contains(rewrites[len(rewrites)-1], want) {
+		t.Errorf("the notice's rewrites = %d, the last %q; want it brought up to date in place (%q)", len(rewrites), rewrites, want)
 	}
 	if len(answers) != n-refused {
 		t.Errorf("%d answers, want one for each of the %d messages taken", len(answers), n-refused)
