@@ -16,6 +16,12 @@ import (
 )
 
 // chat sends a message to the conversation's agent and replies with its answer.
+//
+// Its refusals (too long, too fast, the agent not offered here, no free
+// slot, no file it could read) are not ephemeral: each stands in for the
+// answer, which everyone in the conversation would have seen, and goes
+// through the outbox named once (tell), which needs a message the platform
+// can find again (a Slack ephemeral cannot be).
 func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	text := sanitize(ev.Text)
 	if strings.TrimSpace(text) == "" && len(ev.Files) == 0 {
@@ -23,7 +29,7 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	}
 	if len(text) > b.limitsNow().MaxMessageBytes {
 		b.metrics.refused("message_too_long")
-		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgTooLong, len(text), b.limitsNow().MaxMessageBytes)})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Text: fmt.Sprintf(msgTooLong, len(text), b.limitsNow().MaxMessageBytes)})
 		return
 	}
 	cat := b.cat.Load()
@@ -39,16 +45,16 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	}
 	if len(agent.Channels) > 0 && !slices.Contains(agent.Channels, ev.Channel) {
 		b.metrics.refused("agent_channel")
-		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgAgentChannel, agent.Name)})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Text: fmt.Sprintf(msgAgentChannel, agent.Name)})
 		return
 	}
 	if ok, wait := b.limits.Load().allowChat(ev.Platform, ev.User.ID); !ok {
 		b.metrics.refused("chat_rate")
-		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: fmt.Sprintf(msgChatRate, humanWait(wait))})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Text: fmt.Sprintf(msgChatRate, humanWait(wait))})
 		return
 	}
 	if !b.acquire() {
-		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgInFlight})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Text: msgInFlight})
 		return
 	}
 	defer b.release()
@@ -64,7 +70,7 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	}
 	if strings.TrimSpace(text) == "" {
 		if skippedNote != "" {
-			b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: skippedNote})
+			b.tell(ctx, log, ev, Reply{Kind: ReplyError, Text: skippedNote})
 		}
 		return // nothing the agent could read
 	}

@@ -366,7 +366,15 @@ func (b *Bridge) tellRestartedNow(log *zap.Logger, ev Event) {
 		entry.Flow, entry.Outcome = stripStars(name), OutcomeInterrupted
 		b.audit(ctx, log, entry)
 	}
-	b.deliver(ctx, log, ev, "", Reply{Kind: ReplyError, Ephemeral: true, Text: text}, nil)
+	// A chat message's notice stands in for its answer, which everyone in
+	// the conversation would have seen: it is posted as the answer would
+	// be, where a later send can find it (Reply.Once), not as an ephemeral
+	// message, which on Slack nothing can find, so that a process stopped
+	// after posting it does not have the next one show it twice. A flow's
+	// stays with the user who ran it, as its result would (on Slack a
+	// slash command's re-post replaces it through its response_url).
+	chat := j.kind == KindMessage
+	b.deliver(ctx, log, ev, "", Reply{Kind: ReplyError, Ephemeral: !chat, Text: text}, nil)
 }
 
 func stripStars(s string) string {

@@ -202,6 +202,11 @@ func TestRecoveryAfterCrash(t *testing.T) {
 	wantContains(t, "resumed reply", r.rec("test/msg/r2").last(t).Text, "You said: second")
 	wantContains(t, "chat notice", r.rec("test/msg/s1").last(t).Text, "restarted while it was answering")
 	wantContains(t, "flow notice", r.rec("test/cmd/f1").last(t).Text, "restarted while *healthcheck* was running", "may or may not have run")
+	// The chat notice stands in for a public answer, posted where it can be
+	// found again; the flow's stays with its user, as its result would.
+	if chat, flow := r.rec("test/msg/s1").last(t), r.rec("test/cmd/f1").last(t); chat.Ephemeral || !flow.Ephemeral || chat.Once != "test/msg/s1" {
+		t.Errorf("chat notice ephemeral %v (named %q), flow notice ephemeral %v; want the chat's regular and named by its key, the flow's ephemeral", chat.Ephemeral, chat.Once, flow.Ephemeral)
+	}
 	if got := h.chatMessages(); strings.Join(got, ",") != "first,second" {
 		t.Errorf("agent got %q; want first,second: a sent message is never sent again", got)
 	}

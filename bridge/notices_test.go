@@ -140,6 +140,12 @@ func TestRefusalToldOnceAfterCrash(t *testing.T) {
 				if rep.Once != "test/msg/1" || rep.Again != (i == 1) {
 					t.Errorf("send %d: Once %q, Again %v; want named by its key, the re-post marked Again (so the platform shows it once)", i, rep.Once, rep.Again)
 				}
+				// A chat message's refusal stands in for its public answer,
+				// posted where it can be found again (a Slack ephemeral
+				// cannot be); a press's stays with its user.
+				if rep.Ephemeral != (r.press != "") {
+					t.Errorf("send %d: ephemeral %v, want %v", i, rep.Ephemeral, r.press != "")
+				}
 			}
 			if msgs := convMessages(t, fake); len(msgs[r.text]) != 0 {
 				t.Errorf("agent got %q: a refused message reached it after the restart", msgs[r.text])

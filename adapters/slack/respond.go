@@ -123,12 +123,13 @@ var (
 //
 // A reply the core names once (bridge.Reply.Once: an answer or a notice
 // kept in the outbox) is posted where a second send can tell it is there:
-//   - in a chat thread or DM, as a regular message marked with the name,
-//     even when it asks to be ephemeral (a "restarted while answering" or
-//     "too long" notice): chat.postEphemeral leaves nothing a later send
-//     could find, so a notice re-sent after a crash would be shown twice.
-//     Such a notice stands in for, or comes before, an answer that is
-//     posted in the same place for all to see;
+//   - in a chat thread or DM, a regular message is marked with the name
+//     and looked for first when sent again. An ephemeral one cannot be
+//     (chat.postEphemeral leaves nothing a later send could find), so the
+//     core sends the notices that stand in for a chat answer (a
+//     "restarted while answering", a "too long") as regular messages; an
+//     ephemeral reply it keeps private (a private flow result run by a
+//     text command) can be shown twice after a crash;
 //   - through a slash command's response_url, sent again (Again) with
 //     replace_original: Slack then replaces the URL's latest message (the
 //     earlier send, or the flow's "Running…" message) instead of adding
@@ -155,10 +156,8 @@ func (r *responder) Send(ctx context.Context, rep bridge.Reply) (bridge.MessageR
 				return refURL + slackgo.ResponseTypeEphemeral, err
 			}
 		}
-		if rep.Once == "" || r.Kind != kindChat {
-			r.dropPlaceholder(ctx)
-			return refEphemeral, r.postEphemeral(ctx, msgs)
-		}
+		r.dropPlaceholder(ctx)
+		return refEphemeral, r.postEphemeral(ctx, msgs)
 	}
 	if r.Kind == kindCommand {
 		err := r.postURL(ctx, slackgo.ResponseTypeInChannel, msgs, again)
