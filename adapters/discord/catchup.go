@@ -132,10 +132,10 @@ func (l *lastSeen) known() (map[string]int64, bool) {
 	}
 }
 
-// holdScopes starts holding each scope's gateway messages for a catch-up
-// of the session that has just identified, and returns the holds and the
-// session's lastSeen. A scope still held by an earlier session's catch-up
-// keeps what it holds: the new catch-up hands it over.
+// holdScopes starts holding each scope's gateway messages for a catch-up,
+// and returns the holds; last, when not nil, becomes the session's
+// lastSeen (a new session has identified). A scope still held by an
+// earlier catch-up keeps what it holds: the new catch-up hands it over.
 func (sh *shard) holdScopes(last *lastSeen, scopes ...string) map[string]*hold {
 	sh.holdMu.Lock()
 	defer sh.holdMu.Unlock()
@@ -158,7 +158,7 @@ func (sh *shard) holdScopes(last *lastSeen, scopes ...string) map[string]*hold {
 	return out
 }
 
-// session returns the current session's lastSeen.
+// lastSeen returns the current session's lastSeen, nil before READY.
 func (sh *shard) lastSeen() *lastSeen {
 	sh.holdMu.Lock()
 	defer sh.holdMu.Unlock()
