@@ -217,14 +217,35 @@ func historyReads(e *env) map[string][]url.Values {
 // message not for the bot is not, and a channel whose last message is
 // older than that watermark is not read at all. The fake's clock runs two
 // minutes behind, so that the guild's messages before the watermark are
-// within the catch-up's age.
+// within the catch-up's age. On PostgreSQL and on bbolt.
 func TestCatchUpFindsNewConversations(t *testing.T) {
 	t.Parallel()
+	bothStores(t, testCatchUpFindsNewConversations)
+}
+
+// bothStores runs test on PostgreSQL and on bbolt, in parallel.
+func bothStores(t *testing.T, test func(t *testing.T, onPG bool)) {
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		test(t, true)
+	})
+	t.Run("bbolt", func(t *testing.T) {
+		t.Parallel()
+		test(t, false)
+	})
+}
+
+func testCatchUpFindsNewConversations(t *testing.T, onPG bool) {
 	start := time.Now()
 	clock := discordtest.NewClock(start.Add(-2 * time.Minute))
 	// With the message content intent, so that the thread's message and
 	// the chatter have their text, over REST as on the gateway.
-	e := newEnvWith(t, discordtest.Options{Now: clock.Now}, func(e *env) { e.cfg.MessageContentIntent = true })
+	e := newEnvWith(t, discordtest.Options{Now: clock.Now}, func(e *env) {
+		e.cfg.MessageContentIntent = true
+		if onPG {
+			e.dsn = pgtest.Schema(t)
+		}
+	})
 	ctx := testCtx(t)
 	bot := e.fake.BotUser().ID
 	r := e.start(t)
@@ -341,13 +362,22 @@ func (g *historyGate) wrap(next http.RoundTripper) http.RoundTripper {
 // message came in, and answers each message once. Recording the live
 // message would have put the watermark past the unread one, posted
 // earlier. (The fake's clock places the messages apart by more than the
-// catch-up's margin.)
+// catch-up's margin.) On PostgreSQL and on bbolt.
 func TestCatchUpStoppedMidway(t *testing.T) {
 	t.Parallel()
+	bothStores(t, testCatchUpStoppedMidway)
+}
+
+func testCatchUpStoppedMidway(t *testing.T, onPG bool) {
 	start := time.Now()
 	clock := discordtest.NewClock(start.Add(-2 * time.Minute))
 	g := newHistoryGate("11")
-	e := newEnvWith(t, discordtest.Options{Now: clock.Now}, func(e *env) { e.discordRT = g.wrap })
+	e := newEnvWith(t, discordtest.Options{Now: clock.Now}, func(e *env) {
+		e.discordRT = g.wrap
+		if onPG {
+			e.dsn = pgtest.Schema(t)
+		}
+	})
 	ctx := testCtx(t)
 	bot := e.fake.BotUser().ID
 	r := e.start(t)
