@@ -64,6 +64,10 @@ const (
 	catchUpReaders = 4
 	// catchUpRetries bounds the 429s waited out per page.
 	catchUpRetries = 5
+	// catchUpWithin bounds a scope's catch-up (the inbox's answer, then
+	// the reads), as its gateway messages wait for it: past it, what was
+	// read is handed over and the channels not read are given up.
+	catchUpWithin = time.Minute
 	// catchUpMargin is read below a guild's watermark: the messages
 	// received just before a crash are recorded concurrently, and one may
 	// have been committed while an older one, of another channel, was not.
@@ -297,7 +301,9 @@ func (a *Adapter) onReady(ctx context.Context, sh *shard, r *discordgo.Ready) {
 		return
 	}
 	last := newLastSeen(func() (map[string]int64, error) {
-		return cc.LastSeen(ctx, messageEventKey(""), a.catchUpAge())
+		qctx, cancel := context.WithTimeout(ctx, a.catchUpWithin)
+		defer cancel()
+		return cc.LastSeen(qctx, messageEventKey(""), a.catchUpAge())
 	})
 	var scopes []string
 	if sh.id == 0 {
@@ -433,11 +439,18 @@ func (a *Adapter) catchUpGuild(ctx context.Context, sh *shard, guild string, joi
 
 // catchUpScope reads reads, hands what they found to the core oldest
 // first, then what scope's hold h kept. When ctx ends first it hands over
-// nothing: settleHolds decides for the held messages.
+// nothing: settleHolds decides for the held messages. Reads still going
+// after catchUpWithin are given up.
 func (a *Adapter) catchUpScope(ctx context.Context, sh *shard, scope string, h *hold, reads []historyRead) {
-	found := a.readHistories(ctx, reads)
+	readCtx, cancel := context.WithTimeout(ctx, a.catchUpWithin)
+	found := a.readHistories(readCtx, reads)
+	cut := readCtx.Err() != nil
+	cancel()
 	if ctx.Err() != nil || !sh.holds(scope, h) {
 		return
+	}
+	if cut {
+		a.shardLog(sh).Warn("catch-up cut short; messages posted while away in the channels not read may be missed", zap.String("scope", scope), zap.Duration("after", a.catchUpWithin))
 	}
 	slices.SortFunc(found, func(x, y *discordgo.Message) int { return cmp.Compare(snowflakeOrder(x.ID), snowflakeOrder(y.ID)) })
 	n := 0

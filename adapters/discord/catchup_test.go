@@ -417,6 +417,39 @@ func testCatchUpStoppedMidway(t *testing.T, onPG bool) {
 	}
 }
 
+// TestCatchUpCutShort: a guild's catch-up whose reads go on past its bound
+// gives them up and lets the guild's gateway messages through: a message
+// held meanwhile is answered by the same session, not kept waiting on a
+// channel that does not answer.
+func TestCatchUpCutShort(t *testing.T) {
+	t.Parallel()
+	g := newHistoryGate("11")
+	g.openUp()
+	e := newEnv(t, func(e *env) { e.discordRT = g.wrap })
+	ctx := testCtx(t)
+	bot := e.fake.BotUser().ID
+	r := e.start(t)
+	post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Content: mention(bot, "served")})
+	e.waitBot(t, channelID, "You said: served")
+	r.stop(t)
+
+	post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: "11", Content: mention(bot, "while away")})
+	g.shut()
+	e.tune = func(a *Adapter) { a.catchUpWithin = 300 * time.Millisecond }
+	r = e.start(t)
+	select {
+	case <-g.blocked:
+	case <-ctx.Done():
+		t.Fatal("channel 11 never read")
+	}
+	post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: "12", Content: mention(bot, "live")})
+	e.waitBot(t, "12", "You said: live")
+	r.stop(t)
+	if n := answers(e)["while away"]; n != 0 {
+		t.Errorf("the message of the channel not read answered %d times", n)
+	}
+}
+
 // TestMessagesDuringGracefulStop: messages arriving once the core's
 // Shutdown has begun, while the gateway is still open (flowbridge stops
 // the core first, then the adapters), are recorded as received and

@@ -92,6 +92,9 @@ type Adapter struct {
 	// retryMin is the first wait before another attempt to reach Discord
 	// (minBackoff by default; tests shorten it).
 	retryMin time.Duration
+	// catchUpWithin bounds a scope's catch-up (catchUpWithin by default;
+	// tests shorten it).
+	catchUpWithin time.Duration
 	// refused counts events refused at the boundary (invalid IDs, a handler
 	// that panicked).
 	refused atomic.Uint64
@@ -135,6 +138,7 @@ func New(cfg Config, core Core, log *zap.Logger) (*Adapter, error) {
 		identifyEvery: identifyEvery,
 		typingEvery:   typingEvery,
 		retryMin:      minBackoff,
+		catchUpWithin: catchUpWithin,
 		async:         make(chan struct{}, maxAsync),
 		done:          make(chan struct{}),
 		channels:      make(map[string]channelInfo),

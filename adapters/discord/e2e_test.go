@@ -55,6 +55,8 @@ type env struct {
 	core func(*bridge.Config)
 	// log, when set, is the adapter's logger.
 	log *zap.Logger
+	// tune, when set, adjusts each adapter before it runs.
+	tune func(*Adapter)
 }
 
 func manyRegions() []string {
@@ -184,6 +186,9 @@ func (e *env) build(t *testing.T) *bridgeRun {
 	}
 	if e.tap != nil {
 		e.tap.route(a)
+	}
+	if e.tune != nil {
+		e.tune(a)
 	}
 	return &bridgeRun{a: a, core: core, store: store, metrics: reg, done: make(chan error, 1)}
 }
