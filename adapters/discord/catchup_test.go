@@ -450,6 +450,42 @@ func TestCatchUpCutShort(t *testing.T) {
 	}
 }
 
+// TestCatchUpWaitsOutRateLimit: history reads Discord answers 429 are made
+// again once their Retry-After has passed, and what they find is answered.
+func TestCatchUpWaitsOutRateLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	bot := e.fake.BotUser().ID
+	r := e.start(t)
+	post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Content: mention(bot, "served")})
+	e.waitBot(t, channelID, "You said: served")
+	r.stop(t)
+
+	post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Content: mention(bot, "while away")})
+	const wait = 150 * time.Millisecond
+	e.fake.RateLimit(discordtest.RouteListMessages, discordtest.RateLimit{Count: 2, RetryAfter: wait})
+	r = e.start(t)
+	e.waitBot(t, channelID, "You said: while away")
+	r.stop(t)
+	var reads []discordtest.Request
+	for _, q := range e.fake.Requests() {
+		if q.Route == discordtest.RouteListMessages {
+			reads = append(reads, q)
+		}
+	}
+	if len(reads) < 3 || reads[0].Status != http.StatusTooManyRequests || reads[1].Status != http.StatusTooManyRequests || reads[2].Status != http.StatusOK {
+		t.Fatalf("history reads: %v, want two 429s, then 200", reads)
+	}
+	for i := 1; i < 3; i++ {
+		if gap := reads[i].At.Sub(reads[i-1].At); gap < wait {
+			t.Errorf("read %d came %s after the 429 before it, want at least its Retry-After %s", i, gap, wait)
+		}
+	}
+	if n := answers(e)["while away"]; n != 1 {
+		t.Errorf("answered %d times, want once", n)
+	}
+}
+
 // TestMessagesDuringGracefulStop: messages arriving once the core's
 // Shutdown has begun, while the gateway is still open (flowbridge stops
 // the core first, then the adapters), are recorded as received and
