@@ -13,7 +13,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/bridge"
@@ -34,9 +37,25 @@ var question = regexp.MustCompile(`q\d+x\d+`)
 // user is told of a failure. In a synctest bubble, so the waits take no
 // wall time.
 func TestBurstIntoOneChannelWaitsOutPostLimit(t *testing.T) {
+	burstIntoOneChannel(t, 1, 8, 2)
+}
+
+// TestBurstFromThreeProcessesWaitsOutPostLimit: a larger burst (30
+// threads, two questions each) answered by three processes at once, each
+// with its own store and Slack client as replicas have, whose posts into
+// the channel contend for its one message a second: an answer can be
+// refused many times in a row, and none is given up on while Slack keeps
+// saying when to try again (with three tries a call, 5 were, and the core
+// retried them on its own clock).
+func TestBurstFromThreeProcessesWaitsOutPostLimit(t *testing.T) {
+	burstIntoOneChannel(t, 3, 30, 2)
+}
+
+// burstIntoOneChannel asks asks questions in each of threads threads of
+// one channel at once, the threads spread over procs processes, and checks
+// the answers and the channel's posts.
+func burstIntoOneChannel(t *testing.T, procs, threads, asks int) {
 	const (
-		threads = 8
-		asks    = 2
 		secret  = "burst-secret"
 		agentIn = 2 * time.Second // long enough for a placeholder
 	)
@@ -57,43 +76,50 @@ func TestBurstIntoOneChannelWaitsOutPostLimit(t *testing.T) {
 			}
 			return "answer to " + qs[len(qs)-1]
 		}})
-		wsc, err := workspace.New(workspace.Config{BaseURL: ws.URL, WorkspaceUUID: "ws-test", Token: "test-token", MaxRetries: -1, HTTPClient: ws.Client()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := sessionmap.Open(filepath.Join(t.TempDir(), "s.db"), sessionmap.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
-		log := zaptest.NewLogger(t)
-		core, err := bridge.New(bridge.Config{
-			Agents:         []bridge.Agent{{Name: "helper", UUID: e2eAgent, Default: true}},
-			IndicatorDelay: bridge.DefaultConfig().IndicatorDelay,
-		}, wsc, st, log.Named("core"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			if err := core.Shutdown(context.Background()); err != nil {
-				t.Errorf("core Shutdown() = %v", err)
+		// The core's own retries of an answer the adapter gave up on show
+		// in its log: a 429 must never count as such a failure.
+		seen, logs := observer.New(zap.WarnLevel)
+		log := zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), seen))
+		handlers := make([]http.Handler, procs)
+		for p := range procs {
+			wsc, err := workspace.New(workspace.Config{BaseURL: ws.URL, WorkspaceUUID: "ws-test", Token: "test-token", MaxRetries: -1, HTTPClient: ws.Client()})
+			if err != nil {
+				t.Fatal(err)
 			}
-			core.Close()
-		}()
-		cfg := e2eConfig(s)
-		httpMode(secret)(&cfg)
-		a, err := New(cfg, core, log)
-		if err != nil {
-			t.Fatal(err)
+			st, err := sessionmap.Open(filepath.Join(t.TempDir(), "s.db"), sessionmap.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			plog := log.With(zap.Int("process", p))
+			core, err := bridge.New(bridge.Config{
+				Agents:         []bridge.Agent{{Name: "helper", UUID: e2eAgent, Default: true}},
+				IndicatorDelay: bridge.DefaultConfig().IndicatorDelay,
+			}, wsc, st, plog.Named("core"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := core.Shutdown(context.Background()); err != nil {
+					t.Errorf("core Shutdown() = %v", err)
+				}
+				core.Close()
+			}()
+			cfg := e2eConfig(s)
+			httpMode(secret)(&cfg)
+			a, err := New(cfg, core, plog)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.http.Transport = s.Transport()
+			if err := a.authenticate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := core.Attach(platform, a); err != nil {
+				t.Fatal(err)
+			}
+			handlers[p] = a.handler()
 		}
-		a.http.Transport = s.Transport()
-		if err := a.authenticate(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := core.Attach(platform, a); err != nil {
-			t.Fatal(err)
-		}
-		events := a.handler()
 
 		start := time.Now()
 		roots := make([]string, threads)
@@ -112,7 +138,7 @@ func TestBurstIntoOneChannelWaitsOutPostLimit(t *testing.T) {
 					t.Fatal(err)
 				}
 				rec := httptest.NewRecorder()
-				events.ServeHTTP(rec, req)
+				handlers[i%procs].ServeHTTP(rec, req)
 				if rec.Code != http.StatusOK {
 					t.Fatalf("question %d of thread %d acknowledged %d, want 200", j, i, rec.Code)
 				}
@@ -150,25 +176,33 @@ func TestBurstIntoOneChannelWaitsOutPostLimit(t *testing.T) {
 				t.Errorf("thread %d answers = %q, want %q", i, got, want)
 			}
 		}
+		if gaveUp := logs.FilterMessageSnippet("not delivered"); gaveUp.Len() > 0 {
+			t.Errorf("%d answers were given up on by the adapter and retried by the core, e.g. %q %v; want each 429 waited out",
+				gaveUp.Len(), gaveUp.All()[0].Message, gaveUp.All()[0].ContextMap())
+		}
 		// Nobody told of a failure, nothing ephemeral.
 		for _, m := range s.MessageLog() {
 			if m.Ephemeral || strings.Contains(m.Text, "could not") || strings.Contains(m.Text, "try again") {
 				t.Errorf("message %+v told a user something; want only answers", m)
 			}
 		}
-		// The limit was met, and each 429 waited out before the channel
-		// was posted to again.
+		// The limit was met, and each refused post was made again only
+		// once its Retry-After (1 s) had passed. A post is its thread and
+		// text: a placeholder's or an answer's.
 		var posts, limited int
-		var last time.Time
-		var lastLimited bool
+		refusedAt := map[[2]string]time.Time{}
 		for _, c := range s.Calls() {
 			if c.Method != "chat.postMessage" {
 				continue
 			}
-			if lastLimited && c.At.Sub(last) < time.Second {
-				t.Errorf("chat.postMessage %s after a 429, want Retry-After (1 s) waited out", c.At.Sub(last))
+			post := [2]string{c.Params.Get("thread_ts"), c.Params.Get("text")}
+			if at, ok := refusedAt[post]; ok && c.At.Sub(at) < time.Second {
+				t.Errorf("chat.postMessage %q made again %s after its 429, want Retry-After (1 s) waited out", post, c.At.Sub(at))
 			}
-			last, lastLimited = c.At, c.Status == http.StatusTooManyRequests
+			delete(refusedAt, post)
+			if c.Status == http.StatusTooManyRequests {
+				refusedAt[post] = c.At
+			}
 			switch c.Status {
 			case http.StatusOK:
 				posts++
@@ -184,7 +218,7 @@ func TestBurstIntoOneChannelWaitsOutPostLimit(t *testing.T) {
 		// Slack's pace is the floor; the core's own retries (2 s, 10 s)
 		// would add to it.
 		floor := time.Duration(posts-slacktest.DefaultPostBurst) * time.Second / slacktest.PostsPerSecond
-		if took < floor || took > floor+asks*agentIn+5*time.Second {
+		if took < floor || took > floor+time.Duration(asks)*agentIn+5*time.Second {
 			t.Errorf("all answered after %s, want about %s: %d posts into one channel at Slack's pace", took, floor, posts)
 		}
 		t.Logf("%d questions answered in %s (fake time): %d posts, %d refused 429", threads*asks, took, posts, limited)

@@ -11,10 +11,12 @@ import (
 )
 
 const (
-	// maxRateRetries is how often one call waits out a 429 before giving up.
-	maxRateRetries = 3
-	// maxRetryAfter caps a Retry-After the adapter is willing to wait.
-	maxRetryAfter = 2 * time.Minute
+	// maxRateWait bounds the time one call spends waiting out 429s, however
+	// many: each names its wait, so a 429 is no failure to count. A busy
+	// channel's message a second (chat.postMessage), shared with other
+	// replicas posting there, can refuse one post many times in a row, a
+	// second each; a call is not held forever either.
+	maxRateWait = 2 * time.Minute
 )
 
 // channelLocks serialise what the adapter sends to one channel, so a
@@ -60,18 +62,31 @@ func (l *channelLocks) lock(ctx context.Context, channel string) (unlock func(),
 	}
 }
 
-// withRetry calls fn, waiting out Slack's Retry-After when it answers 429.
-// slack-go does not retry by itself unless told to, and only a rejected call
-// is repeated, so nothing is sent twice.
+// withRetry calls fn, waiting out Slack's Retry-After when it answers 429,
+// for up to maxRateWait in all. slack-go does not retry by itself unless
+// told to, and only a rejected call is repeated, so nothing is sent twice.
 func (a *Adapter) withRetry(ctx context.Context, op string, fn func() error) error {
-	for attempt := 0; ; attempt++ {
+	var waited time.Duration
+	for {
 		err := fn()
 		rl, ok := errors.AsType[*slackgo.RateLimitedError](err)
-		if !ok || attempt >= maxRateRetries {
+		if !ok {
 			return err
 		}
-		wait := min(max(rl.RetryAfter, time.Second), maxRetryAfter)
-		a.log.Info("rate limited; waiting", zap.String("method", op), zap.Duration("retry_after", wait))
+		wait := max(rl.RetryAfter, time.Second)
+		if waited+wait > maxRateWait {
+			return err
+		}
+		waited += wait
+		// A channel's message a second is met often under load: only
+		// the longer waits of the rate tiers are news.
+		level := zap.InfoLevel
+		if wait <= time.Second {
+			level = zap.DebugLevel
+		}
+		if ce := a.log.Check(level, "rate limited; waiting"); ce != nil {
+			ce.Write(zap.String("method", op), zap.Duration("retry_after", wait), zap.Duration("waited", waited))
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
