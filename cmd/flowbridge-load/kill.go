@@ -258,11 +258,13 @@ func (e *killEnv) startFront() error {
 			if !ok {
 				return
 			}
-			// Only what Slack took is a reply: a post the fake refused
-			// (429 past a channel's message a second) is posted again.
+			// A post the fake refused (429 past a channel's message a
+			// second) is no reply: it is posted again. Anything else may
+			// be one, also when the bridge was killed before the fake's
+			// answer reached it (the proxy's 502).
 			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 			proxy.ServeHTTP(sw, r)
-			if sw.status != http.StatusOK {
+			if sw.status == http.StatusTooManyRequests {
 				e.mu.Lock()
 				e.touched = time.Now()
 				e.mu.Unlock()
