@@ -59,8 +59,9 @@ const (
 	catchUpPages = 3
 	// catchUpChannels bounds the channels read per guild.
 	catchUpChannels = 200
-	// catchUpReaders is how many channels are read at once: with Discord's
-	// usual round trip, about its global limit of 50 requests a second.
+	// catchUpReaders is how many channels the adapter reads at once, all
+	// catch-ups together: with Discord's usual round trip, about its
+	// global limit of 50 requests a second.
 	catchUpReaders = 4
 	// catchUpRetries bounds the 429s waited out per page.
 	catchUpRetries = 5
@@ -466,9 +467,9 @@ func (a *Adapter) catchUpScope(ctx context.Context, sh *shard, scope string, h *
 	a.release(sh, scope, h)
 }
 
-// readHistories reads each channel's history, catchUpReaders at once, and
-// returns every message found; a channel that cannot be read is logged
-// and skipped.
+// readHistories reads each channel's history, at most catchUpReaders at
+// once (with every other catch-up's reads), and returns every message
+// found; a channel that cannot be read is logged and skipped.
 func (a *Adapter) readHistories(ctx context.Context, reads []historyRead) []*discordgo.Message {
 	var (
 		mu    sync.Mutex
@@ -504,6 +505,14 @@ func (a *Adapter) readHistories(ctx context.Context, reads []historyRead) []*dis
 // catch-up age, at most catchUpPages pages; REST messages carry no guild
 // ID, so it is set from r.
 func (a *Adapter) readHistory(ctx context.Context, r historyRead) ([]*discordgo.Message, error) {
+	// One pool of readers for all the scopes: a session's GUILD_CREATEs
+	// start every guild's catch-up at once.
+	select {
+	case a.readers <- struct{}{}:
+		defer func() { <-a.readers }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	floor := a.catchUpFloor()
 	after := r.after
 	var out []*discordgo.Message

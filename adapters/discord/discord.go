@@ -100,6 +100,8 @@ type Adapter struct {
 	refused atomic.Uint64
 	// async holds a slot per goroutine answering autocomplete or a retired command.
 	async chan struct{}
+	// readers holds a slot per catch-up history read in flight.
+	readers chan struct{}
 
 	// pace keeps progress edits within Discord's edits per channel.
 	pace progressPace
@@ -140,6 +142,7 @@ func New(cfg Config, core Core, log *zap.Logger) (*Adapter, error) {
 		retryMin:      minBackoff,
 		catchUpWithin: catchUpWithin,
 		async:         make(chan struct{}, maxAsync),
+		readers:       make(chan struct{}, catchUpReaders),
 		done:          make(chan struct{}),
 		channels:      make(map[string]channelInfo),
 		followed:      make(map[string]bool),
