@@ -5,8 +5,10 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
 )
 
 // titleRecorder is a recorder whose conversation can carry a title.
@@ -133,4 +135,56 @@ func TestFirstMessageNamesTheConversation(t *testing.T) {
 	if got := rec.got(); !slices.Equal(got, []string{"How do I restart nginx?", "new topic"}) {
 		t.Errorf("titles after reset = %q", got)
 	}
+}
+
+func TestThreadHearsTheContextItsParentReceivedBefore(t *testing.T) {
+	// Slack's agent view: what the user views is the DM's, and each
+	// message starts a thread of the DM, a conversation of its own. The
+	// user changes what they view, then asks at once: the DM's context
+	// event, acknowledged, is held before it runs (its Prepare), and the
+	// thread's message must not be answered about the view before it.
+	synctest.Test(t, func(t *testing.T) {
+		b, fake := newBubbleBridge(t, defaultConfig(), workspacetest.Agent{})
+		const dm = "dm/ctx"
+		open := keyed(dm, "test/open/1", "The user is viewing <#C1>.", newRecorder())
+		open.Kind = bridge.KindOpen
+		if err := b.Receive(open).Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // greeted, the view kept
+
+		held := make(chan struct{})
+		change := keyed(dm, "test/ctx/2", "The user is viewing the canvas F1.", newRecorder())
+		change.Kind = bridge.KindContext
+		change.Prepare = func(context.Context, *bridge.Event) bool {
+			<-held
+			return true
+		}
+		if err := b.Receive(change).Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		rec := newRecorder()
+		ask := keyed(dm+"/t/1", "test/msg/1", "what is this?", rec)
+		ask.Parent = dm
+		answered := make(chan struct{})
+		ask.Done = func() { close(answered) }
+		if err := b.Receive(ask).Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the message waits for the context event, or was answered before it
+		close(held)
+		<-answered
+
+		sessions := fake.Sessions(agentUUID)
+		if len(sessions) != 1 {
+			t.Fatalf("agent has %d sessions, want 1", len(sessions))
+		}
+		want := []string{"[Context: The user is viewing the canvas F1.]\n\nwhat is this?"}
+		if got := fake.Messages(sessions[0]); !slices.Equal(got, want) {
+			t.Errorf("agent received %q, want %q", got, want)
+		}
+		if n := len(rec.all()); n != 1 {
+			t.Errorf("%d replies to the message, want 1", n)
+		}
+	})
 }

@@ -276,6 +276,13 @@ type job struct {
 	// out, when set, is the answer a stopped process kept in the outbox:
 	// the job posts it and runs nothing else.
 	out *outbound
+	// inherit, for a job whose change the conversation's threads inherit
+	// (inherited), is closed once the job is over: run, refused or left.
+	// after is the inherit of the latest such job of the parent queued
+	// before this one, which this one waits for (local dispatcher; see
+	// waitsForParent).
+	inherit chan struct{}
+	after   <-chan struct{}
 }
 
 // classify decides how an event is handled. Text commands (!flow, !agent) work
@@ -340,6 +347,44 @@ func (j job) ordered() bool {
 	return false
 }
 
+// inherited reports whether the job changes what the conversation's
+// threads take from it when they have none of their own: what the user
+// views beside it (an open or a context event; see withContext) or its
+// agent ("/agent use"; see conversationAgent).
+func (j job) inherited() bool {
+	switch {
+	case j.out != nil || j.ev.alone:
+		return false
+	case j.kind == KindOpen, j.kind == KindContext:
+		return true
+	case j.command == CommandAgent:
+		sub, _, _ := strings.Cut(strings.TrimSpace(j.args), " ")
+		return strings.EqualFold(sub, "use")
+	}
+	return false
+}
+
+// waitsForParent reports whether the job reads what its conversation
+// inherits from its parent (Event.Parent), and so must not run before the
+// parent's inherited jobs received before it are over.
+//
+// A thread is a conversation of its own, ordered apart from its parent:
+// without this, a user who changes what they view (Slack's
+// app_context_changed, acknowledged once recorded) and then asks in a
+// thread of the DM may be answered about the old view, the thread's
+// message having overtaken the DM's queued context event. The core orders
+// the one against the other rather than writing the context when it is
+// received: a context record has one writer at a time, its conversation's
+// worker (or, among replicas, the holder of its lease), which keeps "told
+// once per change" and the open event's greeting decided in the
+// conversation's order, and it costs the acknowledgement no second write.
+// The wait is only for the parent's inherited jobs, and what is queued
+// before them: an agent_view DM queues nothing else, a channel in thread
+// scope its "/agent" commands.
+func (j job) waitsForParent() bool {
+	return j.ev.Parent != "" && j.out == nil && !j.ev.alone && j.ordered()
+}
+
 // Receive takes an event from an adapter and returns at once, without
 // waiting for the store: an adapter may call it from the loop that reads its
 // platform's events. Events of one conversation that touch its session run
@@ -390,6 +435,15 @@ func (b *Bridge) enqueueLocked(j *job) {
 	if c == nil {
 		c = &conversation{key: j.ev.Conversation}
 		b.convs[j.ev.Conversation] = c
+	}
+	if j.waitsForParent() {
+		if p := b.convs[j.ev.Parent]; p != nil && p.inherit != nil {
+			j.after = p.inherit
+		}
+	}
+	if j.inherited() {
+		j.inherit = make(chan struct{})
+		c.inherit = j.inherit
 	}
 	c.queue = append(c.queue, j)
 	b.metrics.queued(1)
@@ -473,6 +527,10 @@ type conversation struct {
 	key     string
 	queue   []*job // waiting, not counting the one running
 	running bool
+	// inherit is the inherit of the latest job queued whose change the
+	// conversation's threads inherit, until it is over; a thread's job
+	// queued meanwhile waits for it (see job.waitsForParent).
+	inherit chan struct{}
 }
 
 // work runs a conversation's queue one job at a time until it is empty.
@@ -494,6 +552,10 @@ func (b *Bridge) work(c *conversation) {
 		c.queue = c.queue[1:]
 		b.mu.Unlock()
 		b.metrics.queued(-1)
+		if j.after != nil {
+			// The parent's worker ends each of its jobs, left ones too.
+			<-j.after
+		}
 		<-j.rec.done
 		err := j.rec.err
 		switch {
@@ -505,6 +567,14 @@ func (b *Bridge) work(c *conversation) {
 			b.leave(*j)
 		default:
 			b.run(*j)
+		}
+		if j.inherit != nil {
+			b.mu.Lock()
+			if c.inherit == j.inherit {
+				c.inherit = nil
+			}
+			b.mu.Unlock()
+			close(j.inherit)
 		}
 	}
 }
