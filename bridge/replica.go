@@ -386,6 +386,7 @@ func (r *replicas) process(c *leasedConv) {
 	log := b.log.With(zap.String("conversation", c.key))
 	handled := make(map[string]bool) // run or set aside by this goroutine
 	var seen map[string]time.Time    // when this goroutine first saw each pending entry
+	var pw parentWait                // the wait of an entry for its parent's
 	for {
 		b.mu.Lock()
 		c.again = false
@@ -427,6 +428,19 @@ func (r *replicas) process(c *leasedConv) {
 		j, next := r.nextEntry(log, c, entries, handled)
 		switch next {
 		case entryRun:
+			if d := r.parentFirst(log, j, entries, &pw); d > 0 {
+				// Kept for the next look, with the adapter's callbacks.
+				b.mu.Lock()
+				c.live[j.ev.Key] = j
+				b.mu.Unlock()
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case <-b.ctx.Done():
+				}
+				t.Stop()
+				continue
+			}
 			b.mu.Lock()
 			holds = r.holdsLocked(c.key)
 			b.mu.Unlock()
@@ -500,6 +514,94 @@ func (r *replicas) orderHold(entries []store.InboxEntry, handled map[string]bool
 		}
 	}
 	return next, wait
+}
+
+// parentWait is how a thread's entry has waited for its parent's earlier
+// inherited entries (see parentFirst).
+type parentWait struct {
+	key   string // the entry waiting
+	since time.Time
+	poll  time.Duration // until the next look
+}
+
+// How often a thread's entry looks again at its parent's entries while it
+// waits for them: soon at first (an open or a context event takes a few
+// milliseconds), then less often.
+const (
+	parentPollMin = 5 * time.Millisecond
+	parentPollMax = 200 * time.Millisecond
+)
+
+// parentFirst returns how long j, the next entry of its conversation, must
+// wait before it may run because its parent still has inherited entries
+// (open, context, "/agent use"; see job.inherited) received before it,
+// and 0 when it may run: the rule of job.waitsForParent, among replicas.
+//
+// The parent's entries may be another replica's to run, so j's holder
+// cannot wait on them in memory as the local dispatcher does: it reads
+// the parent's pending entries from the shared inbox, and those recorded
+// before j's (a lower Seq: acknowledged before j was received, they were
+// committed before it) and still Received hold j back. A Sent one has
+// made its change already (it writes before it answers). The holder kicks
+// the parent's processing here once, so that a parent nobody holds (its
+// replica died, or its signal was missed) is run at once rather than
+// after a sweep; one another replica holds is left to it. The wait ends,
+// logged, after LeaseTTL+SweepEvery+ClaimGrace, by when a dead holder's
+// parent has been taken up by a live replica: a parent that is stuck
+// longer does not hold its threads' messages for ever, which are then
+// answered without what it would have told.
+func (r *replicas) parentFirst(log *zap.Logger, j *job, entries []store.InboxEntry, w *parentWait) time.Duration {
+	if !j.waitsForParent() || j.ev.entry == nil || j.ev.entry.sent {
+		return 0
+	}
+	var seq uint64
+	for _, e := range entries {
+		if e.Key == j.ev.Key {
+			seq = e.Seq
+		}
+	}
+	ctx, cancel := r.opCtx()
+	pending, err := r.st.PendingOf(ctx, j.ev.Parent)
+	cancel()
+	if err == nil && !inheritedBefore(pending, seq) {
+		return 0
+	}
+	now := time.Now()
+	if w.key != j.ev.Key {
+		*w = parentWait{key: j.ev.Key, since: now, poll: parentPollMin}
+		b := r.b
+		b.mu.Lock()
+		if !b.closed {
+			r.kickLocked(r.conv(j.ev.Parent))
+		}
+		b.mu.Unlock()
+	}
+	if now.Sub(w.since) >= r.cfg.LeaseTTL+r.cfg.SweepEvery+r.cfg.ClaimGrace {
+		log.Warn("the parent's earlier events are still not done; the thread's runs without them",
+			zap.String("event_key", j.ev.Key), zap.String("parent", j.ev.Parent), zap.Error(err))
+		return 0
+	}
+	d := w.poll
+	w.poll = min(2*w.poll, parentPollMax)
+	return d
+}
+
+// inheritedBefore reports whether entries hold one still Received, with a
+// Seq below seq, that the parent's threads inherit from.
+func inheritedBefore(entries []store.InboxEntry, seq uint64) bool {
+	for _, e := range entries {
+		if e.Seq >= seq || e.State != store.Received {
+			continue
+		}
+		ev, err := decodeEvent(e.Key, e.Event)
+		if err != nil {
+			continue // dropped by whoever runs it
+		}
+		if classify(ev).inherited() {
+			return true
+		}
+	}
+	return false
 }
 
 // endUnlessAgain ends c's process and reports false, or reports true (look

@@ -118,6 +118,12 @@ func newReplica(t *testing.T, dsn string, fake *workspacetest.Server, p *chatPla
 func newReplicaWith(t *testing.T, cfg bridge.Config, dsn string, fake *workspacetest.Server, p *chatPlatform, rc bridge.ReplicaConfig) *replica {
 	t.Helper()
 	st := openShared(t, dsn)
+	return &replica{b: newReplicaOn(t, cfg, st, fake, p, rc), st: st}
+}
+
+// newReplicaOn is a replica's bridge on st.
+func newReplicaOn(t *testing.T, cfg bridge.Config, st store.Shared, fake *workspacetest.Server, p *chatPlatform, rc bridge.ReplicaConfig) *bridge.Bridge {
+	t.Helper()
 	ws, err := workspace.New(workspace.Config{BaseURL: fake.URL, WorkspaceUUID: "ws-test", Token: "test-token"})
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +142,7 @@ func newReplicaWith(t *testing.T, cfg bridge.Config, dsn string, fake *workspace
 	if _, _, err := b.Attach("test", p); err != nil {
 		t.Fatal(err)
 	}
-	return &replica{b: b, st: st}
+	return b
 }
 
 // gatedAgent is an agent that reports each message on started and holds
@@ -793,5 +799,70 @@ func dbExec(t *testing.T, dsn, sql string) {
 	defer conn.Close(context.WithoutCancel(t.Context()))
 	if _, err := conn.Exec(t.Context(), sql); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// pendingWatch is a replica's store that tells when the replica reads the
+// pending entries of one conversation.
+type pendingWatch struct {
+	*postgres.Store
+	conv string
+	read chan struct{}
+	once sync.Once
+}
+
+func (s *pendingWatch) PendingOf(ctx context.Context, conv string) ([]store.InboxEntry, error) {
+	if conv == s.conv {
+		s.once.Do(func() { close(s.read) })
+	}
+	return s.Store.PendingOf(ctx, conv)
+}
+
+func TestReplicaThreadWaitsForItsParentsContext(t *testing.T) {
+	// Slack's agent view among replicas: r0 runs a DM's context change and
+	// holds it (its Prepare); a message in a thread of the DM, received by
+	// r1 after the change was acknowledged, must not reach the agent
+	// before the change is kept, and is answered with it. r1 learns of the
+	// change from the shared inbox alone, which it reads before it runs
+	// the message: when it does, the change is let go.
+	t.Parallel()
+	dsn := pgtest.Schema(t)
+	asked := make(chan string, 1)
+	fake := newReplicaFake(t, workspacetest.Agent{Reply: func(_ int, msg string) string {
+		asked <- msg
+		return "answer"
+	}})
+	p := newChatPlatform()
+	r0 := newReplica(t, dsn, fake, p, bridge.ReplicaConfig{Holder: "r0"})
+	watch := &pendingWatch{Store: openShared(t, dsn), conv: "dm/1", read: make(chan struct{})}
+	r1 := newReplicaOn(t, defaultConfig(), watch, fake, p, bridge.ReplicaConfig{Holder: "r1"})
+
+	held, running := make(chan struct{}), make(chan struct{})
+	change := p.event("dm/1", "test/ctx/1", "The user is viewing the canvas F1.")
+	change.Kind = bridge.KindContext
+	change.Prepare = func(context.Context, *bridge.Event) bool {
+		close(running)
+		<-held
+		return true
+	}
+	if err := r0.b.Receive(change).Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	<-running // r0 holds the DM
+	ask := p.event("dm/1/t/1", "test/msg/1", "what is this?")
+	ask.Parent = "dm/1"
+	if err := r1.Receive(ask).Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-watch.read:
+	case msg := <-asked:
+		t.Errorf("the agent was asked %q before the DM's context change was kept", msg)
+	}
+	close(held)
+	p.waitReplies(t, ask.Key)
+	want := []string{"[Context: The user is viewing the canvas F1.]\n\nwhat is this?"}
+	if got := convMessages(t, fake)["[Context:"]; !slices.Equal(got, want) {
+		t.Errorf("agent read %q, want %q", convMessages(t, fake), want)
 	}
 }
