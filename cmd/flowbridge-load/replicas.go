@@ -1079,7 +1079,16 @@ func (e *replicaEnv) count(ctx context.Context, driven time.Duration) (*replicaR
 	var e2e, added []time.Duration
 	answered := 0
 	for _, o := range e.offers {
-		t := &tally{m: o.t.m, offered: o.t.offered, acked: acked[o], id: o.t.id, where: o.t.where}
+		w := o.t.where
+		if o.eventID != "" {
+			// A Slack notice kept in the outbox names its message's inbox
+			// key in its metadata, as in -kill-every's count: without it,
+			// the notice telling one message of a thread that flowbridge
+			// restarted was matched by conversation, to its answered
+			// sibling, and the message it told counted as untold.
+			w.key = o.key
+		}
+		t := &tally{m: o.t.m, offered: o.t.offered, acked: acked[o], id: o.t.id, where: w}
 		l.add(t)
 		byMarker[o.t.m] = o
 		if at := o.t.answeredAt; !at.IsZero() {
