@@ -2,6 +2,7 @@ package slack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	slackgo "github.com/slack-go/slack"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
@@ -222,5 +224,46 @@ func burstIntoOneChannel(t *testing.T, procs, threads, asks int) {
 			t.Errorf("all answered after %s, want about %s: %d posts into one channel at Slack's pace", took, floor, posts)
 		}
 		t.Logf("%d questions answered in %s (fake time): %d posts, %d refused 429", threads*asks, took, posts, limited)
+	})
+}
+
+// TestRateLimitWaitIsBounded: a call waits out 429 after 429, whatever
+// their number, for up to maxRateWait in all; the one whose wait would go
+// past it is given back to the caller.
+func TestRateLimitWaitIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := slacktest.New(slacktest.Options{Channels: []slacktest.Channel{{ID: e2eChannel, Name: "general"}}})
+		defer s.Close()
+		a, err := New(e2eConfig(s), idleCore{t}, zaptest.NewLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.http.Transport = s.Transport()
+		post := func() error {
+			return a.withRetry(t.Context(), "chat.postMessage", func() error {
+				_, _, err := a.api.PostMessageContext(t.Context(), e2eChannel, slackgo.MsgOptionText("hi", false))
+				return err
+			})
+		}
+		// Refused 10 times a second apart: waited out.
+		s.RateLimit("chat.postMessage", 10, 1)
+		start := time.Now()
+		if err := post(); err != nil {
+			t.Fatalf("post refused 10 times with Retry-After 1 s = %v, want it posted", err)
+		}
+		if took := time.Since(start); took != 10*time.Second {
+			t.Errorf("posted after %s, want 10 s", took)
+		}
+		// Refused with Retry-After 50 s until further notice: two waits
+		// fit in maxRateWait, a third would not.
+		s.RateLimit("chat.postMessage", -1, 50)
+		start = time.Now()
+		err = post()
+		if _, ok := errors.AsType[*slackgo.RateLimitedError](err); !ok {
+			t.Fatalf("post refused for good = %v, want the 429", err)
+		}
+		if took := time.Since(start); took != 100*time.Second {
+			t.Errorf("given up after %s, want 100 s (two waits of 50 s within %s)", took, maxRateWait)
+		}
 	})
 }
