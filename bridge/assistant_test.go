@@ -188,3 +188,33 @@ func TestThreadHearsTheContextItsParentReceivedBefore(t *testing.T) {
 		}
 	})
 }
+
+func TestThreadDoesNotWaitForItsParentsGreeting(t *testing.T) {
+	// The DM is opened for the first time and greeted; its thread's
+	// message waits for the view to be kept, not for the greeting to be
+	// posted.
+	synctest.Test(t, func(t *testing.T) {
+		b, fake := newBubbleBridge(t, defaultConfig(), workspacetest.Agent{})
+		const dm = "dm/greet"
+		posted := make(chan struct{})
+		defer close(posted)
+		open := keyed(dm, "test/open/1", "The user is viewing <#C1>.", gatedResponder{newRecorder(), posted})
+		open.Kind = bridge.KindOpen
+		if err := b.Receive(open).Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		ask := keyed(dm+"/t/1", "test/msg/1", "what is this?", newRecorder())
+		ask.Parent = dm
+		answered := make(chan struct{})
+		ask.Done = func() { close(answered) }
+		if err := b.Receive(ask).Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-answered // a deadlock of the bubble if it waited for the greeting
+		sessions := fake.Sessions(agentUUID)
+		want := []string{"[Context: The user is viewing <#C1>.]\n\nwhat is this?"}
+		if len(sessions) != 1 || !slices.Equal(fake.Messages(sessions[0]), want) {
+			t.Errorf("agent sessions %q, want one that received %q", sessions, want)
+		}
+	})
+}

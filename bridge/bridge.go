@@ -277,12 +277,35 @@ type job struct {
 	// the job posts it and runs nothing else.
 	out *outbound
 	// inherit, for a job whose change the conversation's threads inherit
-	// (inherited), is closed once the job is over: run, refused or left.
-	// after is the inherit of the latest such job of the parent queued
-	// before this one, which this one waits for (local dispatcher; see
-	// waitsForParent).
-	inherit chan struct{}
-	after   <-chan struct{}
+	// (inherited), is opened once the change is made, or at the latest
+	// once the job is over: run, refused or left. after is the inherit of
+	// the latest such job of the parent queued before this one, which this
+	// one waits for (local dispatcher; see waitsForParent).
+	inherit *gate
+	after   *gate
+}
+
+// gate is a one-way signal, opened once by whichever of its openers comes
+// first. A nil gate is open.
+type gate struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func newGate() *gate { return &gate{ch: make(chan struct{})} }
+
+// open opens g; later calls do nothing.
+func (g *gate) open() {
+	if g != nil {
+		g.once.Do(func() { close(g.ch) })
+	}
+}
+
+// wait returns once g is open.
+func (g *gate) wait() {
+	if g != nil {
+		<-g.ch
+	}
 }
 
 // classify decides how an event is handled. Text commands (!flow, !agent) work
@@ -366,7 +389,8 @@ func (j job) inherited() bool {
 
 // waitsForParent reports whether the job reads what its conversation
 // inherits from its parent (Event.Parent), and so must not run before the
-// parent's inherited jobs received before it are over.
+// parent's inherited jobs received before it have made their change (kept
+// the context; an open event's greeting is not waited for).
 //
 // A thread is a conversation of its own, ordered apart from its parent:
 // without this, a user who changes what they view (Slack's
@@ -442,7 +466,7 @@ func (b *Bridge) enqueueLocked(j *job) {
 		}
 	}
 	if j.inherited() {
-		j.inherit = make(chan struct{})
+		j.inherit = newGate()
 		c.inherit = j.inherit
 	}
 	c.queue = append(c.queue, j)
@@ -530,7 +554,7 @@ type conversation struct {
 	// inherit is the inherit of the latest job queued whose change the
 	// conversation's threads inherit, until it is over; a thread's job
 	// queued meanwhile waits for it (see job.waitsForParent).
-	inherit chan struct{}
+	inherit *gate
 }
 
 // work runs a conversation's queue one job at a time until it is empty.
@@ -552,10 +576,9 @@ func (b *Bridge) work(c *conversation) {
 		c.queue = c.queue[1:]
 		b.mu.Unlock()
 		b.metrics.queued(-1)
-		if j.after != nil {
-			// The parent's worker ends each of its jobs, left ones too.
-			<-j.after
-		}
+		// The parent's worker opens it by the end of the job at the latest,
+		// a left one too.
+		j.after.wait()
 		<-j.rec.done
 		err := j.rec.err
 		switch {
@@ -574,7 +597,7 @@ func (b *Bridge) work(c *conversation) {
 				c.inherit = nil
 			}
 			b.mu.Unlock()
-			close(j.inherit)
+			j.inherit.open()
 		}
 	}
 }
@@ -629,9 +652,10 @@ func (b *Bridge) run(j job) {
 	case j.kind == KindAction:
 		b.action(ctx, log, j.ev)
 	case j.kind == KindOpen:
-		b.open(ctx, log, j.ev)
+		b.open(ctx, log, j.ev, j.inherit.open)
 	case j.kind == KindContext:
 		b.keepContext(ctx, log, j.ev)
+		j.inherit.open()
 	}
 	// Whatever did not close its entry with a reply of its own is done now.
 	b.answered(ctx, log, j.ev, "", nil)
