@@ -71,6 +71,8 @@ func (b *Bridge) open(ctx context.Context, log *zap.Logger, ev Event, kept func(
 // already has, told or not, is not written again.
 func (b *Bridge) keepContext(ctx context.Context, log *zap.Logger, ev Event) (known bool) {
 	cs := b.store
+	b.contextMu.Lock()
+	defer b.contextMu.Unlock()
 	text := truncate(sanitize(ev.Text), maxContextBytes)
 	cur, found, err := cs.ConversationContext(ctx, ev.Conversation)
 	switch {
@@ -96,6 +98,14 @@ func (b *Bridge) keepContext(ctx context.Context, log *zap.Logger, ev Event) (kn
 // to call once the agent answered. A thread without a context of its own
 // takes its parent's (Slack's agent view tells what the user views once
 // for the whole DM, whose threads are the conversations).
+//
+// The parent's context may change while the agent answers (its events are
+// ordered apart from the thread's), so the record is marked told only
+// while it still holds the text told: a change kept meanwhile is the next
+// message's to tell. contextMu makes the read and the write one step
+// against keepContext in this process; among replicas, a change kept by
+// another replica between the two (one store round trip) is marked told
+// unheard, which a later change undoes.
 func (b *Bridge) withContext(ctx context.Context, log *zap.Logger, ev Event, text string) (string, func()) {
 	cs := b.store
 	c, found, err := cs.ConversationContext(ctx, ev.Conversation)
@@ -110,8 +120,18 @@ func (b *Bridge) withContext(ctx context.Context, log *zap.Logger, ev Event, tex
 		return text, func() {}
 	}
 	return fmt.Sprintf(msgContextLead, c.Text) + text, func() {
-		c.Told, c.Updated = true, b.cfg.Now()
-		if err := cs.PutConversationContext(recordCtx(ctx), c); err != nil {
+		ctx := recordCtx(ctx)
+		b.contextMu.Lock()
+		defer b.contextMu.Unlock()
+		cur, found, err := cs.ConversationContext(ctx, c.Key)
+		if err == nil && (!found || cur.Told || cur.Text != c.Text) {
+			return // forgotten, or changed since: nothing told to record
+		}
+		if err == nil {
+			c.Told, c.Updated = true, b.cfg.Now()
+			err = cs.PutConversationContext(ctx, c)
+		}
+		if err != nil {
 			// The agent hears the context once more with the next message.
 			log.Debug("context not marked told", zap.Error(err))
 		}

@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -215,6 +216,58 @@ func TestThreadDoesNotWaitForItsParentsGreeting(t *testing.T) {
 		want := []string{"[Context: The user is viewing <#C1>.]\n\nwhat is this?"}
 		if len(sessions) != 1 || !slices.Equal(fake.Messages(sessions[0]), want) {
 			t.Errorf("agent sessions %q, want one that received %q", sessions, want)
+		}
+	})
+}
+
+func TestContextChangedWhileTheAgentAnswersIsToldNext(t *testing.T) {
+	// The user asks in a thread of the DM, and while the agent answers
+	// views something else: the answer must not mark the new view told.
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		b, fake := newBubbleBridge(t, defaultConfig(), workspacetest.Agent{Reply: func(_ int, msg string) string {
+			if strings.HasSuffix(msg, "one") {
+				<-release
+			}
+			return "answer"
+		}})
+		const dm = "dm/during"
+		do := func(ev bridge.Event, hold func()) {
+			t.Helper()
+			done := make(chan struct{})
+			ev.Done = func() { close(done) }
+			if err := b.Receive(ev).Wait(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if hold != nil {
+				hold()
+			}
+			<-done
+		}
+		open := keyed(dm, "test/open/1", "The user is viewing <#C1>.", newRecorder())
+		open.Kind = bridge.KindOpen
+		do(open, nil)
+		one := keyed(dm+"/t/1", "test/msg/1", "one", newRecorder())
+		one.Parent = dm
+		do(one, func() {
+			synctest.Wait() // with the agent
+			change := keyed(dm, "test/ctx/2", "The user is viewing <#C2>.", newRecorder())
+			change.Kind = bridge.KindContext
+			do(change, nil)
+			close(release)
+		})
+		two := keyed(dm+"/t/1", "test/msg/2", "two", newRecorder())
+		two.Parent = dm
+		do(two, nil)
+
+		sessions := fake.Sessions(agentUUID)
+		want := []string{"[Context: The user is viewing <#C1>.]\n\none", "[Context: The user is viewing <#C2>.]\n\ntwo"}
+		if len(sessions) != 1 || !slices.Equal(fake.Messages(sessions[0]), want) {
+			var got [][]string
+			for _, s := range sessions {
+				got = append(got, fake.Messages(s))
+			}
+			t.Errorf("agent received %q, want %q", got, want)
 		}
 	})
 }

@@ -153,6 +153,10 @@ type Bridge struct {
 	disp       dispatcher                 // local, or replicas when they share the store
 	notices    busyNotices                // one "still working" notice per conversation and user
 	tokens     store.Tokens               // set when replicas share the store: button state
+	// contextMu makes a context record's read and write one step, for
+	// keepContext and the told mark of withContext, which a thread's
+	// message makes on its parent's record outside the parent's order.
+	contextMu sync.Mutex
 
 	// schedules are listed for admins in /flow help (SetSchedules).
 	schedules atomic.Pointer[[]Scheduled]
