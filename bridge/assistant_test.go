@@ -271,3 +271,35 @@ func TestContextChangedWhileTheAgentAnswersIsToldNext(t *testing.T) {
 		}
 	})
 }
+
+func TestThreadUsesTheAgentItsChannelChoseBefore(t *testing.T) {
+	// "/agent use" in a channel, then at once a mention that starts a
+	// thread there: the thread talks to the agent the channel chose.
+	synctest.Test(t, func(t *testing.T) {
+		b, fake := newBubbleBridge(t, defaultConfig(), workspacetest.Agent{})
+		fake.AddAgent(workspacetest.Agent{UUID: agent2UUID})
+		held := make(chan struct{})
+		use := keyed("c/use", "test/cmd/1", "use other", newRecorder())
+		use.Kind, use.Command, use.User.ID = bridge.KindCommand, bridge.CommandAgent, "U-admin"
+		use.Prepare = func(context.Context, *bridge.Event) bool {
+			<-held
+			return true
+		}
+		if err := b.Receive(use).Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		ask := keyed("c/use/t/1", "test/msg/1", "hello", newRecorder())
+		ask.Parent = "c/use"
+		answered := make(chan struct{})
+		ask.Done = func() { close(answered) }
+		if err := b.Receive(ask).Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the message waits for the command, or was answered before it
+		close(held)
+		<-answered
+		if n, m := len(fake.Sessions(agentUUID)), len(fake.Sessions(agent2UUID)); n != 0 || m != 1 {
+			t.Errorf("sessions: %d of the default agent, %d of the chosen one; want 0 and 1", n, m)
+		}
+	})
+}

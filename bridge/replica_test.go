@@ -866,3 +866,37 @@ func TestReplicaThreadWaitsForItsParentsContext(t *testing.T) {
 		t.Errorf("agent read %q, want %q", convMessages(t, fake), want)
 	}
 }
+
+func TestReplicaThreadRunsItsUnheldParentFirst(t *testing.T) {
+	// The DM's context change was recorded by a replica that stopped
+	// before running it, and nobody holds the DM: the thread's holder
+	// runs the DM's change itself at once, rather than waiting for a
+	// sweep (ClaimGrace is a minute here) or giving up on it.
+	t.Parallel()
+	dsn := pgtest.Schema(t)
+	fake := newReplicaFake(t, workspacetest.Agent{})
+	p := newChatPlatform()
+	rc := bridge.ReplicaConfig{ClaimGrace: time.Minute, SweepEvery: time.Minute}
+	rc.Holder = "r0"
+	r0 := newReplica(t, dsn, fake, p, rc)
+	rc.Holder = "r1"
+	r1 := newReplica(t, dsn, fake, p, rc)
+	if err := r0.b.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	change := p.event("dm/2", "test/ctx/1", "The user is viewing the canvas F2.")
+	change.Kind = bridge.KindContext
+	if err := r0.b.Receive(change).Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ask := p.event("dm/2/t/1", "test/msg/1", "what is this?")
+	ask.Parent = "dm/2"
+	if err := r1.b.Receive(ask).Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	p.waitReplies(t, ask.Key)
+	want := []string{"[Context: The user is viewing the canvas F2.]\n\nwhat is this?"}
+	if got := convMessages(t, fake)["[Context:"]; !slices.Equal(got, want) {
+		t.Errorf("agent read %q, want %q", convMessages(t, fake), want)
+	}
+}
