@@ -354,9 +354,11 @@ api_url = %q
 func (e *killEnv) run(ctx context.Context) (*killResult, error) {
 	p := e.p
 	drive, stopDriving := context.WithCancelCause(ctx)
-	defer stopDriving(nil)
 	var users sync.WaitGroup
+	// Deferred calls run last first: the users are told to stop before
+	// they are waited for, or a run that fails would wait for ever.
 	defer users.Wait()
+	defer stopDriving(nil)
 	fail := func(err error) { stopDriving(err) }
 
 	t0 := time.Now()
