@@ -550,3 +550,54 @@ func TestMessagesDuringGracefulStop(t *testing.T) {
 		}
 	}
 }
+
+// TestStopDrainsGateway: at a stop, what the gateway sent before it is
+// handled before the connection closes (discordgo drops every event it
+// reads once Close has begun, and a new DM's message could not be found
+// again by a catch-up): the adapter sends a heartbeat and waits for its
+// ACK, which comes after them. A handler holds the read loop on one
+// message, so the next one is still unread when the stop begins.
+func TestStopDrainsGateway(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := testCtx(t)
+	r := e.start(t)
+	stalled, release := make(chan struct{}), make(chan struct{})
+	var released sync.Once
+	remove := r.a.shards[0].session.AddHandler(func(_ *discordgo.Session, m *discordgo.MessageCreate) {
+		if m.Content == "stall" {
+			close(stalled)
+			<-release
+		}
+	})
+	defer remove()
+	// Also when the test fails early: the read loop must not stay held.
+	defer released.Do(func() { close(release) })
+	post(t, e, discordtest.MessageCreate{ChannelID: "83", Content: "stall"})
+	select {
+	case <-stalled:
+	case <-ctx.Done():
+		t.Fatal("the stalling message never reached the handler")
+	}
+	post(t, e, discordtest.MessageCreate{ChannelID: "84", Content: "sent as the stop begins"})
+	// discordgo's own first heartbeat, sent right after it connects, is
+	// counted before the stop's.
+	conns := e.fake.Connections()
+	last, err := e.fake.WaitConnection(ctx, func(c discordtest.Connection) bool { return c.Index == conns[len(conns)-1].Index && c.Heartbeats > 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.cancel()
+	if _, err := e.fake.WaitConnection(ctx, func(c discordtest.Connection) bool { return c.Index == last.Index && c.Heartbeats > last.Heartbeats }); err != nil {
+		t.Fatalf("no heartbeat at the stop: %v", err)
+	}
+	released.Do(func() { close(release) })
+	r.stop(t)
+
+	r = e.start(t)
+	e.waitBot(t, "84", "You said: sent as the stop begins")
+	r.stop(t)
+	if n := answers(e)["sent as the stop begins"]; n != 1 {
+		t.Errorf("answered %d times, want once", n)
+	}
+}

@@ -153,13 +153,27 @@ func TestReplayAfterRestart(t *testing.T) {
 	e.waitBot(t, "80", "You said: only once")
 	sent := e.interact(t, flowCommand("healthcheck", [2]string{"host", "web2"}))
 	e.waitOriginal(t, sent.ID, "Checked web2")
+	e.marker(t, "91")
 	r.stop(t)
 
 	e.tap.replay("MESSAGE_CREATE", um.ID)
 	e.tap.replay("INTERACTION_CREATE", sent.ID)
 	r = e.start(t)
 	e.tap.waitReplayed(ctx, "INTERACTION_CREATE", sent.ID)
-	e.marker(t, "91")
+	// The new session holds the messages of DMs 80 and 91 (both served)
+	// while it reads their history; a message to 91 sent once both are
+	// read comes after the replay, held with it or after it.
+	for _, dm := range []string{"80", "91"} {
+		if _, err := e.fake.WaitRequest(ctx, func(q discordtest.Request) bool {
+			return q.Route == discordtest.RouteListMessages && q.Path == "/api/v9/channels/"+dm+"/messages" && q.Status == http.StatusOK
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.fake.SendMessage(ctx, discordtest.MessageCreate{ChannelID: "91", Author: alice, Content: "marker after the restart"}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitBot(t, "91", "You said: marker after the restart")
 	r.stop(t)
 
 	if got := counter(t, r.metrics, "flowbridge_deduplicated_events_total", map[string]string{"platform": Platform}); got != 2 {

@@ -62,6 +62,9 @@ const (
 	restTimeout = 30 * time.Second
 	// maxRemembered bounds the in-memory channel and thread caches.
 	maxRemembered = 4096
+	// drainWithin bounds the wait, at a stop, for the gateway's events
+	// sent before it to be handled (shard.drain).
+	drainWithin = time.Second
 	// maxAsync bounds the goroutines answering what is not an event of the
 	// core (autocomplete, retired commands) at once; beyond it they are
 	// skipped, as Discord moves on after 3 seconds anyway.
@@ -537,6 +540,9 @@ func (a *Adapter) shutdown() {
 	var closing sync.WaitGroup
 	for _, sh := range a.shards {
 		closing.Go(func() {
+			if sh.connected.Load() && !sh.drain(drainWithin) {
+				a.shardLog(sh).Info("gateway not drained before closing; what it had sent and was not read yet is left to the next start's catch-up", zap.Duration("within", drainWithin))
+			}
 			if err := sh.session.Close(); err != nil {
 				a.shardLog(sh).Debug("gateway close", zap.Error(err))
 			}

@@ -94,3 +94,43 @@ func (p *identifyPacer) wait(ctx context.Context, shardID int) bool {
 	}
 	return sleep(ctx, at.Sub(now))
 }
+
+// heartbeat is a gateway heartbeat (op 1); d may be null.
+type heartbeat struct {
+	Op int    `json:"op"`
+	D  *int64 `json:"d"`
+}
+
+// drain sends a heartbeat and waits, at most within, for its ACK to be
+// read, and reports whether it was. discordgo drops every event it reads
+// once Close has begun, and Discord sends a closed session nothing again:
+// the events the gateway sent before the heartbeat, still in the socket
+// or behind a slow handler, would be lost. The gateway answers heartbeats
+// in order with its events, and the handlers run on the read loop, so
+// once the ACK is read every event before it has been handed over.
+// discordgo tells of an ACK only by LastHeartbeatAck, which is read every
+// few milliseconds.
+func (sh *shard) drain(within time.Duration) bool {
+	s := sh.session
+	sent := time.Now()
+	if err := s.GatewayWriteStruct(heartbeat{Op: 1}); err != nil {
+		return false
+	}
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s.RLock()
+		ack := s.LastHeartbeatAck
+		s.RUnlock()
+		if !ack.Before(sent) {
+			return true
+		}
+		select {
+		case <-deadline.C:
+			return false
+		case <-tick.C:
+		}
+	}
+}
