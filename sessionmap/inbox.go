@@ -173,11 +173,7 @@ func (s *Store) Finish(ctx context.Context, key, reply string, turn *store.Turn,
 	}
 	k := []byte(key)
 	nowKey := timeKey(now)
-	// Finish comes after the answer is posted: it waits for its commit but
-	// starts none while others come (see updateLater). A crash before that
-	// commit leaves the entry Sent with its answer kept, which the next
-	// start looks for on the platform and finds posted.
-	err = s.updateLater(func(tx *bolt.Tx) error {
+	err = s.update(func(tx *bolt.Tx) error {
 		inbox := tx.Bucket(bucketInbox)
 		e, err := getInbox(inbox, k)
 		if err != nil {

@@ -588,26 +588,6 @@ func (s *Store) update(fn func(*bolt.Tx) error) error {
 	return req.err
 }
 
-// updateLater is update for a change that must be committed before the
-// call returns but need not be soon: it starts no commit of its own while
-// other writes come within finishLag, and rides with theirs (see
-// groupcommit.Group.DoLater). Every later write, and every read once it
-// returns, sees it.
-func (s *Store) updateLater(fn func(*bolt.Tx) error) error {
-	req := &writeReq{fn: fn}
-	s.commits.DoLater(req, finishLag)
-	return req.err
-}
-
-// finishLag is how long a Finish waits for another write's commit to ride
-// with before it starts its own. Finish comes after the answer is posted,
-// so the wait delays no reply (only the conversation's next message, when
-// one is queued and no other write comes); from a few hundred messages a
-// second another write nearly always comes first, and a message starts
-// three commits of its own instead of four (at 20 a second, one Finish in
-// four rides).
-const finishLag = 5 * time.Millisecond
-
 type writeReq struct {
 	fn  func(*bolt.Tx) error
 	err error
