@@ -2,8 +2,10 @@ package bridge_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"go.uber.org/zap"
@@ -21,6 +23,17 @@ type chanResponder chan struct{}
 func (c chanResponder) Send(context.Context, bridge.Reply) (bridge.MessageRef, error) {
 	c <- struct{}{}
 	return "", nil
+}
+
+// platformResponder is chanResponder with the working indicator and the
+// progress updates Slack's and Discord's responders have, so the core sets
+// up both for each message as it does for theirs.
+type platformResponder struct{ chanResponder }
+
+func (platformResponder) Typing(context.Context) func() { return func() {} }
+
+func (platformResponder) Progress(context.Context, bridge.MessageRef, bridge.Reply) error {
+	return nil
 }
 
 // BenchmarkChatRoundTrip measures one chat message in, reply out: routing,
@@ -56,6 +69,50 @@ func BenchmarkChatRoundTrip(b *testing.B) {
 			b.Fatal(err)
 		}
 		<-reply
+		i++
+	}
+}
+
+// BenchmarkChatRoundTripInbox measures one chat message the way a platform
+// delivers it: with a platform key, so it is recorded in the inbox, its
+// answer kept in the outbox, marked sent and its entry finished, under the
+// default configuration (indicator delay, progress interval). It is the
+// store path every Slack and Discord message takes; -benchmem's allocs/op
+// count is what to compare, being steady where wall time is not.
+func BenchmarkChatRoundTripInbox(b *testing.B) {
+	fake := workspacetest.New(workspacetest.Options{NoRecord: true})
+	fake.AddAgent(workspacetest.Agent{UUID: agentUUID})
+	ws, err := workspace.New(workspace.Config{BaseURL: fake.URL, WorkspaceUUID: "ws-test", Token: "test-token", HTTPClient: fake.Client()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := sessionmap.Open(filepath.Join(b.TempDir(), "s.db"), sessionmap.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	cfg := bridge.DefaultConfig()
+	def := defaultConfig()
+	cfg.Flows, cfg.Agents, cfg.Admins = def.Flows, def.Agents, def.Admins
+	br, err := bridge.New(cfg, ws, st, zap.NewNop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Shutdown(context.Background())
+	reply := platformResponder{make(chanResponder, 1)}
+	convs := make([]string, 100)
+	for i := range convs {
+		convs[i] = fmt.Sprintf("bench/%d", i)
+	}
+	route := json.RawMessage(`{"channel":"C0456","thread":"1716212345.000100"}`)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		ev := bridge.Event{Kind: bridge.KindMessage, Platform: "bench", Conversation: convs[i%len(convs)], User: bridge.User{ID: "U1"}, Text: "hello", Key: "bench/msg/" + strconv.Itoa(i), Route: route, Reply: reply}
+		if err := br.Handle(ev); err != nil {
+			b.Fatal(err)
+		}
+		<-reply.chanResponder
 		i++
 	}
 }
