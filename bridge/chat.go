@@ -136,26 +136,38 @@ func (b *Bridge) indicate(ctx context.Context, r Responder) (stop func()) {
 	if b.cfg.IndicatorDelay <= 0 {
 		return t.Typing(ctx)
 	}
-	var (
-		mu         sync.Mutex
-		ended      bool
-		stopTyping func()
-	)
-	timer := time.AfterFunc(b.cfg.IndicatorDelay, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !ended {
-			stopTyping = t.Typing(ctx)
-		}
-	})
-	return func() {
-		timer.Stop()
-		mu.Lock()
-		defer mu.Unlock()
-		ended = true
-		if stopTyping != nil {
-			stopTyping()
-		}
+	// One value holds what the timer and stop share (see progress).
+	ind := &indicator{ctx: ctx, t: t}
+	ind.timer = time.AfterFunc(b.cfg.IndicatorDelay, ind.start)
+	return ind.stop
+}
+
+// indicator is one answer's working indicator, started once the answer
+// has taken longer than the delay (see indicate).
+type indicator struct {
+	ctx        context.Context
+	t          Typist
+	timer      *time.Timer
+	mu         sync.Mutex
+	ended      bool
+	stopTyping func()
+}
+
+func (ind *indicator) start() {
+	ind.mu.Lock()
+	defer ind.mu.Unlock()
+	if !ind.ended {
+		ind.stopTyping = ind.t.Typing(ind.ctx)
+	}
+}
+
+func (ind *indicator) stop() {
+	ind.timer.Stop()
+	ind.mu.Lock()
+	defer ind.mu.Unlock()
+	ind.ended = true
+	if ind.stopTyping != nil {
+		ind.stopTyping()
 	}
 }
 

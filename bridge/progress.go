@@ -32,53 +32,69 @@ func (b *Bridge) progress(ctx context.Context, log *zap.Logger, r Responder, ref
 	if !ok || b.cfg.ProgressInterval <= 0 {
 		return func() {}
 	}
-	var (
-		mu       sync.Mutex
-		stopped  bool
-		cancel   context.CancelFunc // of the update under way
-		updating sync.WaitGroup
-		timer    *time.Timer
-	)
-	start := b.cfg.Now()
-	update := func() {
-		mu.Lock()
-		if stopped {
-			mu.Unlock()
-			return
-		}
-		uctx, c := context.WithCancel(ctx)
-		cancel = c
-		updating.Add(1)
-		mu.Unlock()
-		defer updating.Done()
-		err := p.Progress(uctx, ref, reply(b.cfg.Now().Sub(start)))
-		c()
-		mu.Lock()
-		defer mu.Unlock()
-		cancel = nil
-		if err != nil {
-			if !stopped {
-				log.Debug("progress not shown; no more updates", zap.Error(err))
-			}
-			return
-		}
-		if !stopped {
-			timer.Reset(b.cfg.ProgressInterval)
-		}
+	// One value holds the state the timer and stop share: a message's
+	// progress is set up for every answer, and separate variables captured
+	// by the closures were each an allocation of their own.
+	u := &progressUpdate{b: b, ctx: ctx, log: log, p: p, ref: ref, reply: reply, start: b.cfg.Now()}
+	u.mu.Lock()
+	u.timer = time.AfterFunc(b.cfg.ProgressInterval, u.update)
+	u.mu.Unlock()
+	return u.stop
+}
+
+// progressUpdate is one message's progress updates under way (see progress).
+type progressUpdate struct {
+	b     *Bridge
+	ctx   context.Context
+	log   *zap.Logger
+	p     Progresser
+	ref   MessageRef
+	reply func(elapsed time.Duration) Reply
+	start time.Time
+
+	mu       sync.Mutex
+	stopped  bool
+	cancel   context.CancelFunc // of the update under way
+	updating sync.WaitGroup
+	timer    *time.Timer
+}
+
+func (u *progressUpdate) update() {
+	u.mu.Lock()
+	if u.stopped {
+		u.mu.Unlock()
+		return
 	}
-	mu.Lock()
-	timer = time.AfterFunc(b.cfg.ProgressInterval, update)
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		stopped = true
-		timer.Stop()
-		if cancel != nil {
-			cancel()
+	uctx, c := context.WithCancel(u.ctx)
+	u.cancel = c
+	u.updating.Add(1)
+	u.mu.Unlock()
+	defer u.updating.Done()
+	err := u.p.Progress(uctx, u.ref, u.reply(u.b.cfg.Now().Sub(u.start)))
+	c()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.cancel = nil
+	if err != nil {
+		if !u.stopped {
+			u.log.Debug("progress not shown; no more updates", zap.Error(err))
 		}
-		mu.Unlock()
-		updating.Wait()
+		return
 	}
+	if !u.stopped {
+		u.timer.Reset(u.b.cfg.ProgressInterval)
+	}
+}
+
+func (u *progressUpdate) stop() {
+	u.mu.Lock()
+	u.stopped = true
+	u.timer.Stop()
+	if u.cancel != nil {
+		u.cancel()
+	}
+	u.mu.Unlock()
+	u.updating.Wait()
 }
 
 // flowProgress is a running flow's message: its name, its description, and
