@@ -152,7 +152,7 @@ func encodeTurn(t Turn) (encodedTurn, error) {
 	if len(t.Reply) >= bolt.MaxValueSize {
 		return encodedTurn{}, fmt.Errorf("turn %q: reply of %d bytes is too large", t.Session.Key, len(t.Reply))
 	}
-	e := encodedTurn{key: []byte(t.Session.Key), rec: v, text: append([]byte{textV1}, t.Reply...), uuid: t.Session.SessionUUID}
+	e := encodedTurn{key: []byte(t.Session.Key), rec: v, text: append(append(make([]byte, 0, 1+len(t.Reply)), textV1), t.Reply...), uuid: t.Session.SessionUUID}
 	for _, k := range t.Also {
 		if err := checkKey("reply key", k); err != nil {
 			return encodedTurn{}, fmt.Errorf("turn %q: %w", t.Session.Key, err)

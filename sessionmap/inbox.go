@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -348,6 +349,9 @@ func appendInbox(dst []byte, e store.InboxEntry) ([]byte, error) {
 			return nil, fmt.Errorf("%s time %v out of range", t.name, t.t)
 		}
 	}
+	// One allocation for the whole record: its size is known up to the
+	// varints, counted at their longest.
+	dst = slices.Grow(dst, 2+8+5*binary.MaxVarintLen64+len(e.Conversation)+len(e.Reply)+len(e.Event))
 	dst = append(dst, inboxV2, byte(e.State))
 	dst = binary.BigEndian.AppendUint64(dst, e.Seq)
 	dst = binary.AppendVarint(dst, e.Received.UnixNano())

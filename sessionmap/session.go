@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -173,6 +174,8 @@ func appendSession(dst []byte, rec Session) ([]byte, error) {
 	if !rec.LastUsed.IsZero() {
 		flags |= flagLastUsed
 	}
+	// One allocation for the record, its varints counted at their longest.
+	dst = slices.Grow(dst, 2+4*binary.MaxVarintLen64+len(rec.Agent)+len(rec.SessionUUID))
 	dst = append(dst, sessionV1, flags)
 	dst = binary.AppendUvarint(dst, uint64(len(rec.Agent)))
 	dst = append(dst, rec.Agent...)
