@@ -82,7 +82,10 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	}
 	stop := b.indicate(ctx, ev.Reply)
 	log = log.WithLazy(zap.String("agent", agent.Name))
-	log.Debug("chat message", zap.String("text", text))
+	if ce := log.Check(zap.DebugLevel, "chat message"); ce != nil {
+		// Checked first: Debug(msg, fields...) allocates its fields for every message, at any level.
+		ce.Write(zap.String("text", text))
+	}
 	titler := b.titler(ctx, log, ev)
 	asked, told := b.withContext(ctx, log, ev, lead+text)
 	stopProgress := b.progress(ctx, log, ev.Reply, "", thinkingProgress)

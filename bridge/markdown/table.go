@@ -43,19 +43,27 @@ type Table struct {
 // rest of a cell's inline Markdown is left as written. The header and
 // delimiter rows may be indented by at most three spaces, as in GFM.
 func Tables(md string) []Table {
+	if strings.IndexByte(md, '|') < 0 {
+		// No header row, so no table: most answers, which are spared
+		// splitting into lines.
+		return nil
+	}
 	var tables []Table
 	lines := lineOffsets(md)
-	var open *fence
+	var (
+		open   fence
+		inside bool // within open
+	)
 	for i := 0; i < len(lines); i++ {
 		line := md[lines[i][0]:lines[i][1]]
-		if open != nil {
+		if inside {
 			if open.closedBy(line) {
-				open = nil
+				inside = false
 			}
 			continue
 		}
 		if f, ok := parseOpener(line); ok {
-			open = &f
+			open, inside = f, true
 			continue
 		}
 		if i+1 >= len(lines) {

@@ -107,7 +107,7 @@ type Client struct {
 	baseURL           string
 	workspacePath     string // "/api/v1/workspaces/<escaped uuid>"
 	workspaceUUID     string
-	token             string
+	authorization     string // "Bearer <token>", or "" for no token: built once, not per request
 	createSessionPath string
 	userAgent         string
 	hc                *http.Client
@@ -148,7 +148,7 @@ func New(cfg Config) (*Client, error) {
 		baseURL:           base,
 		workspacePath:     "/api/v1/workspaces/" + url.PathEscape(cfg.WorkspaceUUID),
 		workspaceUUID:     cfg.WorkspaceUUID,
-		token:             cfg.Token,
+		authorization:     bearer(cfg.Token),
 		createSessionPath: sessionPath,
 		userAgent:         cmp.Or(cfg.UserAgent, DefaultUserAgent),
 		chatTimeout:       cmp.Or(cfg.ChatTimeout, DefaultChatTimeout),
@@ -254,6 +254,14 @@ func (c *Client) do(ctx context.Context, r request) ([]byte, error) {
 	}
 }
 
+// bearer is the Authorization header's value for token, "" for none.
+func bearer(token string) string {
+	if token == "" {
+		return ""
+	}
+	return "Bearer " + token
+}
+
 // attempt sends r once under dctx, the call's deadline derived from the
 // caller's ctx. wait >= 0 means the request may be sent again after that
 // pause because it provably was not acted on.
@@ -269,8 +277,8 @@ func (c *Client) attempt(ctx, dctx context.Context, r request, n int) (body []by
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.userAgent)
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+	if c.authorization != "" {
+		req.Header.Set("Authorization", c.authorization)
 	}
 
 	start := time.Now()
