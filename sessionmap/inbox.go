@@ -126,18 +126,17 @@ func (s *Store) MarkSent(ctx context.Context, key string, now time.Time) error {
 	k := []byte(key)
 	err = s.update(func(tx *bolt.Tx) error {
 		inbox := tx.Bucket(bucketInbox)
-		e, err := getInbox(inbox, k)
+		r, err := lookInbox(inbox, k)
 		if err != nil {
 			return err
 		}
-		switch e.State {
+		switch r.state {
 		case store.Sent:
 			return store.ErrAlreadySent
 		case store.Answered:
 			return fmt.Errorf("%w: %w", store.ErrAlreadySent, errAnswered)
 		}
-		e.State, e.Updated = store.Sent, now
-		v, err := appendInbox(nil, e)
+		v, err := r.restate(store.Sent, now)
 		if err != nil {
 			return err
 		}
@@ -176,22 +175,21 @@ func (s *Store) Finish(ctx context.Context, key, reply string, turn *store.Turn,
 	nowKey := timeKey(now)
 	err = s.update(func(tx *bolt.Tx) error {
 		inbox := tx.Bucket(bucketInbox)
-		e, err := getInbox(inbox, k)
+		r, err := lookInbox(inbox, k)
 		if err != nil {
 			return err
 		}
-		if e.State == store.Answered {
+		if r.state == store.Answered {
 			return errAnswered
 		}
-		e.State, e.Reply, e.Updated, e.Event = store.Answered, reply, now, nil
-		v, err := appendInbox(nil, e)
+		v, err := r.answer(reply, now)
 		if err != nil {
 			return err
 		}
 		if err := inbox.Put(k, v); err != nil {
 			return err
 		}
-		if err := tx.Bucket(bucketInboxSeq).Delete(seqKey(e.Seq)); err != nil {
+		if err := tx.Bucket(bucketInboxSeq).Delete(seqKey(r.seq)); err != nil {
 			return err
 		}
 		if err := dropReply(tx, k); err != nil {
@@ -199,7 +197,7 @@ func (s *Store) Finish(ctx context.Context, key, reply string, turn *store.Turn,
 		}
 		done := tx.Bucket(bucketInboxDone)
 		done.FillPercent = indexFill
-		if err := done.Put(binary.BigEndian.AppendUint64(nowKey[:], e.Seq), k); err != nil {
+		if err := done.Put(binary.BigEndian.AppendUint64(nowKey[:], r.seq), k); err != nil {
 			return err
 		}
 		if t != nil {
@@ -345,56 +343,133 @@ func appendInbox(dst []byte, e store.InboxEntry) ([]byte, error) {
 		name string
 		t    time.Time
 	}{{"received", e.Received}, {"updated", e.Updated}} {
-		if t.t.Before(minNanoTime) || t.t.After(maxNanoTime) {
-			return nil, fmt.Errorf("%s time %v out of range", t.name, t.t)
+		if err := checkNanoTime(t.name, t.t); err != nil {
+			return nil, err
 		}
 	}
+	return appendInboxRecord(dst, e.State, e.Seq, e.Received.UnixNano(), e.Updated.UnixNano(), e.Conversation, e.Reply, e.Order, e.Event)
+}
+
+// checkNanoTime refuses a time a record cannot hold.
+func checkNanoTime(name string, t time.Time) error {
+	if t.Before(minNanoTime) || t.After(maxNanoTime) {
+		return fmt.Errorf("%s time %v out of range", name, t)
+	}
+	return nil
+}
+
+// appendInboxRecord encodes an entry record (version 2) from its fields,
+// the text ones given as strings (a new entry) or as a stored record's bytes
+// (see restateInbox).
+func appendInboxRecord[C, R string | []byte](dst []byte, state store.InboxState, seq uint64, received, updated int64, conversation C, reply R, order int64, event []byte) ([]byte, error) {
 	// One allocation for the whole record: its size is known up to the
 	// varints, counted at their longest.
-	dst = slices.Grow(dst, 2+8+5*binary.MaxVarintLen64+len(e.Conversation)+len(e.Reply)+len(e.Event))
-	dst = append(dst, inboxV2, byte(e.State))
-	dst = binary.BigEndian.AppendUint64(dst, e.Seq)
-	dst = binary.AppendVarint(dst, e.Received.UnixNano())
-	dst = binary.AppendVarint(dst, e.Updated.UnixNano())
-	dst = binary.AppendUvarint(dst, uint64(len(e.Conversation)))
-	dst = append(dst, e.Conversation...)
-	dst = binary.AppendUvarint(dst, uint64(len(e.Reply)))
-	dst = append(dst, e.Reply...)
-	dst = binary.AppendVarint(dst, e.Order)
-	if len(dst)+len(e.Event) > bolt.MaxValueSize {
-		return nil, fmt.Errorf("entry of %d bytes is too large", len(dst)+len(e.Event))
+	dst = slices.Grow(dst, 2+8+5*binary.MaxVarintLen64+len(conversation)+len(reply)+len(event))
+	dst = append(dst, inboxV2, byte(state))
+	dst = binary.BigEndian.AppendUint64(dst, seq)
+	dst = binary.AppendVarint(dst, received)
+	dst = binary.AppendVarint(dst, updated)
+	dst = binary.AppendUvarint(dst, uint64(len(conversation)))
+	dst = append(dst, conversation...)
+	dst = binary.AppendUvarint(dst, uint64(len(reply)))
+	dst = append(dst, reply...)
+	dst = binary.AppendVarint(dst, order)
+	if len(dst)+len(event) > bolt.MaxValueSize {
+		return nil, fmt.Errorf("entry of %d bytes is too large", len(dst)+len(event))
 	}
-	return append(dst, e.Event...), nil
+	return append(dst, event...), nil
+}
+
+// inboxRecord is an entry record's fields as parseInbox reads them, the
+// byte ones pointing into the record (which may be bbolt's memory, valid
+// only until the transaction writes to the bucket or ends).
+type inboxRecord struct {
+	state               store.InboxState
+	seq                 uint64
+	received, updated   int64
+	conversation, reply []byte
+	order               int64
+	event               []byte
+}
+
+// parseInbox checks and splits a record without copying any of it.
+func parseInbox(v []byte) (inboxRecord, error) {
+	d := decoder{b: v}
+	var r inboxRecord
+	ver := d.byte()
+	if d.err == nil && ver != inboxV1 && ver != inboxV2 {
+		return inboxRecord{}, fmt.Errorf("%w: inbox record version %d", errRecord, ver)
+	}
+	r.state = store.InboxState(d.byte())
+	if d.err == nil && (r.state < store.Received || r.state > store.Answered) {
+		return inboxRecord{}, fmt.Errorf("%w: inbox record state %d", errRecord, r.state)
+	}
+	if b := d.bytes(8); b != nil {
+		r.seq = binary.BigEndian.Uint64(b)
+	}
+	r.received = d.varint()
+	r.updated = d.varint()
+	r.conversation = d.lenBytes()
+	r.reply = d.lenBytes()
+	if ver == inboxV2 {
+		r.order = d.varint()
+	}
+	if d.err != nil {
+		return inboxRecord{}, fmt.Errorf("%w: inbox record: %w", errRecord, d.err)
+	}
+	r.event = d.b
+	return r, nil
+}
+
+// lookInbox reads and parses the entry of key without copying it out, for
+// a change that re-encodes it (restateInbox) before it writes to inbox:
+// MarkSent, PutReply and Finish change only its state, time and answer,
+// and copying every field out and back in was most of their own
+// allocations. An absent key gives store.ErrUnknownEntry.
+func lookInbox(inbox *bolt.Bucket, key []byte) (inboxRecord, error) {
+	v := inbox.Get(key)
+	if v == nil {
+		return inboxRecord{}, store.ErrUnknownEntry
+	}
+	r, err := parseInbox(v)
+	if err != nil {
+		return inboxRecord{}, fmt.Errorf("inbox entry %q: %w", key, err)
+	}
+	return r, nil
+}
+
+// restate encodes r afresh (as version 2) in state, updated at now,
+// with its other fields unchanged.
+func (r inboxRecord) restate(state store.InboxState, now time.Time) ([]byte, error) {
+	if err := checkNanoTime("updated", now); err != nil {
+		return nil, err
+	}
+	return appendInboxRecord(nil, state, r.seq, r.received, now.UnixNano(), r.conversation, r.reply, r.order, r.event)
+}
+
+// answer encodes r afresh (as version 2) Answered by reply at now, without
+// its event, which only Pending returns and never for an answered entry.
+func (r inboxRecord) answer(reply string, now time.Time) ([]byte, error) {
+	if err := checkNanoTime("updated", now); err != nil {
+		return nil, err
+	}
+	return appendInboxRecord(nil, store.Answered, r.seq, r.received, now.UnixNano(), r.conversation, reply, r.order, nil)
 }
 
 // decodeInbox decodes a record, copying every byte out of v (which may be
 // bbolt's memory). Key is left empty.
 func decodeInbox(v []byte) (store.InboxEntry, error) {
-	d := decoder{b: v}
-	var e store.InboxEntry
-	ver := d.byte()
-	if d.err == nil && ver != inboxV1 && ver != inboxV2 {
-		return store.InboxEntry{}, fmt.Errorf("%w: inbox record version %d", errRecord, ver)
+	r, err := parseInbox(v)
+	if err != nil {
+		return store.InboxEntry{}, err
 	}
-	e.State = store.InboxState(d.byte())
-	if d.err == nil && (e.State < store.Received || e.State > store.Answered) {
-		return store.InboxEntry{}, fmt.Errorf("%w: inbox record state %d", errRecord, e.State)
+	e := store.InboxEntry{
+		State: r.state, Seq: r.seq,
+		Received: time.Unix(0, r.received), Updated: time.Unix(0, r.updated),
+		Conversation: string(r.conversation), Reply: string(r.reply), Order: r.order,
 	}
-	if b := d.bytes(8); b != nil {
-		e.Seq = binary.BigEndian.Uint64(b)
-	}
-	e.Received = time.Unix(0, d.varint())
-	e.Updated = time.Unix(0, d.varint())
-	e.Conversation = d.string()
-	e.Reply = d.string()
-	if ver == inboxV2 {
-		e.Order = d.varint()
-	}
-	if d.err != nil {
-		return store.InboxEntry{}, fmt.Errorf("%w: inbox record: %w", errRecord, d.err)
-	}
-	if len(d.b) > 0 {
-		e.Event = bytes.Clone(d.b)
+	if len(r.event) > 0 {
+		e.Event = bytes.Clone(r.event)
 	}
 	return e, nil
 }

@@ -44,15 +44,14 @@ func (s *Store) PutReply(ctx context.Context, key string, reply []byte, turn *st
 	k := []byte(key)
 	err = s.update(func(tx *bolt.Tx) error {
 		inbox := tx.Bucket(bucketInbox)
-		e, err := getInbox(inbox, k)
+		r, err := lookInbox(inbox, k)
 		if err != nil {
 			return err
 		}
-		if e.State == store.Answered {
+		if r.state == store.Answered {
 			return fmt.Errorf("%w: %w", store.ErrAlreadySent, errAnswered)
 		}
-		e.State, e.Updated = store.Sent, now
-		v, err := appendInbox(nil, e)
+		v, err := r.restate(store.Sent, now)
 		if err != nil {
 			return err
 		}

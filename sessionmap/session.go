@@ -270,17 +270,22 @@ func (d *decoder) bytes(n uint64) []byte {
 	return b
 }
 
-func (d *decoder) string() string {
+// lenBytes reads a uvarint length and that many bytes, not copied.
+func (d *decoder) lenBytes() []byte {
 	if d.err != nil {
-		return ""
+		return nil
 	}
 	n, k := binary.Uvarint(d.b)
 	if k <= 0 {
 		d.err = errors.New("bad length")
-		return ""
+		return nil
 	}
 	d.b = d.b[k:]
-	return string(d.bytes(n))
+	return d.bytes(n)
+}
+
+func (d *decoder) string() string {
+	return string(d.lenBytes())
 }
 
 func (d *decoder) varint() int64 {
