@@ -331,7 +331,9 @@ func (s *Server) Start() {
 	if s.srv != nil {
 		return
 	}
-	s.srv = httptest.NewServer(s.mux)
+	s.srv = httptest.NewUnstartedServer(s.mux)
+	s.srv.Listener = countingListener{s.srv.Listener}
+	s.srv.Start()
 	s.base = s.srv.URL
 }
 

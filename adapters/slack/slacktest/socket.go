@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -26,7 +28,8 @@ const (
 type socket struct {
 	id   int
 	ws   *websocket.Conn
-	wmu  sync.Mutex // gorilla allows one concurrent writer
+	out  *atomic.Int64 // bytes written to the connection; nil if it was not accepted by countingListener
+	wmu  sync.Mutex    // gorilla allows one concurrent writer
 	done chan struct{}
 	once sync.Once
 
@@ -42,11 +45,47 @@ func (c *socket) close() {
 	})
 }
 
+// errPartlySent is a failed write of which some bytes reached the app: it
+// may have read the message, or its header, before the connection went.
+var errPartlySent = errors.New("slacktest: message partly written before the socket failed")
+
 func (c *socket) write(msg []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	var before int64
+	if c.out != nil {
+		before = c.out.Load()
+	}
 	_ = c.ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	return c.ws.WriteMessage(websocket.TextMessage, msg)
+	err := c.ws.WriteMessage(websocket.TextMessage, msg)
+	if err != nil && c.out != nil && c.out.Load() > before {
+		return fmt.Errorf("%w: %w", errPartlySent, err)
+	}
+	return err
+}
+
+// countingListener counts the bytes written to each connection it accepts,
+// so that a socket can tell a write that failed before any byte left from
+// one the app may have read part of.
+type countingListener struct{ net.Listener }
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: c}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	out atomic.Int64
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.out.Add(int64(n))
+	return n, err
 }
 
 // Ack is an acknowledgement the app sent over the socket.
@@ -134,6 +173,9 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := &socket{ws: ws, done: make(chan struct{})}
+	if cc, ok := ws.NetConn().(*countingConn); ok {
+		c.out = &cc.out
+	}
 	defer c.close()
 
 	s.mu.Lock()
@@ -319,16 +361,26 @@ func (s *Server) deliver(ctx context.Context, env *envelope) error {
 		env.conn = c.id
 		s.envelopes[env.id] = env
 		s.mu.Unlock()
-		if err := c.write(msg); err == nil {
+		err = c.write(msg)
+		if err != nil {
+			s.mu.Lock()
+			c.retired = true
+			s.bumpLocked()
+			s.mu.Unlock()
+		}
+		// A write that failed before any byte left is tried on another
+		// socket. One that failed part way is delivered as far as Slack
+		// knows: the app may have read it (a frame over its read limit is
+		// refused on its header, and the socket closed while the rest is
+		// written), and writing it again would hand the app the same
+		// envelope twice; Slack redelivers an unacked envelope after its
+		// timeout, as Options.Redeliver does.
+		if err == nil || errors.Is(err, errPartlySent) {
 			s.mu.Lock()
 			s.deliveredLocked(env)
 			s.mu.Unlock()
 			return nil
 		}
-		s.mu.Lock()
-		c.retired = true
-		s.bumpLocked()
-		s.mu.Unlock()
 	}
 }
 
