@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -370,5 +371,53 @@ func TestSocketNoRecord(t *testing.T) {
 	api := newClient(t, srv, srv.BotToken())
 	if _, _, _, err := api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{ChannelID: "C1", Timestamp: sent[0].TS}); err == nil {
 		t.Errorf("conversations.replies found a user message the fake should not have kept")
+	}
+}
+
+// TestSocketFrameOverReadLimitIsNotWrittenAgain: an app refuses a message
+// over its read limit on the frame header and closes the socket while the
+// rest is still being written. The envelope counts as delivered on that
+// socket, as with Slack, and is not written again on the next one; the
+// next envelope goes to the new socket and is acked. The frame is larger
+// than loopback's socket buffers can hold, so the write always fails part way.
+func TestSocketFrameOverReadLimitIsNotWrittenAgain(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, slacktest.Options{})
+	app := runSocketApp(t, srv, ackAll, socketmode.OptionReadLimit(1<<10))
+	ctx := timeout(t)
+	if err := srv.WaitConnections(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	big := json.RawMessage(`"` + strings.Repeat("a", 8<<20) + `"`)
+	id, err := srv.Send(ctx, slacktest.Envelope{Type: slacktest.TypeEventsAPI, Payload: big})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []slacktest.Delivery
+	for _, d := range srv.Deliveries() {
+		if d.EnvelopeID == id {
+			got = append(got, d)
+		}
+	}
+	if len(got) != 1 || got[0].Conn != 1 {
+		t.Errorf("deliveries of the oversized envelope = %+v, want one, on socket 1", got)
+	}
+	app.next(t, ctx, socketmode.EventTypeIncomingError)
+	if err := srv.WaitConnections(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	d, err := srv.SendMessage(ctx, slacktest.MessageEvent{Channel: "C1", User: "U1", Text: "after"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := srv.WaitAck(ctx, d.EnvelopeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.Conn != 2 {
+		t.Errorf("ack on socket %d, want 2", ack.Conn)
+	}
+	if n := srv.Connections(); n != 2 {
+		t.Errorf("connections = %d, want 2: one refusal, one reconnect", n)
 	}
 }
