@@ -525,10 +525,10 @@ func (a *Adapter) readHistory(ctx context.Context, r historyRead) ([]*discordgo.
 			if m == nil {
 				continue
 			}
-			if id := snowflakeOrder(m.ID); id <= after || id < floor {
+			id := snowflakeOrder(m.ID)
+			if id <= after || id < floor {
 				continue
 			}
-			id := snowflakeOrder(m.ID)
 			r.after = max(r.after, id)
 			if m.GuildID == "" {
 				m.GuildID = r.guild
