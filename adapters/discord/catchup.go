@@ -453,6 +453,16 @@ func (a *Adapter) catchUpScope(ctx context.Context, sh *shard, scope string, h *
 	if cut {
 		a.shardLog(sh).Warn("catch-up cut short; messages posted while away in the channels not read may be missed", zap.String("scope", scope), zap.Duration("after", a.catchUpWithin))
 	}
+	if n := a.handOver(found); n > 0 {
+		a.shardLog(sh).Info("messages posted while away taken up", zap.String("scope", scope), zap.Int("channels", len(reads)), zap.Int("messages", n))
+	}
+	a.release(sh, scope, h)
+}
+
+// handOver hands messages read from history to the core, oldest first, as
+// the gateway would have, and returns how many of them are not the bot's
+// own.
+func (a *Adapter) handOver(found []*discordgo.Message) int {
 	slices.SortFunc(found, func(x, y *discordgo.Message) int { return cmp.Compare(snowflakeOrder(x.ID), snowflakeOrder(y.ID)) })
 	n := 0
 	for _, m := range found {
@@ -461,10 +471,7 @@ func (a *Adapter) catchUpScope(ctx context.Context, sh *shard, scope string, h *
 		}
 		a.onMessage(&discordgo.MessageCreate{Message: m})
 	}
-	if n > 0 {
-		a.shardLog(sh).Info("messages posted while away taken up", zap.String("scope", scope), zap.Int("channels", len(reads)), zap.Int("messages", n))
-	}
-	a.release(sh, scope, h)
+	return n
 }
 
 // readHistories reads each channel's history, at most catchUpReaders at
@@ -655,11 +662,7 @@ func (a *Adapter) watchStore(ctx context.Context) {
 			for channel, c := range a.missed.take() {
 				reads = append(reads, historyRead{guild: c.guild, channel: channel, after: c.after})
 			}
-			found := a.readHistories(ctx, reads)
-			slices.SortFunc(found, func(x, y *discordgo.Message) int { return cmp.Compare(snowflakeOrder(x.ID), snowflakeOrder(y.ID)) })
-			for _, m := range found {
-				a.onMessage(&discordgo.MessageCreate{Message: m})
-			}
+			a.handOver(a.readHistories(ctx, reads))
 		})
 	})
 }
