@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // Slack's limits on rewriting messages. chat.update is a Tier 3 method: 50
@@ -89,14 +91,12 @@ const (
 
 // PostLimiter holds chat.postMessage to Slack's limit per channel, as the
 // fake does, for a front that serves chat.postMessage itself
-// (cmd/flowbridge-load). It keeps, per channel, when the channel's
-// allowance would be whole again if nothing more were posted (the
-// theoretical arrival time of the generic cell rate algorithm: a token
-// bucket kept as one time). Safe for concurrent use.
+// (cmd/flowbridge-load): a token bucket per channel (rate.Limiter), whose
+// refused reservation gives the Retry-After. Safe for concurrent use.
 type PostLimiter struct {
 	burst  int
 	mu     sync.Mutex
-	full   map[string]time.Time
+	chans  map[string]*rate.Limiter
 	pruned time.Time // when whole allowances were last dropped
 }
 
@@ -106,34 +106,33 @@ func NewPostLimiter(burst int) *PostLimiter {
 	if burst <= 0 {
 		burst = DefaultPostBurst
 	}
-	return &PostLimiter{burst: burst, full: make(map[string]time.Time)}
+	return &PostLimiter{burst: burst, chans: make(map[string]*rate.Limiter)}
 }
 
 // Take counts a message into channel at now and returns 0, or, past the
 // channel's allowance, counts nothing and returns the Retry-After Slack
 // answers with: the whole seconds until one more message would pass.
 func (l *PostLimiter) Take(channel string, now time.Time) (retryAfter time.Duration) {
-	const every = time.Second / PostsPerSecond
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	full := l.full[channel]
-	if full.Before(now) {
-		full = now
+	lim := l.chans[channel]
+	if lim == nil {
+		lim = rate.NewLimiter(PostsPerSecond, l.burst)
+		l.chans[channel] = lim
 	}
-	// A message passes while the allowance lacks fewer than burst
-	// messages; it then lacks one more.
-	if wait := full.Sub(now) - time.Duration(l.burst-1)*every; wait > 0 {
+	r := lim.ReserveN(now, 1)
+	if wait := r.DelayFrom(now); wait > 0 {
+		r.CancelAt(now)
 		return (wait + time.Second - 1).Truncate(time.Second) // rounded up
 	}
-	l.full[channel] = full.Add(every)
-	if len(l.full) > maxPostLimits && now.Sub(l.pruned) >= time.Second {
-		// Channels whose allowance is whole need no entry: a load run
+	if len(l.chans) > maxPostLimits && now.Sub(l.pruned) >= time.Second {
+		// Channels whose allowance is whole need no limiter: a load run
 		// posts into many. Once a second at most, so that many channels
 		// busy at once cost no scan per post.
 		l.pruned = now
-		for ch, t := range l.full {
-			if !t.After(now) {
-				delete(l.full, ch)
+		for ch, lim := range l.chans {
+			if lim.TokensAt(now) >= float64(l.burst) {
+				delete(l.chans, ch)
 			}
 		}
 	}
