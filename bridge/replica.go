@@ -842,24 +842,20 @@ func (r *replicas) runAlone(j *job) {
 // unleased work at once, in the background: entries a live replica works
 // on are left to it, so no user hears of a restart that did not happen.
 func (r *replicas) attach(platform string, rs Restorer) (resumed, told int, err error) {
-	r.attachReplica(platform, rs)
-	return 0, 0, nil
-}
-
-func (r *replicas) attachReplica(platform string, rs Restorer) {
 	b := r.b
 	b.mu.Lock()
 	r.restorers[platform] = rs
 	closed := b.closed
 	b.mu.Unlock()
 	if closed {
-		return
+		return 0, 0, nil
 	}
 	r.startReplicas()
 	select {
 	case r.sweep <- struct{}{}:
 	default:
 	}
+	return 0, 0, nil
 }
 
 // receiveLocked takes an event of a conversation's order into the shared
