@@ -823,19 +823,16 @@ func (r *replicas) runAlone(j *job) {
 		return
 	}
 	r.startReplicas()
-	name := store.EntryLease(j.ev.Key)
-	if !r.claimLease(name) {
-		// Taken by a sweep of another replica: that one answers it.
-		if j.ev.Done != nil {
-			j.ev.Done()
+	ran := r.alone(j.ev.Key, func() {
+		if j.ev.entry != nil {
+			j.ev.entry.lease = store.EntryLease(j.ev.Key)
 		}
-		return
+		b.run(*j)
+	})
+	if !ran && j.ev.Done != nil {
+		// Taken by a sweep of another replica: that one answers it.
+		j.ev.Done()
 	}
-	defer r.releaseLease(name)
-	if j.ev.entry != nil {
-		j.ev.entry.lease = name
-	}
-	b.run(*j)
 }
 
 // attach registers the platform's Restorer and looks for the platform's
