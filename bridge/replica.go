@@ -713,35 +713,32 @@ func (r *replicas) nextEntry(log *zap.Logger, c *leasedConv, entries []store.Inb
 // entryState returns the state of the unanswered entry key of conv; ok is
 // false when it is answered (or cannot be read).
 func (r *replicas) entryState(conv, key string) (store.InboxState, bool) {
-	ctx, cancel := r.opCtx()
-	defer cancel()
-	entries, err := r.st.PendingOf(ctx, conv)
-	if err != nil {
-		return 0, false
-	}
-	for _, e := range entries {
-		if e.Key == key {
-			return e.State, true
-		}
-	}
-	return 0, false
+	state, pending, err := r.pendingState(conv, key)
+	return state, err == nil && pending
 }
 
 // answeredAlready reports whether the shared inbox holds key of conv as
 // answered: it is no longer pending.
 func (r *replicas) answeredAlready(conv, key string) bool {
+	_, pending, err := r.pendingState(conv, key)
+	return err == nil && !pending
+}
+
+// pendingState reads the shared inbox for the entry key of conv: its state
+// and true while it is unanswered.
+func (r *replicas) pendingState(conv, key string) (store.InboxState, bool, error) {
 	ctx, cancel := r.opCtx()
 	defer cancel()
 	entries, err := r.st.PendingOf(ctx, conv)
 	if err != nil {
-		return false
+		return 0, false, err
 	}
 	for _, e := range entries {
 		if e.Key == key {
-			return false
+			return e.State, true, nil
 		}
 	}
-	return true
+	return 0, false, nil
 }
 
 // restoreEntry rebuilds the job of an entry this process did not record,
