@@ -417,12 +417,7 @@ func (r *replicas) process(c *leasedConv) {
 		}
 		var hold time.Duration
 		if seen, hold = r.orderHold(entries, handled, seen); hold > 0 {
-			t := time.NewTimer(hold)
-			select {
-			case <-t.C:
-			case <-b.ctx.Done():
-			}
-			t.Stop()
+			r.pause(hold)
 			continue // read again: an earlier entry may have come in
 		}
 		j, next := r.nextEntry(log, c, entries, handled)
@@ -433,12 +428,7 @@ func (r *replicas) process(c *leasedConv) {
 				b.mu.Lock()
 				c.live[j.ev.Key] = j
 				b.mu.Unlock()
-				t := time.NewTimer(d)
-				select {
-				case <-t.C:
-				case <-b.ctx.Done():
-				}
-				t.Stop()
+				r.pause(d)
 				continue
 			}
 			b.mu.Lock()
@@ -602,6 +592,16 @@ func inheritedBefore(entries []store.InboxEntry, seq uint64) bool {
 		}
 	}
 	return false
+}
+
+// pause waits d, or less if the bridge stops meanwhile.
+func (r *replicas) pause(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.b.ctx.Done():
+	}
 }
 
 // endUnlessAgain ends c's process and reports false, or reports true (look
