@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -18,18 +19,7 @@ import (
 func TestReplyPostedOnce(t *testing.T) {
 	t.Parallel()
 	ctx := waitCtx(t)
-	s, _ := newFakes(t, nil)
-	s.AddChannel(slacktest.Channel{ID: e2eChannel, Name: "general"})
-	s.AddChannel(slacktest.Channel{ID: e2eDM, IsIM: true, User: e2eUser})
-	a, err := New(e2eConfig(s), idleCore{t}, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := a.newResponder(route{Kind: kindChat, Channel: e2eChannel}).Send(ctx, bridge.Reply{Kind: bridge.ReplyInfo, Text: "a thread"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rootTS, _ := strings.Cut(strings.TrimPrefix(string(root), refMessage), ":")
+	s, a, rootTS := withThread(t, ctx)
 	// Posts Slack took: a part held back by chat.postMessage's limit of a
 	// message a second per channel is posted once its Retry-After passed.
 	posted := func() int {
@@ -170,18 +160,7 @@ func TestReplyPostedOnceThreadGone(t *testing.T) {
 func TestNoticePostedOnce(t *testing.T) {
 	t.Parallel()
 	ctx := waitCtx(t)
-	s, _ := newFakes(t, nil)
-	s.AddChannel(slacktest.Channel{ID: e2eChannel, Name: "general"})
-	s.AddChannel(slacktest.Channel{ID: e2eDM, IsIM: true, User: e2eUser})
-	a, err := New(e2eConfig(s), idleCore{t}, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := a.newResponder(route{Kind: kindChat, Channel: e2eChannel}).Send(ctx, bridge.Reply{Kind: bridge.ReplyInfo, Text: "a thread"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rootTS, _ := strings.Cut(strings.TrimPrefix(string(root), refMessage), ":")
+	s, a, rootTS := withThread(t, ctx)
 	for _, tt := range []struct {
 		name      string
 		rt        route
@@ -251,4 +230,24 @@ func TestPressReplyLeavesThePressedMessage(t *testing.T) {
 			t.Errorf("the pressed message became %q (deleted %v), want the agent's answer left as it was", m.Text, m.Deleted)
 		}
 	}
+}
+
+// withThread is the setup the once tests share: the fakes with a channel
+// and a DM, an adapter on them, and a thread opened in the channel (its
+// root's ts returned) for the replies and notices sent in it.
+func withThread(t *testing.T, ctx context.Context) (*slacktest.Server, *Adapter, string) {
+	t.Helper()
+	s, _ := newFakes(t, nil)
+	s.AddChannel(slacktest.Channel{ID: e2eChannel, Name: "general"})
+	s.AddChannel(slacktest.Channel{ID: e2eDM, IsIM: true, User: e2eUser})
+	a, err := New(e2eConfig(s), idleCore{t}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := a.newResponder(route{Kind: kindChat, Channel: e2eChannel}).Send(ctx, bridge.Reply{Kind: bridge.ReplyInfo, Text: "a thread"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rootTS, _ := strings.Cut(strings.TrimPrefix(string(root), refMessage), ":")
+	return s, a, rootTS
 }
