@@ -87,6 +87,14 @@ func (h *harness) restart(cfg bridge.Config) {
 // Shutdown and closing it are cleanups.
 func newBubbleBridge(t *testing.T, cfg bridge.Config, agent workspacetest.Agent) (*bridge.Bridge, *workspacetest.Server) {
 	t.Helper()
+	b, fake, _ := newBubbleBridgeStore(t, cfg, agent)
+	return b, fake
+}
+
+// newBubbleBridgeStore is newBubbleBridge that returns its store too, for
+// tests that look at what the bridge left in it.
+func newBubbleBridgeStore(t *testing.T, cfg bridge.Config, agent workspacetest.Agent) (*bridge.Bridge, *workspacetest.Server, *sessionmap.Store) {
+	t.Helper()
 	fake := workspacetest.New(workspacetest.Options{})
 	agent.UUID = agentUUID
 	fake.AddAgent(agent)
@@ -100,7 +108,7 @@ func newBubbleBridge(t *testing.T, cfg bridge.Config, agent workspacetest.Agent)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Shutdown(context.Background()) })
-	return b, fake
+	return b, fake, st
 }
 
 // recorder is a Responder that keeps every reply.

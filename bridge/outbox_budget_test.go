@@ -9,10 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"go.uber.org/zap/zaptest"
-
 	"github.com/flowbridge/flowbridge/bridge"
-	"github.com/flowbridge/flowbridge/bridge/workspace"
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
 )
 
@@ -45,18 +42,7 @@ func (r *refusingResponder) Send(_ context.Context, rep bridge.Reply) (bridge.Me
 // not be posted and its entry is closed.
 func TestOutboxToldAfterRetryBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fake := workspacetest.New(workspacetest.Options{})
-		fake.AddAgent(workspacetest.Agent{UUID: agentUUID})
-		ws, err := workspace.New(workspace.Config{BaseURL: fake.URL, WorkspaceUUID: "ws-test", Token: "test-token", HTTPClient: fake.Client()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, _ := openStore(t)
-		b, err := bridge.New(defaultConfig(), ws, st, zaptest.NewLogger(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { b.Shutdown(context.Background()) })
+		b, _, st := newBubbleBridgeStore(t, defaultConfig(), workspacetest.Agent{})
 		r := &refusingResponder{}
 		done := make(chan struct{})
 		ev := keyed("c/1", "test/msg/1", "hello", r)
@@ -83,18 +69,7 @@ func TestOutboxToldAfterRetryBudget(t *testing.T) {
 // is not closed: its answer stays kept for the next start.
 func TestOutboxKeptWhenNotToldEither(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fake := workspacetest.New(workspacetest.Options{})
-		fake.AddAgent(workspacetest.Agent{UUID: agentUUID})
-		ws, err := workspace.New(workspace.Config{BaseURL: fake.URL, WorkspaceUUID: "ws-test", Token: "test-token", HTTPClient: fake.Client()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, _ := openStore(t)
-		b, err := bridge.New(defaultConfig(), ws, st, zaptest.NewLogger(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { b.Shutdown(context.Background()) })
+		b, _, st := newBubbleBridgeStore(t, defaultConfig(), workspacetest.Agent{})
 		r := &refusingResponder{down: true}
 		done := make(chan struct{})
 		ev := keyed("c/1", "test/msg/1", "hello", r)
