@@ -43,7 +43,7 @@ func (s *Store) AppendAudit(ctx context.Context, e AuditEntry) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("append audit: %w", err)
 	}
-	if _, err := stamp(e.Time); err != nil {
+	if err := checkTime(e.Time); err != nil {
 		return fmt.Errorf("append audit: %w", err)
 	}
 	v, err := encodeAudit(e)

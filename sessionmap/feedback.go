@@ -45,7 +45,7 @@ func (s *Store) PutVote(ctx context.Context, v store.Vote) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("put vote: %w", err)
 	}
-	if _, err := stamp(v.Time); err != nil {
+	if err := checkTime(v.Time); err != nil {
 		return "", fmt.Errorf("put vote: %w", err)
 	}
 	if v.Reply == "" || v.User == "" {
@@ -154,7 +154,7 @@ func (s *Store) PutAnswer(ctx context.Context, a store.Answer) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("put answer: %w", err)
 	}
-	if _, err := stamp(a.Time); err != nil {
+	if err := checkTime(a.Time); err != nil {
 		return fmt.Errorf("put answer: %w", err)
 	}
 	if a.Reply == "" {

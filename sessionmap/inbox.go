@@ -70,7 +70,7 @@ func (s *Store) Receive(ctx context.Context, e store.InboxEntry) (bool, error) {
 	if err := checkKey("inbox key", e.Key); err != nil {
 		return false, fmt.Errorf("receive: %w", err)
 	}
-	if _, err := stamp(e.Received); err != nil {
+	if err := checkTime(e.Received); err != nil {
 		return false, fmt.Errorf("receive %q: %w", e.Key, err)
 	}
 	e.State, e.Seq, e.Updated, e.Reply = store.Received, 0, e.Received, ""
@@ -119,12 +119,11 @@ func (s *Store) MarkSent(ctx context.Context, key string, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("mark sent %q: %w", key, err)
 	}
-	now, err := stamp(now)
-	if err != nil {
+	if err := checkTime(now); err != nil {
 		return fmt.Errorf("mark sent %q: %w", key, err)
 	}
 	k := []byte(key)
-	err = s.update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		inbox := tx.Bucket(bucketInbox)
 		r, err := lookInbox(inbox, k)
 		if err != nil {
@@ -159,8 +158,7 @@ func (s *Store) Finish(ctx context.Context, key, reply string, turn *store.Turn,
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("finish %q: %w", key, err)
 	}
-	now, err := stamp(now)
-	if err != nil {
+	if err := checkTime(now); err != nil {
 		return fmt.Errorf("finish %q: %w", key, err)
 	}
 	var t *encodedTurn
@@ -173,7 +171,7 @@ func (s *Store) Finish(ctx context.Context, key, reply string, turn *store.Turn,
 	}
 	k := []byte(key)
 	nowKey := timeKey(now)
-	err = s.update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		inbox := tx.Bucket(bucketInbox)
 		r, err := lookInbox(inbox, k)
 		if err != nil {
@@ -302,16 +300,16 @@ func (s *Store) ExpireInbox(ctx context.Context, before time.Time) (int, error) 
 	}
 }
 
-// stamp returns now once it checked that a record can hold it: a zero now
-// is refused, since the caller's clock gives every time (store.ErrNoTime).
-func stamp(now time.Time) (time.Time, error) {
+// checkTime checks that a record can hold now: a zero now is refused,
+// since the caller's clock gives every time (store.ErrNoTime).
+func checkTime(now time.Time) error {
 	if now.IsZero() {
-		return time.Time{}, store.ErrNoTime
+		return store.ErrNoTime
 	}
 	if now.Before(minNanoTime) || now.After(maxNanoTime) {
-		return time.Time{}, fmt.Errorf("time %v out of range", now)
+		return fmt.Errorf("time %v out of range", now)
 	}
-	return now, nil
+	return nil
 }
 
 func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }

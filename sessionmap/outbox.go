@@ -26,8 +26,7 @@ func (s *Store) PutReply(ctx context.Context, key string, reply []byte, turn *st
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("put reply %q: %w", key, err)
 	}
-	now, err := stamp(now)
-	if err != nil {
+	if err := checkTime(now); err != nil {
 		return fmt.Errorf("put reply %q: %w", key, err)
 	}
 	var t *encodedTurn
@@ -42,7 +41,7 @@ func (s *Store) PutReply(ctx context.Context, key string, reply []byte, turn *st
 		reply = []byte{}
 	}
 	k := []byte(key)
-	err = s.update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		inbox := tx.Bucket(bucketInbox)
 		r, err := lookInbox(inbox, k)
 		if err != nil {
