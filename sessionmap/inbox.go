@@ -358,7 +358,7 @@ func checkNanoTime(name string, t time.Time) error {
 
 // appendInboxRecord encodes an entry record (version 2) from its fields,
 // the text ones given as strings (a new entry) or as a stored record's bytes
-// (see restateInbox).
+// (see inboxRecord.restate and .answer).
 func appendInboxRecord[C, R string | []byte](dst []byte, state store.InboxState, seq uint64, received, updated int64, conversation C, reply R, order int64, event []byte) ([]byte, error) {
 	// One allocation for the whole record: its size is known up to the
 	// varints, counted at their longest.
@@ -420,7 +420,7 @@ func parseInbox(v []byte) (inboxRecord, error) {
 }
 
 // lookInbox reads and parses the entry of key without copying it out, for
-// a change that re-encodes it (restateInbox) before it writes to inbox:
+// a change that re-encodes it (restate, answer) before it writes to inbox:
 // MarkSent, PutReply and Finish change only its state, time and answer,
 // and copying every field out and back in was most of their own
 // allocations. An absent key gives store.ErrUnknownEntry.
