@@ -36,10 +36,12 @@ func (platformResponder) Progress(context.Context, bridge.MessageRef, bridge.Rep
 	return nil
 }
 
-// BenchmarkChatRoundTrip measures one chat message in, reply out: routing,
-// session lookup and store writes, the real HTTP client and the fake API in
-// memory (no sockets), across 100 conversations.
-func BenchmarkChatRoundTrip(b *testing.B) {
+// benchBridge is a bridge with cfg for the round-trip benchmarks: the fake
+// API in memory, recording nothing, and a store that does not sync, so
+// they measure the core rather than the disk. Shutdown and closing the
+// store are cleanups.
+func benchBridge(b *testing.B, cfg bridge.Config) *bridge.Bridge {
+	b.Helper()
 	fake := workspacetest.New(workspacetest.Options{NoRecord: true})
 	fake.AddAgent(workspacetest.Agent{UUID: agentUUID})
 	ws, err := workspace.New(workspace.Config{BaseURL: fake.URL, WorkspaceUUID: "ws-test", Token: "test-token", HTTPClient: fake.Client()})
@@ -50,12 +52,20 @@ func BenchmarkChatRoundTrip(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer st.Close()
-	br, err := bridge.New(defaultConfig(), ws, st, zap.NewNop())
+	b.Cleanup(func() { st.Close() })
+	br, err := bridge.New(cfg, ws, st, zap.NewNop())
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer br.Shutdown(context.Background())
+	b.Cleanup(func() { br.Shutdown(context.Background()) })
+	return br
+}
+
+// BenchmarkChatRoundTrip measures one chat message in, reply out: routing,
+// session lookup and store writes, the real HTTP client and the fake API in
+// memory (no sockets), across 100 conversations.
+func BenchmarkChatRoundTrip(b *testing.B) {
+	br := benchBridge(b, defaultConfig())
 	reply := make(chanResponder, 1)
 	convs := make([]string, 100)
 	for i := range convs {
@@ -80,25 +90,10 @@ func BenchmarkChatRoundTrip(b *testing.B) {
 // store path every Slack and Discord message takes; -benchmem's allocs/op
 // count is what to compare, being steady where wall time is not.
 func BenchmarkChatRoundTripInbox(b *testing.B) {
-	fake := workspacetest.New(workspacetest.Options{NoRecord: true})
-	fake.AddAgent(workspacetest.Agent{UUID: agentUUID})
-	ws, err := workspace.New(workspace.Config{BaseURL: fake.URL, WorkspaceUUID: "ws-test", Token: "test-token", HTTPClient: fake.Client()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	st, err := sessionmap.Open(filepath.Join(b.TempDir(), "s.db"), sessionmap.Options{NoSync: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
 	cfg := bridge.DefaultConfig()
 	def := defaultConfig()
 	cfg.Flows, cfg.Agents, cfg.Admins = def.Flows, def.Agents, def.Admins
-	br, err := bridge.New(cfg, ws, st, zap.NewNop())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer br.Shutdown(context.Background())
+	br := benchBridge(b, cfg)
 	reply := platformResponder{make(chanResponder, 1)}
 	convs := make([]string, 100)
 	for i := range convs {
