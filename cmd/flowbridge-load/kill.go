@@ -361,6 +361,12 @@ func (e *killEnv) run(ctx context.Context) (*killResult, error) {
 	defer stopDriving(nil)
 	fail := func(err error) { stopDriving(err) }
 
+	// Each user's first message waits up to one think cycle, and a short run
+	// (exponential kill delays) can end before some have spoken; the last
+	// process serves until every conversation has offered once, so each kind
+	// of conversation (chat and /flow) meets the bridge in every run.
+	var spoke sync.WaitGroup
+	spoke.Add(len(e.convs))
 	t0 := time.Now()
 	e.t0 = t0
 	for k := 0; ; k++ {
@@ -400,7 +406,7 @@ func (e *killEnv) run(ctx context.Context) (*killResult, error) {
 			killAt = time.Now().Add(e.killDelay())
 			for _, c := range e.convs {
 				users.Go(func() {
-					if err := e.converse(drive, ctx, c); err != nil {
+					if err := e.converse(drive, ctx, c, spoke.Done); err != nil {
 						fail(err)
 					}
 				})
@@ -412,6 +418,9 @@ func (e *killEnv) run(ctx context.Context) (*killResult, error) {
 		}
 		if last {
 			round.Wait()
+			if err := waitGroupCtx(ctx, &spoke); err != nil {
+				return nil, err
+			}
 			break
 		}
 		err = e.until(ctx, killAt)
@@ -450,6 +459,18 @@ func (e *killEnv) run(ctx context.Context) (*killResult, error) {
 	res.ElapsedSec = time.Since(t0).Seconds()
 	res.OfferedPerSec = float64(res.MessagesOffered) / driven.Seconds()
 	return res, nil
+}
+
+// waitGroupCtx waits for wg, or for ctx to end.
+func waitGroupCtx(ctx context.Context, wg *sync.WaitGroup) error {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // killDelay draws the time to the next kill: exponential around -kill-every
@@ -511,9 +532,13 @@ func (e *killEnv) verified(ctx context.Context) bool {
 // converse is one user: send, wait for the answer or a notice (at most
 // -reply-timeout), think, send again, until drive ends. Deliveries use ctx,
 // so one under way when drive ends completes.
-func (e *killEnv) converse(drive, ctx context.Context, c *killConv) error {
+func (e *killEnv) converse(drive, ctx context.Context, c *killConv, spoke func()) error {
 	cycle := e.think + e.p.APILatency
 	first := true
+	spokeOnce := sync.OnceFunc(spoke)
+	// A user stopped before speaking (a run that failed) must not hold the
+	// run's end.
+	defer spokeOnce()
 	for seq := 0; ; seq++ {
 		wait := time.Duration(0)
 		switch {
@@ -531,6 +556,7 @@ func (e *killEnv) converse(drive, ctx context.Context, c *killConv) error {
 			return fmt.Errorf("conversation %d: %w", c.id, err)
 		}
 		e.deliver(ctx, o, 0)
+		spokeOnce()
 		e.mu.Lock()
 		if c.kind == "flow" && !o.t.acked {
 			// Slack never retries a slash command: the user saw an error.
