@@ -34,6 +34,9 @@ var (
 	// ErrNewerSchema means the database was migrated by a newer flowbridge,
 	// whose records this one could misread.
 	ErrNewerSchema = errors.New("database schema is newer than this flowbridge")
+	// ErrReadOnly means the database answers but takes no writes: a hot
+	// standby, or a session that is read-only by default.
+	ErrReadOnly = errors.New("database is read-only (a standby, or default_transaction_read_only is on)")
 )
 
 // MaxKeyLen is the longest conversation key, inbox key or lease holder, in
@@ -179,13 +182,23 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Ping checks that the database answers, for readiness.
+// Ping checks that the database answers and takes writes, for readiness.
 func (s *Store) Ping(ctx context.Context) error {
-	if s.closed.Load() {
-		return fmt.Errorf("ping: %w", ErrClosed)
-	}
-	if err := s.pool.Ping(ctx); err != nil {
+	ctx, cancel, err := s.op(ctx)
+	if err != nil {
 		return fmt.Errorf("ping: %w", err)
+	}
+	defer cancel()
+	// A database that answers but takes no writes (a standby after a
+	// failover, default_transaction_read_only) is no store: the probe that
+	// clears a write fault would call it healthy, and readiness would flap
+	// between each refused write and the next probe.
+	var readOnly string
+	if err := s.pool.QueryRow(ctx, "SHOW transaction_read_only").Scan(&readOnly); err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
+	if readOnly != "off" {
+		return fmt.Errorf("ping: %w", ErrReadOnly)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -337,5 +338,32 @@ func TestTurnAlso(t *testing.T) {
 	}
 	if _, err := s.PutTurns(t.Context(), []store.Turn{{Session: sess, Reply: "x", Also: []string{strings.Repeat("k", MaxKeyLen+1)}}}); err == nil {
 		t.Error("PutTurns with a long Also key = nil error, want one")
+	}
+}
+
+// TestPingRefusesAReadOnlyDatabase: a database that answers but takes no
+// writes (a standby after a failover) is not ready, or the probe that
+// clears a write fault would call it healthy and readiness would flap.
+func TestPingRefusesAReadOnlyDatabase(t *testing.T) {
+	t.Parallel()
+	s, dsn := openTest(t, Options{})
+	if err := s.Ping(t.Context()); err != nil {
+		t.Fatalf("Ping() on a writable database = %v", err)
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("default_transaction_read_only", "on") // a runtime parameter, as a standby's
+	u.RawQuery = q.Encode()
+	ro := openDSN(t, u.String(), Options{NoMigrate: true})
+	err = ro.Ping(t.Context())
+	if !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("Ping() on a read-only database = %v, want ErrReadOnly", err)
+	}
+	// And the refusal is true: a write there fails.
+	if werr := ro.PutSession(t.Context(), store.Session{Key: "k", Agent: "a", SessionUUID: "s", LastUsed: at(0)}); werr == nil {
+		t.Error("PutSession on the read-only database succeeded; the test's database is not read-only")
 	}
 }
