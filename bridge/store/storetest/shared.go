@@ -57,6 +57,14 @@ func testShared(t *testing.T, o Opener) {
 			t.Fatalf("Claim with a short ttl = %v, %v", got, err)
 		}
 		claim("c/short", "b", true)
+		// A holder's Claim renews its lease from now by the ttl given: a
+		// minute's lease claimed again for a microsecond is over by the
+		// next call (a Claim that only said "yours" would keep the minute).
+		claim("c/renewed", "a", true)
+		if got, err := s.Claim(ctx, "c/renewed", "a", time.Microsecond); err != nil || !got {
+			t.Fatalf("Claim renewing with a short ttl = %v, %v", got, err)
+		}
+		claim("c/renewed", "b", true)
 		for _, bad := range []struct {
 			name, holder string
 			ttl          time.Duration
