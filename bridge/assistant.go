@@ -83,9 +83,9 @@ func (b *Bridge) keepContext(ctx context.Context, log *zap.Logger, ev Event) (kn
 	case !found && text == "" && ev.Kind == KindContext:
 		return false
 	}
-	w := b.writeBegins()
-	err = cs.PutConversationContext(ctx, store.Context{Key: ev.Conversation, Text: text, Updated: b.cfg.Now()})
-	b.noteStore(w, err)
+	err = b.noteWrite(func() error {
+		return cs.PutConversationContext(ctx, store.Context{Key: ev.Conversation, Text: text, Updated: b.cfg.Now()})
+	})
 	if err != nil {
 		b.metrics.storeFailed("save_context")
 		log.Warn("context not kept", zap.Error(err))

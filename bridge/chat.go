@@ -212,9 +212,7 @@ func (b *Bridge) newSession(ctx context.Context, key string, agent *Agent) (Sess
 	}
 	now := b.cfg.Now()
 	s := Session{Key: key, Agent: agent.Name, SessionUUID: id, Created: now, LastUsed: now}
-	w := b.writeBegins()
-	err = b.store.PutSession(ctx, s)
-	b.noteStore(w, err)
+	err = b.noteWrite(func() error { return b.store.PutSession(ctx, s) })
 	if err != nil {
 		b.metrics.storeFailed("save_session")
 		return Session{}, fmt.Errorf("save session: %w", err)

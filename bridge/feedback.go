@@ -39,12 +39,12 @@ func (b *Bridge) withFeedback(ctx context.Context, log *zap.Logger, ev Event, r 
 		return r
 	}
 	ref := randomID()[:12]
-	w := b.writeBegins()
-	err := b.store.PutAnswer(recordCtx(ctx), store.Answer{
-		Reply: ref, Platform: ev.Platform, Conversation: ev.Conversation, Agent: agent, Session: session,
-		Turn: ev.Key, Excerpt: excerpt(r.Text), Time: b.cfg.Now(),
+	err := b.noteWrite(func() error {
+		return b.store.PutAnswer(recordCtx(ctx), store.Answer{
+			Reply: ref, Platform: ev.Platform, Conversation: ev.Conversation, Agent: agent, Session: session,
+			Turn: ev.Key, Excerpt: excerpt(r.Text), Time: b.cfg.Now(),
+		})
 	})
-	b.noteStore(w, err)
 	if err != nil {
 		b.metrics.storeFailed("put_answer")
 		log.Warn("answer not recorded for feedback; its votes will lack the excerpt", zap.Error(err))
@@ -103,9 +103,11 @@ func (b *Bridge) vote(ctx context.Context, log *zap.Logger, ev Event) {
 	case ok:
 		v.Conversation, v.Turn, v.Excerpt = a.Conversation, a.Turn, a.Excerpt
 	}
-	w := b.writeBegins()
-	previous, err := b.store.PutVote(ctx, v)
-	b.noteStore(w, err)
+	var previous string
+	err := b.noteWrite(func() (err error) {
+		previous, err = b.store.PutVote(ctx, v)
+		return err
+	})
 	if err != nil {
 		b.metrics.storeFailed("put_vote")
 		log.Error("vote not saved", zap.Error(err))

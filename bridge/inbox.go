@@ -129,9 +129,10 @@ func (b *Bridge) record(j *job) error {
 	data, err := encodeEvent(ev)
 	if err == nil {
 		var fresh bool
-		w := b.writeBegins()
-		fresh, err = b.store.Receive(recordCtx(b.ctx), b.inboxEntry(ev, data))
-		b.noteStore(w, err)
+		err = b.noteWrite(func() (err error) {
+			fresh, err = b.store.Receive(recordCtx(b.ctx), b.inboxEntry(ev, data))
+			return err
+		})
 		if err == nil && !fresh {
 			b.metrics.deduplicated(ev.Platform)
 			return ErrDuplicate
@@ -400,6 +401,15 @@ type storeWrites struct {
 	begun  atomic.Uint64
 	mu     sync.Mutex
 	latest uint64 // the number of the write whose outcome fault holds
+}
+
+// noteWrite runs a store write and keeps its outcome for readiness
+// (noteStore), numbered before it begins; it returns write's error.
+func (b *Bridge) noteWrite(write func() error) error {
+	w := b.writeBegins()
+	err := write()
+	b.noteStore(w, err)
+	return err
 }
 
 // writeBegins numbers a store write about to begin, for noteStore.
