@@ -211,10 +211,12 @@ func (b *Bridge) markSent(ctx context.Context, log *zap.Logger, ev Event) bool {
 		e.done = true
 		return false
 	}
-	if err != nil && e.lease != "" {
-		// The store is still down and the lease has lapsed or the bridge
-		// is stopping: the entry, still received (or sent by a write whose
-		// answer was lost), is the lease's next holder's.
+	if err != nil && (e.lease != "" || ctx.Err() != nil) {
+		// The store is still down and the lease has lapsed, or the
+		// shutdown grace is over: the entry, still received (or sent by a
+		// write whose answer was lost), is answered by whoever runs the
+		// conversation next (the lease's next holder, or the next start),
+		// so telling its user "not taken" would be untrue.
 		log.Warn("inbox state not recorded; request not sent, left in the inbox", zap.String("event_key", e.key), zap.Error(err))
 		e.done, e.leaseLost = true, true
 		b.disp.letGo(e)

@@ -858,3 +858,55 @@ func TestEntryTakenByAnotherProcessIsNotSent(t *testing.T) {
 		t.Errorf("Pending = %+v, want the entry left Sent for the replica answering it", p)
 	}
 }
+
+// markTriedStore is an outageStore that says when MarkSent was first tried.
+type markTriedStore struct {
+	outageStore
+	tried chan struct{}
+	once  *sync.Once
+}
+
+func (s markTriedStore) MarkSent(ctx context.Context, key string, now time.Time) error {
+	err := s.outageStore.MarkSent(ctx, key, now)
+	s.once.Do(func() { close(s.tried) })
+	return err
+}
+
+func TestStoreDownThroughShutdownTellsNothingUntrue(t *testing.T) {
+	// The database goes away after a message is recorded, before it is
+	// marked sent, and stays away until the shutdown grace is over. The
+	// message is in the inbox, and the next start answers it: telling its
+	// user "did not take this, try again" would be untrue.
+	var failures atomic.Int32
+	var down atomic.Bool
+	failures.Store(1 << 30)
+	tried := make(chan struct{})
+	var db *sessionmap.Store
+	b, fake := bridgeOnStore(t, func(st *sessionmap.Store) bridge.Store {
+		db = st
+		return markTriedStore{outageStore{Store: st, failures: &failures, down: &down}, tried, new(sync.Once)}
+	})
+	rec := newRecorder()
+	done := make(chan struct{})
+	ev := keyed("c/1", "test/msg/1", "hello", rec)
+	ev.Done = func() { close(done) }
+	if err := b.Receive(ev).Wait(t.Context()); err != nil {
+		t.Fatalf("Receive = %v", err)
+	}
+	<-tried
+	over, cancel := context.WithCancel(context.Background())
+	cancel() // SIGTERM, and the grace is over at once
+	b.Shutdown(over)
+	<-done
+	b.Close()
+	if got := rec.all(); len(got) != 0 {
+		t.Errorf("replies = %+v, want none: the message is kept for the next start", got)
+	}
+	if n := len(fake.Sessions(agentUUID)); n != 0 {
+		t.Errorf("sessions = %d, want 0: nothing was sent", n)
+	}
+	pending, err := db.Pending(t.Context())
+	if err != nil || len(pending) != 1 || pending[0].Key != "test/msg/1" || pending[0].State != store.Received {
+		t.Errorf("Pending() = %+v, %v; want test/msg/1 still received, for the next start", pending, err)
+	}
+}
