@@ -58,9 +58,10 @@ func testCatchUpAfterDowntime(t *testing.T, e *env) {
 	send("77", "", "dm before")
 	e.waitBot(t, "77", "You said: dm before")
 	r.stop(t)
+	e.fake.ExpireSessions() // the next start identifies, and catches up from history
 
-	// Posted while no process is connected: Discord keeps them, and
-	// will never send them to the next session.
+	// Posted while no process is connected, and not resumed within the
+	// session's window: Discord will never send them to the next session.
 	send(channelID, guildID, "while away 1")
 	send(channelID, guildID, "while away 2")
 	send("77", "", "dm while away")
@@ -70,6 +71,7 @@ func testCatchUpAfterDowntime(t *testing.T, e *env) {
 	e.waitBot(t, "77", "You said: dm while away")
 	// Another start catches up again and finds nothing new.
 	r.stop(t)
+	e.fake.ExpireSessions()
 	r = e.start(t)
 	send(channelID, guildID, "after")
 	e.waitBot(t, channelID, "You said: after")
@@ -258,6 +260,7 @@ func testCatchUpFindsNewConversations(t *testing.T, onPG bool) {
 	served := post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Content: mention(bot, "served")})
 	e.waitBot(t, channelID, "You said: served")
 	r.stop(t)
+	e.fake.ExpireSessions() // the next start identifies, and catches up from history
 
 	clock.Advance(30 * time.Second)
 	// Posted while no session: the chatter first, so that, were it taken,
@@ -385,6 +388,7 @@ func testCatchUpStoppedMidway(t *testing.T, onPG bool) {
 	post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Content: mention(bot, "served")})
 	e.waitBot(t, channelID, "You said: served")
 	r.stop(t)
+	e.fake.ExpireSessions() // the next start identifies, and catches up from history
 
 	clock.Advance(30 * time.Second)
 	post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: "11", Content: mention(bot, "while away")})
@@ -432,6 +436,7 @@ func TestCatchUpCutShort(t *testing.T) {
 	post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Content: mention(bot, "served")})
 	e.waitBot(t, channelID, "You said: served")
 	r.stop(t)
+	e.fake.ExpireSessions() // the next start identifies, and catches up from history
 
 	post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: "11", Content: mention(bot, "while away")})
 	g.shut()
@@ -460,6 +465,7 @@ func TestCatchUpWaitsOutRateLimit(t *testing.T) {
 	post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Content: mention(bot, "served")})
 	e.waitBot(t, channelID, "You said: served")
 	r.stop(t)
+	e.fake.ExpireSessions() // the next start identifies, and catches up from history
 
 	post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Content: mention(bot, "while away")})
 	const wait = 150 * time.Millisecond
@@ -504,6 +510,7 @@ func TestMessagesDuringGracefulStop(t *testing.T) {
 	post(t, e, discordtest.MessageCreate{ChannelID: "77", Content: "served dm"})
 	e.waitBot(t, "77", "You said: served dm")
 	r.stop(t)
+	e.fake.ExpireSessions() // the next start identifies, and catches up from history
 
 	// A session whose DM catch-up is held back (DM 77's history).
 	g.shut()

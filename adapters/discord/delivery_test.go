@@ -155,6 +155,7 @@ func TestReplayAfterRestart(t *testing.T) {
 	e.waitOriginal(t, sent.ID, "Checked web2")
 	e.marker(t, "91")
 	r.stop(t)
+	e.fake.ExpireSessions() // the next start identifies, and catches up from history
 
 	e.tap.replay("MESSAGE_CREATE", um.ID)
 	e.tap.replay("INTERACTION_CREATE", sent.ID)

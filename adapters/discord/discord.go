@@ -98,6 +98,9 @@ type Adapter struct {
 	// catchUpWithin bounds a scope's catch-up (catchUpWithin by default;
 	// tests shorten it).
 	catchUpWithin time.Duration
+	// saveSessionEvery spaces the writes of a shard's gateway session
+	// (saveSessionEvery by default; tests shorten it).
+	saveSessionEvery time.Duration
 	// refused counts events refused at the boundary (invalid IDs, a handler
 	// that panicked).
 	refused atomic.Uint64
@@ -137,18 +140,19 @@ func New(cfg Config, core Core, log *zap.Logger) (*Adapter, error) {
 	}
 	cfg = cfg.withDefaults()
 	a := &Adapter{
-		cfg:           cfg,
-		core:          core,
-		log:           log.Named("discord"),
-		identifyEvery: identifyEvery,
-		typingEvery:   typingEvery,
-		retryMin:      minBackoff,
-		catchUpWithin: catchUpWithin,
-		async:         make(chan struct{}, maxAsync),
-		readers:       make(chan struct{}, catchUpReaders),
-		done:          make(chan struct{}),
-		channels:      make(map[string]channelInfo),
-		followed:      make(map[string]bool),
+		cfg:              cfg,
+		core:             core,
+		log:              log.Named("discord"),
+		identifyEvery:    identifyEvery,
+		typingEvery:      typingEvery,
+		retryMin:         minBackoff,
+		catchUpWithin:    catchUpWithin,
+		saveSessionEvery: saveSessionEvery,
+		async:            make(chan struct{}, maxAsync),
+		readers:          make(chan struct{}, catchUpReaders),
+		done:             make(chan struct{}),
+		channels:         make(map[string]channelInfo),
+		followed:         make(map[string]bool),
 	}
 	base, err := url.Parse(cfg.APIURL)
 	if err != nil {
@@ -184,7 +188,7 @@ func (a *Adapter) newShard(client *http.Client, id int) (*shard, error) {
 		a.core.Refused("frame_too_large")
 		a.log.Warn("gateway message over the size limit refused; reconnecting", zap.Int("shard", id), zap.Int("limit_bytes", MaxGatewayMessageBytes))
 	}}
-	sh := &shard{id: id, count: cfg.ShardCount, gw: gw, reconnect: make(chan struct{}, 1)}
+	sh := &shard{id: id, count: cfg.ShardCount, gw: gw, reconnect: make(chan struct{}, 1), readied: make(chan struct{}, 1)}
 	s, err := discordgo.New("Bot " + cfg.Token.Value())
 	if err != nil {
 		return nil, fmt.Errorf("discord session: %w", err)
@@ -272,7 +276,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	}
 
 	if err := a.reachAPI(ctx); err != nil {
-		a.shutdown()
+		a.shutdown(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -291,6 +295,11 @@ func (a *Adapter) Run(ctx context.Context) error {
 	fatal := make(chan error, len(a.shards))
 	var supervisors sync.WaitGroup
 	for _, sh := range a.shards {
+		// Before the first Open: it resumes the session the store holds.
+		a.loadSession(ctx, sh)
+		if rc, ok := a.core.(resumeCore); ok {
+			supervisors.Go(func() { a.keepSession(runCtx, sh, rc) })
+		}
 		supervisors.Go(func() {
 			if err := a.supervise(runCtx, sh, pacer); err != nil {
 				fatal <- err
@@ -305,7 +314,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	}
 	<-runCtx.Done()
 	supervisors.Wait()
-	a.shutdown()
+	a.shutdown(ctx)
 	select {
 	case err := <-fatal:
 		return err
@@ -327,6 +336,7 @@ func (a *Adapter) addHandlers(ctx context.Context, sh *shard) []func() {
 		s.AddHandler(func(_ *discordgo.Session, g *discordgo.GuildCreate) { a.onGuildCreate(ctx, sh, g) }),
 		s.AddHandler(func(_ *discordgo.Session, m *discordgo.MessageCreate) { a.onLive(sh, m) }),
 		s.AddHandler(func(_ *discordgo.Session, i *discordgo.InteractionCreate) { a.onInteraction(ctx, i) }),
+		s.AddHandler(func(_ *discordgo.Session, e *discordgo.Event) { a.onDispatch(sh, e) }),
 	}
 }
 
@@ -532,8 +542,9 @@ func (a *Adapter) holdsShard(id int) bool {
 	return slices.ContainsFunc(a.shards, func(sh *shard) bool { return sh.id == id })
 }
 
-// shutdown closes the gateways, stops new work and waits for the work started.
-func (a *Adapter) shutdown() {
+// shutdown closes the gateways, saves their sessions for the next
+// process, stops new work and waits for the work started.
+func (a *Adapter) shutdown(ctx context.Context) {
 	a.stopping.Store(true)
 	// discordgo's Close waits a second for the close handshake; the shards
 	// wait at once.
@@ -543,9 +554,12 @@ func (a *Adapter) shutdown() {
 			if sh.connected.Load() && !sh.drain(drainWithin) {
 				a.shardLog(sh).Info("gateway not drained before closing; what it had sent and was not read yet is left to the next start's catch-up", zap.Duration("within", drainWithin))
 			}
-			if err := sh.session.Close(); err != nil {
+			// 1012 (service restart), not Close's 1000, which would end
+			// the session: the next process resumes it (resume.go).
+			if err := sh.session.CloseWithCode(websocket.CloseServiceRestart); err != nil {
 				a.shardLog(sh).Debug("gateway close", zap.Error(err))
 			}
+			a.saveLastSession(ctx, sh)
 		})
 	}
 	closing.Wait()

@@ -29,6 +29,19 @@ type shard struct {
 	holdMu sync.Mutex
 	held   map[string]*hold // by scope: a guild ID, or dmScope
 	last   *lastSeen
+
+	// The gateway session, kept for the next process to resume
+	// (resume.go): its ID and URL from READY (or the store), and the
+	// latest dispatch's sequence number.
+	sessMu sync.Mutex
+	sess   gatewaySession
+	seq    atomic.Int64
+	// readied tells keepSession of a new session (READY).
+	readied chan struct{}
+	// saved is the session last written, saveFailing whether the last
+	// write failed; keepSession alone uses them, then saveLastSession.
+	saved       gatewaySession
+	saveFailing bool
 }
 
 func (sh *shard) signalReconnect() {

@@ -9,7 +9,9 @@ import (
 // platform reports it (Slack's assistant thread context: the channel they
 // are viewing), in a sentence for the agent.
 type Context struct {
-	// Key is the conversation key.
+	// Key is the conversation key. The core also keeps an adapter's own
+	// state in these records, under keys no conversation has
+	// (bridge.Bridge.SaveAdapterState): a key, a text and a time.
 	Key string
 	// Text is the sentence; never empty in a stored record.
 	Text string

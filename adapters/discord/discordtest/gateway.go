@@ -726,3 +726,18 @@ func (s *Server) CloseConnection(ctx context.Context, code int, text string) err
 	s.closeWith(c, code, text)
 	return nil
 }
+
+// ExpireSessions ends every session no connection is attached to, as Discord does with a
+// session not resumed within its window (a few minutes after its connection dropped or
+// closed): a RESUME of one is answered with op 9, and events are no longer numbered for it.
+// A test calls it to stand for that time passing while no bot is connected.
+func (s *Server) ExpireSessions() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sess := range s.sessions {
+		if sess.conn == nil {
+			sess.invalid = true
+		}
+	}
+	s.notifyLocked()
+}
