@@ -355,6 +355,15 @@ func TestE2EShutdownLeavesNoGoroutine(t *testing.T) {
 			if err := a.Ready(); err == nil {
 				t.Error("Ready() = nil after Run returned")
 			}
+			if mode == ModeSocket {
+				// The fake's goroutines for the socket end once it has read
+				// the close, which on a busy machine can take longer than
+				// goleak retries; an adapter that left its socket open fails
+				// here.
+				if err := s.WaitDisconnected(wctx); err != nil {
+					t.Fatalf("the socket is still open after Run returned: %v", err)
+				}
+			}
 			goleak.VerifyNone(t, before)
 		})
 	}

@@ -178,6 +178,7 @@ func TestE2ECrashResumesReceivedAndTellsSent(t *testing.T) {
 	})
 
 	e := startE2E(t, e2eOptions{slack: s, ws: ws, path: path})
+	e.soleSocket()
 	e.reply(ctx, e2eDM, "You said: second")
 	notice, err := s.WaitMessage(ctx, func(m slacktest.Message) bool {
 		return m.Channel == e2eDM && strings.Contains(m.Text, "restarted")

@@ -139,7 +139,22 @@ func (e *e2e) waitReady() {
 func (e *e2e) restart(cfg func(*Config)) *e2e {
 	e.t.Helper()
 	e.stop()
-	return startE2E(e.t, e2eOptions{cfg: cfg, slack: e.slack, ws: e.ws, path: e.path})
+	next := startE2E(e.t, e2eOptions{cfg: cfg, slack: e.slack, ws: e.ws, path: e.path})
+	next.soleSocket()
+	return next
+}
+
+// soleSocket waits, in socket mode, until the fake Slack knows the sockets
+// of earlier processes are closed, so that what it sends next reaches this
+// one (see slacktest.Server.WaitSoleConnection).
+func (e *e2e) soleSocket() {
+	e.t.Helper()
+	if e.a.cfg.Mode == ModeHTTP {
+		return
+	}
+	if err := e.slack.WaitSoleConnection(waitCtx(e.t)); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // httpMode is the e2e configuration of HTTP mode, signed with secret.

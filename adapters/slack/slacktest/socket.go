@@ -743,6 +743,25 @@ func (s *Server) WaitLiveConnections(ctx context.Context, n int) error {
 	})
 }
 
+// WaitSoleConnection waits until the newest socket opened is live and no
+// other is. The fake learns that the app closed a socket only when its read
+// of it fails, which on a busy machine can come after the app's next socket
+// has been greeted; until then Send may deliver to the old socket, which
+// nobody reads. A test that delivers after the app reconnected or restarted
+// waits here first.
+func (s *Server) WaitSoleConnection(ctx context.Context) error {
+	return s.waitFor(ctx, "the newest socket alone live", func() bool {
+		live := 0
+		for _, c := range s.conns {
+			if c.ready && !c.retired {
+				live++
+			}
+		}
+		c := s.newestLiveLocked()
+		return live == 1 && c != nil && c.id == s.nconns
+	})
+}
+
 // WaitDisconnected waits until no socket is live.
 func (s *Server) WaitDisconnected(ctx context.Context) error {
 	return s.waitFor(ctx, "no live socket", func() bool { return len(s.conns) == 0 })

@@ -288,11 +288,8 @@ func TestSocketReconnect(t *testing.T) {
 			}
 			srv.SetPings(true)
 			// The app left the old socket before it opened the new one, but
-			// the fake sees that only when its read of the old one fails,
-			// which under load can come after the new one's hello; until
-			// then it may deliver there, into a socket nobody reads. Wait
-			// until the new socket is the only live one.
-			if err := srv.WaitLiveConnections(ctx, 1); err != nil {
+			// the fake may not know yet (see WaitSoleConnection).
+			if err := srv.WaitSoleConnection(ctx); err != nil {
 				t.Fatal(err)
 			}
 			d, err := srv.SendMessage(ctx, slacktest.MessageEvent{Channel: "C1", User: "U1", Text: "after"})
