@@ -482,7 +482,8 @@ func (b *Bridge) enqueueLocked(j *job) {
 }
 
 // busy answers an event its conversation's full queue cannot take. It is
-// recorded first, so a platform retry of it is not answered a second time.
+// recorded first, so a platform retry of it is not answered a second time,
+// and its entry is closed only once its user's busy notice was delivered.
 func (b *Bridge) busy(j *job) {
 	ev := j.ev
 	if err := b.record(j); err != nil {
@@ -495,8 +496,11 @@ func (b *Bridge) busy(j *job) {
 	j.rec.settle(ErrBusy)
 	ran := b.disp.alone(ev.Key, func() {
 		if b.keepBusy(b.ctx, b.log, ev) {
-			ref := b.tellBusy(ev)
-			b.answered(b.ctx, b.log, ev, ref, nil)
+			if ref, told := b.tellBusy(ev); told {
+				b.answered(b.ctx, b.log, ev, ref, nil)
+			} else {
+				b.keptBusy(b.log, ev)
+			}
 		}
 		if ev.Done != nil {
 			ev.Done()

@@ -39,6 +39,13 @@ type busyNotice struct {
 	shown   int        // refused when the notice was last written
 	sending bool       // a goroutine sends or updates it
 	fixed   bool       // it cannot be updated: the platform refused an edit
+	// sent is closed when the first send settles: told says whether the
+	// platform took it, failed that it did not. The messages refused
+	// while it is under way wait for it, since their users are told by
+	// it or not at all.
+	sent   chan struct{}
+	told   bool
+	failed bool
 }
 
 // forget drops conv's notices: its queue has drained, so the next overflow
@@ -50,11 +57,17 @@ func (n *busyNotices) forget(conv string) {
 }
 
 // tellBusy tells ev's user that ev was not taken, through the one notice of
-// ev's conversation and user, and returns the notice's reference ("" while
-// the first send is under way). The first refused message sends the notice;
-// a goroutine then brings its count up to date, at most every
-// busyUpdateEvery (at once at shutdown), while messages keep being refused.
-func (b *Bridge) tellBusy(ev Event) MessageRef {
+// ev's conversation and user. It returns the notice's reference and whether
+// the platform took the notice: only then may ev's entry be closed. The
+// first refused message sends the notice, and those refused while that
+// send is under way wait for its outcome; a goroutine then brings its count
+// up to date, at most every busyUpdateEvery (at once at shutdown), while
+// messages keep being refused. A notice the platform did not take is not
+// sent again while the overflow lasts: its messages, and those refused
+// after it, stay kept as refused (keepBusy) for the next start, or the
+// conversation's next lease holder, to tell (retellBusy), and a platform
+// that refuses posts is not sent one per message of a flood.
+func (b *Bridge) tellBusy(ev Event) (MessageRef, bool) {
 	n := &b.notices
 	n.mu.Lock()
 	users := n.convs[ev.Conversation]
@@ -71,31 +84,38 @@ func (b *Bridge) tellBusy(ev Event) MessageRef {
 		users[ev.User.ID] = note
 	}
 	note.refused++
-	ref := note.ref
-	if note.sending || note.fixed && ref != "" {
+	if note.sending && !note.told {
+		sent := note.sent
 		n.mu.Unlock()
-		return ref
+		<-sent
+		n.mu.Lock()
+	}
+	ref, told := note.ref, note.told
+	if note.failed || note.sending || note.fixed && told {
+		n.mu.Unlock()
+		return ref, told
 	}
 	note.sending = true
-	if ref == "" {
+	if !told {
+		note.sent = make(chan struct{})
 		refused := note.refused
 		n.mu.Unlock()
-		fixed := b.writeBusy(note, "", refused)
+		sent, err := b.sendBusy(note, refused)
 		n.mu.Lock()
-		ref = note.ref
-		note.shown, note.fixed = refused, fixed
-		if ref == "" {
-			// Not delivered: the next message refused tries again.
-			note.sending = false
+		close(note.sent)
+		if err != nil {
+			note.failed, note.sending = true, false
 			n.mu.Unlock()
-			return ""
+			return "", false
 		}
+		note.ref, note.told, note.shown = sent, true, refused
+		ref = sent
 	}
 	n.mu.Unlock()
 	b.mu.Lock()
 	b.wg.Go(func() { b.updateBusy(note) })
 	b.mu.Unlock()
-	return ref
+	return ref, true
 }
 
 // updateBusy brings note's count up to date every busyUpdateEvery until no
@@ -120,31 +140,42 @@ func (b *Bridge) updateBusy(note *busyNotice) {
 			return
 		}
 		n.mu.Unlock()
-		fixed := b.writeBusy(note, ref, refused)
+		fixed := b.rewriteBusy(note, ref, refused)
 		n.mu.Lock()
 		note.shown, note.fixed = refused, fixed
 		n.mu.Unlock()
 	}
 }
 
-// writeBusy sends note (ref "") or updates it with the count refused, and
-// reports whether it cannot be updated (again).
-func (b *Bridge) writeBusy(note *busyNotice, ref MessageRef, refused int) (fixed bool) {
+// busyReply is the busy notice after refused messages were not taken.
+func (b *Bridge) busyReply(refused int) Reply {
+	return Reply{Kind: ReplyError, Ephemeral: true, Text: busyText(b.cfg.QueueSize, refused)}
+}
+
+// sendBusy sends note, counting refused messages. Its error says the
+// platform did not take it (as far as the adapter knows: an adapter may
+// return a reference with the error).
+func (b *Bridge) sendBusy(note *busyNotice, refused int) (MessageRef, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 10*time.Second)
 	defer cancel()
-	r := Reply{Kind: ReplyError, Ephemeral: true, Text: busyText(b.cfg.QueueSize, refused)}
-	if ref == "" {
-		sent := b.send(ctx, note.first, r)
-		b.notices.mu.Lock()
-		note.ref = sent
-		b.notices.mu.Unlock()
-		return false
+	ref, err := note.first.Reply.Send(ctx, b.busyReply(refused))
+	if err != nil {
+		b.log.Warn("busy notice not delivered; its messages stay kept as refused for the next start",
+			zap.String("platform", note.first.Platform), zap.String("conversation", note.first.Conversation), zap.Error(err))
 	}
+	return ref, err
+}
+
+// rewriteBusy updates note, sent as ref, with the count refused, and
+// reports whether it cannot be updated (again).
+func (b *Bridge) rewriteBusy(note *busyNotice, ref MessageRef, refused int) (fixed bool) {
 	p, ok := note.first.Reply.(Progresser)
 	if !ok {
 		return true
 	}
-	if err := p.Progress(ctx, ref, r); err != nil {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 10*time.Second)
+	defer cancel()
+	if err := p.Progress(ctx, ref, b.busyReply(refused)); err != nil {
 		// An ephemeral message the platform cannot edit: the one notice
 		// stands for all the messages of this overflow.
 		b.log.Debug("busy notice not updated; no more updates", zap.String("conversation", note.first.Conversation), zap.Error(err))
@@ -190,11 +221,28 @@ func (b *Bridge) keepBusy(ctx context.Context, log *zap.Logger, ev Event) bool {
 }
 
 // retellBusy tells the user of a message refused busy by a process that
-// stopped before closing its entry (a kept outbound with Busy set), through
-// the conversation's one busy notice of this process, and closes the entry.
+// stopped before closing its entry, or whose notice the platform did not
+// take (a kept outbound with Busy set), through the conversation's one busy
+// notice of this process, and closes the entry once that notice is
+// delivered.
 func (b *Bridge) retellBusy(ctx context.Context, log *zap.Logger, ev Event) {
 	e := ev.entry
-	e.done = true
-	ref := b.tellBusy(ev)
+	e.done = true // closed here, or left in the outbox
+	ref, told := b.tellBusy(ev)
+	if !told {
+		b.keptBusy(log, ev)
+		return
+	}
 	b.finishEntry(ctx, log, ev.Conversation, e.key, ref)
+}
+
+// keptBusy notes that ev, refused busy, was not told: its busy notice was
+// not delivered, so its entry stays open with the refusal kept, for the
+// next start (or, with replicas, the conversation's next lease holder).
+func (b *Bridge) keptBusy(log *zap.Logger, ev Event) {
+	if ev.entry == nil {
+		return
+	}
+	log.Debug("busy refusal not told; kept for the next start", zap.String("event_key", ev.entry.key))
+	b.metrics.delivery(ev.Platform, "kept")
 }

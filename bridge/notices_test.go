@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/zap"
@@ -397,4 +398,176 @@ func mustWorkspace(t *testing.T, fake *workspacetest.Server) *workspace.Client {
 		t.Fatal(err)
 	}
 	return ws
+}
+
+// pendingKeys returns the keys of st's unanswered entries, and whether each
+// keeps an answer in the outbox.
+func pendingKeys(t *testing.T, st bridge.Store) map[string]bool {
+	t.Helper()
+	pending, err := st.Pending(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := make(map[string]bool, len(pending))
+	for _, e := range pending {
+		keys[e.Key] = e.Outbox != nil
+	}
+	return keys
+}
+
+// TestBusyNoticeNotDeliveredKeptForNextStart: a message refused busy whose
+// notice the platform does not take (a 429 beyond the adapter's budget, an
+// error) was neither answered nor told, so its entry is not closed: it
+// stays kept as refused, and the next start tells its user, once, without
+// running it.
+func TestBusyNoticeNotDeliveredKeptForNextStart(t *testing.T) {
+	t.Parallel()
+	st, _ := openStore(t)
+	asked, release := make(chan string, 3), make(chan struct{})
+	fake := newReplicaFake(t, workspacetest.Agent{Reply: func(_ int, msg string) string {
+		asked <- msg
+		<-release
+		return "answer to " + msg
+	}})
+	cfg := defaultConfig()
+	cfg.QueueSize = 1
+	first, err := bridge.New(cfg, mustWorkspace(t, fake), st, zaptest.NewLogger(t).Named("first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { first.Shutdown(context.Background()) })
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce) // before the Shutdown above, when the test fails early
+	d := &dmResponder{}
+	if err := first.Receive(keyed("dm/1", "test/msg/0", "m0", d)).Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	<-asked // m0 runs; m1 fills the queue
+	if err := first.Receive(keyed("dm/1", "test/msg/1", "m1", d)).Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	down := &refusingResponder{down: true}
+	refused := keyed("dm/1", "test/msg/2", "m2", down)
+	done := make(chan struct{})
+	refused.Done = func() { close(done) }
+	if err := first.Receive(refused).Wait(t.Context()); !errors.Is(err, bridge.ErrBusy) {
+		t.Fatalf("Receive beyond the queue = %v, want ErrBusy", err)
+	}
+	<-done
+	if kept, open := pendingKeys(t, st)["test/msg/2"]; !open || !kept {
+		t.Fatalf("the refused message's entry: open %v, kept %v; want it open with its refusal kept: its user was not told", open, kept)
+	}
+	releaseOnce()
+	if err := first.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+
+	next, err := bridge.New(cfg, mustWorkspace(t, fake), st, zaptest.NewLogger(t).Named("next"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := next.Attach("test", d); err != nil {
+		t.Fatal(err)
+	}
+	if err := next.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	notices, answers := d.busyNotices()
+	if len(notices) != 1 || len(answers) != 2 {
+		t.Errorf("after the restart: %d busy notices, %d answers; want the refused message told once, the two taken answered", len(notices), len(answers))
+	}
+	if got := convMessages(t, fake)["m0"]; !slices.Equal(got, []string{"m0", "m1"}) {
+		t.Errorf("agent got %q, want only the two taken", got)
+	}
+	if pending := pendingKeys(t, st); len(pending) != 0 {
+		t.Errorf("pending after the restart: %v, want none", pending)
+	}
+}
+
+// heldNotice is a platform whose busy notice is under way until open is
+// closed, then accepted or refused (ok); it counts the sends.
+type heldNotice struct {
+	open  chan struct{}
+	ok    bool
+	sends atomic.Int32
+}
+
+func (h *heldNotice) Send(ctx context.Context, _ bridge.Reply) (bridge.MessageRef, error) {
+	h.sends.Add(1)
+	select {
+	case <-h.open:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	if !h.ok {
+		return "", fmt.Errorf("%w: rate limited beyond the budget", bridge.ErrNotPosted)
+	}
+	return "notice", nil
+}
+
+// TestBusyRefusalsWaitForTheNoticeUnderWay: two messages refused busy while
+// the one notice of their conversation and user is being sent are closed
+// only once it is delivered (both, by that one notice); when it is not,
+// neither is closed as told: both stay kept for the next start.
+func TestBusyRefusalsWaitForTheNoticeUnderWay(t *testing.T) {
+	for _, delivered := range []bool{true, false} {
+		name := "delivered"
+		if !delivered {
+			name = "refused"
+		}
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				release := make(chan struct{})
+				cfg := defaultConfig()
+				cfg.QueueSize = 1
+				b, _, st := newBubbleBridgeStore(t, cfg, workspacetest.Agent{Reply: func(_ int, msg string) string {
+					<-release
+					return "answer to " + msg
+				}})
+				defer close(release)
+				d := &dmResponder{}
+				if err := b.Receive(keyed("dm/1", "test/msg/0", "m0", d)).Wait(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait() // m0 is with the agent; m1 fills the queue
+				if err := b.Receive(keyed("dm/1", "test/msg/1", "m1", d)).Wait(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				held := &heldNotice{open: make(chan struct{}), ok: delivered}
+				var done sync.WaitGroup
+				refuse := func(key string) {
+					t.Helper()
+					ev := keyed("dm/1", key, key, held)
+					done.Add(1)
+					ev.Done = done.Done
+					if err := b.Receive(ev).Wait(t.Context()); !errors.Is(err, bridge.ErrBusy) {
+						t.Fatalf("Receive beyond the queue = %v, want ErrBusy", err)
+					}
+					synctest.Wait()
+				}
+				refuse("test/msg/2") // its notice is under way
+				refuse("test/msg/3") // refused while it is
+				pending := pendingKeys(t, st)
+				if !pending["test/msg/2"] || !pending["test/msg/3"] {
+					t.Errorf("while the notice is under way, pending %v; want both refused entries open and kept: neither user is told yet", pending)
+				}
+				close(held.open)
+				done.Wait()
+				if n := held.sends.Load(); n != 1 {
+					t.Errorf("%d busy notices sent, want one for both", n)
+				}
+				pending = pendingKeys(t, st)
+				for _, key := range []string{"test/msg/2", "test/msg/3"} {
+					kept, open := pending[key]
+					if delivered && open {
+						t.Errorf("%s still open after its notice was delivered", key)
+					}
+					if !delivered && (!open || !kept) {
+						t.Errorf("%s: open %v, kept %v after its notice was refused; want it open and kept for the next start", key, open, kept)
+					}
+				}
+			})
+		})
+	}
 }

@@ -534,6 +534,54 @@ func TestReplicaBusyReplyIsNotRun(t *testing.T) {
 	}
 }
 
+// TestReplicaBusyNoticeNotDeliveredToldBySweep: with replicas, a message
+// refused busy whose notice the platform did not take stays kept under no
+// lease, and is told once, through a notice of its own, when a sweep
+// takes it up after its conversation's overflow is over; never run.
+func TestReplicaBusyNoticeNotDeliveredToldBySweep(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.Schema(t)
+	agent, started, unblock := gatedAgent("first")
+	fake := newReplicaFake(t, agent)
+	p := newChatPlatform()
+	cfg := defaultConfig()
+	cfg.QueueSize = 1
+	r := newReplicaWith(t, cfg, dsn, fake, p, bridge.ReplicaConfig{Holder: "r0",
+		LeaseTTL: 500 * time.Millisecond, SweepEvery: 50 * time.Millisecond, ClaimGrace: 50 * time.Millisecond})
+	release := sync.OnceFunc(func() { close(unblock) })
+	t.Cleanup(release)
+	if err := r.b.Receive(p.event("c/1", "test/msg/1", "first")).Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if err := r.b.Receive(p.event("c/1", "test/msg/2", "second")).Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	down := &refusingResponder{down: true}
+	third := p.event("c/1", "test/msg/3", "third")
+	third.Reply = down
+	done := make(chan struct{})
+	third.Done = func() { close(done) }
+	if err := r.b.Receive(third).Wait(t.Context()); !errors.Is(err, bridge.ErrBusy) {
+		t.Fatalf("Receive beyond the queue = %v, want ErrBusy", err)
+	}
+	<-done
+	release()
+	p.waitReplies(t, "test/msg/1", "test/msg/2", "test/msg/3")
+	if err := r.b.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.repliesTo("test/msg/3"); len(got) != 1 || !strings.Contains(got[0].Text, "still working on your earlier messages") {
+		t.Errorf("replies to the refused message = %+v, want one busy notice", got)
+	}
+	if got := convMessages(t, fake)["first"]; !slices.Equal(got, []string{"first", "second"}) {
+		t.Errorf("agent read %q, want the two taken", got)
+	}
+	if pending, err := r.st.Pending(t.Context()); err != nil || len(pending) != 0 {
+		t.Errorf("Pending() = %d entries, %v; want none", len(pending), err)
+	}
+}
+
 // gatedResponder sends once its gate opens.
 type gatedResponder struct {
 	bridge.Responder
