@@ -64,9 +64,10 @@ func (n *busyNotices) forget(conv string) {
 // up to date, at most every busyUpdateEvery (at once at shutdown), while
 // messages keep being refused. A notice the platform did not take is not
 // sent again while the overflow lasts: its messages, and those refused
-// after it, stay kept as refused (keepBusy) for the next start, or the
-// conversation's next lease holder, to tell (retellBusy), and a platform
-// that refuses posts is not sent one per message of a flood.
+// after it, stay kept as refused (keepBusy) for the next start (with
+// replicas, whichever replica next takes their entries up) to tell
+// (retellBusy), and a platform that refuses posts is not sent one post per
+// message of a flood.
 func (b *Bridge) tellBusy(ev Event) (MessageRef, bool) {
 	n := &b.notices
 	n.mu.Lock()
@@ -100,7 +101,7 @@ func (b *Bridge) tellBusy(ev Event) (MessageRef, bool) {
 		note.sent = make(chan struct{})
 		refused := note.refused
 		n.mu.Unlock()
-		sent, err := b.sendBusy(note, refused)
+		got, err := b.sendBusy(note, refused)
 		n.mu.Lock()
 		close(note.sent)
 		if err != nil {
@@ -108,8 +109,8 @@ func (b *Bridge) tellBusy(ev Event) (MessageRef, bool) {
 			n.mu.Unlock()
 			return "", false
 		}
-		note.ref, note.told, note.shown = sent, true, refused
-		ref = sent
+		note.ref, note.told, note.shown = got, true, refused
+		ref = got
 	}
 	n.mu.Unlock()
 	b.mu.Lock()
@@ -238,7 +239,7 @@ func (b *Bridge) retellBusy(ctx context.Context, log *zap.Logger, ev Event) {
 
 // keptBusy notes that ev, refused busy, was not told: its busy notice was
 // not delivered, so its entry stays open with the refusal kept, for the
-// next start (or, with replicas, the conversation's next lease holder).
+// next start (with replicas, whichever replica next takes it up).
 func (b *Bridge) keptBusy(log *zap.Logger, ev Event) {
 	if ev.entry == nil {
 		return
