@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"slices"
 	"time"
 
@@ -28,9 +29,9 @@ import (
 // not. An entry is in exactly one of the two indexes, and every write that
 // moves it does so in the same transaction as the entry.
 //
-// Entry record, version 2:
+// Entry record, version 3:
 //
-//	version       byte (2)
+//	version       byte (3)
 //	state         byte (store.InboxState)
 //	seq           8 bytes big-endian
 //	received      varint Unix nanoseconds
@@ -38,19 +39,38 @@ import (
 //	conversation  uvarint length, bytes
 //	reply         uvarint length, bytes
 //	order         varint (store.InboxEntry.Order)
-//	event         the remaining bytes
+//	event         the bytes up to the checksum
+//	checksum      CRC-32C (Castagnoli) of all the bytes before it, 4 bytes big-endian
 //
-// Version 1, written before the store kept Order, is the same without
-// order; it still decodes, with Order 0, and is rewritten as version 2 by
-// the entry's next change. Seq sits at a fixed offset so that Receive encodes the record before its
+// bbolt keeps no checksums, and Open's cross-check of the inbox against its
+// indexes sees a changed key, seq or state, but not a changed byte in the
+// event or conversation of an entry waiting to be answered: served, such an
+// entry could not be restored (its event no longer decodes) or would be
+// answered somewhere else, and its user, whose message was acknowledged,
+// would never be told. The checksum makes that damage refuse the start.
+// Version 2, written before the checksum, is the same without it, and
+// version 1, written before the store kept Order, without order either;
+// both still decode (version 1 with Order 0, neither checked) and are
+// rewritten as version 3 by the entry's next change. Seq sits at a fixed offset so that Receive encodes the record before its
 // transaction and only writes the seq in. An answered entry drops its event:
 // only Pending returns events, and it never returns answered entries, which
 // are kept only so that a late retry is recognised.
 const (
-	inboxV1    = 1
-	inboxV2    = 2
-	inboxSeqAt = 2 // offset of seq in the record
+	inboxV1     = 1
+	inboxV2     = 2
+	inboxV3     = 3
+	inboxSeqAt  = 2 // offset of seq in the record
+	inboxSumLen = 4 // the checksum ending a version 3 record
 )
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// sealInbox writes the checksum of a version 3 record into its last bytes,
+// over all the bytes before them.
+func sealInbox(v []byte) {
+	n := len(v) - inboxSumLen
+	binary.BigEndian.PutUint32(v[n:], crc32.Checksum(v[:n], castagnoli))
+}
 
 // indexFill is the fill percent of inbox_seq and inbox_done: their keys
 // arrive in order (seq, then time), so full pages waste no space.
@@ -93,6 +113,7 @@ func (s *Store) Receive(ctx context.Context, e store.InboxEntry) (bool, error) {
 		// v is this call's alone, and a rolled-back attempt of the batch
 		// let go of it, so writing the seq in place is safe.
 		binary.BigEndian.PutUint64(v[inboxSeqAt:], seq)
+		sealInbox(v)
 		if err := inbox.Put(k, v); err != nil {
 			return err
 		}
@@ -356,14 +377,15 @@ func checkNanoTime(name string, t time.Time) error {
 	return nil
 }
 
-// appendInboxRecord encodes an entry record (version 2) from its fields,
+// appendInboxRecord encodes an entry record (version 3) from its fields,
 // the text ones given as strings (a new entry) or as a stored record's bytes
 // (see inboxRecord.restate and .answer).
 func appendInboxRecord[C, R string | []byte](dst []byte, state store.InboxState, seq uint64, received, updated int64, conversation C, reply R, order int64, event []byte) ([]byte, error) {
 	// One allocation for the whole record: its size is known up to the
 	// varints, counted at their longest.
-	dst = slices.Grow(dst, 2+8+5*binary.MaxVarintLen64+len(conversation)+len(reply)+len(event))
-	dst = append(dst, inboxV2, byte(state))
+	dst = slices.Grow(dst, 2+8+5*binary.MaxVarintLen64+len(conversation)+len(reply)+len(event)+inboxSumLen)
+	start := len(dst)
+	dst = append(dst, inboxV3, byte(state))
 	dst = binary.BigEndian.AppendUint64(dst, seq)
 	dst = binary.AppendVarint(dst, received)
 	dst = binary.AppendVarint(dst, updated)
@@ -372,10 +394,13 @@ func appendInboxRecord[C, R string | []byte](dst []byte, state store.InboxState,
 	dst = binary.AppendUvarint(dst, uint64(len(reply)))
 	dst = append(dst, reply...)
 	dst = binary.AppendVarint(dst, order)
-	if len(dst)+len(event) > bolt.MaxValueSize {
-		return nil, fmt.Errorf("entry of %d bytes is too large", len(dst)+len(event))
+	if size := len(dst) - start + len(event) + inboxSumLen; size > bolt.MaxValueSize {
+		return nil, fmt.Errorf("entry of %d bytes is too large", size)
 	}
-	return append(dst, event...), nil
+	dst = append(dst, event...)
+	dst = append(dst, make([]byte, inboxSumLen)...)
+	sealInbox(dst[start:])
+	return dst, nil
 }
 
 // inboxRecord is an entry record's fields as parseInbox reads them, the
@@ -395,8 +420,18 @@ func parseInbox(v []byte) (inboxRecord, error) {
 	d := decoder{b: v}
 	var r inboxRecord
 	ver := d.byte()
-	if d.err == nil && ver != inboxV1 && ver != inboxV2 {
+	if d.err == nil && ver != inboxV1 && ver != inboxV2 && ver != inboxV3 {
 		return inboxRecord{}, fmt.Errorf("%w: inbox record version %d", errRecord, ver)
+	}
+	if ver == inboxV3 {
+		n := len(v) - inboxSumLen
+		if n < 1 {
+			return inboxRecord{}, fmt.Errorf("%w: inbox record of %d bytes", errRecord, len(v))
+		}
+		if crc32.Checksum(v[:n], castagnoli) != binary.BigEndian.Uint32(v[n:]) {
+			return inboxRecord{}, fmt.Errorf("%w: inbox record checksum mismatch", errRecord)
+		}
+		d.b = v[1:n]
 	}
 	r.state = store.InboxState(d.byte())
 	if d.err == nil && (r.state < store.Received || r.state > store.Answered) {
@@ -409,7 +444,7 @@ func parseInbox(v []byte) (inboxRecord, error) {
 	r.updated = d.varint()
 	r.conversation = d.lenBytes()
 	r.reply = d.lenBytes()
-	if ver == inboxV2 {
+	if ver != inboxV1 {
 		r.order = d.varint()
 	}
 	if d.err != nil {
@@ -436,7 +471,7 @@ func lookInbox(inbox *bolt.Bucket, key []byte) (inboxRecord, error) {
 	return r, nil
 }
 
-// restate encodes r afresh (as version 2) in state, updated at now,
+// restate encodes r afresh (as version 3) in state, updated at now,
 // with its other fields unchanged.
 func (r inboxRecord) restate(state store.InboxState, now time.Time) ([]byte, error) {
 	if err := checkNanoTime("updated", now); err != nil {
@@ -445,7 +480,7 @@ func (r inboxRecord) restate(state store.InboxState, now time.Time) ([]byte, err
 	return appendInboxRecord(nil, state, r.seq, r.received, now.UnixNano(), r.conversation, r.reply, r.order, r.event)
 }
 
-// answer encodes r afresh (as version 2) Answered by reply at now, without
+// answer encodes r afresh (as version 3) Answered by reply at now, without
 // its event, which only Pending returns and never for an answered entry.
 func (r inboxRecord) answer(reply string, now time.Time) ([]byte, error) {
 	if err := checkNanoTime("updated", now); err != nil {
@@ -474,7 +509,7 @@ func decodeInbox(v []byte) (store.InboxEntry, error) {
 
 // peekInbox reads the state and seq of a record without decoding the rest.
 func peekInbox(v []byte) (store.InboxState, uint64, bool) {
-	if len(v) < inboxSeqAt+8 || (v[0] != inboxV1 && v[0] != inboxV2) {
+	if len(v) < inboxSeqAt+8 || (v[0] != inboxV1 && v[0] != inboxV2 && v[0] != inboxV3) {
 		return 0, 0, false
 	}
 	return store.InboxState(v[1]), binary.BigEndian.Uint64(v[inboxSeqAt:]), true

@@ -347,7 +347,9 @@ func TestDecodeInboxErrors(t *testing.T) {
 	}{
 		{"empty", nil},
 		{"version only", []byte{inboxV1}},
-		{"unknown version", append([]byte{inboxV2 + 1}, valid[1:]...)},
+		{"unknown version", append([]byte{inboxV3 + 1}, valid[1:]...)},
+		{"a byte of the event changed", func() []byte { v := bytes.Clone(valid); v[len(v)-inboxSumLen-1] ^= 1; return v }()},
+		{"checksum cut short", valid[:len(valid)-1]},
 		{"order missing", tiny[:len(tiny)-1]},
 		{"state zero", append([]byte{inboxV1, 0}, valid[2:]...)},
 		{"state past answered", append([]byte{inboxV1, byte(store.Answered) + 1}, valid[2:]...)},
@@ -368,7 +370,8 @@ func TestDecodeInboxErrors(t *testing.T) {
 
 // TestInboxRecordV1: an entry recorded before the store kept Order (record
 // version 1) still reads, with Order 0, moves through its states, and is
-// left out of LastOrders; a version 2 record keeps Order through them.
+// left out of LastOrders; a record of the current version keeps Order
+// through them.
 func TestInboxRecordV1(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t, Options{NoSync: true})
@@ -542,6 +545,50 @@ func TestOpenRefusesUnappliedJournal(t *testing.T) {
 		t.Fatalf("Open once the journal is gone = %v", err)
 	}
 	_ = s.Close()
+}
+
+// TestOpenFindsChangedEvent: a changed byte in the event of an entry
+// waiting to be answered passes bbolt's page check and the inbox's
+// cross-check with its indexes; the record's checksum refuses the store.
+// (Served, an event that no longer decodes is dropped, and its user, whose
+// message was acknowledged, never told: flowbridge-load -damage saw it.)
+func TestOpenFindsChangedEvent(t *testing.T) {
+	s, path := openTest(t, Options{})
+	const key = "slack/msg/C1/1.000001"
+	event := []byte(`{"channel":"C1","text":"hello"}`)
+	if _, err := s.Receive(t.Context(), store.InboxEntry{Key: key, Event: event, Received: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketInbox)
+		v := bytes.Clone(b.Get([]byte(key)))
+		i := bytes.Index(v, event)
+		if i < 0 {
+			return fmt.Errorf("event not found in the record %q", v)
+		}
+		v[i+len(`{"channel"`)] ^= 0x20 // the quote closing the name
+		return b.Put([]byte(key), v)
+	})
+	if cerr := db.Close(); err != nil || cerr != nil {
+		t.Fatal(err, cerr)
+	}
+	const want = "checksum mismatch"
+	if s, err := Open(path, Options{}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Open with a byte of a waiting event changed = %v, want ErrCorrupt saying %s", err, want)
+		if err == nil {
+			s.Close()
+		}
+	}
+	if err := CheckFile(path); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), want) {
+		t.Errorf("CheckFile with a byte of a waiting event changed = %v, want ErrCorrupt saying %s", err, want)
+	}
 }
 
 // TestOpenFindsInboxDamage: bbolt keeps no checksums, so a changed byte in
