@@ -297,6 +297,21 @@ func (a *Adapter) onReady(ctx context.Context, sh *shard, r *discordgo.Ready) {
 		a.botID.Store(&id)
 	}
 	a.shardLog(sh).Info("gateway ready", zap.Int("guilds", len(r.Guilds)))
+	var guilds []string
+	for _, g := range r.Guilds {
+		if g != nil && g.ID != "" {
+			guilds = append(guilds, g.ID)
+		}
+	}
+	a.beginCatchUp(ctx, sh, guilds)
+}
+
+// beginCatchUp starts a session's catch-up: it holds the gateway messages
+// of the DMs (shard 0) and of guilds, and reads the DMs' history now; each
+// guild's is read when its GUILD_CREATE arrives. It runs at READY, and
+// before a resume of a session whose catch-up never ended (resume.go),
+// whose GUILD_CREATEs Discord replays.
+func (a *Adapter) beginCatchUp(ctx context.Context, sh *shard, guilds []string) {
 	cc, ok := a.core.(catchUpCore)
 	if !ok {
 		return
@@ -310,11 +325,7 @@ func (a *Adapter) onReady(ctx context.Context, sh *shard, r *discordgo.Ready) {
 	if sh.id == 0 {
 		scopes = append(scopes, dmScope)
 	}
-	for _, g := range r.Guilds {
-		if g != nil && g.ID != "" {
-			scopes = append(scopes, g.ID)
-		}
-	}
+	scopes = append(scopes, guilds...)
 	holds := sh.holdScopes(last, scopes...)
 	if h := holds[dmScope]; h != nil {
 		a.spawn(func() { a.catchUpDMs(ctx, sh, h, last) })

@@ -364,8 +364,11 @@ func (g *historyGate) wrap(next http.RoundTripper) http.RoundTripper {
 // session reads both the channel it could not and the one the held
 // message came in, and answers each message once. Recording the live
 // message would have put the watermark past the unread one, posted
-// earlier. (The fake's clock places the messages apart by more than the
-// catch-up's margin.) On PostgreSQL and on bbolt.
+// earlier. The next start resumes the stopped session, saved at READY as
+// not caught up: Discord replays the guild's GUILD_CREATE and the held
+// message, and the catch-up runs again. (The fake's clock places the
+// messages apart by more than the catch-up's margin.) On PostgreSQL and
+// on bbolt.
 func TestCatchUpStoppedMidway(t *testing.T) {
 	t.Parallel()
 	bothStores(t, testCatchUpStoppedMidway)

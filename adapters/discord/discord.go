@@ -296,7 +296,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	var supervisors sync.WaitGroup
 	for _, sh := range a.shards {
 		// Before the first Open: it resumes the session the store holds.
-		a.loadSession(ctx, sh)
+		a.loadSession(runCtx, sh)
 		if rc, ok := a.core.(resumeCore); ok {
 			supervisors.Go(func() { a.keepSession(runCtx, sh, rc) })
 		}

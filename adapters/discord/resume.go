@@ -25,10 +25,14 @@ import (
 // process that holds the shard (a restart, or the replica that takes the
 // shard over) resumes it when it is younger than resumeWithin, and gets
 // what was posted meanwhile, a new DM's first message included, which no
-// history read can find (catchup.go). A stop closes with 1012, which keeps
-// the session resumable (1000 would end it). When Discord answers that the
-// session cannot be resumed (op 9), discordgo identifies afresh and the
-// new session catches up from history as before.
+// history read can find (catchup.go). A session is saved at once at READY,
+// marked as not caught up: a process that dies before the session's
+// catch-up has handed over what was posted before it leaves the next one
+// to resume the session and run the catch-up again (Discord replays the
+// GUILD_CREATEs that start the guilds'). A stop closes with 1012, which
+// keeps the session resumable (1000 would end it). When Discord answers
+// that the session cannot be resumed (op 9), discordgo identifies afresh
+// and the new session catches up from history as before.
 const (
 	// resumeWithin bounds the age of a stored session the next process
 	// tries to resume. Discord does not say how long it keeps a session
@@ -57,6 +61,9 @@ type gatewaySession struct {
 	ID  string `json:"session_id"`
 	URL string `json:"resume_gateway_url"`
 	Seq int64  `json:"seq"`
+	// CaughtUp is set once the session's catch-up has handed over what
+	// was posted before the session; until then Seq is READY's.
+	CaughtUp bool `json:"caught_up"`
 }
 
 // stateName is the name the shard's session is kept under: a session
@@ -65,15 +72,24 @@ func (sh *shard) stateName() string {
 	return fmt.Sprintf("discord/gateway/%d-of-%d", sh.id, sh.count)
 }
 
-// current returns the shard's session with the latest sequence number.
+// current returns the shard's session with the latest sequence number,
+// caught up.
 func (sh *shard) current() gatewaySession {
 	sh.sessMu.Lock()
 	defer sh.sessMu.Unlock()
 	s := sh.sess
 	if s.ID != "" {
-		s.Seq = sh.seq.Load()
+		s.Seq, s.CaughtUp = sh.seq.Load(), true
 	}
 	return s
+}
+
+// ready returns the shard's session as READY left it: at READY's
+// sequence number, not caught up.
+func (sh *shard) ready() gatewaySession {
+	sh.sessMu.Lock()
+	defer sh.sessMu.Unlock()
+	return sh.sess
 }
 
 // holding reports whether some scope's gateway messages are held for a
@@ -100,6 +116,7 @@ func (a *Adapter) onDispatch(sh *shard, e *discordgo.Event) {
 	if err := json.Unmarshal(e.RawData, &r); err != nil || r.ID == "" {
 		r = gatewaySession{}
 	}
+	r.Seq, r.CaughtUp = e.Sequence, false
 	sh.sessMu.Lock()
 	sh.sess = r
 	sh.seq.Store(e.Sequence)
@@ -110,13 +127,10 @@ func (a *Adapter) onDispatch(sh *shard, e *discordgo.Event) {
 	}
 }
 
-// keepSession saves the shard's session until ctx ends: every
-// saveSessionEvery, the sequence number seen one tick earlier, whose
-// events have been handed to the core and recorded since; none while the
-// shard holds messages for a catch-up. A new session (READY) forgets the
-// one saved before at once: until its catch-up has handed over what was
-// posted before it, the next process must identify and catch up again,
-// not resume it.
+// keepSession saves the shard's session until ctx ends: a new one (READY)
+// at once, not caught up; then, every saveSessionEvery, the sequence
+// number seen one tick earlier, whose events have been handed to the core
+// and recorded since; none while the shard holds messages for a catch-up.
 func (a *Adapter) keepSession(ctx context.Context, sh *shard, rc resumeCore) {
 	tick := time.NewTicker(a.saveSessionEvery)
 	defer tick.Stop()
@@ -127,7 +141,7 @@ func (a *Adapter) keepSession(ctx context.Context, sh *shard, rc resumeCore) {
 			return
 		case <-sh.readied:
 			prev = gatewaySession{}
-			a.saveSession(ctx, sh, rc, gatewaySession{})
+			a.saveSession(ctx, sh, rc, sh.ready())
 		case <-tick.C:
 			cur := sh.current()
 			save := prev
@@ -186,7 +200,8 @@ func (a *Adapter) saveLastSession(ctx context.Context, sh *shard) {
 }
 
 // loadSession prepares the shard's first Open to resume the session the
-// store holds for it, when one was saved within resumeWithin.
+// store holds for it, when one was saved within resumeWithin, and starts
+// the catch-up of a session whose catch-up never ended.
 func (a *Adapter) loadSession(ctx context.Context, sh *shard) {
 	rc, ok := a.core.(resumeCore)
 	if !ok {
@@ -213,11 +228,16 @@ func (a *Adapter) loadSession(ctx context.Context, sh *shard) {
 		return
 	}
 	sh.sessMu.Lock()
-	sh.sess = gatewaySession{ID: s.ID, URL: s.URL}
+	sh.sess = s
 	sh.seq.Store(s.Seq)
 	sh.sessMu.Unlock()
 	sh.saved = s
-	log.Info("resuming the stored gateway session", zap.String("session_id", s.ID), zap.Int64("seq", s.Seq))
+	log.Info("resuming the stored gateway session", zap.String("session_id", s.ID), zap.Int64("seq", s.Seq), zap.Bool("caught_up", s.CaughtUp))
+	if !s.CaughtUp {
+		// Held before Open: Discord replays what the session missed
+		// before RESUMED.
+		a.beginCatchUp(ctx, sh, nil)
+	}
 }
 
 // resumeUnsupported logs once per process that setResume failed.

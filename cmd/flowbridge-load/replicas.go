@@ -1203,12 +1203,13 @@ func (e *replicaEnv) count(ctx context.Context, driven time.Duration) (*replicaR
 				}
 			}
 		}
-		// Discord does not redeliver: a message posted while its shard's
-		// replica was down must be caught up from the channels' history,
-		// the first of a new guild conversation too (GUILD_CREATE lists
-		// its channel). The first message of a DM conversation never seen
-		// has no history to be found by (a bot cannot list its DMs), and
-		// is counted apart.
+		// A message posted while its shard's replica was down reaches the
+		// next process that holds the shard when it RESUMEs the dead one's
+		// session (Discord replays what the session missed); a session
+		// that could not be resumed leaves it to the channels' history,
+		// which the first message of a DM conversation never seen is not
+		// in (a bot cannot list its DMs). The fake keeps every session
+		// resumable, so both must be 0; the DM's are counted apart.
 		if t := l.offers[o.t.m]; o.conv.platform == "discord" && t != nil && !t.resolved() {
 			if first, ok := firstAnswer[o.conv.id]; o.conv.kind == "dm" && (!ok || !first.Before(t.offered)) {
 				res.DiscordFirstLost++
@@ -1378,11 +1379,14 @@ type replicaResult struct {
 	// shard whose replica was down or dying.
 	DiscordNotAcked int `json:"discord_not_acked"`
 	// DiscordLost are Discord messages neither answered nor told, whether
-	// or not a replica was up to receive them: must be 0, as a new session
-	// catches up on its guilds' channels and its served DMs' history.
+	// or not a replica was up to receive them: must be 0, as the next
+	// process resumes the shard's session and Discord replays what it
+	// missed (or, were the session not resumable, a new session catches
+	// up on its guilds' channels and its served DMs' history).
 	// DiscordFirstLost are the first messages of a DM conversation, sent
-	// while shard 0 was down: a bot cannot list its DM channels, so
-	// nothing tells flowbridge the conversation exists.
+	// while shard 0 was down, lost: must be 0 too, as the fake keeps the
+	// sessions resumable; only a session that could not be resumed loses
+	// them, as a bot cannot list its DM channels.
 	DiscordLost       int      `json:"discord_lost"`
 	DiscordFirstLost  int      `json:"discord_dm_first_contact_lost"`
 	DiscordLostDetail []string `json:"discord_lost_detail,omitempty"`
@@ -1424,6 +1428,9 @@ func (r *replicaResult) broken() error {
 	}
 	if r.DiscordLost > 0 {
 		errs = append(errs, fmt.Errorf("%d Discord messages neither answered nor told", r.DiscordLost))
+	}
+	if r.DiscordFirstLost > 0 {
+		errs = append(errs, fmt.Errorf("%d first messages of a new Discord DM, posted while shard 0 was down, neither answered nor told", r.DiscordFirstLost))
 	}
 	if r.SessionChanged > 0 {
 		errs = append(errs, fmt.Errorf("%d conversations changed session with no reset or expiry", r.SessionChanged))
@@ -1474,7 +1481,7 @@ func printReplicaFigures(w io.Writer, r *replicaResult) {
 	fmt.Fprintf(w, "  %-56s %d\n", "answered in more than one message (must be 0)", r.DuplicateReplies)
 	fmt.Fprintf(w, "  %-56s %d (restarted to post them: %v)\n", "answers kept in the outbox at the final SIGTERM", r.KeptAtStop, r.Restarted)
 	fmt.Fprintf(w, "  %-56s %d\n", "acknowledged, neither answered nor told (must be 0)", r.AckedSilent)
-	fmt.Fprintf(w, "  %-56s %d (a new DM's first, shard 0 down: %d)\n", "Discord messages neither answered nor told (must be 0)", r.DiscordLost, r.DiscordFirstLost)
+	fmt.Fprintf(w, "  %-56s %d; a new DM's first, shard 0 down: %d (must be 0)\n", "Discord messages neither answered nor told (must be 0)", r.DiscordLost, r.DiscordFirstLost)
 	fmt.Fprintf(w, "  %-56s %d (behind one only sent later: %d, only recorded later: %d)\n", "order violations within a conversation (must be 0)", r.OrderViolations, r.SendOrderInversions, r.InboxOrderInversions)
 	fmt.Fprintf(w, "  %-56s %d\n", "sessions changed without expiry or reset (must be 0)", r.SessionChanged)
 	fmt.Fprintf(w, "  %-56s %d; something else %d; answered and told %d; told twice %d\n", "told \"restarted while…\"", r.ToldRestartedChat, r.ToldOther, r.AnsweredAndTold, r.ToldTwice)
