@@ -148,6 +148,12 @@ func (a *Adapter) keepSession(ctx context.Context, sh *shard, rc resumeCore) {
 			prev = cur
 			if sh.holding() {
 				prev = gatewaySession{}
+				// A READY whose save failed is tried again: the store
+				// must not name an older session the next process would
+				// resume instead of this one.
+				if r := sh.ready(); r.ID != sh.saved.ID {
+					a.saveSession(ctx, sh, rc, r)
+				}
 				continue
 			}
 			if save.ID != "" && save.ID == cur.ID {
