@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/workspace"
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/internal/testaddr"
 	"github.com/flowbridge/flowbridge/sessionmap"
 )
 
@@ -107,13 +107,7 @@ func (s *switchTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // flows get a clear sentence; once it is back, the next conversation is served.
 func TestAPIRefusingConnections(t *testing.T) {
 	t.Parallel()
-	dead := workspacetest.NewServer(workspacetest.Options{})
-	deadURL, err := url.Parse(dead.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead.Close() // its port now refuses connections
-	tr := &switchTransport{dead: deadURL.Host, real: http.DefaultTransport.(*http.Transport).Clone()}
+	tr := &switchTransport{dead: testaddr.Refusing(t), real: http.DefaultTransport.(*http.Transport).Clone()}
 	t.Cleanup(tr.real.(*http.Transport).CloseIdleConnections)
 	h := newHarnessWith(t, defaultConfig(), workspace.Config{MaxRetries: 1, HTTPClient: &http.Client{Transport: tr}}, func(s *workspacetest.Server) {
 		tr.fake = s.Transport()

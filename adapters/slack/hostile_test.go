@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
+	"github.com/flowbridge/flowbridge/internal/testaddr"
 )
 
 // flood is many concurrent POSTs whose senders hold their bodies back:
@@ -378,12 +379,7 @@ func TestE2ESlackUnreachableAtStartIsRetried(t *testing.T) {
 	t.Parallel()
 	s, ws := newFakes(t, nil)
 	// An address nothing listens on, until the proxy to the fake opens there.
-	probe, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := probe.Addr().String()
-	probe.Close()
+	addr, release := testaddr.Reserve(t)
 
 	retries := make(chan struct{}, 100)
 	log := zaptest.NewLogger(t, zaptest.WrapOptions(zap.Hooks(func(e zapcore.Entry) error {
@@ -424,6 +420,7 @@ func TestE2ESlackUnreachableAtStartIsRetried(t *testing.T) {
 	if err := a.Ready(); err == nil || !strings.Contains(err.Error(), "connection refused") || strings.HasPrefix(err.Error(), "slack:") {
 		t.Errorf("Ready() = %v while Slack is unreachable, want not ready, naming the refusal, without a \"slack:\" prefix", err)
 	}
+	release()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatalf("reopen %s: %v", addr, err)

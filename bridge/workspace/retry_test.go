@@ -16,6 +16,7 @@ import (
 
 	"github.com/flowbridge/flowbridge/bridge/workspace"
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/internal/testaddr"
 )
 
 // countRequests returns how many requests the fake received on paths
@@ -274,12 +275,7 @@ func TestTransportErrors(t *testing.T) {
 }
 
 func TestDialClosedPort(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testaddr.Refusing(t)
 
 	var attempts atomic.Int32
 	c, err := workspace.New(workspace.Config{

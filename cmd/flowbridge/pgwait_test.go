@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/internal/testaddr"
 )
 
 // proxy forwards connections from ln to target, until closed.
@@ -89,7 +90,7 @@ func TestRunWaitsForPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	real := u.Host
-	later := freePort(t) // nothing listens here until the proxy does
+	later, release := testaddr.Reserve(t) // nothing listens here until the proxy does
 	u.Host = later
 	fake := workspacetest.NewServer(workspacetest.Options{Token: "secret-token-123"})
 	t.Cleanup(fake.Close)
@@ -127,6 +128,7 @@ func TestRunWaitsForPostgres(t *testing.T) {
 		t.Errorf("the DSN's password is shown while waiting:\n%s\n%s", body, errOut)
 	}
 
+	release()
 	startProxy(t, later, real)
 	errOut.waitFor(t, "flowbridge running", done)
 	pw.Write([]byte("hello\n"))
@@ -146,7 +148,7 @@ func TestStopWhileWaitingForPostgres(t *testing.T) {
 	path := writeConfig(t, fake.URL, "")
 	onPostgres(t, path)
 	setAdminListen(t, path, freePort(t))
-	nowhere := "postgres://postgres@" + freePort(t) + "/test?sslmode=disable" // nothing listens there
+	nowhere := "postgres://postgres@" + testaddr.Refusing(t) + "/test?sslmode=disable" // nothing listens there
 	env := map[string]string{"TEST_TOKEN": "secret-token-123", "FB_DATABASE_URL": nowhere}
 
 	ctx, cancel := context.WithCancel(t.Context())
