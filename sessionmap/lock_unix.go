@@ -8,7 +8,8 @@ import (
 )
 
 // tryLockShared takes a shared advisory lock on f without waiting and
-// reports whether it got it; closing f releases it. bbolt takes an
+// reports whether it got it; unlock releases it (closing f does too, unless
+// a forked child still holds the descriptor). bbolt takes an
 // exclusive lock on the same file, so a false result means a writer is
 // active.
 func tryLockShared(f *os.File) bool {

@@ -59,6 +59,10 @@ func precheck(path string) error {
 	if !tryLockShared(f) {
 		return nil
 	}
+	// Released before the close, not by it: a child process forked
+	// meanwhile (by any goroutine) holds the descriptor until it execs, and
+	// with it the lock, which bbolt's exclusive lock would then wait for.
+	defer unlock(f)
 	info, err := f.Stat()
 	if err != nil {
 		return err
