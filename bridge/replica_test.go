@@ -260,17 +260,23 @@ func TestReplicasKeepThePlatformsOrder(t *testing.T) {
 	rc.Holder = "r0"
 	r0 := newReplica(t, dsn, fake, p, rc)
 	rc.Holder = "r1"
-	r1 := newReplica(t, dsn, fake, p, rc)
+	// r1, the holder, looks again after the hold only once the earlier
+	// message is recorded: the hold is for a message another replica
+	// records meanwhile, and a busy machine (-race, the suite at once)
+	// could take longer than the hold to commit it.
+	gate := &pendingGate{Store: openShared(t, dsn), conv: "c/1", open: make(chan struct{})}
+	r1 := newReplicaOn(t, defaultConfig(), gate, fake, p, rc)
 	second := p.event("c/1", "test/msg/2", "c1 second")
 	second.Order = 2
 	first := p.event("c/1", "test/msg/1", "c1 first")
 	first.Order = 1
-	if err := r1.b.Receive(second).Wait(t.Context()); err != nil {
+	if err := r1.Receive(second).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if err := r0.b.Receive(first).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	close(gate.open)
 	p.waitReplies(t, first.Key, second.Key)
 	if got, want := convMessages(t, fake)["c1"], []string{"c1 first", "c1 second"}; !slices.Equal(got, want) {
 		t.Errorf("agent read %q, want %q", got, want)
@@ -862,6 +868,26 @@ type pendingWatch struct {
 func (s *pendingWatch) PendingOf(ctx context.Context, conv string) ([]store.InboxEntry, error) {
 	if conv == s.conv {
 		s.once.Do(func() { close(s.read) })
+	}
+	return s.Store.PendingOf(ctx, conv)
+}
+
+// pendingGate is a replica's store whose reads of one conversation's
+// pending entries, after the first, wait until open is closed.
+type pendingGate struct {
+	*postgres.Store
+	conv  string
+	open  chan struct{}
+	reads atomic.Int32
+}
+
+func (s *pendingGate) PendingOf(ctx context.Context, conv string) ([]store.InboxEntry, error) {
+	if conv == s.conv && s.reads.Add(1) > 1 {
+		select {
+		case <-s.open:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	return s.Store.PendingOf(ctx, conv)
 }
