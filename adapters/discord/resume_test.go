@@ -95,12 +95,16 @@ func waitSaved(t *testing.T, r *bridgeRun, sh *shard) gatewaySession {
 // gateway connections of r drop without a close frame, nothing reconnects,
 // and the store keeps the sessions as they were saved while r ran (a
 // killed process writes nothing at exit: what r's stop writes is put
-// back by restore, before the next process runs).
-func kill(t *testing.T, r *bridgeRun, down *atomic.Bool) (restore func(*bridgeRun)) {
+// back by restore, before the next process runs). It returns, by shard,
+// the session the store held when its connection dropped: the one the next
+// process resumes. (Not waitSaved's: an event after it, such as the echo of
+// an answer, may have been saved before the drop.)
+func kill(t *testing.T, r *bridgeRun, down *atomic.Bool) (restore func(*bridgeRun), sessions map[int]gatewaySession) {
 	t.Helper()
 	ctx := testCtx(t)
 	down.Store(true)
 	saved := map[string]string{}
+	sessions = map[int]gatewaySession{}
 	for _, sh := range r.a.shards {
 		sh.gw.cut()
 		text, _, err := r.core.AdapterState(ctx, sh.stateName(), resumeWithin)
@@ -108,6 +112,11 @@ func kill(t *testing.T, r *bridgeRun, down *atomic.Bool) (restore func(*bridgeRu
 			t.Fatal(err)
 		}
 		saved[sh.stateName()] = text
+		var s gatewaySession
+		if err := json.Unmarshal([]byte(text), &s); err != nil {
+			t.Fatalf("shard %d's saved session %q: %v", sh.id, text, err)
+		}
+		sessions[sh.id] = s
 	}
 	r.stop(t)
 	return func(next *bridgeRun) {
@@ -117,7 +126,7 @@ func kill(t *testing.T, r *bridgeRun, down *atomic.Bool) (restore func(*bridgeRu
 				t.Fatal(err)
 			}
 		}
-	}
+	}, sessions
 }
 
 // TestResumeAfterRestart: a bridge stopped, or killed, then a new DM's
@@ -148,8 +157,10 @@ func TestResumeAfterRestart(t *testing.T) {
 			var want gatewaySession
 			restore := func(*bridgeRun) {}
 			if killed {
-				want = waitSaved(t, r, sh)
-				restore = kill(t, r, down)
+				waitSaved(t, r, sh)
+				var saved map[int]gatewaySession
+				restore, saved = kill(t, r, down)
+				want = saved[sh.id]
 			} else {
 				r.stop(t)
 				want = sh.current()
@@ -282,8 +293,9 @@ func TestReplicaResumesShard(t *testing.T) {
 	e.waitCommands(t)
 	dm := e.askEveryShard(t)
 	sh := zero.a.shards[0]
-	want := waitSaved(t, zero, sh)
-	restore := kill(t, zero, down)
+	waitSaved(t, zero, sh)
+	restore, saved := kill(t, zero, down)
+	want := saved[sh.id]
 	conns := len(e.fake.Connections())
 
 	post(t, e, discordtest.MessageCreate{ChannelID: "78", Content: "new dm while away"})
