@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -397,8 +398,9 @@ func (r *replicas) process(c *leasedConv) {
 			r.endProcess(c)
 			return
 		}
-		if !holds && !r.claimLease(c.key) {
-			// An event recorded since the claim failed (c.again): the
+		if !holds && (!r.runsNext(c, handled) || !r.claimLease(c.key)) {
+			// Left to a replica that runs the platform, or to the
+			// lease's holder. An event recorded since the claim failed (c.again): the
 			// holder may have let go before it was committed, so claim
 			// once more. A holder that still has the lease then looks at
 			// the inbox after letting go, and finds it.
@@ -602,6 +604,46 @@ func (r *replicas) pause(d time.Duration) {
 	case <-t.C:
 	case <-r.b.ctx.Done():
 	}
+}
+
+// runsNext reports whether this process may claim c's lease to run its
+// next entry, read without the lease: false when it holds none of c's
+// events and that entry's platform has no Restorer here (a replica
+// without the platform's adapter, or whose adapter has not attached yet).
+// Such a replica must not take the lease even for the moment it takes to
+// find that out: the replicas' sweeps come together, and one that runs
+// the platform finds the lease taken, leaves the entry to its next sweep,
+// and may lose the race again there, sweep after sweep, while the entry
+// waits unanswered.
+func (r *replicas) runsNext(c *leasedConv, handled map[string]bool) bool {
+	b := r.b
+	b.mu.Lock()
+	mine := len(c.live) > 0 || len(c.recording) > 0
+	b.mu.Unlock()
+	if mine {
+		return true
+	}
+	ctx, cancel := r.opCtx()
+	entries, err := r.st.PendingOf(ctx, c.key)
+	cancel()
+	if err != nil {
+		return true // the read under the lease reports it
+	}
+	for _, e := range entries {
+		if handled[e.Key] {
+			continue
+		}
+		var head struct {
+			Platform string `json:"platform"`
+		}
+		if json.Unmarshal(e.Event, &head) != nil {
+			return true // dropped, logged, by whoever runs it
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return r.restorers[head.Platform] != nil
+	}
+	return true
 }
 
 // endUnlessAgain ends c's process and reports false, or reports true (look

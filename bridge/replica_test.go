@@ -974,3 +974,94 @@ func TestReplicaThreadRunsItsUnheldParentFirst(t *testing.T) {
 		t.Errorf("agent read %q, want %q", convMessages(t, fake), want)
 	}
 }
+
+// claimWatch is a replica's store that notes whether the replica claimed
+// the lease of one conversation before it first read its pending entries.
+type claimWatch struct {
+	*postgres.Store
+	conv string
+	read chan struct{}
+
+	mu            sync.Mutex
+	claimed       bool
+	claimedBefore bool // at the first read
+}
+
+func (s *claimWatch) Claim(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
+	if name == s.conv {
+		s.mu.Lock()
+		s.claimed = true
+		s.mu.Unlock()
+	}
+	return s.Store.Claim(ctx, name, holder, ttl)
+}
+
+func (s *claimWatch) PendingOf(ctx context.Context, conv string) ([]store.InboxEntry, error) {
+	if conv == s.conv {
+		s.mu.Lock()
+		if s.read != nil {
+			s.claimedBefore = s.claimed
+			close(s.read)
+			s.read = nil
+		}
+		s.mu.Unlock()
+	}
+	return s.Store.PendingOf(ctx, conv)
+}
+
+func TestReplicaLeavesAPlatformItDoesNotRun(t *testing.T) {
+	// A dead replica left an entry of a platform ("other") that one live
+	// replica does not run (no adapter, so no Restorer: the third replica
+	// of a two-shard Discord bot). Its sweep finds the conversation
+	// unleased but must not take the lease, not even to find out it
+	// cannot answer: the replicas' sweeps come together, and one that runs
+	// the platform would find it taken and leave the entry to its next
+	// sweep, where the same could happen, until the entry was never
+	// answered. The replica that runs the platform answers it.
+	t.Parallel()
+	dsn := pgtest.Schema(t)
+	fake := newReplicaFake(t, workspacetest.Agent{})
+	p := newChatPlatform()
+	fast := bridge.ReplicaConfig{ClaimGrace: time.Millisecond, SweepEvery: 20 * time.Millisecond}
+
+	st := openShared(t, dsn)
+	old := time.Now().Add(-time.Minute)
+	ev := fmt.Appendf(nil, `{"kind":%d,"platform":"other","conversation":"c/other","channel":"C1","user":{"ID":"U1"},"text":"orphan","route":{"to":"test/msg/other"}}`, bridge.KindMessage)
+	if fresh, err := st.Receive(t.Context(), store.InboxEntry{Key: "test/msg/other", Conversation: "c/other", Event: ev, Received: old}); err != nil || !fresh {
+		t.Fatalf("Receive = %v, %v", fresh, err)
+	}
+
+	watch := &claimWatch{Store: openShared(t, dsn), conv: "c/other", read: make(chan struct{})}
+	read := watch.read
+	rc := fast
+	rc.Holder = "without-other"
+	newReplicaOn(t, defaultConfig(), watch, fake, p, rc) // runs "test" only
+	select {
+	case <-read:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the replica's sweep never looked at the conversation")
+	}
+	watch.mu.Lock()
+	claimed := watch.claimedBefore
+	watch.mu.Unlock()
+	if claimed {
+		t.Error("a replica that does not run the entry's platform claimed its conversation's lease")
+	}
+
+	mine := newChatPlatform()
+	rc = fast
+	rc.Holder = "with-other"
+	r := newReplica(t, dsn, fake, mine, rc)
+	if _, _, err := r.b.Attach("other", mine); err != nil {
+		t.Fatal(err)
+	}
+	mine.waitReplies(t, "test/msg/other")
+	if got := mine.repliesTo("test/msg/other"); len(got) != 1 || got[0].Kind != bridge.ReplyAgent {
+		t.Errorf("replies = %+v, want one agent answer", got)
+	}
+	watch.mu.Lock()
+	defer watch.mu.Unlock()
+	if watch.claimed {
+		t.Error("the replica without the platform claimed the conversation's lease")
+	}
+}
