@@ -315,7 +315,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&p.flowbridge, "flowbridge", "", "a prebuilt flowbridge binary (default: go build ./cmd/flowbridge)")
 	fs.BoolVar(&p.Floor, "floor", false, "measure a bare relay on the same libraries (slack-go, discordgo, net/http) instead of flowbridge: what a message costs before flowbridge's own work")
 	fs.StringVar(&p.tempDir, "tmpdir", "", "where the temporary directory (config, store, bridge log) goes; e.g. /dev/shm to take fsync out of the picture")
-	fs.BoolVar(&p.keepTemp, "keep", false, "keep the temporary directory (config, store, bridge log) and print its path")
+	fs.BoolVar(&p.keepTemp, "keep", false, "keep the temporary directory (config, store, bridge log) and print its path; with -replicas, keep the PostgreSQL schema too")
 	fs.StringVar(&p.Replicas, "replicas", "", "run N flowbridge processes on one PostgreSQL (-store postgres), each with its own Slack socket and Discord shards (2 shards), and count the delivery promises across them, with -kill-every (SIGKILL and restart one replica about this often) and -drop-every; \"1,3\" runs 1 then 3 replicas without faults and compares throughput and added latency")
 	fs.StringVar(&p.Store, "store", "bbolt", "with -replicas: the store the replicas share, postgres")
 	fs.StringVar(&p.DSN, "dsn", cmp.Or(os.Getenv("FLOWBRIDGE_TEST_DATABASE_URL"), defaultTestDSN), "with -replicas: the PostgreSQL database (a postgres:// URL); each run gets a schema of its own, dropped afterwards")

@@ -1034,7 +1034,10 @@ func (e *replicaEnv) close() error {
 			}
 		}
 	}
-	if e.drop != nil {
+	if e.drop != nil && e.p.keepTemp {
+		// Kept with the logs, so that what the replicas left can be read.
+		fmt.Fprintf(e.p.stderr, "kept schema %s\n", e.schema)
+	} else if e.drop != nil {
 		if err := e.drop(context.Background()); err != nil {
 			errs = append(errs, err)
 		}
