@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -43,7 +45,8 @@ type child struct {
 	logPath string
 	done    chan struct{} // closed when the process has exited
 	waitErr error
-	killed  bool // by kill: its exit status says so
+	killed  bool                   // by kill: its exit status says so
+	movedTo atomic.Pointer[string] // adminAddr, once the process logged it moved
 }
 
 // startChild runs bin with args (flowbridge: "run -config PATH") and its
@@ -115,6 +118,38 @@ func (c *child) logTail() string {
 }
 
 func (c *child) pid() int { return c.cmd.Process.Pid }
+
+// adminMoved is the line flowbridge logs when its admin.listen port is
+// taken and it listens on the next free one.
+const adminMoved = "admin.listen's port is taken"
+
+// adminAddr returns where the process serves its admin endpoints:
+// configured, unless it logged that the port was taken (by a process of
+// another test, which took the port between two starts of a replica) and
+// that it listens elsewhere. Asking the configured port then would ask
+// that other process whether this one is ready.
+func (c *child) adminAddr(configured string) string {
+	if a := c.movedTo.Load(); a != nil {
+		return *a
+	}
+	data, err := os.ReadFile(c.logPath)
+	if err != nil || !bytes.Contains(data, []byte(adminMoved)) {
+		return configured
+	}
+	for line := range bytes.Lines(data) {
+		if !bytes.Contains(line, []byte(adminMoved)) {
+			continue
+		}
+		var l struct {
+			Listen string `json:"listen"`
+		}
+		if json.Unmarshal(line, &l) == nil && l.Listen != "" {
+			c.movedTo.Store(&l.Listen)
+			return l.Listen
+		}
+	}
+	return configured
+}
 
 // cpuUse is the CPU time a process has used so far.
 type cpuUse struct {

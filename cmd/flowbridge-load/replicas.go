@@ -578,7 +578,7 @@ func (e *replicaEnv) ready(ctx context.Context, r *replica) bool {
 func (e *replicaEnv) adminStatus(ctx context.Context, r *replica, path string) (int, bool) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.admin+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.proc.adminAddr(r.admin)+path, nil)
 	if err != nil {
 		return 0, false
 	}
