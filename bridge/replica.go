@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -633,15 +632,14 @@ func (r *replicas) runsNext(c *leasedConv, handled map[string]bool) bool {
 		if handled[e.Key] {
 			continue
 		}
-		var head struct {
-			Platform string `json:"platform"`
-		}
-		if json.Unmarshal(e.Event, &head) != nil {
+		ev, err := decodeEvent(e.Key, e.Event)
+		if err != nil {
 			return true // dropped, logged, by whoever runs it
 		}
 		b.mu.Lock()
-		defer b.mu.Unlock()
-		return r.restorers[head.Platform] != nil
+		runs := r.restorers[ev.Platform] != nil
+		b.mu.Unlock()
+		return runs
 	}
 	return true
 }
