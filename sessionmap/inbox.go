@@ -65,6 +65,10 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// inboxVersionKnown reports whether an inbox record of version ver can be
+// read: the current one, or one the next change rewrites.
+func inboxVersionKnown(ver byte) bool { return ver >= inboxV1 && ver <= inboxV3 }
+
 // sealInbox writes the checksum of a version 3 record into its last bytes,
 // over all the bytes before them.
 func sealInbox(v []byte) {
@@ -420,7 +424,7 @@ func parseInbox(v []byte) (inboxRecord, error) {
 	d := decoder{b: v}
 	var r inboxRecord
 	ver := d.byte()
-	if d.err == nil && ver != inboxV1 && ver != inboxV2 && ver != inboxV3 {
+	if d.err == nil && !inboxVersionKnown(ver) {
 		return inboxRecord{}, fmt.Errorf("%w: inbox record version %d", errRecord, ver)
 	}
 	if ver == inboxV3 {
@@ -509,7 +513,7 @@ func decodeInbox(v []byte) (store.InboxEntry, error) {
 
 // peekInbox reads the state and seq of a record without decoding the rest.
 func peekInbox(v []byte) (store.InboxState, uint64, bool) {
-	if len(v) < inboxSeqAt+8 || (v[0] != inboxV1 && v[0] != inboxV2 && v[0] != inboxV3) {
+	if len(v) < inboxSeqAt+8 || !inboxVersionKnown(v[0]) {
 		return 0, 0, false
 	}
 	return store.InboxState(v[1]), binary.BigEndian.Uint64(v[inboxSeqAt:]), true
