@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
@@ -365,8 +366,14 @@ func (e *killEnv) run(ctx context.Context) (*killResult, error) {
 	// (exponential kill delays) can end before some have spoken; the last
 	// process serves until every conversation has offered once, so each kind
 	// of conversation (chat and /flow) meets the bridge in every run.
-	var spoke sync.WaitGroup
-	spoke.Add(len(e.convs))
+	allSpoke := make(chan struct{})
+	var silent atomic.Int64
+	silent.Store(int64(len(e.convs)))
+	spoke := func() {
+		if silent.Add(-1) == 0 {
+			close(allSpoke)
+		}
+	}
 	t0 := time.Now()
 	e.t0 = t0
 	for k := 0; ; k++ {
@@ -406,7 +413,7 @@ func (e *killEnv) run(ctx context.Context) (*killResult, error) {
 			killAt = time.Now().Add(e.killDelay())
 			for _, c := range e.convs {
 				users.Go(func() {
-					if err := e.converse(drive, ctx, c, spoke.Done); err != nil {
+					if err := e.converse(drive, ctx, c, spoke); err != nil {
 						fail(err)
 					}
 				})
@@ -418,8 +425,10 @@ func (e *killEnv) run(ctx context.Context) (*killResult, error) {
 		}
 		if last {
 			round.Wait()
-			if err := waitGroupCtx(ctx, &spoke); err != nil {
-				return nil, err
+			select {
+			case <-allSpoke:
+			case <-ctx.Done():
+				return nil, ctx.Err()
 			}
 			break
 		}
@@ -459,18 +468,6 @@ func (e *killEnv) run(ctx context.Context) (*killResult, error) {
 	res.ElapsedSec = time.Since(t0).Seconds()
 	res.OfferedPerSec = float64(res.MessagesOffered) / driven.Seconds()
 	return res, nil
-}
-
-// waitGroupCtx waits for wg, or for ctx to end.
-func waitGroupCtx(ctx context.Context, wg *sync.WaitGroup) error {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // killDelay draws the time to the next kill: exponential around -kill-every
