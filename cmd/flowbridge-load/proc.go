@@ -46,7 +46,7 @@ type child struct {
 	done    chan struct{} // closed when the process has exited
 	waitErr error
 	killed  bool                   // by kill: its exit status says so
-	movedTo atomic.Pointer[string] // adminAddr, once the process logged it moved
+	movedTo atomic.Pointer[string] // adminAddr, once the process logged where it listens
 }
 
 // startChild runs bin with args (flowbridge: "run -config PATH") and its
@@ -127,13 +127,21 @@ const adminMoved = "admin.listen's port is taken"
 // configured, unless it logged that the port was taken (by a process of
 // another test, which took the port between two starts of a replica) and
 // that it listens elsewhere. Asking the configured port then would ask
-// that other process whether this one is ready.
+// that other process whether this one is ready. Once the process logged
+// that it runs, its address is known, and the log is not read again.
 func (c *child) adminAddr(configured string) string {
 	if a := c.movedTo.Load(); a != nil {
 		return *a
 	}
 	data, err := os.ReadFile(c.logPath)
-	if err != nil || !bytes.Contains(data, []byte(adminMoved)) {
+	if err != nil {
+		return configured
+	}
+	if !bytes.Contains(data, []byte(adminMoved)) {
+		if bytes.Contains(data, []byte(`"flowbridge running"`)) {
+			// Listening for good: the log need not be read again.
+			c.movedTo.Store(&configured)
+		}
 		return configured
 	}
 	for line := range bytes.Lines(data) {
