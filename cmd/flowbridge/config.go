@@ -69,8 +69,18 @@ type StoreConfig struct {
 	// DSN is the PostgreSQL connection string; driver postgres only. It may
 	// hold a password, so it is a Secret: never logged, never in an error.
 	DSN bridge.Secret `toml:"dsn"`
+	// ID is the store ID the bbolt file must carry (sessionmap.Options.ID):
+	// set, a missing file or one of another ID is refused. "" checks
+	// against the marker beside the file only. Driver bbolt only.
+	ID string `toml:"id"`
 	// AuditRetention drops audit entries older than this ("0s" keeps them forever).
 	AuditRetention Duration `toml:"audit_retention"`
+	// SessionRetention forgets sessions unused this long, with their
+	// conversation's agent choice and context ("0s" keeps them forever).
+	SessionRetention Duration `toml:"session_retention"`
+	// ReplyRetention drops latest-reply records older than this ("0s"
+	// keeps them forever).
+	ReplyRetention Duration `toml:"reply_retention"`
 	// LeaseTTL is how long a replica's lease on a conversation lasts unless
 	// renewed: how long a dead replica's conversations wait for another.
 	// Driver postgres only.
@@ -905,6 +915,7 @@ func (c *Config) checkStore(ps *problems) {
 		if st.Path == "" {
 			ps.add("store.path", "required with driver %q", driverBBolt)
 		}
+		checkStoreID(ps, st.ID)
 	case driverPostgres:
 		if st.DSN.IsZero() {
 			ps.add("store.dsn", "required with driver %q (e.g. dsn = \"${FLOWBRIDGE_DATABASE_URL}\")", driverPostgres)

@@ -34,11 +34,13 @@ func defaultConfig() Config {
 			MaxRetries:        workspace.DefaultMaxRetries,
 		},
 		Store: StoreConfig{
-			Driver:         driverBBolt,
-			Path:           "flowbridge.db",
-			AuditRetention: Duration(90 * 24 * time.Hour),
-			LeaseTTL:       Duration(core.Replicas.LeaseTTL),
-			OrderHold:      Duration(core.Replicas.OrderHold),
+			Driver:           driverBBolt,
+			Path:             "flowbridge.db",
+			AuditRetention:   Duration(90 * 24 * time.Hour),
+			SessionRetention: Duration(90 * 24 * time.Hour),
+			ReplyRetention:   Duration(30 * 24 * time.Hour),
+			LeaseTTL:         Duration(core.Replicas.LeaseTTL),
+			OrderHold:        Duration(core.Replicas.OrderHold),
 		},
 		Bridge: BridgeConfig{
 			QueueSize:             core.QueueSize,
@@ -76,9 +78,11 @@ var bounds = map[string]bound{
 	"workspace.chat_timeout": durationRange{min: time.Second, max: 30 * time.Minute},
 	"workspace.max_retries":  intRange{min: 0, max: 10},
 
-	"store.audit_retention": durationRange{zero: "keep forever", min: time.Hour, max: 87600 * time.Hour},
-	"store.lease_ttl":       durationRange{min: time.Second, max: 5 * time.Minute},
-	"store.order_hold":      durationRange{zero: "no wait", min: 10 * time.Millisecond, max: 2 * time.Second},
+	"store.audit_retention":   durationRange{zero: "keep forever", min: time.Hour, max: 87600 * time.Hour},
+	"store.lease_ttl":         durationRange{min: time.Second, max: 5 * time.Minute},
+	"store.session_retention": durationRange{zero: "keep forever", min: time.Hour, max: 87600 * time.Hour},
+	"store.reply_retention":   durationRange{zero: "keep forever", min: time.Hour, max: 87600 * time.Hour},
+	"store.order_hold":        durationRange{zero: "no wait", min: 10 * time.Millisecond, max: 2 * time.Second},
 
 	"bridge.queue_size":              intRange{min: 1, max: 10000},
 	"bridge.max_in_flight":           intRange{min: 1, max: 100000},

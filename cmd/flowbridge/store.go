@@ -251,3 +251,10 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.audit, prometheus.GaugeValue, float64(s.AuditEntries))
 	ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(s.FileSize))
 }
+
+// checkStoreID adds a problem when store.id is set but is not a store ID.
+func checkStoreID(ps *problems, id string) {
+	if id != "" && !sessionmap.ValidID(id) {
+		ps.add("store.id", "%q is not a store ID (26 characters of A-Z and 2-7, as the log and the marker beside the store file show it)", id)
+	}
+}
