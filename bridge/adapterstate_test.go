@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // TestAdapterState: what an adapter saves is returned while it is younger

@@ -9,7 +9,7 @@ import (
 	"testing/synctest"
 
 	"github.com/flowbridge/flowbridge/bridge"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // titleRecorder is a recorder whose conversation can carry a title.

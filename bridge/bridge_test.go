@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/flowbridge/flowbridge/bridge"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 func TestChatReusesSessionAndResetStartsNew(t *testing.T) {

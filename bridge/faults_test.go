@@ -15,9 +15,9 @@ import (
 
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/workspace"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
-	"github.com/flowbridge/flowbridge/internal/testaddr"
 	"github.com/flowbridge/flowbridge/sessionmap"
+	"github.com/flowbridge/flowbridge/testkit/testaddr"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // newHarnessWith is newHarness with the workspace client's config in the

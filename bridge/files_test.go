@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/flowbridge/flowbridge/bridge"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // fileRecorder is a recorder whose platform serves files from a map and

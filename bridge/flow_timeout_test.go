@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/flowbridge/flowbridge/bridge"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // TestFlowTimeoutHolds: a flow with a 3 s timeout is reported as timed out

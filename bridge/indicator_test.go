@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/flowbridge/flowbridge/bridge"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // typist is a recorder with a working indicator: it notes when the indicator

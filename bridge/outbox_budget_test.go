@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/flowbridge/flowbridge/bridge"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // refusingResponder refuses the agent's answers, as an adapter does once

@@ -13,8 +13,8 @@ import (
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/store"
 	"github.com/flowbridge/flowbridge/bridge/workspace"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
-	"github.com/flowbridge/flowbridge/postgres/pgtest"
+	"github.com/flowbridge/flowbridge/testkit/pgtest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // oneProcess is a PostgreSQL store as one process uses it: a store.Store

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/flowbridge/flowbridge/bridge"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // progresser is a recorder that can rewrite messages in place: it notes

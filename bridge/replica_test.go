@@ -19,9 +19,9 @@ import (
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/store"
 	"github.com/flowbridge/flowbridge/bridge/workspace"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
 	"github.com/flowbridge/flowbridge/postgres"
-	"github.com/flowbridge/flowbridge/postgres/pgtest"
+	"github.com/flowbridge/flowbridge/testkit/pgtest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // openShared opens a store over dsn, as one replica does; it is closed

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
-	"github.com/flowbridge/flowbridge/postgres/pgtest"
+	"github.com/flowbridge/flowbridge/testkit/pgtest"
 )
 
 // defaultTestURL is the database the tests use unless

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/flowbridge/flowbridge/bridge/store"
-	"github.com/flowbridge/flowbridge/bridge/store/storetest"
+	"github.com/flowbridge/flowbridge/testkit/storetest"
 
-	"github.com/flowbridge/flowbridge/postgres/pgtest"
+	"github.com/flowbridge/flowbridge/testkit/pgtest"
 )
 
 var _ store.Outbox = (*Store)(nil)

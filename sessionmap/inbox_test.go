@@ -15,7 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/flowbridge/flowbridge/bridge/store"
-	"github.com/flowbridge/flowbridge/bridge/store/storetest"
+	"github.com/flowbridge/flowbridge/testkit/storetest"
 )
 
 var _ store.Outbox = (*Store)(nil)

@@ -18,8 +18,8 @@ import (
 	"github.com/flowbridge/flowbridge/adapters/console"
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/workspace"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
 	"github.com/flowbridge/flowbridge/sessionmap"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // newBridge is the real core on the fake API and a temporary store.

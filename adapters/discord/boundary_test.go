@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/flowbridge/flowbridge/adapters/discord/discordtest"
+	"github.com/flowbridge/flowbridge/testkit/discordtest"
 )
 
 // TestInvalidIDsRefused: an event whose guild, channel, message or user ID

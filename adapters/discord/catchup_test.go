@@ -14,10 +14,10 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/flowbridge/flowbridge/adapters/discord/discordtest"
 	"github.com/flowbridge/flowbridge/bridge/store"
 	"github.com/flowbridge/flowbridge/postgres"
-	"github.com/flowbridge/flowbridge/postgres/pgtest"
+	"github.com/flowbridge/flowbridge/testkit/discordtest"
+	"github.com/flowbridge/flowbridge/testkit/pgtest"
 )
 
 // TestCatchUpAfterDowntime: messages posted in a guild channel and a DM

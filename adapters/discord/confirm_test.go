@@ -6,8 +6,8 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/flowbridge/flowbridge/adapters/discord/discordtest"
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/testkit/discordtest"
 )
 
 // TestConfirmation: a flow with confirm = true answers with Run / Cancel

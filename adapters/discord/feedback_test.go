@@ -6,9 +6,9 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/flowbridge/flowbridge/adapters/discord/discordtest"
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/store"
+	"github.com/flowbridge/flowbridge/testkit/discordtest"
 )
 
 // TestFeedback: with feedback on, an agent's answer carries 👍 / 👎

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowbridge/flowbridge/adapters/discord/discordtest"
 	"github.com/flowbridge/flowbridge/bridge"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/testkit/discordtest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 func TestAttachedFilesReachTheAgent(t *testing.T) {

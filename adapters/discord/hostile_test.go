@@ -9,7 +9,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/flowbridge/flowbridge/adapters/discord/discordtest"
+	"github.com/flowbridge/flowbridge/testkit/discordtest"
 )
 
 // TestOddInteractionsAreAnswered: an interaction whose command is not one of

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowbridge/flowbridge/adapters/discord/discordtest"
 	"github.com/flowbridge/flowbridge/bridge"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/testkit/discordtest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // TestFlowProgress: a long flow run by /flow shows its description in the

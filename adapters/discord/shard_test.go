@@ -14,7 +14,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/flowbridge/flowbridge/adapters/discord/discordtest"
+	"github.com/flowbridge/flowbridge/testkit/discordtest"
 )
 
 // onShard returns a Discord ID that routes to shard of count: (id >> 22) % count == shard.

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowbridge/flowbridge/adapters/discord/discordtest"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/testkit/discordtest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // TestTablesAsColumns posts the table sample through discordgo to the fake:

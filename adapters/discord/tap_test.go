@@ -12,7 +12,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/flowbridge/flowbridge/adapters/discord/discordtest"
+	"github.com/flowbridge/flowbridge/testkit/discordtest"
 )
 
 // tap sits between discordgo and the fake's gateway, on loopback. It passes

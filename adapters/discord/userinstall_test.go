@@ -8,8 +8,8 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/flowbridge/flowbridge/adapters/discord/discordtest"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/testkit/discordtest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // startGlobal runs a bridge whose commands are global (no guild_ids) and

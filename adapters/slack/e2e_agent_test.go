@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/bridge"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // newFakesWith is newFakes with the fake Slack's options.

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
 )
 
 var e2ePrompts = []bridge.Prompt{

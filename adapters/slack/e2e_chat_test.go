@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/store"
 	"github.com/flowbridge/flowbridge/sessionmap"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
 )
 
 // agentMessages returns what the agent's single session received; it fails

@@ -12,8 +12,8 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
 )
 
 // response waits for a response_url post whose text contains want.

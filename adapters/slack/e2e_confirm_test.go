@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
 )
 
 // TestE2EConfirmation: a flow with confirm = true shows what will run with

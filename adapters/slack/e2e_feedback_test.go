@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/store"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
 )
 
 // TestE2EFeedback: with feedback on, an agent's answer in a thread carries

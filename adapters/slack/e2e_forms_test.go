@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/store"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
 )
 
 func withForms(c *Config) { c.FlowForms = true }

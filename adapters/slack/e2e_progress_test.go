@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/bridge"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 const e2eLongFlow = "flow-long"

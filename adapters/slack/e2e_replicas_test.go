@@ -5,11 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/postgres"
-	"github.com/flowbridge/flowbridge/postgres/pgtest"
 	"github.com/flowbridge/flowbridge/sessionmap"
+	"github.com/flowbridge/flowbridge/testkit/pgtest"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
 )
 
 func TestE2EReplicasAnswerOnceInOrder(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
 )
 
 func filesOn(c *Config) { c.Files = true }

@@ -19,8 +19,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
-	"github.com/flowbridge/flowbridge/internal/testaddr"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
+	"github.com/flowbridge/flowbridge/testkit/testaddr"
 )
 
 // flood is many concurrent POSTs whose senders hold their bodies back:

@@ -13,8 +13,8 @@ import (
 	"github.com/slack-go/slack/slackevents"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
 )
 
 const testSecret = "test-signing-secret"

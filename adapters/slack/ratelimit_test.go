@@ -20,11 +20,11 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/workspace"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
 	"github.com/flowbridge/flowbridge/sessionmap"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // question names the j-th question of thread i in a burst test.

@@ -9,8 +9,8 @@ import (
 
 	slackgo "github.com/slack-go/slack"
 
-	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
 )
 
 // tablesReply is the shared table sample: wide, ragged, escaped, formatted

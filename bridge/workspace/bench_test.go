@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/flowbridge/flowbridge/bridge/workspace"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 func BenchmarkChat(b *testing.B) {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/flowbridge/flowbridge/bridge/workspace"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // checkDeadlineError checks err is the client's own deadline, not the caller's.

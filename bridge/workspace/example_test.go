@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/flowbridge/flowbridge/bridge/workspace"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 func Example() {

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/flowbridge/flowbridge/bridge/workspace"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
-	"github.com/flowbridge/flowbridge/internal/testaddr"
+	"github.com/flowbridge/flowbridge/testkit/testaddr"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // countRequests returns how many requests the fake received on paths

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
 )
 
 // TestSlackHotPostLimit: with -slack-post-limit the load run's

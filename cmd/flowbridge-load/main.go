@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
 )
 
 func main() {

@@ -13,9 +13,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/flowbridge/flowbridge/adapters/discord/discordtest"
 	"github.com/flowbridge/flowbridge/bridge/workspace"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/testkit/discordtest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // testDSN returns the database the replica tests use, or skips the test

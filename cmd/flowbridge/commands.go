@@ -26,9 +26,9 @@ import (
 	"golang.org/x/term"
 
 	"github.com/flowbridge/flowbridge/bridge/store"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
 	"github.com/flowbridge/flowbridge/postgres"
 	"github.com/flowbridge/flowbridge/sessionmap"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 func newLogger(cfg LogConfig, w io.Writer) (*zap.Logger, error) {

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/sessionmap"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
 )
 
 // TestReadyzFollowsSlack: /readyz answers 503 naming Slack while its socket

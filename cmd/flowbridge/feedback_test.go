@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/store"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
 )
 
 // TestFeedbackEndToEnd: with [bridge] feedback = true, a Slack answer

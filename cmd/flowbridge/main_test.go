@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of logs and replies.

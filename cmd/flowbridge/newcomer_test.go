@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/flowbridge/flowbridge/postgres/pgtest"
+	"github.com/flowbridge/flowbridge/testkit/pgtest"
 )
 
 // exampleWith is config.example.toml with the given keys set, each "section.key"

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
 )
 
 // answersSurviveRateLimitAndRestart (a subtest of TestProcess, which

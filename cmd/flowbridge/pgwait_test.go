@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
-	"github.com/flowbridge/flowbridge/internal/testaddr"
+	"github.com/flowbridge/flowbridge/testkit/testaddr"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // proxy forwards connections from ln to target, until closed.

@@ -22,9 +22,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
 	"github.com/flowbridge/flowbridge/postgres"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // testDatabaseURL is the PostgreSQL the tests use unless

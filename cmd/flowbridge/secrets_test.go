@@ -15,9 +15,9 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/flowbridge/flowbridge/adapters/discord/discordtest"
-	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
-	"github.com/flowbridge/flowbridge/bridge/workspace/workspacetest"
+	"github.com/flowbridge/flowbridge/testkit/discordtest"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // The secrets of a full session, each distinctive enough that finding it in

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/flowbridge/flowbridge/adapters/slack/slacktest"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
 )
 
 // TestStoreWriteFailureRecovers runs flowbridge as a process under a steady
