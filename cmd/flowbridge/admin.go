@@ -54,6 +54,11 @@ type adminServer struct {
 // /readyz is 503 with starting's reason for the store. Beyond loopback a
 // bearer token is required for all but the health checks.
 func startAdmin(cfg AdminConfig, starting func() string, log *zap.Logger) (*adminServer, error) {
+	return startAdminLimited(cfg, defaultAdminLimits, starting, log)
+}
+
+// startAdminLimited is startAdmin with the connection limits lim.
+func startAdminLimited(cfg AdminConfig, lim adminLimits, starting func() string, log *zap.Logger) (*adminServer, error) {
 	if cfg.Listen == "" || cfg.Listen == "off" {
 		return &adminServer{shutdown: func() {}}, nil
 	}
@@ -68,11 +73,16 @@ func startAdmin(cfg AdminConfig, starting func() string, log *zap.Logger) (*admi
 	s.setHandler(startingHandler(starting))
 	srv := &http.Server{
 		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*s.handler.Load()).ServeHTTP(w, r) }),
-		ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 5 * time.Minute,
+		ReadHeaderTimeout: lim.readHeader,
+		ReadTimeout:       lim.read,
+		WriteTimeout:      lim.write,
+		IdleTimeout:       lim.idle,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          zap.NewStdLog(log.Named("http")),
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(newLimitListener(ln, lim.maxConns)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("admin listener stopped", zap.Error(err))
 		}
 	})
@@ -248,6 +258,8 @@ func requireToken(token string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="flowbridge admin"`)
+			// A client without the token keeps no connection open.
+			w.Header().Set("Connection", "close")
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
