@@ -28,12 +28,13 @@ const (
 
 // withFeedback puts the 👍 / 👎 buttons on an agent's answer to ev when
 // feedback is on, and records the answer (store.Answer: the message it
-// answers, its beginning) under the reference the buttons carry, so that
-// a vote can say which answer it rates. The buttons themselves carry the
-// agent, the session and the reference, so a press still counts without
-// the record: after it was pruned, or when writing it failed. The value
-// stays within Discord's 100 characters of custom_id for agent names of
-// 32 characters and UUIDs.
+// answers, its agent and session, its beginning) under the reference the
+// buttons carry. A vote counts only for an answer so recorded, and takes
+// its agent from the record: the button value comes back from the
+// platform as any user may forge it. When the record could not be written
+// the answer goes without buttons rather than with ones that would be
+// refused. The value stays within Discord's 100 characters of custom_id
+// for agent names of 32 characters and UUIDs.
 func (b *Bridge) withFeedback(ctx context.Context, log *zap.Logger, ev Event, r Reply, agent, session string) Reply {
 	if !b.cfg.Feedback {
 		return r
@@ -47,7 +48,8 @@ func (b *Bridge) withFeedback(ctx context.Context, log *zap.Logger, ev Event, r 
 	})
 	if err != nil {
 		b.metrics.storeFailed("put_answer")
-		log.Warn("answer not recorded for feedback; its votes will lack the excerpt", zap.Error(err))
+		log.Warn("answer not recorded for feedback; it goes without vote buttons", zap.Error(err))
+		return r
 	}
 	value := agent + "." + session + "." + ref
 	r.Buttons = append(r.Buttons,
@@ -80,11 +82,27 @@ func parseVoteValue(v string) (agent, session, reply string, ok bool) {
 
 // vote records a press of 👍 or 👎 and tells only the user who pressed it:
 // a first vote is thanked, the same button again changes nothing, the
-// other button changes the vote.
+// other button changes the vote. The value names a recorded answer
+// (withFeedback) of a configured agent, or the press is refused: what the
+// store keeps and the metrics count come from the config and the record,
+// never from the value alone, so forged presses grow neither.
 func (b *Bridge) vote(ctx context.Context, log *zap.Logger, ev Event) {
 	agent, session, reply, ok := parseVoteValue(ev.Action.Value)
 	if !ok {
 		log.Debug("malformed vote", zap.String("value", ev.Action.Value))
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgVoteUnknown})
+		return
+	}
+	a, ok, err := b.store.Answer(ctx, ev.Platform, reply)
+	if err != nil {
+		b.metrics.storeFailed("answer")
+		log.Error("answer lookup for a vote", zap.Error(err))
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgVoteNotSaved})
+		return
+	}
+	_, configured := b.cat.Load().agents[a.Agent]
+	if !ok || a.Agent != agent || a.Session != session || !configured {
+		log.Debug("vote on an unknown answer", zap.String("value", ev.Action.Value), zap.Bool("recorded", ok), zap.Bool("configured", configured))
 		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgVoteUnknown})
 		return
 	}
@@ -94,17 +112,11 @@ func (b *Bridge) vote(ctx context.Context, log *zap.Logger, ev Event) {
 	}
 	v := Vote{
 		Reply: reply, Platform: ev.Platform, User: ev.User.ID, UserName: ev.User.Name,
-		Conversation: ev.Conversation, Session: session, Agent: agent, Value: value, Time: b.cfg.Now(),
-		Message: ev.Action.Message, Link: ev.Action.Link,
-	}
-	switch a, ok, err := b.store.Answer(ctx, ev.Platform, reply); {
-	case err != nil:
-		log.Warn("answer lookup for a vote", zap.Error(err))
-	case ok:
-		v.Conversation, v.Turn, v.Excerpt = a.Conversation, a.Turn, a.Excerpt
+		Conversation: a.Conversation, Session: a.Session, Agent: a.Agent, Turn: a.Turn, Excerpt: a.Excerpt,
+		Value: value, Time: b.cfg.Now(), Message: ev.Action.Message, Link: ev.Action.Link,
 	}
 	var previous string
-	err := b.noteWrite(func() (err error) {
+	err = b.noteWrite(func() (err error) {
 		previous, err = b.store.PutVote(ctx, v)
 		return err
 	})
@@ -119,11 +131,11 @@ func (b *Bridge) vote(ctx context.Context, log *zap.Logger, ev Event) {
 	case value:
 		text = fmt.Sprintf(msgVoteSame, label)
 	case "":
-		b.metrics.feedback(agent, value)
+		b.metrics.feedback(a.Agent, value)
 	default:
-		b.metrics.feedback(agent, value)
+		b.metrics.feedback(a.Agent, value)
 		text = fmt.Sprintf(msgVoteChanged, label)
 	}
-	log.Debug("vote", zap.String("agent", agent), zap.String("vote", value), zap.String("previous", previous))
+	log.Debug("vote", zap.String("agent", a.Agent), zap.String("vote", value), zap.String("previous", previous))
 	b.tell(ctx, log, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: text})
 }

@@ -1,6 +1,8 @@
 package bridge_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,13 +133,16 @@ func TestFeedbackVotes(t *testing.T) {
 	}
 	wantContains(t, "👍 on the second answer", press("U1", up2).Text, "Thanks")
 
-	// A vote on an answer whose record is gone still counts, without the excerpt.
+	// A vote on an answer whose record is gone is refused: nothing says
+	// the value was one the bridge gave.
 	if _, err := h.store.PruneAnswers(t.Context(), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	wantContains(t, "👍 after the prune", press("U3", up).Text, "Thanks")
-	if vs, err := h.store.Votes(t.Context(), store.FeedbackFilter{User: "U3"}); err != nil || len(vs) != 1 || vs[0].Excerpt != "" || vs[0].Agent != "helper" {
-		t.Errorf("U3's vote = %+v, %v, want one on helper's reply, without excerpt", vs, err)
+	if r := press("U3", up); r.Kind != bridge.ReplyError {
+		t.Errorf("press after the prune = %+v, want it refused", r)
+	}
+	if vs, err := h.store.Votes(t.Context(), store.FeedbackFilter{User: "U3"}); err != nil || len(vs) != 0 {
+		t.Errorf("U3's votes = %+v, %v, want none", vs, err)
 	}
 
 	bad := bridge.Action{ID: bridge.ActionVoteUp, Value: "no-dots"}
@@ -153,5 +158,82 @@ func TestFeedbackOffByDefault(t *testing.T) {
 	})
 	if r := h.ask("c/nofb", "hello"); len(r.Buttons) != 0 {
 		t.Errorf("answer buttons = %+v, want none with feedback off", r.Buttons)
+	}
+}
+
+// TestFeedbackForgedVotes: a button value comes back from the platform as
+// any user may write it. Presses naming agents the config does not have,
+// or answers the bridge never gave, are refused: they add no series to
+// flowbridge_feedback_total and no vote to the store.
+func TestFeedbackForgedVotes(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m, err := bridge.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := defaultConfig()
+	cfg.Feedback = true
+	cfg.Metrics = m
+	h := newHarness(t, cfg, func(f *workspacetest.Server) {
+		f.AddAgent(workspacetest.Agent{UUID: agentUUID})
+	})
+	up, _ := feedbackButtons(t, h.ask("c/forged", "hello"))
+	agent, rest, _ := strings.Cut(up.Value, ".")
+	session, ref, _ := strings.Cut(rest, ".")
+	series := func() int {
+		t.Helper()
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == "flowbridge_feedback_total" {
+				return len(f.GetMetric())
+			}
+		}
+		return 0
+	}
+	press := func(value string) bridge.Reply {
+		t.Helper()
+		rec := newRecorder()
+		ev := event("c/forged", bridge.KindAction, "", rec)
+		ev.User = bridge.User{ID: "U1"}
+		ev.Action = bridge.Action{ID: bridge.ActionVoteUp, Value: value}
+		if err := h.do(ev); err != nil {
+			t.Fatal(err)
+		}
+		return rec.last(t)
+	}
+
+	before := series()
+	for i := range 2000 {
+		var value string
+		switch i % 4 {
+		case 0: // a new agent on a real answer
+			value = fmt.Sprintf("agent%d.%s.%s", i, session, ref)
+		case 1: // a new agent on a new answer
+			value = fmt.Sprintf("agent%d.%s.r%d", i, session, i)
+		case 2: // the real agent on an answer never given
+			value = fmt.Sprintf("%s.%s.r%d", agent, session, i)
+		case 3: // the real answer in another session
+			value = fmt.Sprintf("%s.s%d.%s", agent, i, ref)
+		}
+		if r := press(value); r.Kind != bridge.ReplyError {
+			t.Fatalf("press of forged %q = %+v, want it refused", value, r)
+		}
+	}
+	if got := series(); got != before {
+		t.Errorf("flowbridge_feedback_total series after 2,000 forged presses = %d, want %d", got, before)
+	}
+	if vs, err := h.store.Votes(t.Context(), store.FeedbackFilter{}); err != nil || len(vs) != 0 {
+		t.Errorf("Votes() after forged presses = %d votes, %v; want none", len(vs), err)
+	}
+	// The real button still counts, under the configured agent.
+	if r := press(up.Value); r.Kind != bridge.ReplyInfo {
+		t.Errorf("press of the real button = %+v, want it thanked", r)
+	}
+	if got := series(); got != before+1 {
+		t.Errorf("series after the real press = %d, want %d", got, before+1)
 	}
 }

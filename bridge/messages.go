@@ -51,7 +51,7 @@ const (
 	msgVoteSame     = "You rated this answer %s already."
 	msgVoteChanged  = "Changed your rating of this answer to %s."
 	msgVoteNotSaved = "Your feedback could not be saved. Please try again in a moment."
-	msgVoteUnknown  = "That button is no longer supported."
+	msgVoteUnknown  = "That answer can no longer be rated."
 
 	msgScheduleNoFlow  = "The schedule *%s* could not run: the flow *%s* is no longer configured. Please tell an admin."
 	msgScheduleInvalid = "The schedule *%s* could not run: %s Please tell an admin."
