@@ -28,7 +28,6 @@ import (
 	"github.com/flowbridge/flowbridge/bridge/store"
 	"github.com/flowbridge/flowbridge/postgres"
 	"github.com/flowbridge/flowbridge/sessionmap"
-	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 func newLogger(cfg LogConfig, w io.Writer) (*zap.Logger, error) {
@@ -93,16 +92,6 @@ func logOutput(env *environment, cfg *Config, configPath string) (io.Writer, fun
 	return f, func() { _ = f.Close() }, nil
 }
 
-// Dev mode's fake workspace: fixed IDs so a transcript reads the same each time.
-const (
-	devWorkspace = "dev-workspace"
-	devToken     = "dev-token"
-	devAgentUUID = "0b5e8d0e-5c7e-4d2f-9d55-0a1c2b3c4d5e"
-	devFlowHC    = "9f1c7a52-6d0a-4a4e-8f43-1d2e3f4a5b6c"
-	devFlowSlow  = "5d2b8e61-0c4f-4b8a-a1e2-7f8091a2b3c4"
-	devFlowJSON  = "3a4b5c6d-7e8f-4a0b-9c1d-2e3f4a5b6c7d"
-)
-
 func cmdDev(ctx context.Context, env *environment, args []string) (err error) {
 	fs := newFlagSet(env, "dev", "dev [-v] [-store FILE | -replicas N [-database URL]]")
 	verbose := fs.Bool("v", false, "log at debug level (logs go to stderr)")
@@ -118,34 +107,24 @@ func cmdDev(ctx context.Context, env *environment, args []string) (err error) {
 	case *replicas > 1 && *storePath != "":
 		return &usageError{"dev: -store is the bbolt file of one process; -replicas share PostgreSQL"}
 	}
-	fake := workspacetest.NewServer(workspacetest.Options{WorkspaceUUID: devWorkspace, Token: devToken})
+	fake, err := startEchoWorkspace()
+	if err != nil {
+		return err
+	}
 	defer fake.Close()
-	fake.AddAgent(workspacetest.Agent{UUID: devAgentUUID})
-	fake.AddFlow(workspacetest.Flow{UUID: devFlowHC, Reply: func(p map[string]string) string {
-		what := "all services are"
-		if p["service"] != "" {
-			what = "service `" + p["service"] + "` is"
-		}
-		return "Health check of **" + p["host"] + "**: " + what + " up, 3 of 3 probes passed."
-	}})
-	fake.AddFlow(workspacetest.Flow{UUID: devFlowSlow, Template: "done", Delay: time.Hour})
-	fake.AddFlow(workspacetest.Flow{UUID: devFlowJSON, Output: map[string]any{
-		"hosts": []map[string]any{{"name": "web1", "load": 0.42}, {"name": "web2", "load": 1.7}}, "healthy": true,
-	}})
-
 	if *storePath != "" {
 		// The fake workspace's sessions live beside the store, so a second
 		// run continues the conversations the store maps.
 		statePath := *storePath + ".workspace.json"
 		if f, err := os.Open(statePath); err == nil {
-			err = fake.LoadSessions(f)
+			err = fake.loadSessions(f)
 			f.Close()
 			if err != nil {
 				return fmt.Errorf("dev: %s: %w", statePath, err)
 			}
 		}
 		defer func() {
-			if werr := writeFileAtomic(statePath, fake.SaveSessions); werr != nil && err == nil {
+			if werr := writeFileAtomic(statePath, fake.saveSessions); werr != nil && err == nil {
 				err = fmt.Errorf("dev: keep the fake workspace's sessions: %w", werr)
 			}
 		}()
