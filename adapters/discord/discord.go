@@ -101,6 +101,10 @@ type Adapter struct {
 	// saveSessionEvery spaces the writes of a shard's gateway session
 	// (saveSessionEvery by default; tests shorten it).
 	saveSessionEvery time.Duration
+	// idTiming spaces IDENTIFYs (defaultIdentifyTiming; tests scale it).
+	idTiming identifyTiming
+	// budget is the day's IDENTIFY budget (identify.go).
+	budget identifyBudget
 	// refused counts events refused at the boundary (invalid IDs, a handler
 	// that panicked).
 	refused atomic.Uint64
@@ -148,6 +152,7 @@ func New(cfg Config, core Core, log *zap.Logger) (*Adapter, error) {
 		retryMin:         minBackoff,
 		catchUpWithin:    catchUpWithin,
 		saveSessionEvery: saveSessionEvery,
+		idTiming:         defaultIdentifyTiming,
 		async:            make(chan struct{}, maxAsync),
 		readers:          make(chan struct{}, catchUpReaders),
 		done:             make(chan struct{}),
@@ -189,6 +194,9 @@ func (a *Adapter) newShard(client *http.Client, id int) (*shard, error) {
 		a.log.Warn("gateway message over the size limit refused; reconnecting", zap.Int("shard", id), zap.Int("limit_bytes", MaxGatewayMessageBytes))
 	}}
 	sh := &shard{id: id, count: cfg.ShardCount, gw: gw, reconnect: make(chan struct{}, 1), readied: make(chan struct{}, 1)}
+	gw.handshake = func(op int, again bool, closed <-chan struct{}) error {
+		return a.beforeHandshake(sh, op, again, closed)
+	}
 	s, err := discordgo.New("Bot " + cfg.Token.Value())
 	if err != nil {
 		return nil, fmt.Errorf("discord session: %w", err)
@@ -291,7 +299,16 @@ func (a *Adapter) Run(ctx context.Context) error {
 	}
 
 	a.watchStore(runCtx)
-	pacer := a.newPacer(ctx)
+	for _, sh := range a.shards {
+		sh.gw.halt = runCtx.Done()
+	}
+	gb, err := a.session.GatewayBot(discordgo.WithContext(ctx))
+	if err != nil {
+		a.log.Warn("IDENTIFY budget and shard recommendation not read (GET /gateway/bot)", zap.Error(err))
+		gb = nil
+	}
+	a.budget.load(runCtx, a, gb)
+	pacer := a.newPacer(gb)
 	fatal := make(chan error, len(a.shards))
 	var supervisors sync.WaitGroup
 	for _, sh := range a.shards {
@@ -346,6 +363,9 @@ func (a *Adapter) addHandlers(ctx context.Context, sh *shard) []func() {
 func (a *Adapter) supervise(ctx context.Context, sh *shard, pacer *identifyPacer) error {
 	log := a.shardLog(sh)
 	backoff := time.Duration(0)
+	if !a.waitBudget(ctx, sh) {
+		return nil
+	}
 	if err := a.open(ctx, sh, pacer); err != nil {
 		if fatal := fatalError(err); fatal != nil {
 			if sh.count > 1 {
@@ -362,19 +382,30 @@ func (a *Adapter) supervise(ctx context.Context, sh *shard, pacer *identifyPacer
 		log.Warn("gateway connection failed; retrying", zap.Error(err), zap.Duration("retry_in", backoff))
 		sh.signalReconnect()
 	}
+	opened := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-sh.reconnect:
 		}
+		// The backoff starts over only after a connection that held: one
+		// that dies at once (after READY, say) is no success.
+		if time.Since(opened) >= a.idTiming.stableAfter {
+			backoff = 0
+		} else {
+			backoff = min(max(2*backoff, a.retryMin), maxBackoff)
+		}
 		for {
+			if !a.waitBudget(ctx, sh) {
+				return nil
+			}
 			if backoff > 0 && !sleep(ctx, backoff) {
 				return nil
 			}
 			err := a.open(ctx, sh, pacer)
 			if err == nil || errors.Is(err, discordgo.ErrWSAlreadyOpen) {
-				backoff = 0
+				opened = time.Now()
 				break
 			}
 			if ctx.Err() != nil {
@@ -384,6 +415,27 @@ func (a *Adapter) supervise(ctx context.Context, sh *shard, pacer *identifyPacer
 			log.Warn("gateway reconnection failed", zap.Error(err), zap.Duration("retry_in", backoff))
 		}
 	}
+}
+
+// waitBudget waits, while the day's IDENTIFY budget is spent, until
+// Discord renews it, the shard telling why it is down; then it reads the
+// budget again. It reports false when ctx ends first.
+func (a *Adapter) waitBudget(ctx context.Context, sh *shard) bool {
+	refused := a.budget.refused()
+	if refused == nil {
+		return ctx.Err() == nil
+	}
+	msg := refused.Error()
+	sh.lastErr.Store(&msg)
+	if !sleep(ctx, time.Until(refused.resetAt)) {
+		return false
+	}
+	gb, err := a.session.GatewayBot(discordgo.WithContext(ctx))
+	if err != nil {
+		gb = nil
+	}
+	a.budget.load(ctx, a, gb)
+	return ctx.Err() == nil
 }
 
 // reachAPI waits until Discord's REST API answers for the bot (GET
@@ -426,15 +478,16 @@ func (a *Adapter) notConnected(msg string) {
 
 // newPacer returns what spaces the identifies of the shards held, or
 // nil when one is held: Discord lets each bucket of shards (shard_id %
-// max_concurrency, from GET /gateway/bot) identify once per 5 seconds. It
-// also warns when Discord recommends more shards than shard_count.
-func (a *Adapter) newPacer(ctx context.Context) *identifyPacer {
+// max_concurrency, from GET /gateway/bot: gb, nil when not read) identify
+// once per 5 seconds. It also warns when Discord recommends more shards
+// than shard_count.
+func (a *Adapter) newPacer(gb *discordgo.GatewayBotResponse) *identifyPacer {
 	if a.cfg.ShardCount == 1 {
 		return nil
 	}
 	buckets := 1
-	if gb, err := a.session.GatewayBot(discordgo.WithContext(ctx)); err != nil {
-		a.log.Warn("shard recommendation not read (GET /gateway/bot); identifying one shard at a time", zap.Error(err))
+	if gb == nil {
+		a.log.Warn("identifying one shard at a time: GET /gateway/bot was not read")
 	} else {
 		if gb.Shards > a.cfg.ShardCount {
 			a.log.Warn("Discord recommends more shards than discord.shard_count", zap.Int("recommended", gb.Shards), zap.Int("shard_count", a.cfg.ShardCount))
@@ -468,12 +521,15 @@ func (a *Adapter) open(ctx context.Context, sh *shard, pacer *identifyPacer) err
 	}
 	stopCtx := context.AfterFunc(ctx, sh.gw.cut)
 	defer stopCtx()
-	timer := time.AfterFunc(time.Duration(a.cfg.OpenTimeout), sh.gw.cut)
-	defer timer.Stop()
+	disarm := sh.gw.armOpen(time.Duration(a.cfg.OpenTimeout))
 	err := sh.session.Open()
+	inTime := disarm()
 	if err != nil && !errors.Is(err, discordgo.ErrWSAlreadyOpen) {
 		msg := err.Error()
-		if ctx.Err() == nil && !timer.Stop() {
+		if refused := a.budget.refused(); refused != nil {
+			msg = refused.Error()
+		}
+		if ctx.Err() == nil && !inTime {
 			msg = fmt.Sprintf("no READY within %s (%v)", time.Duration(a.cfg.OpenTimeout), err)
 			err = fmt.Errorf("gateway open: no READY within %s: %w", time.Duration(a.cfg.OpenTimeout), err)
 		}
@@ -504,13 +560,22 @@ func fatalError(err error) error {
 	return nil
 }
 
+// onConnect is told when discordgo's Open has read the first message after
+// the handshake. That may be op 9 rather than READY: the shard is live
+// only once READY or RESUMED arrives (onDispatch).
 func (a *Adapter) onConnect(sh *shard) {
-	sh.connected.Store(true)
-	sh.lastErr.Store(nil)
 	a.shardLog(sh).Info("gateway connected")
 }
 
+// onLive notes that the shard's session is live: READY or RESUMED.
+func (a *Adapter) onSessionLive(sh *shard) {
+	sh.pace.live(time.Now())
+	sh.connected.Store(true)
+	sh.lastErr.Store(nil)
+}
+
 func (a *Adapter) onDisconnect(sh *shard) {
+	sh.pace.ended(time.Now())
 	sh.connected.Store(false)
 	if a.stopping.Load() {
 		return

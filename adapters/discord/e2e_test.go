@@ -181,6 +181,7 @@ func (e *env) build(t *testing.T) *bridgeRun {
 	a.typingEvery = 20 * time.Millisecond
 	a.retryMin = 10 * time.Millisecond
 	a.identifyEvery = 10 * time.Millisecond
+	a.idTiming = defaultIdentifyTiming.scaled(100)
 	if e.discordRT != nil {
 		a.session.Client.Transport = e.discordRT(a.session.Client.Transport)
 	}

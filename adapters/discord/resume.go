@@ -108,6 +108,9 @@ func (a *Adapter) onDispatch(sh *shard, e *discordgo.Event) {
 	if e == nil || e.Operation != 0 || e.Sequence == 0 {
 		return
 	}
+	if e.Type == "READY" || e.Type == "RESUMED" {
+		a.onSessionLive(sh)
+	}
 	if e.Type != "READY" {
 		sh.seq.Store(e.Sequence)
 		return

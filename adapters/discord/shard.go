@@ -20,8 +20,11 @@ type shard struct {
 
 	// reconnect is signalled when the connection ended unasked.
 	reconnect chan struct{}
+	// connected is set while a session is live (READY or RESUMED came).
 	connected atomic.Bool
-	lastErr   atomic.Pointer[string] // why the shard is not connected
+	// pace spaces the shard's IDENTIFYs (identify.go).
+	pace    identifyPace
+	lastErr atomic.Pointer[string] // why the shard is not connected
 
 	// The catch-up of the current session (catchup.go): the scopes whose
 	// gateway messages are held while they catch up, and what the inbox

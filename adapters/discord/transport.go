@@ -46,6 +46,48 @@ type gatewayConn struct {
 	oversize func()
 	// roots, when set, are the CAs trusted for wss (tests); nil: the system's.
 	roots *x509.CertPool
+	// handshake, when set, gates each handshake discordgo writes
+	// (identifyConn); halt is closed when the adapter stops, ending its
+	// waits. Both are set before the first dial.
+	handshake func(op int, again bool, closed <-chan struct{}) error
+	halt      <-chan struct{}
+	// openTimer cuts an Open that takes too long (open); an IDENTIFY's
+	// wait pauses it.
+	openTimer *time.Timer
+}
+
+// armOpen starts the open timeout: the connection is cut after d unless
+// disarmed first (the returned func).
+func (g *gatewayConn) armOpen(d time.Duration) (disarm func() bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t := time.AfterFunc(d, g.cut)
+	g.openTimer = t
+	return func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.openTimer = nil
+		return t.Stop()
+	}
+}
+
+// pauseOpen stops the open timeout while an IDENTIFY waits its turn (the
+// wait is ours, not Discord's) and returns what starts it again, afresh.
+func (g *gatewayConn) pauseOpen() (resume func()) {
+	g.mu.Lock()
+	t := g.openTimer
+	stopped := t != nil && t.Stop()
+	g.mu.Unlock()
+	return func() {
+		if !stopped {
+			return
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.openTimer == t {
+			t.Reset(g.timeout)
+		}
+	}
 }
 
 // dial is the gateway's dial for ws:// (a local gateway, the tests' fake).
@@ -63,6 +105,9 @@ func (g *gatewayConn) track(c net.Conn) net.Conn {
 	var tc net.Conn = &trackedConn{Conn: c, last: &g.lastRead}
 	if g.limit > 0 {
 		tc = &frameLimit{Conn: tc, limit: g.limit, oversize: g.oversize}
+	}
+	if g.handshake != nil {
+		tc = newIdentifyConn(tc, g.handshake)
 	}
 	g.mu.Lock()
 	g.conn = tc

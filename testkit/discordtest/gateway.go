@@ -282,6 +282,10 @@ func (s *Server) identify(ctx context.Context, c *conn, raw json.RawMessage) boo
 	case s.opts.DenyMessageContent && d.Intents&discordgo.IntentMessageContent != 0:
 		return refuse(4014, "Disallowed intent(s).")
 	}
+	s.spendIdentifyLocked()
+	if answered, ok := s.invalidateLocked(c, h); answered {
+		return ok
+	}
 	sess := &gwSession{id: fmt.Sprintf("fake-session-%d", len(s.sessions)+1), shard: [2]int{0, 1}, intents: d.Intents, conn: c}
 	if d.Shard != nil {
 		sess.shard = *d.Shard
@@ -363,6 +367,9 @@ func (s *Server) resume(ctx context.Context, c *conn, raw json.RawMessage) bool 
 		s.closeWith(c, 4004, "Authentication failed.")
 		return false
 	}
+	if answered, ok := s.invalidateLocked(c, h); answered {
+		return ok
+	}
 	sess, ok := s.sessions[d.SessionID]
 	if !ok || sess.invalid || d.Seq > sess.seq {
 		// The client must IDENTIFY now; discordgo does so at once on this connection.
@@ -381,8 +388,13 @@ func (s *Server) resume(ctx context.Context, c *conn, raw json.RawMessage) bool 
 	s.routed[sess.shard] = sess
 	s.current = sess
 	var frames [][]byte
+	n := 0
 	for _, f := range sess.log {
 		if f.Seq > d.Seq {
+			if n++; s.replayGap > 0 && n%s.replayGap == 0 {
+				h.Skipped = append(h.Skipped, f.Seq)
+				continue
+			}
 			frames = append(frames, encodeFrame(0, f.Data, f.Seq, f.Type))
 		}
 	}
@@ -740,4 +752,76 @@ func (s *Server) ExpireSessions() {
 		}
 	}
 	s.notifyLocked()
+}
+
+// The IDENTIFY budget GET /gateway/bot reports at first (session_start_limit): Discord
+// allows 1,000 a day.
+const (
+	DefaultSessionStartTotal = 1000
+	DefaultSessionStartReset = 4 * time.Hour
+)
+
+// startLimitLocked returns the IDENTIFY budget, renewed once its reset time has passed.
+func (s *Server) startLimitLocked() startLimit {
+	if now := s.now(); !now.Before(s.startLimit.resetAt) {
+		s.startLimit.remaining = s.startLimit.total
+		s.startLimit.resetAt = now.Add(24 * time.Hour)
+	}
+	return s.startLimit
+}
+
+// spendIdentifyLocked counts one IDENTIFY against the budget, as Discord does, whatever
+// its answer.
+func (s *Server) spendIdentifyLocked() {
+	s.startLimitLocked()
+	s.startLimit.remaining = max(s.startLimit.remaining-1, 0)
+}
+
+// SetSessionStartLimit sets the IDENTIFY budget GET /gateway/bot reports: remaining of
+// Discord's 1,000 a day, renewed after resetAfter. Each IDENTIFY spends one.
+func (s *Server) SetSessionStartLimit(remaining int, resetAfter time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.startLimit = startLimit{total: DefaultSessionStartTotal, remaining: remaining, resetAt: s.now().Add(resetAfter)}
+}
+
+// SessionStartRemaining returns how many IDENTIFYs the budget has left.
+func (s *Server) SessionStartRemaining() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.startLimitLocked().remaining
+}
+
+// SetInvalidSessions makes the gateway answer every IDENTIFY and RESUME with op 9
+// INVALID_SESSION (d false), as Discord does when it will not start or resume a session
+// (an IDENTIFY over its rate, an outage), until it is turned off; the connection stays
+// open for the client to IDENTIFY again. Such handshakes are recorded with Invalidated.
+func (s *Server) SetInvalidSessions(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.invalidating = on
+	s.notifyLocked()
+}
+
+// SetReplayGap makes each RESUME's replay leave out every every-th dispatch it would resend
+// (0: none), so the sequence numbers the client sees jump, as when Discord's replay buffer
+// has lost events. What is left out stays in the channels' history.
+func (s *Server) SetReplayGap(every int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.replayGap = max(every, 0)
+}
+
+// invalidateLocked answers a handshake with op 9 while SetInvalidSessions is on; it reports
+// whether it did, and unlocks s.mu when it did.
+func (s *Server) invalidateLocked(c *conn, h Handshake) (answered, ok bool) {
+	if !s.invalidating {
+		return false, false
+	}
+	h.Invalidated = true
+	c.awaitIdentify, c.identified = true, true
+	s.handshakes = append(s.handshakes, h)
+	s.notifyLocked()
+	s.mu.Unlock()
+	return true, c.write(encodeFrame(9, false, 0, "")) == nil
 }

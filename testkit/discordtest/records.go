@@ -167,8 +167,12 @@ type Handshake struct {
 	Replayed int
 	// CloseCode is set when the fake refused the handshake by closing (4004, 4014…).
 	CloseCode int
-	Raw       json.RawMessage
-	At        time.Time
+	// Invalidated is set when the fake answered with op 9 (SetInvalidSessions).
+	Invalidated bool
+	// Skipped lists the sequence numbers a RESUME's replay left out (SetReplayGap).
+	Skipped []int64
+	Raw     json.RawMessage
+	At      time.Time
 }
 
 // RateLimit scripts 429 answers for a route.

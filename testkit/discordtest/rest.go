@@ -257,9 +257,13 @@ func (s *Server) handleGateway(*call) (reply, *apiError) {
 }
 
 func (s *Server) handleGatewayBot(*call) (reply, *apiError) {
+	s.mu.Lock()
+	l := s.startLimitLocked()
+	s.mu.Unlock()
 	return reply{body: map[string]any{
 		"url": s.GatewayURL(), "shards": s.opts.Shards,
-		"session_start_limit": map[string]int{"total": 1000, "remaining": 999, "reset_after": 14400000, "max_concurrency": 1},
+		"session_start_limit": map[string]int64{"total": int64(l.total), "remaining": int64(l.remaining),
+			"reset_after": max(l.resetAt.Sub(s.now()), 0).Milliseconds(), "max_concurrency": 1},
 	}}, nil
 }
 

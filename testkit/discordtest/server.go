@@ -122,6 +122,19 @@ type Server struct {
 	routed      map[[2]int]*gwSession // the newest session of each [shard_id, num_shards]
 	current     *gwSession            // the newest session: the one faults act on
 	noAcks      bool
+	// invalidating answers every IDENTIFY and RESUME with op 9 (SetInvalidSessions).
+	invalidating bool
+	// replayGap leaves every replayGap-th dispatch out of a RESUME's replay (SetReplayGap).
+	replayGap int
+	// startLimit is GET /gateway/bot's session_start_limit; each IDENTIFY spends one.
+	startLimit startLimit
+}
+
+// startLimit is the IDENTIFY budget Discord gives a bot: total a day, remaining until
+// resetAt.
+type startLimit struct {
+	total, remaining int
+	resetAt          time.Time
 }
 
 // NewServer starts a fake Discord on loopback. Close it when done.
@@ -168,6 +181,7 @@ func NewServer(opts Options) *Server {
 		sessions:     make(map[string]*gwSession),
 		routed:       make(map[[2]int]*gwSession),
 	}
+	s.startLimit = startLimit{total: DefaultSessionStartTotal, remaining: DefaultSessionStartTotal - 1, resetAt: opts.Now().Add(DefaultSessionStartReset)}
 	s.upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 	s.ts = httptest.NewServer(s.routes())
 	s.URL = s.ts.URL
