@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -16,23 +15,13 @@ import (
 type CheckMode int
 
 const (
-	// CheckAuto checks a file of up to AutoCheckSize bytes in full, and a
-	// larger one for at most AutoCheckBudget.
-	CheckAuto CheckMode = iota
-	// CheckFull checks the whole file, however long it takes.
-	CheckFull
+	// CheckFull (the zero value) checks the whole file, however large: a
+	// walk of the page tree, bbolt's Tx.Check and the inbox against its
+	// indexes, every record's checksum included (about 0.6 s for 70 MB).
+	CheckFull CheckMode = iota
 	// CheckOff skips the check; bbolt still validates the meta pages, and
 	// Open still refuses a file they point outside of.
 	CheckOff
-)
-
-const (
-	// AutoCheckSize is the largest file CheckAuto checks in full.
-	AutoCheckSize = 64 << 20
-	// AutoCheckBudget bounds CheckAuto's walk of a larger file: the pages it
-	// does not reach by then are left to the guard every read has (see
-	// Health).
-	AutoCheckBudget = 2 * time.Second
 )
 
 // maxProblems bounds the problems a DamageError lists; the rest are counted.
@@ -108,7 +97,7 @@ func CheckFile(path string) (err error) {
 	if info.Size() == 0 {
 		return emptyFile(path)
 	}
-	w, err := walkFile(f, path, time.Time{})
+	w, err := walkFile(f, path)
 	if err != nil {
 		return fmt.Errorf("check store %s: %w", path, err)
 	}
@@ -153,22 +142,13 @@ func emptyFile(path string) error {
 }
 
 // checkOpen runs Open's consistency check of the file f, which db has just
-// opened, by mode. A full check adds bbolt's Tx.Check to the walk.
-func checkOpen(path string, f *os.File, db *bolt.DB, mode CheckMode) error {
-	info, err := f.Stat()
+// opened: the walk, then bbolt's Tx.Check and the inbox's.
+func checkOpen(path string, f *os.File, db *bolt.DB) error {
+	w, err := walkFile(f, path)
 	if err != nil {
 		return err
 	}
-	var deadline time.Time
-	full := mode == CheckFull || info.Size() <= AutoCheckSize
-	if !full {
-		deadline = time.Now().Add(AutoCheckBudget)
-	}
-	w, err := walkFile(f, path, deadline)
-	if err != nil {
-		return err
-	}
-	if len(w.problems) == 0 && !w.partial && full {
+	if len(w.problems) == 0 {
 		// Check runs on a goroutine of its own, which no recover reaches:
 		// the walk has shown that it reads only inside the file.
 		err := db.View(func(tx *bolt.Tx) error {
@@ -211,23 +191,19 @@ func boltCheck(tx *bolt.Tx, w *walker) {
 type walker struct {
 	f        io.ReaderAt
 	m        boltMeta
-	deadline time.Time // zero: none
-	used     bitset    // pages in use: meta and tree
+	used     bitset // pages in use: meta and tree
 	problems []string
 	more     int
-	visited  int
-	partial  bool // the deadline passed before the walk was done
 }
 
-// walkFile walks the file f from its current meta page, stopping once
-// deadline (when not zero) has passed. It returns an error only when f
-// cannot be read; damage is in the walker's problems.
-func walkFile(f *os.File, path string, deadline time.Time) (*walker, error) {
+// walkFile walks the whole file f from its current meta page. It returns an
+// error only when f cannot be read; damage is in the walker's problems.
+func walkFile(f *os.File, path string) (*walker, error) {
 	info, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	w := &walker{f: f, deadline: deadline}
+	w := &walker{f: f}
 	m, problem, err := fileMeta(f, uint64(info.Size()))
 	switch {
 	case err != nil:
@@ -254,18 +230,6 @@ func (w *walker) problem(format string, args ...any) {
 	} else {
 		w.more++
 	}
-}
-
-// stop counts a page visit and reports whether the deadline has passed.
-func (w *walker) stop() bool {
-	if w.partial {
-		return true
-	}
-	w.visited++
-	if !w.deadline.IsZero() && w.visited%64 == 0 && time.Now().After(w.deadline) {
-		w.partial = true
-	}
-	return w.partial
 }
 
 // page is a page being checked: its header, and its first bytes (a whole
@@ -299,9 +263,6 @@ func (w *walker) at(p *page, at, n uint64) ([]byte, error) {
 // page reads page id, which where needs, and claims it and its overflow
 // pages; it reports false (after noting why) when the page is unusable.
 func (w *walker) page(id uint64, where string) (*page, bool) {
-	if w.stop() {
-		return nil, false
-	}
 	if id < 2 || id >= w.m.pgid {
 		w.problem("%s: page %d is outside the file's pages 2 to %d", where, id, w.m.pgid-1)
 		return nil, false
@@ -375,9 +336,6 @@ func (w *walker) tree(id uint64, where string) {
 				continue
 			}
 			w.tree(child, where)
-			if w.partial {
-				return
-			}
 		}
 	case leafPageFlag:
 		w.leaf(p, where, false)
@@ -431,9 +389,6 @@ func (w *walker) leaf(p *page, where string, inline bool) {
 			w.tree(root, child)
 		} else {
 			w.inline(hdr[bucketHeaderSize:], child)
-		}
-		if w.partial {
-			return
 		}
 	}
 }
