@@ -44,6 +44,10 @@ var (
 	// empty store would forget every event answered, and answer their
 	// redeliveries again. The message says what to do.
 	ErrMissing = errors.New("store file is missing")
+	// ErrNotRegular means the store path names something that is not a
+	// regular file: a directory, a FIFO (whose open would wait for a writer
+	// for ever), a device or a socket.
+	ErrNotRegular = errors.New("store path is not a regular file")
 	// ErrUnappliedJournal means the flowbridge before this one left inbox
 	// changes in journal files beside the store, which this one cannot
 	// read; the message says what to do.
@@ -187,6 +191,9 @@ func Open(path string, opts Options) (s *Store, err error) {
 	timeout := opts.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
+	}
+	if err := refuseNotRegular(path); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	if err := precheck(path); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
@@ -786,6 +793,33 @@ func refuseJournal(path string) error {
 		"(it stopped without a clean shutdown); start that flowbridge version once on this store and stop it with SIGTERM "+
 		"(it applies and removes them), then start this one; or, to give those changes up (events received just before "+
 		"the stop may be answered twice or not at all), delete %s.journal.*", ErrUnappliedJournal, strings.Join(segs, ", "), path)
+}
+
+// refuseNotRegular refuses a path that names anything but a regular file
+// (symbolic links followed), before anything opens it: opening a FIFO waits
+// for a writer, deaf to signals. A missing path is for Open to create.
+func refuseNotRegular(path string) error {
+	info, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case info.Mode().IsRegular():
+		return nil
+	}
+	what := "a special file"
+	switch m := info.Mode(); {
+	case m.IsDir():
+		what = "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		what = "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		what = "a socket"
+	case m&fs.ModeDevice != 0:
+		what = "a device"
+	}
+	return fmt.Errorf("%w: %s is %s; store.path must name a regular file (or nothing yet, for a new store)", ErrNotRegular, path, what)
 }
 
 // CreatedMarker is the file Open leaves beside the store file at path, to

@@ -77,6 +77,9 @@ func CheckFile(path string) (err error) {
 	if err := refuseJournal(path); err != nil {
 		return fmt.Errorf("check store %s: %w", path, err)
 	}
+	if err := refuseNotRegular(path); err != nil {
+		return fmt.Errorf("check store: %w", err)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("check store: %w", err)
