@@ -57,12 +57,12 @@ func TestImportRules(t *testing.T) {
 				broken = "the store imports nothing of the project but the records it keeps (bridge/store) and the group commit"
 			case pkg == mod+"/postgres" && under(imp, mod) && imp != mod+"/bridge/store" && imp != groupCommit:
 				broken = "the PostgreSQL store imports nothing of the project but the records it keeps (bridge/store) and the group commit"
-			// flowbridge-load is exempt from the SDK rules: it drives the fake
-			// Discord, whose API speaks discordgo's types, and its -floor relay
+			// flowbridge-load and -chaos are exempt from the SDK rules: they drive
+			// the fake Discord, whose API speaks discordgo's types; load's relay
 			// uses both SDKs bare to measure what they cost without flowbridge.
 			case under(imp, slackSDK) && !under(pkg, mod+"/adapters/slack") && pkg != mod+"/cmd/flowbridge-load":
 				broken = "only adapters/slack imports slack-go"
-			case under(imp, discordSDK) && !under(pkg, mod+"/adapters/discord") && pkg != mod+"/cmd/flowbridge-load":
+			case under(imp, discordSDK) && !under(pkg, mod+"/adapters/discord") && pkg != mod+"/cmd/flowbridge-load" && pkg != mod+"/cmd/flowbridge-chaos":
 				broken = "only adapters/discord imports discordgo"
 			case under(pkg, mod+"/adapters/") && under(imp, mod+"/adapters/") && strings.Split(strings.TrimPrefix(pkg, mod+"/adapters/"), "/")[0] != strings.Split(strings.TrimPrefix(imp, mod+"/adapters/"), "/")[0]:
 				broken = "adapters never import each other"

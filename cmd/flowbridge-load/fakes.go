@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flowbridge/flowbridge/testkit/loadkit"
 	"github.com/flowbridge/flowbridge/testkit/slacktest"
 	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
@@ -25,59 +26,13 @@ import (
 // CPU the bridge is measured on. So a front serves the hot, per-message
 // routes (Slack chat.postMessage, chat.update, reactions; Discord message
 // create and edit, typing) itself, with what the fake would answer, and
-// finds the reply's marker there in O(1); everything else (auth, Socket Mode
+// finds the reply's loadkit.Marker there in O(1); everything else (auth, Socket Mode
 // and gateway, users, commands, interactions, response URLs) goes to the fake.
 // The fakes run with NoRecord, so the events this process sends are not kept
 // either: a soak measures the bridge, not the generator's growing heap.
 
-// marker names one message: conversation c, sequence n. It travels in the
-// message text as "fbl<c>x<n>y", letters and digits only, so no escaping
-// (Markdown, mrkdwn, form or JSON encoding) changes it.
-type marker struct {
-	conv int
-	seq  int
-}
-
-func (m marker) String() string { return fmt.Sprintf("fbl%dx%dy", m.conv, m.seq) }
-
-// findMarker returns the last marker in b: a message's own, after any
-// context flowbridge puts before it (the earlier messages of a thread the
-// bot is mentioned in, which carry their own markers).
-func findMarker(b []byte) (marker, bool) {
-	var last marker
-	found := false
-	for {
-		i := bytes.Index(b, []byte("fbl"))
-		if i < 0 {
-			return last, found
-		}
-		b = b[i+3:]
-		c, rest, ok := digits(b)
-		if !ok || len(rest) == 0 || rest[0] != 'x' {
-			continue
-		}
-		n, rest, ok := digits(rest[1:])
-		if !ok || len(rest) == 0 || rest[0] != 'y' {
-			continue
-		}
-		last, found = marker{conv: c, seq: n}, true
-	}
-}
-
-func digits(b []byte) (int, []byte, bool) {
-	i := 0
-	for i < len(b) && i < 9 && b[i] >= '0' && b[i] <= '9' {
-		i++
-	}
-	if i == 0 {
-		return 0, b, false
-	}
-	n, err := strconv.Atoi(string(b[:i]))
-	return n, b[i:], err == nil
-}
-
 // replyFunc is told that the bridge sent the reply carrying m at time at.
-type replyFunc func(m marker, at time.Time)
+type replyFunc func(m loadkit.Marker, at time.Time)
 
 // meteredWorkspace serves workspacetest and records, per chat message, how
 // long the API itself took: the bridge's added latency is the end-to-end time
@@ -90,13 +45,13 @@ type meteredWorkspace struct {
 
 func newMeteredWorkspace(latency, longFlow time.Duration) *meteredWorkspace {
 	m := &meteredWorkspace{fake: workspacetest.New(workspacetest.Options{NoRecord: true})}
-	m.fake.AddAgent(workspacetest.Agent{UUID: agentUUID, Delay: latency})
+	m.fake.AddAgent(workspacetest.Agent{UUID: loadkit.AgentUUID, Delay: latency})
 	m.fake.AddFlow(workspacetest.Flow{UUID: longFlowUUID, Template: "long flow done", Delay: longFlow})
 	m.fake.AddFlow(workspacetest.Flow{UUID: quickFlowUUID, Template: "quick flow done", Delay: latency})
 	next := m.fake.Handler()
 	m.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		var mk marker
+		var mk loadkit.Marker
 		found := false
 		if r.Method == http.MethodPost && r.Body != nil {
 			body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
@@ -104,7 +59,7 @@ func newMeteredWorkspace(latency, longFlow time.Duration) *meteredWorkspace {
 				http.Error(w, "read body", http.StatusBadRequest)
 				return
 			}
-			mk, found = findMarker(body)
+			mk, found = loadkit.FindMarker(body)
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		next.ServeHTTP(w, r)
@@ -116,7 +71,7 @@ func newMeteredWorkspace(latency, longFlow time.Duration) *meteredWorkspace {
 }
 
 // service returns and forgets the API's time for the message m.
-func (m *meteredWorkspace) service(mk marker) (time.Duration, bool) {
+func (m *meteredWorkspace) service(mk loadkit.Marker) (time.Duration, bool) {
 	v, ok := m.svc.LoadAndDelete(mk)
 	if !ok {
 		return 0, false
@@ -139,11 +94,8 @@ type front struct {
 	transport *http.Transport
 }
 
-func newFront(target string, hot func(mux *http.ServeMux)) (*front, error) {
-	u, err := url.Parse(target)
-	if err != nil {
-		return nil, err
-	}
+func newFront(target string, hot func(mux *http.ServeMux)) *front {
+	u, _ := url.Parse(target) // a fake's URL: http://127.0.0.1:port
 	f := &front{transport: http.DefaultTransport.(*http.Transport).Clone()}
 	f.transport.MaxIdleConnsPerHost = 64
 	proxy := &httputil.ReverseProxy{
@@ -154,7 +106,7 @@ func newFront(target string, hot func(mux *http.ServeMux)) (*front, error) {
 	hot(mux)
 	mux.Handle("/", proxy)
 	f.srv = httptest.NewServer(mux)
-	return f, nil
+	return f
 }
 
 func (f *front) URL() string { return f.srv.URL }
@@ -208,7 +160,7 @@ func (h *slackHot) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if mk, ok := findMarker(body); ok {
+	if mk, ok := loadkit.FindMarker(body); ok {
 		h.onReply(mk, at)
 	}
 	var res map[string]any
@@ -262,7 +214,7 @@ func (h *discordHot) message(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "read body", http.StatusBadRequest)
 		return
 	}
-	if mk, ok := findMarker(body); ok {
+	if mk, ok := loadkit.FindMarker(body); ok {
 		h.onReply(mk, at)
 	}
 	var in struct {

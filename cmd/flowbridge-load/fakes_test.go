@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowbridge/flowbridge/testkit/loadkit"
 	"github.com/flowbridge/flowbridge/testkit/slacktest"
 )
 
@@ -19,8 +20,8 @@ import (
 func TestSlackHotPostLimit(t *testing.T) {
 	for _, limit := range []bool{true, false} {
 		var mu sync.Mutex
-		var replies []marker
-		hot := newSlackHot("UBOT", "BBOT", func(m marker, _ time.Time) {
+		var replies []loadkit.Marker
+		hot := newSlackHot("UBOT", "BBOT", func(m loadkit.Marker, _ time.Time) {
 			mu.Lock()
 			defer mu.Unlock()
 			replies = append(replies, m)
@@ -33,7 +34,7 @@ func TestSlackHotPostLimit(t *testing.T) {
 		srv := httptest.NewServer(mux)
 		post := func(channel string, seq int) *http.Response {
 			t.Helper()
-			form := url.Values{"channel": {channel}, "text": {marker{conv: 1, seq: seq}.String()}}
+			form := url.Values{"channel": {channel}, "text": {loadkit.Marker{Conv: 1, Seq: seq}.String()}}
 			res, err := srv.Client().Post(srv.URL+"/api/chat.postMessage", "application/x-www-form-urlencoded", strings.NewReader(form.Encode()))
 			if err != nil {
 				t.Fatal(err)

@@ -17,26 +17,16 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/flowbridge/flowbridge/testkit/discordtest"
+	"github.com/flowbridge/flowbridge/testkit/loadkit"
 	"github.com/flowbridge/flowbridge/testkit/slacktest"
 )
 
 const (
-	agentUUID     = "11111111-1111-1111-1111-111111111111"
 	longFlowUUID  = "22222222-2222-2222-2222-222222222222"
 	quickFlowUUID = "33333333-3333-3333-3333-333333333333"
 	guildID       = "500000000000000001"
 	cmdChannelID  = "500000000000000002"
 	slackCmdChan  = "CLOADCMD01"
-
-	// slackPingInterval is about how often Slack pings a Socket Mode socket.
-	slackPingInterval = 10 * time.Second
-
-	// startTimeout bounds the bridge's start until both platforms are connected.
-	startTimeout = 60 * time.Second
-	// shutdownGrace is the bridge's configured grace; stopTimeout is how long
-	// it gets to exit before it is killed.
-	shutdownGrace = 2 * time.Second
-	stopTimeout   = 15 * time.Second
 )
 
 // conversation is one simulated conversation: a Slack thread or a Discord DM.
@@ -70,7 +60,7 @@ type env struct {
 	slack   *slacktest.Server
 	discord *discordtest.Server
 	fronts  []*front
-	bridge  *child
+	bridge  *loadkit.Child
 	convs   []*conversation
 	// slackHot serves chat.postMessage; kept with -slack-post-limit, for
 	// the posts it refused.
@@ -81,15 +71,11 @@ type env struct {
 
 // runOnce starts everything, measures and tears it all down, whatever happens.
 func runOnce(ctx context.Context, p params) (*result, error) {
-	if p.Users == 0 || p.Users > p.Conversations {
-		p.Users = p.Conversations
-	}
-	p.resolve()
 	if rate := p.slackChannelRate(); p.SlackPostLimit && rate > slacktest.PostsPerSecond {
-		fmt.Fprintf(p.stderr, "-slack-post-limit: about %.1f messages a second offered to each Slack channel (-per-channel %d), over Slack's %d: answers queue behind the limit, and the added latency grows with the run\n",
+		fmt.Fprintf(p.tmp.Log, "-slack-post-limit: about %.1f messages a second offered to each Slack channel (-per-channel %d), over Slack's %d: answers queue behind the limit, and the added latency grows with the run\n",
 			rate, p.PerChannel, slacktest.PostsPerSecond)
 	}
-	return inTempDir(ctx, p, func(dir string) *env { return &env{p: p, dir: dir} }, (*env).measure)
+	return loadkit.InTempDir(ctx, p.tmp, func(dir string) *env { return &env{p: p, dir: dir} }, (*env).measure)
 }
 
 // slackChannelRate is about how many messages a second the users offer
@@ -109,26 +95,54 @@ func (p *params) slackChannelRate() float64 {
 func (e *env) usesSlack() bool   { return e.p.Platform != "discord" }
 func (e *env) usesDiscord() bool { return e.p.Platform != "slack" }
 
-func (e *env) onReply(m marker, at time.Time) {
-	if m.conv < 0 || m.conv >= len(e.convs) {
+func (e *env) onReply(m loadkit.Marker, at time.Time) {
+	if m.Conv < 0 || m.Conv >= len(e.convs) {
 		return
 	}
 	select {
-	case e.convs[m.conv].replies <- reply{seq: m.seq, at: at}:
+	case e.convs[m.Conv].replies <- reply{seq: m.Seq, at: at}:
 	default:
 		// A reply nobody waits for (duplicated or late): dropping it is fine.
 	}
 }
 
-func (e *env) start(ctx context.Context) error {
+// Start builds the conversations, the fakes and their fronts, and starts
+// the bridge under measurement on them.
+func (e *env) Start(ctx context.Context) error {
+	e.newConversations()
+	e.ws = newMeteredWorkspace(e.p.APILatency, e.p.LongFlowDuration)
+	var slackAPI, discordAPI string
+	var err error
+	if e.usesSlack() {
+		slackAPI = e.startSlack()
+	}
+	if e.usesDiscord() {
+		if discordAPI, err = e.startDiscord(ctx); err != nil {
+			return err
+		}
+	}
+	cfgPath := filepath.Join(e.dir, "flowbridge.toml")
+	if err := os.WriteFile(cfgPath, []byte(e.config(slackAPI, discordAPI)), 0o600); err != nil {
+		return err
+	}
+	b, err := loadkit.Start(e.p.target.bin, e.p.target.args(cfgPath), filepath.Join(e.dir, "flowbridge.log"))
+	if err != nil {
+		return err
+	}
+	e.bridge = b
+	return e.waitConnected(ctx)
+}
+
+// newConversations spreads the conversations over the platforms, Slack's
+// over channels of -per-channel, and the users over the conversations.
+func (e *env) newConversations() {
 	p := e.p
-	users := p.Users
 	for i := range p.Conversations {
 		c := &conversation{id: i, platform: "slack", replies: make(chan reply, 4)}
 		if p.Platform == "discord" || p.Platform == "both" && i%2 == 1 {
 			c.platform = "discord"
 		}
-		u := i % users
+		u := i % p.Users
 		if c.platform == "slack" {
 			c.user = fmt.Sprintf("U%08d", u)
 			c.channel = fmt.Sprintf("CLOAD%05d", i/p.PerChannel)
@@ -138,60 +152,42 @@ func (e *env) start(ctx context.Context) error {
 		}
 		e.convs = append(e.convs, c)
 	}
+}
 
-	e.ws = newMeteredWorkspace(p.APILatency, p.LongFlowDuration)
-	var slackAPI, discordAPI string
-	if e.usesSlack() {
-		// Slack pings each socket about every 10 s; the fake's default is
-		// far faster (for tests), which would be CPU no real bridge spends.
-		// The run measures the bridge, not one workspace's chat.update
-		// allowance, which thousands of simulated users would exceed.
-		e.slack = slacktest.NewServer(slacktest.Options{Channels: []slacktest.Channel{{ID: slackCmdChan, Name: "load"}}, PingInterval: slackPingInterval, NoRecord: true, UpdatesPerMinute: -1})
-		hot := newSlackHot(e.slack.BotUserID(), e.slack.BotID(), e.onReply)
-		if p.SlackPostLimit {
-			hot.limit = slacktest.NewPostLimiter(0)
-			e.slackHot = hot
-		}
-		f, err := newFront(e.slack.URL(), hot.register)
-		if err != nil {
-			return err
-		}
-		e.fronts = append(e.fronts, f)
-		slackAPI = f.URL() + "/api/"
+// startSlack starts the fake Slack and its front, and returns the Web API
+// URL the bridge is given.
+func (e *env) startSlack() string {
+	// Slack pings each socket about every 10 s; the fake's default is far
+	// faster (for tests), which would be CPU no real bridge spends. The run
+	// measures the bridge, not one workspace's chat.update allowance,
+	// which thousands of simulated users would exceed.
+	e.slack = slacktest.NewServer(slacktest.Options{Channels: []slacktest.Channel{{ID: slackCmdChan, Name: "load"}}, PingInterval: loadkit.SlackPingInterval, NoRecord: true, UpdatesPerMinute: -1})
+	hot := newSlackHot(e.slack.BotUserID(), e.slack.BotID(), e.onReply)
+	if e.p.SlackPostLimit {
+		hot.limit = slacktest.NewPostLimiter(0)
+		e.slackHot = hot
 	}
-	if e.usesDiscord() {
-		// As for Slack: the bridge is measured, not the edits per channel.
-		e.discord = discordtest.NewServer(discordtest.Options{NoRecord: true, NoEditLimit: true})
-		if err := e.discord.AddGuild(ctx, guildID); err != nil {
-			return err
-		}
-		if err := e.discord.AddChannel(ctx, discordgo.Channel{ID: cmdChannelID, GuildID: guildID, Type: discordgo.ChannelTypeGuildText, Name: "load"}); err != nil {
-			return err
-		}
-		bot := e.discord.BotUser()
-		hot := newDiscordHot(bot.ID, bot.Username, e.onReply)
-		f, err := newFront(e.discord.URL, hot.register)
-		if err != nil {
-			return err
-		}
-		e.fronts = append(e.fronts, f)
-		discordAPI = f.URL()
-	}
+	f := newFront(e.slack.URL(), hot.register)
+	e.fronts = append(e.fronts, f)
+	return f.URL() + "/api/"
+}
 
-	cfgPath := filepath.Join(e.dir, "flowbridge.toml")
-	if err := os.WriteFile(cfgPath, []byte(e.config(slackAPI, discordAPI)), 0o600); err != nil {
-		return err
+// startDiscord starts the fake Discord, with a guild and a command channel,
+// and its front, and returns the API URL the bridge is given.
+func (e *env) startDiscord(ctx context.Context) (string, error) {
+	// As for Slack: the bridge is measured, not the edits per channel.
+	e.discord = discordtest.NewServer(discordtest.Options{NoRecord: true, NoEditLimit: true})
+	if err := e.discord.AddGuild(ctx, guildID); err != nil {
+		return "", err
 	}
-	args := []string{"run", "-config", cfgPath}
-	if p.Floor {
-		args[0] = relayCommand
+	if err := e.discord.AddChannel(ctx, discordgo.Channel{ID: cmdChannelID, GuildID: guildID, Type: discordgo.ChannelTypeGuildText, Name: "load"}); err != nil {
+		return "", err
 	}
-	b, err := startChild(p.flowbridge, args, filepath.Join(e.dir, "flowbridge.log"))
-	if err != nil {
-		return err
-	}
-	e.bridge = b
-	return e.waitConnected(ctx)
+	bot := e.discord.BotUser()
+	hot := newDiscordHot(bot.ID, bot.Username, e.onReply)
+	f := newFront(e.discord.URL, hot.register)
+	e.fronts = append(e.fronts, f)
+	return f.URL(), nil
 }
 
 // config is the bridge's configuration: the fakes' addresses, a store in the
@@ -200,8 +196,8 @@ func (e *env) start(ctx context.Context) error {
 func (e *env) config(slackAPI, discordAPI string) string {
 	p := e.p
 	var b strings.Builder
-	b.WriteString(baseConfig(e.ws.URL(), fmt.Sprintf("path = %q\n", filepath.Join(e.dir, "flowbridge.db")),
-		p.Conversations+p.LongFlows+256, indicatorDelayKey(p.IndicatorDelay), "127.0.0.1:0", "warn"))
+	b.WriteString(loadkit.BaseConfig(e.ws.URL(), fmt.Sprintf("path = %q\n", filepath.Join(e.dir, "flowbridge.db")),
+		p.Conversations+p.LongFlows+256, loadkit.IndicatorDelayKey(p.IndicatorDelay), "127.0.0.1:0", "warn"))
 	fmt.Fprintf(&b, `
 [[flows]]
 name = "long"
@@ -241,88 +237,10 @@ api_url = %q
 	return b.String()
 }
 
-// baseConfig is the part of the bridge's configuration every mode shares:
-// the fake workspace, the store section's lines, room for every
-// conversation's work (maxInFlight), the bridge section's other lines, the
-// admin listener, the log level and the one agent. Each mode adds its flows
-// and platforms after it.
-func baseConfig(wsURL, storeLines string, maxInFlight int, bridgeLines, adminListen, logLevel string) string {
-	return fmt.Sprintf(`[workspace]
-base_url = %q
-workspace_uuid = "ws-test"
-api_token = "test-token"
-chat_timeout = "2m"
-
-[store]
-%s
-[bridge]
-max_in_flight = %d
-shutdown_grace = %q
-%s
-[admin]
-listen = %q
-
-[log]
-level = %q
-format = "json"
-
-[[agents]]
-name = "helper"
-uuid = %q
-default = true
-`, wsURL, storeLines, maxInFlight, shutdownGrace.String(), bridgeLines, adminListen, logLevel, agentUUID)
-}
-
-// inTempDir gives a run a temporary directory of its own: newEnv builds
-// the run's environment in it, which is started, then run, then closed,
-// and the directory removed (or kept, with -keep), whatever happened.
-func inTempDir[E interface {
-	start(context.Context) error
-	close() error
-}, R any](ctx context.Context, p params, newEnv func(dir string) E, run func(E, context.Context) (R, error)) (res R, err error) {
-	dir, err := os.MkdirTemp(p.tempDir, "flowbridge-load-")
-	if err != nil {
-		return res, err
-	}
-	e := newEnv(dir)
-	defer func() {
-		if cerr := e.close(); cerr != nil && err == nil {
-			err = cerr
-		}
-		keepOrRemove(p, dir)
-	}()
-	if err := e.start(ctx); err != nil {
-		return res, err
-	}
-	return run(e, ctx)
-}
-
-// keepOrRemove ends a run's temporary directory: kept and named with -keep,
-// else removed.
-func keepOrRemove(p params, dir string) {
-	if p.keepTemp {
-		fmt.Fprintln(p.stderr, "kept", dir)
-	} else {
-		os.RemoveAll(dir)
-	}
-}
-
-// defaultIndicatorDelay is flowbridge's default working_indicator_delay.
-const defaultIndicatorDelay = 500 * time.Millisecond
-
-// indicatorDelayKey is the config line for the indicator delay, left out at
-// flowbridge's default so that builds from before the key can be measured too.
-func indicatorDelayKey(d time.Duration) string {
-	if d == defaultIndicatorDelay {
-		return ""
-	}
-	return fmt.Sprintf("working_indicator_delay = %q\n", d.String())
-}
-
 // waitConnected waits until the bridge has connected to every platform (and
 // registered its Discord commands), failing early when the process exits.
 func (e *env) waitConnected(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	ctx, cancel := context.WithTimeout(ctx, loadkit.StartTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
@@ -347,27 +265,27 @@ func (e *env) waitConnected(ctx context.Context) error {
 	}()
 	select {
 	case <-all:
-	case <-e.bridge.done:
+	case <-e.bridge.Done:
 		cancel()
 		<-all
-		return e.bridge.exited()
+		return e.bridge.Exited()
 	}
 	close(errs)
 	for err := range errs {
 		if err != nil {
-			return fmt.Errorf("waiting for the bridge to connect: %w\n%s", err, e.bridge.logTail())
+			return fmt.Errorf("waiting for the bridge to connect: %w\n%s", err, e.bridge.LogTail())
 		}
 	}
 	return nil
 }
 
-// close stops the bridge first (so nothing calls the fakes any more), then the
+// Close stops the bridge first (so nothing calls the fakes any more), then the
 // fronts and fakes.
-func (e *env) close() error {
+func (e *env) Close() error {
 	var errs []error
 	if e.bridge != nil {
-		if err := e.bridge.stop(stopTimeout); err != nil {
-			errs = append(errs, fmt.Errorf("stopping flowbridge: %w\n%s", err, e.bridge.logTail()))
+		if err := e.bridge.Stop(loadkit.StopTimeout); err != nil {
+			errs = append(errs, fmt.Errorf("stopping the bridge: %w\n%s", err, e.bridge.LogTail()))
 		}
 	}
 	for _, f := range e.fronts {
@@ -387,7 +305,7 @@ func (e *env) close() error {
 
 // send delivers message seq of conversation c.
 func (e *env) send(ctx context.Context, c *conversation, seq int) error {
-	text := "hello " + marker{conv: c.id, seq: seq}.String() + " how are you"
+	text := "hello " + loadkit.Marker{Conv: c.id, Seq: seq}.String() + " how are you"
 	if c.platform == "slack" {
 		d, err := e.slack.SendAppMention(ctx, slacktest.MessageEvent{Channel: c.channel, User: c.user, Text: text, ThreadTS: c.root})
 		if err != nil {
@@ -421,27 +339,12 @@ func (e *env) exchange(ctx context.Context, c *conversation, seq int) (s sample,
 			if r.seq != seq {
 				continue // a late reply to an earlier message
 			}
-			svc, found := e.ws.service(marker{conv: c.id, seq: seq})
+			svc, found := e.ws.service(loadkit.Marker{Conv: c.id, Seq: seq})
 			if !found {
 				svc = e.p.APILatency
 			}
 			return sample{e2e: r.at.Sub(start), service: svc, at: r.at}, true, nil
 		}
-	}
-}
-
-// pause waits d, or returns false when ctx ends first.
-func pause(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 
@@ -547,39 +450,73 @@ func (e *env) ackLatencies(probes []probe) (lat []time.Duration, missing int) {
 }
 
 // measure warms every conversation up (its first message creates the
-// session), starts the long flows, then runs the measured phase while probing
-// slash-command acknowledgement, and reads the bridge's CPU and memory.
+// session), starts the long flows, then runs the measured phase while
+// probing slash-command acknowledgement, and reads the bridge's CPU,
+// memory and syncs.
 func (e *env) measure(ctx context.Context) (*result, error) {
-	p := e.p
-	pid := e.bridge.pid()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	// The bridge dying ends the run with its log.
-	var watch sync.WaitGroup
-	defer watch.Wait()
-	watchDone := make(chan struct{})
-	defer close(watchDone)
-	watch.Go(func() {
-		select {
-		case <-e.bridge.done:
-			cancel(e.bridge.exited())
-		case <-watchDone:
-		}
-	})
+	stopWatch := e.watch(cancel)
+	defer stopWatch()
 
-	idle, err := readMemory(pid)
+	pid := e.bridge.PID()
+	idle, err := loadkit.ReadMemory(pid)
 	if err != nil {
 		return nil, err
 	}
+	warmLost, err := e.warmUp(ctx, cancel)
+	if err != nil {
+		return nil, err
+	}
+	longProbes, err := e.startLongFlows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := &result{params: e.p, WarmupLost: warmLost, IdleRSSMB: mb(idle.RSS), Syncs: -1}
+	if err := e.phase(ctx, cancel, res); err != nil {
+		return nil, err
+	}
+	_, longMissing := e.ackLatencies(longProbes)
+	res.AcksMissing += longMissing
+	// The store's size once the bridge has closed it.
+	if err := e.bridge.Stop(loadkit.StopTimeout); err != nil {
+		return nil, fmt.Errorf("stopping the bridge: %w\n%s", err, e.bridge.LogTail())
+	}
+	for _, name := range []string{"flowbridge.db", journalName} {
+		if fi, err := os.Stat(filepath.Join(e.dir, name)); err == nil {
+			res.StoreBytes += fi.Size()
+		}
+	}
+	return res, nil
+}
 
-	// Warm-up: the first message of each conversation, staggered over the think time.
+// watch cancels the run with the bridge's exit should it die; the function
+// it returns stops watching.
+func (e *env) watch(cancel context.CancelCauseFunc) func() {
 	var wg sync.WaitGroup
-	var warmLost atomic.Int64
-	// The first failure is the run's error: context.Cause keeps it.
-	fail := func(err error) { cancel(err) }
+	stop := make(chan struct{})
+	wg.Go(func() {
+		select {
+		case <-e.bridge.Done:
+			cancel(e.bridge.Exited())
+		case <-stop:
+		}
+	})
+	return func() {
+		close(stop)
+		wg.Wait()
+	}
+}
+
+// warmUp sends each conversation's first message, staggered over the think
+// time, and returns how many were not answered.
+func (e *env) warmUp(ctx context.Context, fail context.CancelCauseFunc) (int, error) {
+	var wg sync.WaitGroup
+	var lost atomic.Int64
 	for _, c := range e.convs {
 		wg.Go(func() {
-			if !pause(ctx, e.thinkTime()) {
+			if !loadkit.Pause(ctx, e.thinkTime()) {
 				return
 			}
 			_, ok, err := e.exchange(ctx, c, 0)
@@ -588,69 +525,62 @@ func (e *env) measure(ctx context.Context) (*result, error) {
 				return
 			}
 			if !ok {
-				warmLost.Add(1)
+				lost.Add(1)
 			}
 		})
 	}
 	wg.Wait()
 	if err := context.Cause(ctx); err != nil {
-		return nil, fmt.Errorf("warm-up: %w", err)
+		return 0, fmt.Errorf("warm-up: %w", err)
 	}
+	return int(lost.Load()), nil
+}
 
-	// Long flows, then let the bridge settle their acknowledgements.
-	var longProbes []probe
+// startLongFlows starts -long-flows flows, alternating between the platforms.
+func (e *env) startLongFlows(ctx context.Context) ([]probe, error) {
+	var probes []probe
 	plats := e.platforms()
-	for i := range p.LongFlows {
+	for i := range e.p.LongFlows {
 		pr, err := e.slash(ctx, plats[i%len(plats)], "long", i)
 		if err != nil {
 			return nil, fmt.Errorf("long flow %d: %w", i, err)
 		}
-		longProbes = append(longProbes, pr)
+		probes = append(probes, pr)
 	}
+	return probes, nil
+}
 
-	phase, stopPhase := context.WithCancel(ctx)
-	if p.Duration > 0 {
-		var c context.CancelFunc
-		phase, c = context.WithTimeout(phase, p.Duration)
-		defer c()
-	}
+// use is what the bridge process used by a moment of the measured phase.
+type use struct {
+	at     time.Time
+	cpu    loadkit.CPUUse
+	driver time.Duration // this process's CPU
+}
+
+func (e *env) use() (use, error) {
+	u := use{at: time.Now()}
+	var err error
+	u.cpu, err = loadkit.CPUTime(e.bridge.PID())
+	var self syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	u.driver = time.Duration(self.Utime.Nano() + self.Stime.Nano())
+	return u, err
+}
+
+// phase runs the measured phase: every conversation talks, and a slash
+// command probes acknowledgement, until -duration or -messages; then the
+// figures go into res.
+func (e *env) phase(ctx context.Context, fail context.CancelCauseFunc, res *result) error {
+	syncs, syncErr := loadkit.CountSyncs(e.bridge.PID(), e.dir)
+	phase, stopPhase := context.WithTimeout(ctx, e.p.Duration)
 	defer stopPhase()
-	cpu0, err := cpuTime(pid)
+	u0, err := e.use()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var self0 syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self0)
-	t0 := time.Now()
-
+	var wg sync.WaitGroup
 	for _, c := range e.convs {
-		wg.Go(func() {
-			for seq := 1; ; seq++ {
-				wait := e.thinkTime()
-				if seq == 1 {
-					wait = e.firstWait()
-				}
-				if !pause(phase, wait) {
-					return
-				}
-				if p.Messages > 0 && e.sent.Add(1) > int64(p.Messages) {
-					stopPhase()
-					return
-				}
-				// A reply is awaited even after the phase ends, so each
-				// message sent is either measured or lost.
-				s, ok, err := e.exchange(ctx, c, seq)
-				if err != nil {
-					fail(err)
-					return
-				}
-				if !ok {
-					c.lost++
-					continue
-				}
-				c.samples = append(c.samples, s)
-			}
-		})
+		wg.Go(func() { e.talk(ctx, phase, stopPhase, fail, c) })
 	}
 	var phaseEnd time.Time
 	wg.Go(func() {
@@ -658,50 +588,101 @@ func (e *env) measure(ctx context.Context) (*result, error) {
 		phaseEnd = time.Now()
 	})
 	var probes []probe
-	wg.Go(func() {
-		t := time.NewTicker(p.AckInterval)
-		defer t.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-phase.Done():
-				return
-			case <-t.C:
-			}
-			pr, err := e.slash(phase, plats[i%len(plats)], "quick", i)
-			if err != nil {
-				if phase.Err() == nil {
-					fail(fmt.Errorf("slash command probe: %w", err))
-				}
-				return
-			}
-			probes = append(probes, pr)
-		}
-	})
+	wg.Go(func() { probes = e.probe(phase, fail) })
 	wg.Wait()
-	elapsed := time.Since(t0)
-	cpu1, err := cpuTime(pid)
+	u1, err := e.use()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var self1 syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self1)
+	if syncErr == nil {
+		res.Syncs, syncErr = syncs.Stop()
+	}
+	if syncErr != nil {
+		res.Notes = append(res.Notes, "syncs not counted: "+syncErr.Error())
+		res.Syncs = -1
+	}
 	if err := context.Cause(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	mem, err := readMemory(pid)
+	mem, err := loadkit.ReadMemory(e.bridge.PID())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	e.awaitAcks(ctx, probes)
-	ackLat, ackMissing := e.ackLatencies(probes)
-	_, longMissing := e.ackLatencies(longProbes)
+	res.fill(e, u0, u1, phaseEnd, mem)
+	res.AckLatencyMS, res.AcksMissing = e.ackQuantiles(probes)
+	res.Acks = res.AckLatencyMS.N
+	return nil
+}
 
-	res := &result{params: p}
+// talk is one conversation's measured phase: think, send, wait for the
+// reply, until the phase ends. A reply is awaited even after the phase
+// ends, so each message sent is either measured or lost.
+func (e *env) talk(ctx, phase context.Context, stopPhase context.CancelFunc, fail context.CancelCauseFunc, c *conversation) {
+	for seq := 1; ; seq++ {
+		wait := e.thinkTime()
+		if seq == 1 {
+			wait = e.firstWait()
+		}
+		if !loadkit.Pause(phase, wait) {
+			return
+		}
+		if e.p.Messages > 0 && e.sent.Add(1) > int64(e.p.Messages) {
+			stopPhase()
+			return
+		}
+		s, ok, err := e.exchange(ctx, c, seq)
+		if err != nil {
+			fail(err)
+			return
+		}
+		if !ok {
+			c.lost++
+			continue
+		}
+		c.samples = append(c.samples, s)
+	}
+}
+
+// probe sends a "/flow quick" every -ack-interval, alternating platforms,
+// until the phase ends, and returns what it sent.
+func (e *env) probe(phase context.Context, fail context.CancelCauseFunc) []probe {
+	var probes []probe
+	plats := e.platforms()
+	t := time.NewTicker(e.p.AckInterval)
+	defer t.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-phase.Done():
+			return probes
+		case <-t.C:
+		}
+		pr, err := e.slash(phase, plats[i%len(plats)], "quick", i)
+		if err != nil {
+			if phase.Err() == nil {
+				fail(fmt.Errorf("slash command probe: %w", err))
+			}
+			return probes
+		}
+		probes = append(probes, pr)
+	}
+}
+
+// ackQuantiles are the probes' acknowledgement latencies and how many were
+// not acknowledged.
+func (e *env) ackQuantiles(probes []probe) (loadkit.Quantiles, int) {
+	lat, missing := e.ackLatencies(probes)
+	return loadkit.QuantilesOf(lat), missing
+}
+
+// fill puts the phase's figures into r: the conversations' samples, the
+// bridge's CPU between u0 and u1, its memory and its syncs.
+func (r *result) fill(e *env, u0, u1 use, phaseEnd time.Time, mem loadkit.Memory) {
 	var e2e, added, svc []time.Duration
 	var minutes minuteBuckets
 	inPhase := 0
 	for _, c := range e.convs {
-		res.Lost += c.lost
+		r.Lost += c.lost
 		for _, s := range c.samples {
 			if !s.at.After(phaseEnd) {
 				inPhase++
@@ -710,48 +691,36 @@ func (e *env) measure(ctx context.Context) (*result, error) {
 			svc = append(svc, s.service)
 			a := max(s.e2e-s.service, 0)
 			added = append(added, a)
-			minutes.add(s.at.Sub(t0), a)
+			minutes.add(s.at.Sub(u0.at), a)
 		}
 	}
-	if p.Duration >= 2*time.Minute {
-		res.AddedLatencyByMinute = minutes.quantiles()
+	if e.p.Duration >= 2*time.Minute {
+		r.AddedLatencyByMinute = minutes.quantiles()
 	}
-	res.Messages = len(e2e)
-	res.WarmupLost = int(warmLost.Load())
-	res.ElapsedSec = elapsed.Seconds()
+	r.Messages = len(e2e)
+	r.ElapsedSec = u1.at.Sub(u0.at).Seconds()
 	// Replies within the phase over the phase: the tail that waits for the
 	// last replies (or for lost ones to time out) does not dilute the rate.
-	res.MessagesPerSec = float64(inPhase) / phaseEnd.Sub(t0).Seconds()
-	res.AddedLatencyMS = quantilesOf(added)
-	res.EndToEndMS = quantilesOf(e2e)
-	res.APIServiceMS = quantilesOf(svc)
-	res.AckLatencyMS = quantilesOf(ackLat)
-	res.Acks = len(ackLat)
-	res.AcksMissing = ackMissing + longMissing
-	used := cpu1.sub(cpu0)
-	cpu := used.total()
-	res.CPUSec = cpu.Seconds()
-	if res.Messages > 0 {
-		res.CPUUSPerMessage = float64(cpu.Microseconds()) / float64(res.Messages)
-		res.CPUSysUSPerMessage = float64(used.Sys.Microseconds()) / float64(res.Messages)
+	r.MessagesPerSec = float64(inPhase) / phaseEnd.Sub(u0.at).Seconds()
+	r.AddedLatencyMS = loadkit.QuantilesOf(added)
+	r.EndToEndMS = loadkit.QuantilesOf(e2e)
+	r.APIServiceMS = loadkit.QuantilesOf(svc)
+	used := u1.cpu.Sub(u0.cpu)
+	r.CPUSec = used.Total().Seconds()
+	if r.Messages > 0 {
+		r.CPUUSPerMessage = float64(used.Total().Microseconds()) / float64(r.Messages)
+		r.CPUSysUSPerMessage = float64(used.Sys.Microseconds()) / float64(r.Messages)
+		if r.Syncs >= 0 {
+			r.SyncsPerMessage = float64(r.Syncs) / float64(r.Messages)
+		}
 	}
-	res.CPUSecPer1000Messages = res.CPUUSPerMessage / 1000
-	res.DriverCPUSec = rusageCPU(self1).Seconds() - rusageCPU(self0).Seconds()
-	res.IdleRSSMB = mb(idle.RSS)
-	res.RSSMB = mb(mem.RSS)
-	res.PeakRSSMB = mb(mem.Peak)
+	r.CPUSecPer1000Messages = r.CPUUSPerMessage / 1000
+	r.DriverCPUSec = (u1.driver - u0.driver).Seconds()
+	r.RSSMB = mb(mem.RSS)
+	r.PeakRSSMB = mb(mem.Peak)
 	if e.slackHot != nil {
-		res.SlackPostsRefused = int(e.slackHot.refused.Load())
+		r.SlackPostsRefused = int(e.slackHot.refused.Load())
 	}
-
-	// The store's size once the bridge has closed it.
-	if err := e.bridge.stop(stopTimeout); err != nil {
-		return nil, fmt.Errorf("stopping flowbridge: %w\n%s", err, e.bridge.logTail())
-	}
-	if fi, err := os.Stat(filepath.Join(e.dir, "flowbridge.db")); err == nil {
-		res.StoreBytes = fi.Size()
-	}
-	return res, nil
 }
 
 // minuteBuckets groups latencies by the minute, since the phase began, in
@@ -766,16 +735,10 @@ func (b *minuteBuckets) add(since, latency time.Duration) {
 	(*b)[m] = append((*b)[m], latency)
 }
 
-func (b minuteBuckets) quantiles() []quantiles {
-	out := make([]quantiles, len(b))
+func (b minuteBuckets) quantiles() []loadkit.Quantiles {
+	out := make([]loadkit.Quantiles, len(b))
 	for i, d := range b {
-		out[i] = quantilesOf(d)
+		out[i] = loadkit.QuantilesOf(d)
 	}
 	return out
 }
-
-func rusageCPU(r syscall.Rusage) time.Duration {
-	return time.Duration(r.Utime.Nano() + r.Stime.Nano())
-}
-
-func mb(b int64) float64 { return float64(b) / (1 << 20) }

@@ -83,10 +83,11 @@ func TestRunFlags(t *testing.T) {
 	}{
 		{[]string{"-platform", "irc"}, `-platform "irc"`},
 		{[]string{"-conversations", "0"}, "-conversations 0"},
-		{[]string{"-duration", "0s"}, "-duration or -messages"},
+		{[]string{"-duration", "0s"}, "-duration 0s"},
+		{[]string{"-mode", "ceiling"}, `-mode "ceiling"`},
+		{[]string{"-rounds", "0"}, "-rounds 0"},
 		{[]string{"-working-indicator", "spinner"}, "-working-indicator"},
 		{[]string{"extra"}, "unexpected arguments"},
-		{[]string{"-floor", "-long-flows", "2"}, "-floor measures chat only"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -105,82 +106,10 @@ func TestRunFlags(t *testing.T) {
 		if !strings.Contains(errOut.String(), "-conversations") {
 			t.Errorf("run(-h) printed %q, want the flags", errOut.String())
 		}
+		if n := strings.Count(errOut.String(), "\n"); n > 40 {
+			t.Errorf("run(-h) printed %d lines, want a screen (40 at most):\n%s", n, errOut.String())
+		}
 	})
-}
-
-func TestFindMarker(t *testing.T) {
-	tests := []struct {
-		in   string
-		want marker
-		ok   bool
-	}{
-		{"hello fbl12x3y there", marker{12, 3}, true},
-		{`{"content":"[turn 2] You said: hello fbl0x0y"}`, marker{0, 0}, true},
-		{"text=%5Bturn+1%5D+You+said%3A+hello+fbl7x41y+how", marker{7, 41}, true},
-		{"fblx1y fbl2x fbl3x4y", marker{3, 4}, true},
-		{"fbl1234567890x1y", marker{}, false},
-		{"Thinking…", marker{}, false},
-		{"", marker{}, false},
-	}
-	for _, tt := range tests {
-		got, ok := findMarker([]byte(tt.in))
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("findMarker(%q) = %v, %v, want %v, %v", tt.in, got, ok, tt.want, tt.ok)
-		}
-	}
-	for _, m := range []marker{{0, 0}, {9999, 123456}} {
-		if got, ok := findMarker([]byte("x " + m.String() + " y")); !ok || got != m {
-			t.Errorf("findMarker(%q) = %v, %v, want %v", m.String(), got, ok, m)
-		}
-	}
-}
-
-func TestQuantiles(t *testing.T) {
-	ms := func(v ...int) []time.Duration {
-		var d []time.Duration
-		for _, x := range v {
-			d = append(d, time.Duration(x)*time.Millisecond)
-		}
-		return d
-	}
-	hundred := make([]int, 100)
-	for i := range hundred {
-		hundred[i] = 100 - i
-	}
-	tests := []struct {
-		name string
-		in   []time.Duration
-		want quantiles
-	}{
-		{"empty", nil, quantiles{}},
-		{"one", ms(7), quantiles{N: 1, P50: 7, P90: 7, P99: 7, Max: 7}},
-		{"hundred", ms(hundred...), quantiles{N: 100, P50: 50, P90: 90, P99: 99, Max: 100}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := quantilesOf(tt.in); got != tt.want {
-				t.Errorf("quantilesOf(%v) = %+v, want %+v", tt.in, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestParseProc(t *testing.T) {
-	stat := []byte("4242 (flow bridge) S 1 4242 4242 0 -1 4194560 1234 0 0 0 250 50 0 0 20 0 9 0 100 2000000 3000 18446744073709551615\n")
-	want := cpuUse{User: 2500 * time.Millisecond, Sys: 500 * time.Millisecond}
-	if got, err := parseStat(stat); err != nil || got != want {
-		t.Errorf("parseStat(%q) = %+v, %v, want %+v", stat, got, err, want)
-	}
-	if _, err := parseStat([]byte("4242 (x) S 1")); err == nil {
-		t.Errorf("parseStat(short) = nil error, want one")
-	}
-	status := []byte("Name:\tflowbridge\nVmHWM:\t   20480 kB\nVmRSS:\t   10240 kB\nThreads:\t9\n")
-	if got, err := parseStatus(status); err != nil || got != (memory{RSS: 10 << 20, Peak: 20 << 20}) {
-		t.Errorf("parseStatus(%q) = %+v, %v, want 10 MiB and 20 MiB", status, got, err)
-	}
-	if _, err := parseStatus([]byte("Name:\tx\n")); err == nil {
-		t.Errorf("parseStatus(no Vm lines) = nil error, want one")
-	}
 }
 
 func TestSweepRatios(t *testing.T) {
@@ -213,29 +142,41 @@ func TestMinuteBuckets(t *testing.T) {
 	}
 }
 
-// TestRunFloorSmoke runs -floor briefly: the relay, started as a child process
-// (this test binary, see TestMain), must answer every message and probe.
-func TestRunFloorSmoke(t *testing.T) {
+// TestRunFloorsSmoke runs the floor and the durable floor briefly, in
+// turn, twice: the relay, started as a child process (this test binary, see
+// TestMain), must answer every message and probe; the durable floor must
+// keep its journal beside the store, and sync at most four times a message
+// (writers share syncs) and at least once; the plain floor not at all.
+func TestRunFloorsSmoke(t *testing.T) {
 	t.Parallel()
-	args := []string{"-floor", "-json", "-conversations", "4", "-duration", "1s", "-api-latency", "5ms", "-think", "20ms", "-ack-interval", "100ms"}
-	var got struct {
-		Floor        bool            `json:"floor"`
-		Messages     int             `json:"messages"`
-		Lost         int             `json:"lost"`
-		AddedLatency struct{ N int } `json:"added_latency_ms"`
-		Acks         int             `json:"acks"`
-		AcksMissing  int             `json:"acks_missing"`
-		CPUSec       float64         `json:"cpu_sec"`
-		StoreBytes   int64           `json:"store_bytes"`
-	}
+	args := []string{"-mode", "floor,durable-floor", "-rounds", "2", "-json", "-conversations", "4", "-duration", "500ms", "-api-latency", "5ms", "-think", "20ms", "-ack-interval", "100ms"}
+	var got comparison
 	runJSON(t, args, &got)
-	if !got.Floor || got.Messages == 0 || got.Lost != 0 || got.AddedLatency.N != got.Messages {
-		t.Errorf("floor run: floor %v, %d messages, %d lost, %d latencies; want a lossless floor run", got.Floor, got.Messages, got.Lost, got.AddedLatency.N)
+	if len(got.Runs) != 4 || len(got.Modes) != 2 {
+		t.Fatalf("%d runs, %d modes; want 4 runs of 2 modes", len(got.Runs), len(got.Modes))
 	}
-	if got.Acks == 0 || got.AcksMissing != 0 {
-		t.Errorf("floor run: %d probes acknowledged, %d missing; want all", got.Acks, got.AcksMissing)
+	for i, r := range got.Runs {
+		wantMode := []string{"floor", "durable-floor"}[i%2]
+		if r.Mode != wantMode || r.Round != i/2+1 {
+			t.Errorf("run %d: %s round %d, want %s round %d: the modes in turn", i, r.Mode, r.Round, wantMode, i/2+1)
+		}
+		if r.Messages == 0 || r.Lost != 0 || r.AddedLatencyMS.N != r.Messages || r.Acks == 0 || r.AcksMissing != 0 || r.CPUSec <= 0 {
+			t.Errorf("%s: %d messages, %d lost, %d latencies, %d probes acknowledged, %d missing, CPU %.3f s; want a lossless run, measured",
+				r.Mode, r.Messages, r.Lost, r.AddedLatencyMS.N, r.Acks, r.AcksMissing, r.CPUSec)
+		}
+		durable := r.Mode == "durable-floor"
+		if (r.StoreBytes > 0) != durable {
+			t.Errorf("%s: store %d bytes; want a journal with the durable floor alone", r.Mode, r.StoreBytes)
+		}
+		if r.Syncs < 0 {
+			t.Logf("%s: syncs not counted: %q", r.Mode, r.Notes)
+			continue
+		}
+		if durable && (r.SyncsPerMessage <= 0 || r.SyncsPerMessage > 4.5) || !durable && r.Syncs != 0 {
+			t.Errorf("%s: %d syncs, %.2f a message; want 0 for the floor, 0 to 4 for the durable floor", r.Mode, r.Syncs, r.SyncsPerMessage)
+		}
 	}
-	if got.CPUSec <= 0 || got.StoreBytes != 0 {
-		t.Errorf("floor run: CPU %.3f s, store %d bytes; want the relay's CPU measured and no store", got.CPUSec, got.StoreBytes)
+	if c := got.Modes[1].CPURatio["floor"]; c[0] <= 0 {
+		t.Errorf("the durable floor's CPU ratio to the floor = %v, want it measured", c)
 	}
 }

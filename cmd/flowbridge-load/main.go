@@ -1,10 +1,8 @@
-// Command flowbridge-load runs flowbridge as a separate process against in-process fakes of the workspace API, Slack and Discord, drives simulated conversations through it and reports the bridge's added latency, acknowledgement latency, CPU, memory and store size, or, with -kill-every, whether its delivery promises hold across SIGKILLs and Slack's redeliveries.
+// Command flowbridge-load measures flowbridge: it runs the bridge as a separate process against in-process fakes of the workspace API, Slack and Discord, drives simulated conversations through it and reports the bridge's added latency, acknowledgement latency, CPU, syncs, memory and store size, beside a bare relay (the floor) and the relay with the promises' synced writes (the durable floor).
 package main
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,11 +10,11 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"slices"
+	"strings"
 	"syscall"
 	"time"
 
-	"github.com/flowbridge/flowbridge/testkit/slacktest"
+	"github.com/flowbridge/flowbridge/testkit/loadkit"
 )
 
 func main() {
@@ -35,22 +33,15 @@ func main() {
 	}
 }
 
-const usage = `flowbridge-load measures flowbridge: it starts fakes of the workspace API,
-Slack (Socket Mode) and Discord in this process, runs flowbridge as a separate
-process against them, drives simulated conversations and reports the bridge's
-added latency, slash-command acknowledgement latency, CPU, memory and store size.
+const usage = `flowbridge-load measures flowbridge as a separate process against fakes of the
+workspace API, Slack (Socket Mode) and Discord in this process: simulated users
+each send, wait for the reply and think. It reports added latency (end to end
+minus the API's time), slash-command acknowledgement, CPU, syncs, memory and
+store size. -mode floor runs a bare relay on the same libraries instead;
+-mode durable-floor the relay plus the synced writes the promises need. Several
+modes run interleaved, -rounds times, side by side. flowbridge-chaos breaks things.
 
-With -kill-every D it tests delivery instead: flowbridge in Slack's HTTP mode
-under -rate messages a second is killed with SIGKILL about every D (-kills
-times), restarted on the same store, and sent Slack's redeliveries; it then
-counts, from the fakes' records, messages sent to the agent twice, replies
-posted twice and acknowledged messages neither answered nor told, and exits
-non-zero unless all three are 0.
-
-Usage:
-  flowbridge-load [flags]
-
-Flags:
+Usage: flowbridge-load [flags]
 `
 
 // sweepSizes are the conversation counts -sweep runs; ratios are relative to sweepBase.
@@ -58,8 +49,10 @@ var sweepSizes = []int{1, 10, 100, 1000, 10000}
 
 const sweepBase = 10
 
-// params are the load's parameters; they are reported with the results.
+// params are one run's parameters; they are reported with its results.
 type params struct {
+	Mode             string        `json:"mode"`
+	Round            int           `json:"round,omitempty"`
 	Platform         string        `json:"platform"`
 	Users            int           `json:"users"`
 	Conversations    int           `json:"conversations"`
@@ -75,63 +68,29 @@ type params struct {
 	ReplyTimeout     time.Duration `json:"-"`
 	WorkingIndicator string        `json:"working_indicator"`
 	IndicatorDelay   time.Duration `json:"-"`
-	IndicatorDelayMS float64       `json:"working_indicator_delay_ms"`
-	// SlackPostLimit holds the load run's chat.postMessage to Slack's
-	// limit per channel (-kill-every and -replicas always do).
+	// SlackPostLimit holds chat.postMessage to Slack's limit per channel.
 	SlackPostLimit bool `json:"slack_post_limit,omitempty"`
-	// Floor runs this command's relay in flowbridge's place (see relay.go).
-	Floor bool `json:"floor,omitempty"`
-	// KillEvery, when positive, runs the crash test instead (kill.go):
-	// Kills SIGKILLs about KillEvery apart under load over Slack's HTTP
-	// mode, Slack's redeliveries after each restart, and the promises counted.
-	KillEvery time.Duration `json:"-"`
-	Kills     int           `json:"-"`
-	// Damage damages the store after each kill (damage.go).
-	Damage          bool          `json:"-"`
-	RedeliverWindow time.Duration `json:"-"`
-	FlowShare       float64       `json:"-"`
-	// Replicas, when set, runs several flowbridge processes on one
-	// PostgreSQL instead (replicas.go): replicaCounts are its counts, one
-	// run each; DSN the database; DropEvery the socket and shard drops;
-	// Burst the messages a user sends at once.
-	Replicas      string `json:"-"`
-	replicaCounts []int
-	Store         string        `json:"-"`
-	DSN           string        `json:"-"`
-	DropEvery     time.Duration `json:"-"`
-	Burst         int           `json:"-"`
-	// SlackAckTimeout is how long the fake Slack waits for a Socket Mode
-	// ack before it redelivers.
-	SlackAckTimeout time.Duration `json:"-"`
-	// LeaseTTL is the replicas' store.lease_ttl, 0 for flowbridge's default.
-	LeaseTTL time.Duration `json:"-"`
-	// OrderHold is the replicas' store.order_hold, "" for flowbridge's default.
-	OrderHold string `json:"-"`
-	// PGOutage, with -replicas, stops a throwaway PostgreSQL for this long
-	// mid-run; PGBin holds its initdb and pg_ctl.
-	PGOutage time.Duration `json:"-"`
-	PGBin    string        `json:"-"`
-	// Restart, with -replicas, starts every replica again after the
-	// SIGTERM at the end, so that answers kept in the outbox are posted.
-	Restart bool `json:"-"`
 
-	DurationSec   float64 `json:"duration_sec"`
-	APILatencyMS  float64 `json:"api_latency_ms"`
-	ThinkMS       float64 `json:"think_ms"`
-	LongFlowSec   float64 `json:"long_flow_sec"`
-	AckIntervalMS float64 `json:"ack_interval_ms"`
-	Cores         int     `json:"cores"`
-	flowbridge    string
-	keepTemp      bool
-	tempDir       string
-	stderr        io.Writer
+	IndicatorDelayMS float64 `json:"working_indicator_delay_ms"`
+	DurationSec      float64 `json:"duration_sec"`
+	APILatencyMS     float64 `json:"api_latency_ms"`
+	ThinkMS          float64 `json:"think_ms"`
+	LongFlowSec      float64 `json:"long_flow_sec"`
+	AckIntervalMS    float64 `json:"ack_interval_ms"`
+	Cores            int     `json:"cores"`
+
+	target target
+	tmp    loadkit.TempDir
 }
 
-// resolve derives what other flags imply for one run: the think time that
-// offers -rate messages a second over this run's conversations (each
-// conversation sends one message per think time plus API time), and the
-// probe interval.
+// resolve derives what other flags imply for one run: the users (one per
+// conversation unless fewer), the think time that offers -rate messages a
+// second over this run's conversations (each sends one message per think
+// time plus API time), and the probe interval.
 func (p *params) resolve() {
+	if p.Users == 0 || p.Users > p.Conversations {
+		p.Users = p.Conversations
+	}
 	if p.Rate > 0 {
 		perConversation := time.Duration(float64(p.Conversations) / p.Rate * float64(time.Second))
 		p.Think = max(perConversation-p.APILatency, 0)
@@ -145,310 +104,264 @@ func (p *params) resolve() {
 			p.AckInterval = 100 * time.Millisecond
 		}
 	}
-	p.fillReported()
-}
-
-func (p *params) fillReported() {
-	p.IndicatorDelayMS = ms(p.IndicatorDelay)
+	p.IndicatorDelayMS = loadkit.MS(p.IndicatorDelay)
 	p.DurationSec = p.Duration.Seconds()
-	p.APILatencyMS = ms(p.APILatency)
-	p.ThinkMS = ms(p.Think)
+	p.APILatencyMS = loadkit.MS(p.APILatency)
+	p.ThinkMS = loadkit.MS(p.Think)
 	p.LongFlowSec = p.LongFlowDuration.Seconds()
-	p.AckIntervalMS = ms(p.AckInterval)
+	p.AckIntervalMS = loadkit.MS(p.AckInterval)
 	p.Cores = runtime.NumCPU()
 }
 
+// validate checks each flag alone: no flag's meaning depends on another's.
 func (p *params) validate() error {
 	var errs []error
-	switch p.Platform {
-	case "slack", "discord", "both":
-	default:
-		errs = append(errs, fmt.Errorf("-platform %q: want slack, discord or both", p.Platform))
-	}
-	if p.Conversations < 1 {
-		errs = append(errs, fmt.Errorf("-conversations %d: want at least 1", p.Conversations))
-	}
-	if p.Users < 0 {
-		errs = append(errs, fmt.Errorf("-users %d: want 0 (one per conversation) or more", p.Users))
-	}
-	if p.Floor && p.LongFlows > 0 {
-		errs = append(errs, errors.New("-floor measures chat only: its relay runs no flows, so -long-flows would measure nothing"))
-	}
-	if p.PerChannel < 1 {
-		errs = append(errs, fmt.Errorf("-per-channel %d: want at least 1", p.PerChannel))
-	}
-	if p.Duration <= 0 && p.Messages <= 0 {
-		errs = append(errs, errors.New("-duration or -messages must be positive"))
-	}
-	if p.Duration > time.Hour {
-		errs = append(errs, fmt.Errorf("-duration %s: at most 1h", p.Duration))
-	}
-	if p.APILatency < 0 || p.Think < 0 || p.LongFlowDuration < 0 || p.LongFlows < 0 {
-		errs = append(errs, errors.New("-api-latency, -think, -long-flows and -long-flow-duration must not be negative"))
-	}
-	if p.AckInterval < 0 {
-		errs = append(errs, errors.New("-ack-interval must not be negative"))
-	}
-	if p.Rate < 0 {
-		errs = append(errs, errors.New("-rate must not be negative"))
-	}
-	if p.IndicatorDelay < 0 {
-		errs = append(errs, errors.New("-working-indicator-delay must not be negative"))
-	}
-	if p.KillEvery < 0 {
-		errs = append(errs, errors.New("-kill-every must not be negative"))
-	}
-	if p.Damage && p.KillEvery <= 0 {
-		errs = append(errs, errors.New("-damage needs -kill-every"))
-	}
-	if p.Replicas != "" {
-		return errors.Join(append(errs, p.validateReplicas())...)
-	}
-	if p.DropEvery != 0 {
-		errs = append(errs, errors.New("-drop-every needs -replicas"))
-	}
-	if p.KillEvery > 0 {
-		if p.Platform != "slack" {
-			errs = append(errs, fmt.Errorf("-kill-every runs Slack in HTTP mode: -platform %q does not apply", p.Platform))
-		}
-		if p.Floor || p.LongFlows > 0 {
-			errs = append(errs, errors.New("-kill-every tests delivery: -floor and -long-flows do not apply"))
-		}
-		if p.Kills < 1 {
-			errs = append(errs, fmt.Errorf("-kills %d: want at least 1", p.Kills))
-		}
-		if p.FlowShare < 0 || p.FlowShare > 1 {
-			errs = append(errs, fmt.Errorf("-flow-share %g: want 0 to 1", p.FlowShare))
-		}
-		if p.RedeliverWindow < 0 {
-			errs = append(errs, errors.New("-redeliver-window must not be negative"))
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
 		}
 	}
-	if p.ReplyTimeout <= 0 {
-		errs = append(errs, errors.New("-reply-timeout must be positive"))
+	check(p.Platform == "slack" || p.Platform == "discord" || p.Platform == "both", "-platform %q: want slack, discord or both", p.Platform)
+	check(p.Conversations >= 1, "-conversations %d: want at least 1", p.Conversations)
+	check(p.Users >= 0, "-users %d: want 0 (one per conversation) or more", p.Users)
+	check(p.PerChannel >= 1, "-per-channel %d: want at least 1", p.PerChannel)
+	check(p.Duration > 0 && p.Duration <= time.Hour, "-duration %s: want more than 0, at most 1h", p.Duration)
+	check(p.Messages >= 0, "-messages %d: want 0 (no limit) or more", p.Messages)
+	for name, d := range map[string]time.Duration{"-api-latency": p.APILatency, "-think": p.Think, "-long-flow-duration": p.LongFlowDuration, "-ack-interval": p.AckInterval, "-working-indicator-delay": p.IndicatorDelay} {
+		check(d >= 0, "%s %s: must not be negative", name, d)
 	}
-	switch p.WorkingIndicator {
-	case "placeholder", "reaction", "none":
-	default:
-		errs = append(errs, fmt.Errorf("-working-indicator %q: want placeholder, reaction or none", p.WorkingIndicator))
-	}
+	check(p.LongFlows >= 0, "-long-flows %d: must not be negative", p.LongFlows)
+	check(p.Rate >= 0, "-rate %g: must not be negative", p.Rate)
+	check(p.ReplyTimeout > 0, "-reply-timeout %s: must be positive", p.ReplyTimeout)
+	check(p.WorkingIndicator == "placeholder" || p.WorkingIndicator == "reaction" || p.WorkingIndicator == "none",
+		"-working-indicator %q: want placeholder, reaction or none", p.WorkingIndicator)
 	return errors.Join(errs...)
 }
 
-// validateReplicas checks what -replicas needs.
-func (p *params) validateReplicas() error {
-	var errs []error
-	counts, err := parseReplicas(p.Replicas)
-	if err != nil {
-		errs = append(errs, err)
+// options are the command's flags: the runs' parameters, and what to run.
+type options struct {
+	p          params
+	modes      []string
+	flowbridge string
+	rounds     int
+	sweep      bool
+	json       bool
+}
+
+// parseFlags reads the command line.
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("flowbridge-load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { printUsage(stderr, fs) }
+	o := &options{}
+	p := &o.p
+	fs.StringVar(&p.Platform, "platform", "both", "slack, discord or both (conversations alternate)")
+	fs.IntVar(&p.Conversations, "conversations", 100, "concurrent conversations")
+	fs.IntVar(&p.Users, "users", 0, "simulated users over the conversations (0: one each)")
+	fs.IntVar(&p.PerChannel, "per-channel", 10, "Slack conversations (threads) per channel")
+	fs.BoolVar(&p.SlackPostLimit, "slack-post-limit", false, "hold chat.postMessage to Slack's 1/s per channel (429 past it)")
+	fs.DurationVar(&p.Duration, "duration", 10*time.Second, "measured phase, after every conversation has its session")
+	fs.IntVar(&p.Messages, "messages", 0, "end the measured phase after this many messages (0: no limit)")
+	fs.DurationVar(&p.APILatency, "api-latency", 50*time.Millisecond, "the fake workspace API's time per chat message")
+	fs.DurationVar(&p.Think, "think", time.Second, "a user's mean pause between a reply and the next message")
+	fs.Float64Var(&p.Rate, "rate", 0, "offer this many messages/s in all: sets the think time (0: -think)")
+	fs.IntVar(&p.LongFlows, "long-flows", 0, "flows kept running during the measured phase (flowbridge)")
+	fs.DurationVar(&p.LongFlowDuration, "long-flow-duration", 30*time.Second, "how long each long flow runs")
+	fs.DurationVar(&p.AckInterval, "ack-interval", 0, "slash-command probe interval (0: 100ms with long flows, else 1s)")
+	fs.DurationVar(&p.ReplyTimeout, "reply-timeout", 30*time.Second, "a reply later than this counts as lost")
+	fs.StringVar(&p.WorkingIndicator, "working-indicator", "placeholder", "Slack's working indicator: placeholder, reaction or none")
+	fs.DurationVar(&p.IndicatorDelay, "working-indicator-delay", loadkit.DefaultIndicatorDelay, "answers quicker than this show no indicator")
+	mode := fs.String("mode", "flowbridge", "flowbridge, floor, durable-floor or a flowbridge binary's path; several: comma-separated")
+	fs.IntVar(&o.rounds, "rounds", 1, "run the modes in turn this many times")
+	fs.StringVar(&o.flowbridge, "flowbridge", "", "the flowbridge binary (default: go build ./cmd/flowbridge)")
+	fs.BoolVar(&o.sweep, "sweep", false, "run at 1, 10, 100, 1000 and 10000 conversations, figures relative to 10")
+	fs.StringVar(&p.tmp.Parent, "tmpdir", "", "where the run's temporary directory goes (e.g. /dev/shm: no real syncs)")
+	fs.BoolVar(&p.tmp.Keep, "keep", false, "keep the temporary directory (config, store, logs) and print its path")
+	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
 	}
-	p.replicaCounts = counts
-	if p.Platform == "discord" && slices.Max(append(counts, 0)) > replicaShards {
-		errs = append(errs, fmt.Errorf("-platform discord: at most %d replicas, one per Discord shard (a third would have no platform)", replicaShards))
+	p.tmp.Log = stderr
+	modes, err := parseModes(*mode)
+	o.modes = modes
+	errs := []error{err, p.validate()}
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
-	if p.Store != "postgres" {
-		errs = append(errs, fmt.Errorf("-store %q: -replicas share one PostgreSQL database, want -store postgres", p.Store))
+	if o.rounds < 1 {
+		errs = append(errs, fmt.Errorf("-rounds %d: want at least 1", o.rounds))
 	}
-	if p.DSN == "" {
-		errs = append(errs, errors.New("-dsn: empty"))
-	}
-	if len(counts) > 1 && (p.KillEvery > 0 || p.DropEvery > 0) {
-		errs = append(errs, errors.New("-replicas with several counts compares throughput and latency: -kill-every and -drop-every do not apply"))
-	}
-	if p.KillEvery < 0 || p.DropEvery < 0 {
-		errs = append(errs, errors.New("-kill-every and -drop-every must not be negative"))
-	}
-	if p.Floor || p.LongFlows > 0 || p.Messages > 0 {
-		errs = append(errs, errors.New("-replicas runs chat for -duration: -floor, -long-flows and -messages do not apply"))
-	}
-	if p.Duration <= 0 {
-		errs = append(errs, errors.New("-replicas needs a positive -duration"))
-	}
-	if _, err := time.ParseDuration(cmp.Or(p.OrderHold, "0s")); err != nil {
-		errs = append(errs, fmt.Errorf("-order-hold: %w", err))
-	}
-	if p.LeaseTTL < 0 {
-		errs = append(errs, errors.New("-lease-ttl must not be negative"))
-	}
-	if p.SlackAckTimeout <= 0 {
-		errs = append(errs, errors.New("-slack-ack-timeout must be positive"))
-	}
-	if p.Burst < 1 || p.Burst > 10 {
-		errs = append(errs, fmt.Errorf("-burst %d: want 1 to 10", p.Burst))
-	}
-	if p.Rate <= 0 {
-		errs = append(errs, errors.New("-rate must be positive with -replicas"))
-	}
-	return errors.Join(errs...)
+	return o, errors.Join(errs...)
+}
+
+// printUsage prints the usage and one line per flag, so -h fits a screen.
+func printUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprint(w, usage)
+	fs.VisitAll(func(f *flag.Flag) {
+		def := ""
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" {
+			def = " (" + f.DefValue + ")"
+		}
+		fmt.Fprintf(w, "  -%-24s %s%s\n", f.Name, f.Usage, def)
+	})
 }
 
 // run is the whole program with the OS injected, so tests call it directly.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("flowbridge-load", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		fs.PrintDefaults()
-	}
-	p := params{stderr: stderr}
-	fs.StringVar(&p.Platform, "platform", "both", "slack, discord or both (conversations alternate)")
-	fs.IntVar(&p.Users, "users", 0, "simulated users, spread over the conversations (0: one per conversation)")
-	fs.IntVar(&p.Conversations, "conversations", 100, "concurrent conversations (each sends, waits for the reply, thinks, sends again); with -kill-every default 300")
-	fs.IntVar(&p.PerChannel, "per-channel", 10, "Slack conversations (threads) per channel")
-	fs.BoolVar(&p.SlackPostLimit, "slack-post-limit", false, "hold the fake Slack's chat.postMessage to Slack's limit, a message a second per channel after a burst of 3 (429 with Retry-After past it), as -kill-every and -replicas always do; off by default, so figures stay comparable with earlier runs: -per-channel 10 at about a message a second each offers ten times the limit to every channel, so use -per-channel 1 with it")
-	fs.DurationVar(&p.Duration, "duration", 10*time.Second, "measured phase (after every conversation has its session)")
-	fs.IntVar(&p.Messages, "messages", 0, "stop the measured phase after this many messages (0: -duration only)")
-	fs.DurationVar(&p.APILatency, "api-latency", 50*time.Millisecond, "the fake workspace API's time per chat message")
-	fs.DurationVar(&p.Think, "think", time.Second, "mean pause of a user between a reply and the next message (uniform 0..2x; 0: closed loop)")
-	fs.IntVar(&p.LongFlows, "long-flows", 0, "flows kept running in the API during the measured phase")
-	fs.DurationVar(&p.LongFlowDuration, "long-flow-duration", 30*time.Second, "how long each long flow runs")
-	fs.Float64Var(&p.Rate, "rate", 0, "offer this many messages a second in total, whatever the number of conversations: sets each run's think time (conversations/rate - API latency, at least 0) and overrides -think; with -kill-every default 100")
-	fs.DurationVar(&p.AckInterval, "ack-interval", 0, "how often a slash command probes acknowledgement latency (0: 100ms with -long-flows, else 1s)")
-	fs.DurationVar(&p.ReplyTimeout, "reply-timeout", 30*time.Second, "a reply later than this counts as lost; with -kill-every, the longest wait for the last answers (at least 65s then: a re-post after a crash first looks for the answer with a Tier 3 call, 50 a minute)")
-	fs.DurationVar(&p.KillEvery, "kill-every", 0, "test delivery: SIGKILL flowbridge at random moments about this far apart (exponential, at most 3x) under load over Slack's HTTP mode, restart it, redeliver as Slack does, and count duplicates and silent drops")
-	fs.IntVar(&p.Kills, "kills", 20, "with -kill-every: how many times to kill flowbridge")
-	fs.BoolVar(&p.Damage, "damage", false, "with -kill-every: after each kill, damage the store file (cut short, emptied, one byte changed, deleted, in turn); each start must refuse naming the file and the backup (the file is then put back) or serve with the promises kept")
-	fs.DurationVar(&p.RedeliverWindow, "redeliver-window", 10*time.Second, "with -kill-every: after a restart, Slack redelivers every event not acknowledged and a random half of those acknowledged within this window")
-	fs.Float64Var(&p.FlowShare, "flow-share", 0.1, "with -kill-every: the share of conversations that run /flow slow (1.5 s) instead of chatting")
-	fs.StringVar(&p.WorkingIndicator, "working-indicator", "placeholder", "the Slack working indicator configured: placeholder, reaction or none")
-	fs.DurationVar(&p.IndicatorDelay, "working-indicator-delay", defaultIndicatorDelay, "the bridge's working_indicator_delay: answers quicker than this show no indicator")
-	fs.StringVar(&p.flowbridge, "flowbridge", "", "a prebuilt flowbridge binary (default: go build ./cmd/flowbridge)")
-	fs.BoolVar(&p.Floor, "floor", false, "measure a bare relay on the same libraries (slack-go, discordgo, net/http) instead of flowbridge: what a message costs before flowbridge's own work")
-	fs.StringVar(&p.tempDir, "tmpdir", "", "where the temporary directory (config, store, bridge log) goes; e.g. /dev/shm to take fsync out of the picture")
-	fs.BoolVar(&p.keepTemp, "keep", false, "keep the temporary directory (config, store, bridge log) and print its path; with -replicas, keep the PostgreSQL schema too")
-	fs.StringVar(&p.Replicas, "replicas", "", "run N flowbridge processes on one PostgreSQL (-store postgres), each with its own Slack socket and Discord shards (2 shards), and count the delivery promises across them, with -kill-every (SIGKILL and restart one replica about this often) and -drop-every; \"1,3\" runs 1 then 3 replicas without faults and compares throughput and added latency")
-	fs.StringVar(&p.Store, "store", "bbolt", "with -replicas: the store the replicas share, postgres")
-	fs.StringVar(&p.DSN, "dsn", cmp.Or(os.Getenv("FLOWBRIDGE_TEST_DATABASE_URL"), defaultTestDSN), "with -replicas: the PostgreSQL database (a postgres:// URL); each run gets a schema of its own, dropped afterwards")
-	fs.DurationVar(&p.DropEvery, "drop-every", 0, "with -replicas: about this often, close one live Slack socket or one Discord shard's gateway connection (in turn) while its process lives")
-	fs.DurationVar(&p.SlackAckTimeout, "slack-ack-timeout", slacktest.DefaultAckTimeout, "with -replicas: how long the fake Slack waits for a Socket Mode ack before it redelivers the event on another socket (Slack: 3s)")
-	fs.StringVar(&p.OrderHold, "order-hold", "", "with -replicas: the replicas' store.order_hold, how long a conversation's first message of a burst waits for an earlier one another replica received (e.g. \"100ms\", \"0s\" for none; default: flowbridge's)")
-	fs.DurationVar(&p.PGOutage, "pg-outage", 0, "with -replicas: run on a throwaway PostgreSQL the harness starts itself (initdb and pg_ctl from -pg-bin, a free port, a temporary directory; -dsn is not used), stop it for this long a third of the way into -duration, start it again, and check that no user is told \"try again\" and then answered, nothing is lost, and /readyz is 200 within 5s of its return; -slack-ack-timeout defaults to 5s then, so that Slack's three retries outlast a 10s outage as its real minutes-apart retries do")
-	fs.StringVar(&p.PGBin, "pg-bin", "/usr/lib/postgresql/15/bin", "with -pg-outage: where initdb and pg_ctl are")
-	fs.DurationVar(&p.LeaseTTL, "lease-ttl", 0, "with -replicas: the replicas' store.lease_ttl, how long a dead replica's conversations wait for another (0: flowbridge's default)")
-	fs.BoolVar(&p.Restart, "restart", true, "with -replicas: SIGTERM every replica as soon as the users stop (answers in flight, messages queued), start them again on the same database and wait for what they left (answers kept in the outbox, messages not yet run) before counting; -restart=false waits for the answers first and ends there")
-	fs.IntVar(&p.Burst, "burst", 2, "with -replicas: messages a user sends at once before waiting for the answers, so one conversation's messages reach several replicas")
-	sweep := fs.Bool("sweep", false, "run with 1, 10, 100, 1000 and 10000 conversations and show how each figure grows (relative to 10); with -rate, at the same total message rate")
-	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
-	if err := fs.Parse(args); err != nil {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if p.KillEvery > 0 && *sweep {
-		return errors.New("-kill-every and -sweep do not combine")
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if p.Replicas != "" {
-		if *sweep {
-			return errors.New("-replicas and -sweep do not combine")
-		}
-		if !set["conversations"] {
-			p.Conversations = defaultReplicaConversations
-		}
-		if !set["duration"] && (p.KillEvery > 0 || p.DropEvery > 0) {
-			p.Duration = defaultReplicaKillDuration
-		}
-		if !set["reply-timeout"] {
-			p.ReplyTimeout = defaultReplicaReplyTimeout
-		}
-		if !set["rate"] {
-			p.Rate = defaultKillRate
-		}
-		if p.PGOutage > 0 && !set["slack-ack-timeout"] {
-			p.SlackAckTimeout = 5 * time.Second
-		}
-	}
-	if p.KillEvery > 0 && p.Replicas == "" {
-		if !set["conversations"] {
-			p.Conversations = defaultKillConversations
-		}
-		if !set["platform"] {
-			p.Platform = "slack"
-		}
-		if p.Rate == 0 {
-			p.Rate = defaultKillRate
-		}
-	}
-	if err := p.validate(); err != nil {
+	targets, cleanup, err := resolveTargets(ctx, o.modes, o.flowbridge)
+	if err != nil {
 		return err
 	}
-
-	if p.Floor {
-		self, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		p.flowbridge = self
-	} else if p.flowbridge == "" {
-		dir, err := os.MkdirTemp("", "flowbridge-load-bin-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		bin, err := buildFlowbridge(ctx, dir)
-		if err != nil {
-			return err
-		}
-		p.flowbridge = bin
+	defer cleanup()
+	runs, err := runAll(ctx, o, targets, stderr)
+	if err != nil {
+		return err
 	}
+	return o.report(stdout, runs)
+}
 
-	if p.Replicas != "" {
-		p.fillReported()
-		return runReplicaMode(ctx, p, stdout, *asJSON)
+// runAll runs every mode at every size, -rounds times, the modes in turn
+// within a round, so that what the machine does meanwhile touches all alike.
+func runAll(ctx context.Context, o *options, targets []target, stderr io.Writer) ([]*result, error) {
+	sizes := []int{o.p.Conversations}
+	if o.sweep {
+		sizes = sweepSizes
 	}
-	if p.KillEvery > 0 {
-		p.fillReported()
-		res, err := runKill(ctx, p)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			if err := writeJSON(stdout, res); err != nil {
-				return err
+	several := len(sizes)*o.rounds*len(targets) > 1
+	var runs []*result
+	for _, size := range sizes {
+		for round := 1; round <= o.rounds; round++ {
+			for _, t := range targets {
+				q := o.p
+				q.Conversations, q.target, q.Mode = size, t, t.name
+				if o.rounds > 1 {
+					q.Round = round
+				}
+				q.resolve()
+				if several {
+					fmt.Fprintf(stderr, "%s, %d conversations, round %d…\n", t.name, size, round)
+				}
+				res, err := runOnce(ctx, q)
+				if err != nil {
+					return nil, fmt.Errorf("%s at %d conversations, round %d: %w", t.name, size, round, err)
+				}
+				runs = append(runs, res)
 			}
-		} else {
-			printKillTable(stdout, res)
 		}
-		return res.broken()
 	}
+	return runs, nil
+}
 
-	if !*sweep {
-		res, err := runOnce(ctx, p)
-		if err != nil {
-			return err
+// report prints the runs: one run's table, a sweep per mode, or the modes
+// side by side.
+func (o *options) report(w io.Writer, runs []*result) error {
+	switch {
+	case len(runs) == 1 && o.json:
+		return loadkit.WriteJSON(w, runs[0])
+	case len(runs) == 1:
+		printTable(w, runs[0])
+		return nil
+	case o.sweep:
+		sweeps := map[string]*sweep{}
+		for _, m := range o.modes {
+			sweeps[m] = newSweep(byMode(runs, m))
 		}
-		if *asJSON {
-			return writeJSON(stdout, res)
+		if o.json {
+			return loadkit.WriteJSON(w, sweeps)
 		}
-		printTable(stdout, res)
+		for _, m := range o.modes {
+			fmt.Fprintf(w, "%s:\n", m)
+			printSweep(w, sweeps[m])
+		}
 		return nil
 	}
-
-	var runs []*result
-	for _, m := range sweepSizes {
-		q := p
-		q.Conversations = m
-		fmt.Fprintf(stderr, "sweep: %d conversations…\n", m)
-		res, err := runOnce(ctx, q)
-		if err != nil {
-			return fmt.Errorf("sweep at %d conversations: %w", m, err)
-		}
-		runs = append(runs, res)
+	c := newComparison(o.modes, runs)
+	if o.json {
+		return loadkit.WriteJSON(w, c)
 	}
-	sw := newSweep(runs)
-	if *asJSON {
-		return writeJSON(stdout, sw)
-	}
-	printSweep(stdout, sw)
+	printComparison(w, c)
 	return nil
 }
 
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+func byMode(runs []*result, mode string) []*result {
+	var out []*result
+	for _, r := range runs {
+		if r.Mode == mode {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func mb(b int64) float64 { return float64(b) / (1 << 20) }
+
+// target is what a run measures: a flowbridge binary, or this command's
+// relay (the floors).
+type target struct {
+	name    string
+	bin     string
+	relay   bool
+	durable bool
+}
+
+// args are the child's arguments for the configuration at cfg.
+func (t target) args(cfg string) []string {
+	if !t.relay {
+		return []string{"run", "-config", cfg}
+	}
+	if t.durable {
+		return []string{relayCommand, "-config", cfg, "-durable"}
+	}
+	return []string{relayCommand, "-config", cfg}
+}
+
+// parseModes reads -mode: names, or paths to flowbridge binaries.
+func parseModes(s string) ([]string, error) {
+	var out []string
+	for m := range strings.SplitSeq(s, ",") {
+		m = strings.TrimSpace(m)
+		switch {
+		case m == "flowbridge" || m == "floor" || m == "durable-floor" || strings.Contains(m, "/"):
+			out = append(out, m)
+		default:
+			return nil, fmt.Errorf("-mode %q: want flowbridge, floor, durable-floor or a binary's path (with a /), separated by commas", s)
+		}
+	}
+	return out, nil
+}
+
+// resolveTargets finds each mode's binary, building flowbridge if a mode
+// needs it and -flowbridge names none; cleanup removes what was built.
+func resolveTargets(ctx context.Context, modes []string, flowbridge string) ([]target, func(), error) {
+	cleanup := func() {}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, cleanup, err
+	}
+	var targets []target
+	for _, m := range modes {
+		t := target{name: m, bin: m}
+		switch m {
+		case "floor", "durable-floor":
+			t.bin, t.relay, t.durable = self, true, m == "durable-floor"
+		case "flowbridge":
+			if flowbridge == "" {
+				dir, err := os.MkdirTemp("", "flowbridge-load-bin-")
+				if err != nil {
+					return nil, cleanup, err
+				}
+				cleanup = func() { os.RemoveAll(dir) }
+				if flowbridge, err = loadkit.Build(ctx, dir); err != nil {
+					return nil, cleanup, err
+				}
+			}
+			t.bin = flowbridge
+		}
+		targets = append(targets, t)
+	}
+	return targets, cleanup, nil
+}

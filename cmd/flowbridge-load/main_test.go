@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/flowbridge/flowbridge/testkit/loadkit"
 )
 
 // TestMain checks that a run leaves no goroutine behind: the fakes, fronts
-// and the bridge process are all stopped on every path. -floor starts this
-// binary again as its relay; then it is the relay and runs no tests.
+// and the bridge process are all stopped on every path. the floors start this
+// binary again as their relay; then it is the relay and runs no tests.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == relayCommand {
 		main()
@@ -34,14 +36,14 @@ var built struct {
 }
 
 // flowbridgeBin returns flowbridge built as run builds it without
-// -flowbridge (buildFlowbridge), once for all the tests.
+// -flowbridge (loadkit.Build), once for all the tests.
 func flowbridgeBin(t *testing.T) string {
 	t.Helper()
 	built.once.Do(func() {
 		if built.dir, built.err = os.MkdirTemp("", "flowbridge-load-bin-"); built.err != nil {
 			return
 		}
-		built.bin, built.err = buildFlowbridge(context.Background(), built.dir)
+		built.bin, built.err = loadkit.Build(context.Background(), built.dir)
 	})
 	if built.err != nil {
 		t.Fatal(built.err)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -22,13 +23,22 @@ import (
 
 // Why a relay: the CPU a chat message costs is mostly in slack-go, discordgo,
 // net/http and encoding/json, which flowbridge uses as the design prescribes.
-// `flowbridge-load -floor` runs this relay in flowbridge's place, as a child
-// process reading the same configuration: it does only what any bridge on
-// these libraries must do for a message (read the event, acknowledge it, one
-// agent call, one reply) and none of flowbridge's own work (store,
-// de-duplication, access rules, queues, rendering, indicators, metrics, logs).
-// Its CPU per message is the floor under flowbridge's; the difference is what
-// flowbridge adds.
+// `-mode floor` runs this relay in flowbridge's place, as a child process
+// reading the same configuration: it does only what any bridge on these
+// libraries must do for a message (read the event, acknowledge it, one agent
+// call, one reply) and none of flowbridge's own work (store, de-duplication,
+// access rules, queues, rendering, indicators, metrics, logs). Its CPU per
+// message is the floor under flowbridge's.
+//
+// `-mode durable-floor` runs it with -durable: it also makes the writes
+// flowbridge's delivery promises need, and no more, each synced before the
+// step it guards: a message recorded before it is acknowledged (so an
+// acknowledged message is never lost), marked sent before the agent is
+// asked (so a crash never sends it twice), its answer kept before it is
+// posted (so a crash never answers twice, nor loses the answer), and marked
+// posted after. They go to a plain file beside the store's, appended, with
+// the writers of the moment sharing a sync (journal.go). It is the least any
+// bridge keeping these promises pays on this disk.
 
 // relayCommand is the child's first argument in floor mode.
 const relayCommand = "relay"
@@ -49,6 +59,9 @@ type relayConfig struct {
 		AppToken string `toml:"app_token"`
 		APIURL   string `toml:"api_url"`
 	} `toml:"slack"`
+	Store struct {
+		Path string `toml:"path"`
+	} `toml:"store"`
 	Discord struct {
 		Enabled       bool     `toml:"enabled"`
 		Token         string   `toml:"token"`
@@ -58,10 +71,14 @@ type relayConfig struct {
 	} `toml:"discord"`
 }
 
-// runRelay is the child process: "relay -config PATH", until ctx ends.
+// journalName is the durable floor's file, beside flowbridge's store.
+const journalName = "durable-floor.journal"
+
+// runRelay is the child process: "relay -config PATH [-durable]", until ctx ends.
 func runRelay(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet(relayCommand, flag.ContinueOnError)
 	path := fs.String("config", "", "flowbridge's configuration file")
+	durable := fs.Bool("durable", false, "keep the promises' records in a journal beside the store")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -81,6 +98,16 @@ func runRelay(ctx context.Context, args []string) error {
 		return err
 	}
 	r := &relay{ws: ws, agent: cfg.Agents[0].UUID, sessions: make(map[string]string)}
+	if *durable {
+		if r.j, err = openJournal(filepath.Join(filepath.Dir(cfg.Store.Path), journalName)); err != nil {
+			return err
+		}
+		defer func() {
+			records, syncs := r.j.stats()
+			fmt.Fprintf(os.Stderr, "relay: %d records in %d syncs\n", records, syncs)
+			r.j.close()
+		}()
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
@@ -112,6 +139,7 @@ func runRelay(ctx context.Context, args []string) error {
 type relay struct {
 	ws    *workspace.Client
 	agent string
+	j     *journal // with -durable
 
 	mu       sync.Mutex
 	sessions map[string]string
@@ -136,6 +164,34 @@ func (r *relay) stop() {
 	r.stopped = true
 	r.mu.Unlock()
 	r.replies.Wait()
+}
+
+// record appends a record to the journal, durably; without -durable it does nothing.
+func (r *relay) record(kind byte, key, text string) error {
+	if r.j == nil {
+		return nil
+	}
+	return r.j.append(kind, key, text)
+}
+
+// relay answers message key of conversation conv: marked sent, the agent
+// asked, the answer kept, posted, marked posted.
+func (r *relay) relay(ctx context.Context, key, conv, text string, post func(string) (string, error)) error {
+	if err := r.record('s', key, ""); err != nil {
+		return err
+	}
+	out, err := r.answer(ctx, conv, text)
+	if err != nil {
+		return err
+	}
+	if err := r.record('a', key, out); err != nil {
+		return err
+	}
+	id, err := post(out)
+	if err != nil {
+		return err
+	}
+	return r.record('p', key, id)
 }
 
 // answer asks the agent in conversation key and returns its reply.
@@ -177,35 +233,48 @@ func (r *relay) runSlack(ctx context.Context, cfg relayConfig) error {
 			}
 			return err
 		case evt := <-sm.Events:
-			if evt.Request == nil || evt.Request.EnvelopeID == "" {
-				continue
-			}
-			if err := sm.Ack(*evt.Request); err != nil {
+			if err := r.slackEvent(ctx, api, sm, evt); err != nil {
 				return err
 			}
-			outer, ok := evt.Data.(slackevents.EventsAPIEvent)
-			if !ok {
-				continue
-			}
-			m, ok := outer.InnerEvent.Data.(*slackevents.AppMentionEvent)
-			if !ok {
-				continue
-			}
-			thread := m.ThreadTimeStamp
-			if thread == "" {
-				thread = m.TimeStamp
-			}
-			r.reply(func() {
-				out, err := r.answer(ctx, m.Channel+"/"+thread, m.Text)
-				if err == nil {
-					_, _, err = api.PostMessageContext(ctx, m.Channel, slack.MsgOptionText(out, false), slack.MsgOptionTS(thread))
-				}
-				if err != nil && ctx.Err() == nil {
-					fmt.Fprintln(os.Stderr, "relay: slack reply:", err)
-				}
-			})
 		}
 	}
+}
+
+// slackEvent acknowledges an event and answers an app mention: recorded
+// before the acknowledgement with -durable.
+func (r *relay) slackEvent(ctx context.Context, api *slack.Client, sm *socketmode.Client, evt socketmode.Event) error {
+	if evt.Request == nil || evt.Request.EnvelopeID == "" {
+		return nil
+	}
+	req := *evt.Request
+	outer, _ := evt.Data.(slackevents.EventsAPIEvent)
+	m, ok := outer.InnerEvent.Data.(*slackevents.AppMentionEvent)
+	if !ok || r.j == nil {
+		if err := sm.Ack(req); err != nil || !ok {
+			return err
+		}
+	}
+	thread := m.ThreadTimeStamp
+	if thread == "" {
+		thread = m.TimeStamp
+	}
+	key := "slack/" + m.Channel + "/" + m.TimeStamp
+	r.reply(func() {
+		err := r.record('r', key, m.Text)
+		if err == nil && r.j != nil {
+			err = sm.Ack(req)
+		}
+		if err == nil {
+			err = r.relay(ctx, key, m.Channel+"/"+thread, m.Text, func(out string) (string, error) {
+				_, ts, err := api.PostMessageContext(ctx, m.Channel, slack.MsgOptionText(out, false), slack.MsgOptionTS(thread))
+				return ts, err
+			})
+		}
+		if err != nil && ctx.Err() == nil {
+			fmt.Fprintln(os.Stderr, "relay: slack reply:", err)
+		}
+	})
+	return nil
 }
 
 func (r *relay) runDiscord(ctx context.Context, cfg relayConfig) error {
@@ -227,14 +296,21 @@ func (r *relay) runDiscord(ctx context.Context, cfg relayConfig) error {
 		if m.Author == nil || m.Author.Bot {
 			return
 		}
+		key := "discord/" + m.ID
 		r.reply(func() {
-			out, err := r.answer(ctx, m.ChannelID, m.Content)
+			err := r.record('r', key, m.Content)
 			if err == nil {
-				_, err = s.ChannelMessageSendComplex(m.ChannelID, &discordgo.MessageSend{
-					Content:         out,
-					Reference:       m.Reference(),
-					AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}},
-				}, discordgo.WithContext(ctx))
+				err = r.relay(ctx, key, m.ChannelID, m.Content, func(out string) (string, error) {
+					sent, err := s.ChannelMessageSendComplex(m.ChannelID, &discordgo.MessageSend{
+						Content:         out,
+						Reference:       m.Reference(),
+						AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}},
+					}, discordgo.WithContext(ctx))
+					if err != nil {
+						return "", err
+					}
+					return sent.ID, nil
+				})
 			}
 			if err != nil && ctx.Err() == nil {
 				fmt.Fprintln(os.Stderr, "relay: discord reply:", err)

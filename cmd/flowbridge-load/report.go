@@ -3,54 +3,30 @@ package main
 import (
 	"fmt"
 	"io"
-	"math"
-	"slices"
-	"strings"
 	"text/tabwriter"
-	"time"
+
+	"github.com/flowbridge/flowbridge/testkit/loadkit"
 )
-
-// quantiles summarise a latency distribution in milliseconds.
-type quantiles struct {
-	N   int     `json:"n"`
-	P50 float64 `json:"p50"`
-	P90 float64 `json:"p90"`
-	P99 float64 `json:"p99"`
-	Max float64 `json:"max"`
-}
-
-// quantilesOf uses the nearest-rank method; it sorts d.
-func quantilesOf(d []time.Duration) quantiles {
-	if len(d) == 0 {
-		return quantiles{}
-	}
-	slices.Sort(d)
-	rank := func(q float64) float64 {
-		i := int(math.Ceil(q*float64(len(d)))) - 1
-		return ms(d[max(i, 0)])
-	}
-	return quantiles{N: len(d), P50: rank(0.50), P90: rank(0.90), P99: rank(0.99), Max: ms(d[len(d)-1])}
-}
 
 // result is one run's figures with the parameters that produced them.
 type result struct {
 	params
-	Messages       int       `json:"messages"`
-	Lost           int       `json:"lost"`
-	WarmupLost     int       `json:"warmup_lost"`
-	ElapsedSec     float64   `json:"elapsed_sec"`
-	MessagesPerSec float64   `json:"messages_per_sec"`
-	AddedLatencyMS quantiles `json:"added_latency_ms"`
+	Messages       int               `json:"messages"`
+	Lost           int               `json:"lost"`
+	WarmupLost     int               `json:"warmup_lost"`
+	ElapsedSec     float64           `json:"elapsed_sec"`
+	MessagesPerSec float64           `json:"messages_per_sec"`
+	AddedLatencyMS loadkit.Quantiles `json:"added_latency_ms"`
 	// AddedLatencyByMinute splits AddedLatencyMS by the minute of the
 	// measured phase, for runs of two minutes or more (soaks).
-	AddedLatencyByMinute []quantiles `json:"added_latency_ms_by_minute,omitempty"`
-	EndToEndMS           quantiles   `json:"end_to_end_ms"`
-	APIServiceMS         quantiles   `json:"api_service_ms"`
-	AckLatencyMS         quantiles   `json:"ack_latency_ms"`
-	Acks                 int         `json:"acks"`
-	AcksMissing          int         `json:"acks_missing"`
-	CPUSec               float64     `json:"cpu_sec"`
-	CPUUSPerMessage      float64     `json:"cpu_us_per_message"`
+	AddedLatencyByMinute []loadkit.Quantiles `json:"added_latency_ms_by_minute,omitempty"`
+	EndToEndMS           loadkit.Quantiles   `json:"end_to_end_ms"`
+	APIServiceMS         loadkit.Quantiles   `json:"api_service_ms"`
+	AckLatencyMS         loadkit.Quantiles   `json:"ack_latency_ms"`
+	Acks                 int                 `json:"acks"`
+	AcksMissing          int                 `json:"acks_missing"`
+	CPUSec               float64             `json:"cpu_sec"`
+	CPUUSPerMessage      float64             `json:"cpu_us_per_message"`
 	// CPUSysUSPerMessage is the kernel's part of CPUUSPerMessage: mostly TCP,
 	// which on loopback includes delivering to the fakes' side of the socket.
 	CPUSysUSPerMessage    float64 `json:"cpu_sys_us_per_message"`
@@ -59,7 +35,13 @@ type result struct {
 	IdleRSSMB             float64 `json:"idle_rss_mb"`
 	RSSMB                 float64 `json:"rss_mb"`
 	PeakRSSMB             float64 `json:"peak_rss_mb"`
-	StoreBytes            int64   `json:"store_bytes"`
+	// StoreBytes is the store file's size, or the durable floor's journal's.
+	StoreBytes int64 `json:"store_bytes"`
+	// Syncs are the bridge's fsync and fdatasync calls in the measured
+	// phase, counted by perf (-1: not counted, see Notes).
+	Syncs           int64    `json:"syncs"`
+	SyncsPerMessage float64  `json:"syncs_per_message"`
+	Notes           []string `json:"notes,omitempty"`
 	// SlackPostsRefused counts the chat.postMessage calls answered 429
 	// with -slack-post-limit.
 	SlackPostsRefused int `json:"slack_posts_refused,omitempty"`
@@ -68,9 +50,7 @@ type result struct {
 func printTable(w io.Writer, r *result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	defer tw.Flush()
-	if r.Floor {
-		fmt.Fprintf(tw, "measured\tthe bare relay (-floor), not flowbridge\n")
-	}
+	fmt.Fprintf(tw, "measured\t%s\n", r.Mode)
 	fmt.Fprintf(tw, "parameters\t%s, %d conversations, %d users, %.0f s, API %.0f ms, think %.0f ms, %d long flows of %.0f s, indicator after %.0f ms, %d cores\n",
 		r.Platform, r.Conversations, r.Users, r.DurationSec, r.APILatencyMS, r.ThinkMS, r.LongFlows, r.LongFlowSec, r.IndicatorDelayMS, r.Cores)
 	fmt.Fprintf(tw, "messages\t%d (lost %d, warm-up lost %d) in %.1f s\n", r.Messages, r.Lost, r.WarmupLost, r.ElapsedSec)
@@ -78,7 +58,7 @@ func printTable(w io.Writer, r *result) {
 	fmt.Fprintf(tw, "\tp50\tp90\tp99\tmax\n")
 	for _, row := range []struct {
 		name string
-		q    quantiles
+		q    loadkit.Quantiles
 	}{
 		{"added latency ms", r.AddedLatencyMS},
 		{"end-to-end ms", r.EndToEndMS},
@@ -94,6 +74,7 @@ func printTable(w io.Writer, r *result) {
 	fmt.Fprintf(tw, "driver CPU\t%.2f s (this process: fakes and users)\n", r.DriverCPUSec)
 	fmt.Fprintf(tw, "bridge RSS MB\tidle %.1f, end %.1f, peak %.1f\n", r.IdleRSSMB, r.RSSMB, r.PeakRSSMB)
 	fmt.Fprintf(tw, "store bytes\t%d\n", r.StoreBytes)
+	fmt.Fprintf(tw, "syncs\t%s\n", syncsText(r))
 	if r.SlackPostLimit {
 		fmt.Fprintf(tw, "Slack posts refused\t%d (429 past a message a second per channel; their waits are in the added latency)\n", r.SlackPostsRefused)
 	}
@@ -118,6 +99,7 @@ var sweepFigures = []struct {
 	{"cpu_us_per_message", func(r *result) float64 { return r.CPUUSPerMessage }},
 	{"peak_rss_mb", func(r *result) float64 { return r.PeakRSSMB }},
 	{"store_bytes", func(r *result) float64 { return float64(r.StoreBytes) }},
+	{"syncs_per_message", func(r *result) float64 { return r.SyncsPerMessage }},
 }
 
 func newSweep(runs []*result) *sweep {
@@ -162,74 +144,10 @@ func printSweep(w io.Writer, s *sweep) {
 	}
 }
 
-// printKillTable prints a -kill-every run's figures.
-func printKillTable(w io.Writer, r *killResult) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "parameters\tSlack HTTP mode, %d conversations (%d run /flow slow), %.0f messages/s offered, API %.0f ms, a kill about every %.0f ms, redelivery window %.0f s, %d cores\n",
-		r.Conversations, r.FlowConvs, r.Rate, r.APILatencyMS, r.KillEveryMS, r.RedeliverSec, r.Cores)
-	fmt.Fprintf(tw, "kills\t%d (%d before the process listened), in %.1f s\n", r.Kills, r.KilledBeforeReady, r.ElapsedSec)
-	if len(r.Damaged) > 0 {
-		counts := map[string][2]int{}
-		for _, d := range r.Damaged {
-			c := counts[d.Kind]
-			if d.Refused {
-				c[0]++
-			} else {
-				c[1]++
-			}
-			counts[d.Kind] = c
-		}
-		var parts []string
-		for _, kind := range damageKinds {
-			if c, ok := counts[kind]; ok {
-				parts = append(parts, fmt.Sprintf("%s: %d refused, %d served", kind, c[0], c[1]))
-			}
-		}
-		fmt.Fprintf(tw, "starts on a damaged store\t%s\n", strings.Join(parts, "; "))
+// syncsText is a run's syncs per message, or why they were not counted.
+func syncsText(r *result) string {
+	if r.Syncs < 0 {
+		return "not counted"
 	}
-	fmt.Fprintf(tw, "offered\t%d messages, %d /flow commands (%.1f messages/s while the users talked)\n", r.MessagesOffered, r.CommandsOffered, r.OfferedPerSec)
-	fmt.Fprintf(tw, "acknowledged (200, at least once)\t%d messages, %d commands; %d never (%d of them answered or told all the same)\n", r.MessagesAcked, r.CommandsAcked, r.NotAcked, r.NotAckedAnswered)
-	fmt.Fprintf(tw, "deliveries\t%d first, %d redeliveries with X-Slack-Retry-Num (%d acknowledged), %d failed\n", r.Deliveries, r.Redeliveries, r.RedeliveriesAcked, r.FailedDeliveries)
-	fmt.Fprintf(tw, "workspace calls\t%d chat, %d flow runs\n", r.AgentCalls, r.FlowRuns)
-	fmt.Fprintf(tw, "sent to the agent more than once (must be 0)\t%d\n", r.DuplicateAgentCalls)
-	fmt.Fprintf(tw, "flow runs sent more than once (must be 0)\t%d\n", r.DuplicateFlowRuns)
-	fmt.Fprintf(tw, "answered in more than one message (must be 0)\t%d\n", r.DuplicateReplies)
-	fmt.Fprintf(tw, "acknowledged, neither answered nor told (must be 0)\t%d\n", r.AckedSilent)
-	fmt.Fprintf(tw, "answered exactly once\t%d\n", r.AnsweredOnce)
-	fmt.Fprintf(tw, "told \"restarted while…\"\t%d messages, %d flows\n", r.ToldRestartedChat, r.ToldRestartedFlow)
-	fmt.Fprintf(tw, "told something else\t%d\n", r.ToldOther)
-	fmt.Fprintf(tw, "answered and told\t%d (told twice: %d)\n", r.AnsweredAndTold, r.ToldTwice)
-	fmt.Fprintf(tw, "stray answers, unattributed notices\t%d, %d (%d notices matched by conversation, not by place)\n", r.StrayAnswers, r.UnattributedNotices, r.NoticesByConversation)
-	tw.Flush()
-	for _, v := range r.Violations {
-		fmt.Fprintf(w, "BROKEN: %s\n", v)
-	}
-	if len(r.Violations) > 0 {
-		fmt.Fprintf(w, "kills at (s): %.3f\n", r.KilledAtSec)
-	}
-	for _, n := range r.Notes {
-		fmt.Fprintf(w, "note: %s\n", n)
-	}
-}
-
-func (v violation) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s (%s in %s", v.What, v.Marker, v.Key, v.Channel)
-	if v.Place != "" {
-		fmt.Fprintf(&b, " at %s", v.Place)
-	}
-	fmt.Fprintf(&b, "), offered at %.3f s, %d deliveries", v.OfferedSec, v.Deliveries)
-	if v.Acked {
-		fmt.Fprintf(&b, ", acknowledged at %.3f s by process %d", v.AckedSec, v.AckedBy)
-	} else {
-		b.WriteString(", never acknowledged")
-	}
-	fmt.Fprintf(&b, ", %d workspace calls", v.Calls)
-	if len(v.Answers) > 0 {
-		fmt.Fprintf(&b, ", answered at %.3f s in %q", v.AnsweredSec, v.Answers)
-	}
-	for i, t := range v.Told {
-		fmt.Fprintf(&b, ", told at %.3f s %q", v.ToldSec[i], t)
-	}
-	return b.String()
+	return fmt.Sprintf("%.2f a message (%d)", r.SyncsPerMessage, r.Syncs)
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,7 +29,7 @@ func TestRunKillSmoke(t *testing.T) {
 	}{{"kills", 3, false}, {"kills, each followed by damage to the store", 4, true}} {
 		t.Run(c.name, func(t *testing.T) {
 			tmp := t.TempDir()
-			args := []string{"-json", "-kill-every", "300ms", "-kills", strconv.Itoa(c.kills), "-rate", "30", "-conversations", "30", "-reply-timeout", "5s", "-tmpdir", tmp,
+			args := []string{"kill", "-json", "-every", "300ms", "-kills", strconv.Itoa(c.kills), "-rate", "30", "-conversations", "30", "-reply-timeout", "5s", "-tmpdir", tmp,
 				"-flowbridge", flowbridgeBin(t)}
 			if c.damage {
 				args = append(args, "-damage")
@@ -116,26 +118,46 @@ func children(t *testing.T) []string {
 	return kids
 }
 
-func TestKillFlags(t *testing.T) {
+func TestFlags(t *testing.T) {
 	tests := []struct {
 		args []string
 		want string
 	}{
-		{[]string{"-kill-every", "1s", "-platform", "discord"}, "-kill-every runs Slack in HTTP mode"},
-		{[]string{"-kill-every", "1s", "-kills", "0"}, "-kills 0"},
-		{[]string{"-kill-every", "1s", "-flow-share", "2"}, "-flow-share 2"},
-		{[]string{"-kill-every", "1s", "-sweep"}, "do not combine"},
-		{[]string{"-kill-every", "1s", "-floor"}, "-floor and -long-flows do not apply"},
-		{[]string{"-kill-every", "-1s"}, "-kill-every must not be negative"},
+		{[]string{"kill", "-kills", "0"}, "-kills 0"},
+		{[]string{"kill", "-flow-share", "2"}, "-flow-share 2"},
+		{[]string{"kill", "-every", "-1s"}, "-every -1s"},
+		{[]string{"kill", "-n", "2"}, "flag provided but not defined: -n"},
+		{[]string{"replicas", "-n", "0"}, "-n 0: want 1 to 10"},
+		{[]string{"replicas", "-n", "11"}, "-n 11: want 1 to 10"},
+		{[]string{"replicas", "-burst", "0"}, "-burst 0"},
+		{[]string{"replicas", "-damage"}, "flag provided but not defined: -damage"},
+		{[]string{"replicas", "-n", "3", "-platform", "discord"}, "at most 2 replicas"},
+		{[]string{"replicas", "-order-hold", "soon"}, `-order-hold "soon"`},
+		{[]string{"partition"}, `unknown scenario "partition"`},
+		{nil, "name a scenario"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			err := run(t.Context(), append(tt.args, "-flowbridge", "/nonexistent"), &out, &errOut)
+			args := tt.args
+			if len(args) > 0 {
+				args = append(args, "-flowbridge", "/nonexistent")
+			}
+			err := run(t.Context(), args, &out, &errOut)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("run(%q) = %v, want an error containing %q", tt.args, err, tt.want)
 			}
 		})
+	}
+	// Each -h fits a screen.
+	for _, args := range [][]string{{"-h"}, {"kill", "-h"}, {"replicas", "-h"}} {
+		var out, errOut bytes.Buffer
+		if err := run(t.Context(), args, &out, &errOut); !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("run(%q) = %v, want flag.ErrHelp", args, err)
+		}
+		if n := strings.Count(errOut.String(), "\n"); n < 5 || n > 40 {
+			t.Errorf("run(%q) printed %d lines, want a screen (40 at most):\n%s", args, n, errOut.String())
+		}
 	}
 }
 
@@ -148,13 +170,13 @@ func TestLedger(t *testing.T) {
 	// Conversation 1 is a DM (a thread per message), 2 a channel thread (a
 	// user per message), 3 runs flows (a response_url per command).
 	dm := func(seq int) *tally {
-		return &tally{m: marker{1, seq}, offered: at(seq * 100), acked: true, where: where{channel: "D1", thread: fmt.Sprintf("1600000000.%06d", seq)}}
+		return &tally{m: marker{Conv: 1, Seq: seq}, offered: at(seq * 100), acked: true, where: where{channel: "D1", thread: fmt.Sprintf("1600000000.%06d", seq)}}
 	}
 	th := func(seq int) *tally {
-		return &tally{m: marker{2, seq}, offered: at(seq * 100), acked: true, where: where{channel: "C2", user: fmt.Sprintf("U2X%d", seq)}}
+		return &tally{m: marker{Conv: 2, Seq: seq}, offered: at(seq * 100), acked: true, where: where{channel: "C2", user: fmt.Sprintf("U2X%d", seq)}}
 	}
 	fl := func(seq int) *tally {
-		return &tally{m: marker{3, seq}, flow: true, offered: at(seq * 100), acked: true, where: where{channel: "CF3", responseURL: fmt.Sprintf("http://front/response/commands-%d", seq)}}
+		return &tally{m: marker{Conv: 3, Seq: seq}, flow: true, offered: at(seq * 100), acked: true, where: where{channel: "CF3", responseURL: fmt.Sprintf("http://front/response/commands-%d", seq)}}
 	}
 	answer := func(m marker) string { return "[turn 1] You said: hello " + m.String() + " how are you" }
 
@@ -164,36 +186,36 @@ func TestLedger(t *testing.T) {
 		l.add(tt)
 	}
 	// dm 0: answered once, through a placeholder replaced in place.
-	l.call(marker{1, 0})
+	l.call(marker{Conv: 1, Seq: 0})
 	l.reply(where{channel: "D1", thread: "1600000000.000000"}, "D1:1", "_Thinking…_", at(50))
-	l.reply(where{channel: "D1"}, "D1:1", answer(marker{1, 0}), at(60))
-	l.reply(where{channel: "D1"}, "D1:1", answer(marker{1, 0}), at(61)) // the same message again: not a duplicate
+	l.reply(where{channel: "D1"}, "D1:1", answer(marker{Conv: 1, Seq: 0}), at(60))
+	l.reply(where{channel: "D1"}, "D1:1", answer(marker{Conv: 1, Seq: 0}), at(61)) // the same message again: not a duplicate
 	// dm 1: answered, then needlessly told after a crash. dm 2: sent when
 	// the process died, told. The notices name their threads, so each goes
 	// to its own message although dm 1 waits too.
-	l.call(marker{1, 1})
-	l.call(marker{1, 2})
-	l.reply(where{channel: "D1", thread: "1600000000.000001"}, "D1:2", answer(marker{1, 1}), at(150))
+	l.call(marker{Conv: 1, Seq: 1})
+	l.call(marker{Conv: 1, Seq: 2})
+	l.reply(where{channel: "D1", thread: "1600000000.000001"}, "D1:2", answer(marker{Conv: 1, Seq: 1}), at(150))
 	l.reply(where{channel: "D1", thread: "1600000000.000002", user: "U1"}, "D1:3", restarted, at(400))
 	l.reply(where{channel: "D1", thread: "1600000000.000001", user: "U1"}, "D1:4", restarted, at(401))
 	// thread 0: sent to the agent twice and answered in two messages.
-	l.call(marker{2, 0})
-	l.call(marker{2, 0})
-	l.reply(where{channel: "C2", thread: "1.0"}, "C2:1", answer(marker{2, 0}), at(50))
-	l.reply(where{channel: "C2", thread: "1.0"}, "C2:2", answer(marker{2, 0}), at(70))
+	l.call(marker{Conv: 2, Seq: 0})
+	l.call(marker{Conv: 2, Seq: 0})
+	l.reply(where{channel: "C2", thread: "1.0"}, "C2:1", answer(marker{Conv: 2, Seq: 0}), at(50))
+	l.reply(where{channel: "C2", thread: "1.0"}, "C2:2", answer(marker{Conv: 2, Seq: 0}), at(70))
 	// thread 1: acknowledged and never heard of again. thread 2: told twice.
 	l.reply(where{channel: "C2", thread: "1.0", user: "U2X2"}, "C2:3", restarted, at(300))
 	l.reply(where{channel: "C2", thread: "1.0", user: "U2X2"}, "C2:4", restarted, at(350))
 	// flow 0: progress, then the result replacing it. flow 1: progress, then
 	// told. flow 2: a notice naming no place, matched by its conversation.
-	l.call(marker{3, 0})
+	l.call(marker{Conv: 3, Seq: 0})
 	l.reply(where{responseURL: "http://fake/response/commands-0"}, "url:1", "Running *slow*…", at(10))
-	l.reply(where{responseURL: "http://fake/response/commands-0"}, "url:1", "slow flow done "+marker{3, 0}.String(), at(1500))
+	l.reply(where{responseURL: "http://fake/response/commands-0"}, "url:1", "slow flow done "+marker{Conv: 3, Seq: 0}.String(), at(1500))
 	l.reply(where{responseURL: "http://fake/response/commands-1"}, "url:2", "Running *slow*…", at(110))
 	l.reply(where{responseURL: "http://fake/response/commands-1"}, "url:2", "flowbridge restarted while *slow* was running. It may or may not have run: check before running it again.", at(900))
 	l.reply(where{channel: "CF3"}, "CF3:9", "The AI workspace could not be reached. Please try again in a moment.", at(950))
 	// Strays and notices nobody waits for.
-	l.reply(where{channel: "C9"}, "C9:1", answer(marker{9, 9}), at(10))
+	l.reply(where{channel: "C9"}, "C9:1", answer(marker{Conv: 9, Seq: 9}), at(10))
 	l.reply(where{channel: "C9"}, "C9:2", "busy", at(10))
 
 	r := newKillResult(params{}, l, t0)
@@ -223,7 +245,7 @@ func TestLedger(t *testing.T) {
 		t.Errorf("broken() = nil with duplicates and a silent message")
 	}
 	for _, tt := range ts[:3] {
-		if tt.m.seq == 2 && (len(tt.told) != 1 || !tt.restarted || len(tt.answers) != 0) {
+		if tt.m.Seq == 2 && (len(tt.told) != 1 || !tt.restarted || len(tt.answers) != 0) {
 			t.Errorf("dm 2: told %q, answers %q; want the restart notice alone", tt.told, tt.answers)
 		}
 	}
@@ -244,20 +266,20 @@ func TestPick(t *testing.T) {
 		want    int // seq picked, -1 for none
 	}{
 		{"sent and unanswered first", []*tally{
-			{m: marker{1, 0}, offered: at(0), calls: 1, answers: []string{"a"}},
-			{m: marker{1, 1}, offered: at(10), calls: 1},
+			{m: marker{Conv: 1, Seq: 0}, offered: at(0), calls: 1, answers: []string{"a"}},
+			{m: marker{Conv: 1, Seq: 1}, offered: at(10), calls: 1},
 		}, restarted, 100, 1},
 		{"then answered but not told", []*tally{
-			{m: marker{1, 0}, offered: at(0), calls: 1, answers: []string{"a"}},
-			{m: marker{1, 1}, offered: at(10)},
+			{m: marker{Conv: 1, Seq: 0}, offered: at(0), calls: 1, answers: []string{"a"}},
+			{m: marker{Conv: 1, Seq: 1}, offered: at(10)},
 		}, restarted, 100, 0},
 		{"not offered yet", []*tally{
-			{m: marker{1, 0}, offered: at(200)},
+			{m: marker{Conv: 1, Seq: 0}, offered: at(200)},
 		}, restarted, 100, -1},
 		{"other notices go to the oldest waiting", []*tally{
-			{m: marker{1, 0}, offered: at(0), calls: 1, answers: []string{"a"}},
-			{m: marker{1, 1}, offered: at(10)},
-			{m: marker{1, 2}, offered: at(20)},
+			{m: marker{Conv: 1, Seq: 0}, offered: at(0), calls: 1, answers: []string{"a"}},
+			{m: marker{Conv: 1, Seq: 1}, offered: at(10)},
+			{m: marker{Conv: 1, Seq: 2}, offered: at(20)},
 		}, "busy", 100, 1},
 	}
 	for _, tt := range tests {
@@ -270,7 +292,7 @@ func TestPick(t *testing.T) {
 			switch {
 			case tt.want < 0 && got != nil:
 				t.Errorf("pick = %v, want none", got.m)
-			case tt.want >= 0 && (got == nil || got.m.seq != tt.want):
+			case tt.want >= 0 && (got == nil || got.m.Seq != tt.want):
 				t.Errorf("pick = %v, want seq %d", got, tt.want)
 			}
 		})
@@ -289,10 +311,10 @@ func TestLedgerCountsWhatUsersSee(t *testing.T) {
 	const restarted = "flowbridge restarted while it was answering your message"
 	flowRestarted := "flowbridge restarted while *slow* was running. It may or may not have run: check before running it again."
 	l := newLedger()
-	replaced := &tally{m: marker{1, 0}, flow: true, offered: at(0), acked: true, where: where{channel: "CF1", responseURL: "http://front/response/commands-0", key: "slack/cmd/T0"}}
-	doubled := &tally{m: marker{2, 0}, flow: true, offered: at(0), acked: true, where: where{channel: "CF2", responseURL: "http://front/response/commands-1", key: "slack/cmd/T1"}}
-	first := &tally{m: marker{3, 0}, offered: at(0), acked: true, calls: 1, where: where{channel: "C3", user: "U3X0", key: "slack/msg/C3/1.000001"}}
-	second := &tally{m: marker{3, 1}, offered: at(10), acked: true, calls: 1, where: where{channel: "C3", user: "U3X1", key: "slack/msg/C3/1.000002"}}
+	replaced := &tally{m: marker{Conv: 1, Seq: 0}, flow: true, offered: at(0), acked: true, where: where{channel: "CF1", responseURL: "http://front/response/commands-0", key: "slack/cmd/T0"}}
+	doubled := &tally{m: marker{Conv: 2, Seq: 0}, flow: true, offered: at(0), acked: true, where: where{channel: "CF2", responseURL: "http://front/response/commands-1", key: "slack/cmd/T1"}}
+	first := &tally{m: marker{Conv: 3, Seq: 0}, offered: at(0), acked: true, calls: 1, where: where{channel: "C3", user: "U3X0", key: "slack/msg/C3/1.000001"}}
+	second := &tally{m: marker{Conv: 3, Seq: 1}, offered: at(10), acked: true, calls: 1, where: where{channel: "C3", user: "U3X1", key: "slack/msg/C3/1.000002"}}
 	for _, tt := range []*tally{replaced, doubled, first, second} {
 		l.add(tt)
 	}

@@ -4,8 +4,13 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
+	"strings"
+	"text/tabwriter"
 	"time"
+
+	"github.com/flowbridge/flowbridge/testkit/loadkit"
 )
 
 // killResult is a -kill-every run's figures. The three must-be-zero ones
@@ -97,8 +102,8 @@ const maxViolations = 50
 
 func newKillResult(p params, l *ledger, t0 time.Time) *killResult {
 	r := &killResult{
-		Mode: "kill", Conversations: p.Conversations, Rate: p.Rate, KillEveryMS: ms(p.KillEvery),
-		APILatencyMS: ms(p.APILatency), RedeliverSec: p.RedeliverWindow.Seconds(), Cores: p.Cores,
+		Mode: "kill", Conversations: p.Conversations, Rate: p.Rate, KillEveryMS: loadkit.MS(p.KillEvery),
+		APILatencyMS: loadkit.MS(p.APILatency), RedeliverSec: p.RedeliverWindow.Seconds(), Cores: p.Cores,
 		StrayAnswers: len(l.strays), UnattributedNotices: len(l.unattributed), NoticesByConversation: l.byConv,
 	}
 	flowConvs := map[int]bool{}
@@ -106,7 +111,7 @@ func newKillResult(p params, l *ledger, t0 time.Time) *killResult {
 	for _, t := range l.offers {
 		all = append(all, t)
 	}
-	slices.SortFunc(all, func(a, b *tally) int { return cmp.Or(cmp.Compare(a.m.conv, b.m.conv), cmp.Compare(a.m.seq, b.m.seq)) })
+	slices.SortFunc(all, func(a, b *tally) int { return cmp.Or(cmp.Compare(a.m.Conv, b.m.Conv), cmp.Compare(a.m.Seq, b.m.Seq)) })
 	detail := func(what string, t *tally) violation {
 		v := violation{What: what, Marker: t.m.String(), Key: t.id, Channel: t.where.channel, Place: t.where.thread + t.where.user,
 			OfferedSec: t.offered.Sub(t0).Seconds(), Acked: t.acked, Calls: t.calls, Answers: t.answers}
@@ -126,7 +131,7 @@ func newKillResult(p params, l *ledger, t0 time.Time) *killResult {
 	}
 	for _, t := range all {
 		if t.flow {
-			flowConvs[t.m.conv] = true
+			flowConvs[t.m.Conv] = true
 			r.CommandsOffered++
 			if t.acked {
 				r.CommandsAcked++
@@ -212,4 +217,76 @@ func (r *killResult) broken() error {
 		return nil
 	}
 	return fmt.Errorf("promises broken: %w", errors.Join(errs...))
+}
+
+// printKillTable prints a -kill-every run's figures.
+func printKillTable(w io.Writer, r *killResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "parameters\tSlack HTTP mode, %d conversations (%d run /flow slow), %.0f messages/s offered, API %.0f ms, a kill about every %.0f ms, redelivery window %.0f s, %d cores\n",
+		r.Conversations, r.FlowConvs, r.Rate, r.APILatencyMS, r.KillEveryMS, r.RedeliverSec, r.Cores)
+	fmt.Fprintf(tw, "kills\t%d (%d before the process listened), in %.1f s\n", r.Kills, r.KilledBeforeReady, r.ElapsedSec)
+	if len(r.Damaged) > 0 {
+		counts := map[string][2]int{}
+		for _, d := range r.Damaged {
+			c := counts[d.Kind]
+			if d.Refused {
+				c[0]++
+			} else {
+				c[1]++
+			}
+			counts[d.Kind] = c
+		}
+		var parts []string
+		for _, kind := range damageKinds {
+			if c, ok := counts[kind]; ok {
+				parts = append(parts, fmt.Sprintf("%s: %d refused, %d served", kind, c[0], c[1]))
+			}
+		}
+		fmt.Fprintf(tw, "starts on a damaged store\t%s\n", strings.Join(parts, "; "))
+	}
+	fmt.Fprintf(tw, "offered\t%d messages, %d /flow commands (%.1f messages/s while the users talked)\n", r.MessagesOffered, r.CommandsOffered, r.OfferedPerSec)
+	fmt.Fprintf(tw, "acknowledged (200, at least once)\t%d messages, %d commands; %d never (%d of them answered or told all the same)\n", r.MessagesAcked, r.CommandsAcked, r.NotAcked, r.NotAckedAnswered)
+	fmt.Fprintf(tw, "deliveries\t%d first, %d redeliveries with X-Slack-Retry-Num (%d acknowledged), %d failed\n", r.Deliveries, r.Redeliveries, r.RedeliveriesAcked, r.FailedDeliveries)
+	fmt.Fprintf(tw, "workspace calls\t%d chat, %d flow runs\n", r.AgentCalls, r.FlowRuns)
+	fmt.Fprintf(tw, "sent to the agent more than once (must be 0)\t%d\n", r.DuplicateAgentCalls)
+	fmt.Fprintf(tw, "flow runs sent more than once (must be 0)\t%d\n", r.DuplicateFlowRuns)
+	fmt.Fprintf(tw, "answered in more than one message (must be 0)\t%d\n", r.DuplicateReplies)
+	fmt.Fprintf(tw, "acknowledged, neither answered nor told (must be 0)\t%d\n", r.AckedSilent)
+	fmt.Fprintf(tw, "answered exactly once\t%d\n", r.AnsweredOnce)
+	fmt.Fprintf(tw, "told \"restarted while…\"\t%d messages, %d flows\n", r.ToldRestartedChat, r.ToldRestartedFlow)
+	fmt.Fprintf(tw, "told something else\t%d\n", r.ToldOther)
+	fmt.Fprintf(tw, "answered and told\t%d (told twice: %d)\n", r.AnsweredAndTold, r.ToldTwice)
+	fmt.Fprintf(tw, "stray answers, unattributed notices\t%d, %d (%d notices matched by conversation, not by place)\n", r.StrayAnswers, r.UnattributedNotices, r.NoticesByConversation)
+	tw.Flush()
+	for _, v := range r.Violations {
+		fmt.Fprintf(w, "BROKEN: %s\n", v)
+	}
+	if len(r.Violations) > 0 {
+		fmt.Fprintf(w, "kills at (s): %.3f\n", r.KilledAtSec)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}
+
+func (v violation) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s (%s in %s", v.What, v.Marker, v.Key, v.Channel)
+	if v.Place != "" {
+		fmt.Fprintf(&b, " at %s", v.Place)
+	}
+	fmt.Fprintf(&b, "), offered at %.3f s, %d deliveries", v.OfferedSec, v.Deliveries)
+	if v.Acked {
+		fmt.Fprintf(&b, ", acknowledged at %.3f s by process %d", v.AckedSec, v.AckedBy)
+	} else {
+		b.WriteString(", never acknowledged")
+	}
+	fmt.Fprintf(&b, ", %d workspace calls", v.Calls)
+	if len(v.Answers) > 0 {
+		fmt.Fprintf(&b, ", answered at %.3f s in %q", v.AnsweredSec, v.Answers)
+	}
+	for i, t := range v.Told {
+		fmt.Fprintf(&b, ", told at %.3f s %q", v.ToldSec[i], t)
+	}
+	return b.String()
 }

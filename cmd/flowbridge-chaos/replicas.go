@@ -28,6 +28,7 @@ import (
 
 	"github.com/flowbridge/flowbridge/postgres"
 	"github.com/flowbridge/flowbridge/testkit/discordtest"
+	"github.com/flowbridge/flowbridge/testkit/loadkit"
 	"github.com/flowbridge/flowbridge/testkit/slacktest"
 	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
@@ -50,12 +51,6 @@ const (
 	replicaShards = 2
 	// maxReplicas is Slack's cap on an app's Socket Mode connections.
 	maxReplicas = slacktest.MaxSocketConnections
-	// defaultReplicaConversations, defaultReplicaKillDuration and
-	// defaultReplicaReplyTimeout apply to -replicas when the matching flags
-	// are not given.
-	defaultReplicaConversations = 1000
-	defaultReplicaKillDuration  = time.Minute
-	defaultReplicaReplyTimeout  = 10 * time.Second
 	// settleTimeout bounds the wait for the last answers once the users
 	// stop. It outlasts flowbridge's default conversation lease (15 s): a
 	// conversation whose replica died waits for its lease to lapse.
@@ -77,20 +72,6 @@ var replicaGuilds = func() []string {
 	}
 	return out
 }()
-
-// parseReplicas reads -replicas: one count, or counts separated by commas
-// to compare.
-func parseReplicas(s string) ([]int, error) {
-	var out []int
-	for f := range strings.SplitSeq(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > maxReplicas {
-			return nil, fmt.Errorf("-replicas %q: want counts from 1 to %d (Slack's Socket Mode connections per app), separated by commas", s, maxReplicas)
-		}
-		out = append(out, n)
-	}
-	return out, nil
-}
 
 // replicaShardIDs returns the Discord shards replica i of n runs, nil for
 // none. One replica runs both; with more, replica 0 runs shard 0 (and so
@@ -141,7 +122,7 @@ type replica struct {
 	cfgPath string
 	admin   string // host:port of /readyz
 	shards  []int
-	proc    *child
+	proc    *loadkit.Child
 	starts  int
 }
 
@@ -189,7 +170,7 @@ type repStats struct {
 
 // runReplicas runs one -replicas run with n replicas and tears it all down.
 func runReplicas(ctx context.Context, p params, n int) (*replicaResult, error) {
-	return inTempDir(ctx, p, func(dir string) *replicaEnv {
+	return loadkit.InTempDir(ctx, p.tmp, func(dir string) *replicaEnv {
 		return &replicaEnv{p: p, n: n, dir: dir, live: newLedger(), svc: make(map[marker]time.Duration),
 			admin: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}}
 	}, (*replicaEnv).run)
@@ -249,7 +230,7 @@ func (e *replicaEnv) usesDiscord() bool { return e.p.Platform != "slack" }
 
 // start builds the conversations, the schema, the fakes and their fronts,
 // writes each replica's configuration and starts them all.
-func (e *replicaEnv) start(ctx context.Context) error {
+func (e *replicaEnv) Start(ctx context.Context) error {
 	p := e.p
 	kinds := [][2]string{{"slack", "thread"}, {"slack", "dm"}, {"discord", "channel"}, {"discord", "dm"}}
 	switch p.Platform {
@@ -297,7 +278,7 @@ func (e *replicaEnv) start(ctx context.Context) error {
 	e.dsn, e.schema, e.drop = dsn, schema, drop
 
 	e.ws = workspacetest.New(workspacetest.Options{})
-	e.ws.AddAgent(workspacetest.Agent{UUID: agentUUID, Delay: p.APILatency})
+	e.ws.AddAgent(workspacetest.Agent{UUID: loadkit.AgentUUID, Delay: p.APILatency})
 	wsHandler := e.ws.Handler()
 	e.wsSrv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -309,7 +290,7 @@ func (e *replicaEnv) start(ctx context.Context) error {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		e.touch()
 		wsHandler.ServeHTTP(w, r)
-		if m, ok := findMarker(body); ok {
+		if m, ok := loadkit.FindMarker(body); ok {
 			e.mu.Lock()
 			if _, seen := e.svc[m]; !seen {
 				e.svc[m] = time.Since(start)
@@ -320,7 +301,7 @@ func (e *replicaEnv) start(ctx context.Context) error {
 
 	var slackAPI, discordAPI string
 	if e.usesSlack() {
-		e.slack = slacktest.NewServer(slacktest.Options{PingInterval: slackPingInterval, Redeliver: true, AckTimeout: p.SlackAckTimeout})
+		e.slack = slacktest.NewServer(slacktest.Options{PingInterval: loadkit.SlackPingInterval, Redeliver: true, AckTimeout: p.SlackAckTimeout})
 		front, err := e.newFront(e.slack.URL(), e.slackReplies)
 		if err != nil {
 			return err
@@ -344,7 +325,7 @@ func (e *replicaEnv) start(ctx context.Context) error {
 	}
 
 	for i := range e.n {
-		admin, err := freePort()
+		admin, err := loadkit.FreePort()
 		if err != nil {
 			return err
 		}
@@ -452,7 +433,7 @@ func (e *replicaEnv) discordReplies(r *http.Request, body []byte) {
 // Slack in Socket Mode and its Discord shards.
 func (e *replicaEnv) config(r *replica, slackAPI, discordAPI string) string {
 	var b strings.Builder
-	b.WriteString(baseConfig(e.wsSrv.URL, fmt.Sprintf("driver = \"postgres\"\ndsn = %q\n", e.dsn)+leaseKey(e.p.LeaseTTL)+orderHoldKey(e.p.OrderHold),
+	b.WriteString(loadkit.BaseConfig(e.wsSrv.URL, fmt.Sprintf("driver = \"postgres\"\ndsn = %q\n", e.dsn)+leaseKey(e.p.LeaseTTL)+orderHoldKey(e.p.OrderHold),
 		e.p.Conversations*e.p.Burst+256, "dedupe_ttl = \"1h\"\n", r.admin, "info"))
 	if slackAPI != "" {
 		fmt.Fprintf(&b, `
@@ -504,7 +485,7 @@ func orderHoldKey(hold string) string {
 
 // startReplica starts r's process, its log numbered by its starts.
 func (e *replicaEnv) startReplica(r *replica) error {
-	c, err := startChild(e.p.flowbridge, []string{"run", "-config", r.cfgPath}, filepath.Join(e.dir, fmt.Sprintf("replica-%d-%02d.log", r.idx, r.starts)))
+	c, err := loadkit.Start(e.p.flowbridge, []string{"run", "-config", r.cfgPath}, filepath.Join(e.dir, fmt.Sprintf("replica-%d-%02d.log", r.idx, r.starts)))
 	if err != nil {
 		return err
 	}
@@ -533,9 +514,9 @@ func (e *replicaEnv) waitServing(ctx context.Context, r *replica) error {
 
 // waitAdmin polls r's admin server until ok accepts an answer's status
 // (/readyz for "ready", /healthz otherwise), r's process ends, or
-// startTimeout passes.
+// loadkit.StartTimeout passes.
 func (e *replicaEnv) waitAdmin(ctx context.Context, r *replica, what string, ok func(status int) bool) error {
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	ctx, cancel := context.WithTimeout(ctx, loadkit.StartTimeout)
 	defer cancel()
 	path := "/healthz"
 	if what == "ready" {
@@ -548,10 +529,10 @@ func (e *replicaEnv) waitAdmin(ctx context.Context, r *replica, what string, ok 
 			return nil
 		}
 		select {
-		case <-r.proc.done:
-			return fmt.Errorf("replica %d: %w", r.idx, r.proc.exited())
+		case <-r.proc.Done:
+			return fmt.Errorf("replica %d: %w", r.idx, r.proc.Exited())
 		case <-ctx.Done():
-			return fmt.Errorf("replica %d not %s within %s\n%s", r.idx, what, startTimeout, r.proc.logTail())
+			return fmt.Errorf("replica %d not %s within %s\n%s", r.idx, what, loadkit.StartTimeout, r.proc.LogTail())
 		case <-tick.C:
 		}
 	}
@@ -578,7 +559,7 @@ func (e *replicaEnv) ready(ctx context.Context, r *replica) bool {
 func (e *replicaEnv) adminStatus(ctx context.Context, r *replica, path string) (int, bool) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.proc.adminAddr(r.admin)+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.proc.AdminAddr(r.admin)+path, nil)
 	if err != nil {
 		return 0, false
 	}
@@ -597,9 +578,9 @@ func (e *replicaEnv) exitedAlone() error {
 	defer e.mu.Unlock()
 	for _, r := range e.reps {
 		select {
-		case <-r.proc.done:
-			if !r.proc.killed {
-				return fmt.Errorf("replica %d: %w", r.idx, r.proc.exited())
+		case <-r.proc.Done:
+			if !r.proc.Killed {
+				return fmt.Errorf("replica %d: %w", r.idx, r.proc.Exited())
 			}
 		default:
 		}
@@ -691,7 +672,7 @@ func (e *replicaEnv) converse(drive, ctx context.Context, c *repConv) error {
 		wait = mrand.N(cycle)
 	}
 	for seq := 0; ; {
-		if !pause(drive, wait) {
+		if !loadkit.Pause(drive, wait) {
 			return nil
 		}
 		var dones []chan struct{}
@@ -722,7 +703,7 @@ func (e *replicaEnv) converse(drive, ctx context.Context, c *repConv) error {
 // send offers message seq of c: registered in the live ledger first, so an
 // answer racing the send finds it.
 func (e *replicaEnv) send(ctx context.Context, c *repConv, seq int) (*repOffer, error) {
-	m := marker{conv: c.id, seq: seq}
+	m := marker{Conv: c.id, Seq: seq}
 	text := "hello " + m.String() + " how are you"
 	t := &tally{m: m, where: where{channel: c.channel}, done: make(chan struct{})}
 	o := &repOffer{conv: c, t: t}
@@ -830,7 +811,7 @@ func (e *replicaEnv) faults(ctx context.Context) error {
 
 // killReplica SIGKILLs r and starts it again at once on the same config.
 func (e *replicaEnv) killReplica(r *replica) error {
-	r.proc.kill()
+	r.proc.Kill()
 	e.mu.Lock()
 	e.stats.Kills++
 	e.killedAt = append(e.killedAt, time.Since(e.t0).Seconds())
@@ -1015,8 +996,8 @@ func (e *replicaEnv) stopAll(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for i, r := range e.reps {
 		wg.Go(func() {
-			if err := r.proc.stop(stopTimeout); err != nil {
-				errs[i] = fmt.Errorf("stopping replica %d: %w\n%s", r.idx, err, r.proc.logTail())
+			if err := r.proc.Stop(loadkit.StopTimeout); err != nil {
+				errs[i] = fmt.Errorf("stopping replica %d: %w\n%s", r.idx, err, r.proc.LogTail())
 			}
 		})
 	}
@@ -1025,18 +1006,18 @@ func (e *replicaEnv) stopAll(ctx context.Context) error {
 }
 
 // close stops what still runs, drops the schema and closes the fakes.
-func (e *replicaEnv) close() error {
+func (e *replicaEnv) Close() error {
 	var errs []error
 	for _, r := range e.reps {
 		if r.proc != nil {
-			if err := r.proc.stop(stopTimeout); err != nil && !r.proc.killed {
+			if err := r.proc.Stop(loadkit.StopTimeout); err != nil && !r.proc.Killed {
 				errs = append(errs, fmt.Errorf("stopping replica %d: %w", r.idx, err))
 			}
 		}
 	}
-	if e.drop != nil && e.p.keepTemp {
+	if e.drop != nil && e.p.tmp.Keep {
 		// Kept with the logs, so that what the replicas left can be read.
-		fmt.Fprintf(e.p.stderr, "kept schema %s\n", e.schema)
+		fmt.Fprintf(e.p.tmp.Log, "kept schema %s\n", e.schema)
 	} else if e.drop != nil {
 		if err := e.drop(context.Background()); err != nil {
 			errs = append(errs, err)
@@ -1112,7 +1093,7 @@ func (e *replicaEnv) count(ctx context.Context, driven time.Duration) (*replicaR
 		if r.Method != http.MethodPost || !strings.HasSuffix(r.Path, "/chat") {
 			continue
 		}
-		if m, ok := findMarker(r.Body); ok {
+		if m, ok := loadkit.FindMarker(r.Body); ok {
 			agentCalls++
 			if _, seen := called[m]; !seen {
 				called[m] = r.At
@@ -1146,8 +1127,8 @@ func (e *replicaEnv) count(ctx context.Context, driven time.Duration) (*replicaR
 	res.Mode = "replicas"
 	res.Replicas, res.Store, res.Schema, res.Burst = e.n, "postgres", e.schema, e.p.Burst
 	res.Platform, res.OrderHold = e.p.Platform, e.p.OrderHold
-	res.DurationSec, res.DropEveryMS = driven.Seconds(), ms(e.p.DropEvery)
-	res.ThinkMS = ms(e.think)
+	res.DurationSec, res.DropEveryMS = driven.Seconds(), loadkit.MS(e.p.DropEvery)
+	res.ThinkMS = loadkit.MS(e.think)
 	for _, r := range e.reps {
 		res.Shards = append(res.Shards, r.shards)
 		res.Starts = append(res.Starts, r.starts)
@@ -1161,8 +1142,8 @@ func (e *replicaEnv) count(ctx context.Context, driven time.Duration) (*replicaR
 	res.AgentCalls = agentCalls
 	res.AnsweredPerSec = float64(answered) / driven.Seconds()
 	res.OfferedPerSec = float64(res.MessagesOffered) / driven.Seconds()
-	res.AddedLatencyMS = quantilesOf(added)
-	res.EndToEndMS = quantilesOf(e2e)
+	res.AddedLatencyMS = loadkit.QuantilesOf(added)
+	res.EndToEndMS = loadkit.QuantilesOf(e2e)
 	if e.slack != nil {
 		for _, d := range e.slack.Deliveries() {
 			if d.Type != slacktest.TypeEventsAPI {
@@ -1286,29 +1267,29 @@ type order struct {
 // counted apart.
 func (e *replicaEnv) agentView(res *replicaResult, ord order) {
 	sessionsOf := map[int]map[string]bool{}
-	for _, s := range e.ws.Sessions(agentUUID) {
+	for _, s := range e.ws.Sessions(loadkit.AgentUUID) {
 		seen := map[int][]marker{} // by conversation, in the agent's order
 		for _, msg := range e.ws.Messages(s) {
-			m, ok := findMarker([]byte(msg))
+			m, ok := loadkit.FindMarker([]byte(msg))
 			if !ok {
 				continue
 			}
-			if sessionsOf[m.conv] == nil {
-				sessionsOf[m.conv] = map[string]bool{}
+			if sessionsOf[m.Conv] == nil {
+				sessionsOf[m.Conv] = map[string]bool{}
 			}
-			sessionsOf[m.conv][s] = true
+			sessionsOf[m.Conv][s] = true
 			seq, recorded := ord.seq[m]
 			var violated *marker
 			sentLater, recordedLater := false, false
-			for _, p := range seen[m.conv] {
+			for _, p := range seen[m.Conv] {
 				pseq, ok := ord.seq[p]
 				later := ok && recorded && pseq > seq
 				ackedAt, slack := ord.acked[m]
 				before := !slack || !ackedAt.IsZero() && ackedAt.Before(ord.called[p])
 				switch {
-				case p.seq > m.seq && later && before:
+				case p.Seq > m.Seq && later && before:
 					violated = &p
-				case p.seq > m.seq:
+				case p.Seq > m.Seq:
 					sentLater = true
 				case later:
 					recordedLater = true
@@ -1329,7 +1310,7 @@ func (e *replicaEnv) agentView(res *replicaResult, ord order) {
 			case recordedLater:
 				res.InboxOrderInversions++
 			}
-			seen[m.conv] = append(seen[m.conv], m)
+			seen[m.Conv] = append(seen[m.Conv], m)
 		}
 	}
 	for conv, ss := range sessionsOf {
@@ -1345,7 +1326,7 @@ func (e *replicaEnv) agentView(res *replicaResult, ord order) {
 
 // markerOf parses a marker's String.
 func markerOf(s string) marker {
-	m, _ := findMarker([]byte(s))
+	m, _ := loadkit.FindMarker([]byte(s))
 	return m
 }
 
@@ -1397,12 +1378,12 @@ type replicaResult struct {
 	// try again" (and of them, those answered all the same), and the
 	// messages of any platform neither answered nor told.
 	outageStats
-	ToldTryAgain         int       `json:"told_try_again,omitempty"`
-	ToldTryAgainAnswered int       `json:"told_try_again_then_answered,omitempty"`
-	Lost                 int       `json:"lost,omitempty"`
-	AnsweredPerSec       float64   `json:"answered_per_sec"`
-	AddedLatencyMS       quantiles `json:"added_latency_ms"`
-	EndToEndMS           quantiles `json:"end_to_end_ms"`
+	ToldTryAgain         int               `json:"told_try_again,omitempty"`
+	ToldTryAgainAnswered int               `json:"told_try_again_then_answered,omitempty"`
+	Lost                 int               `json:"lost,omitempty"`
+	AnsweredPerSec       float64           `json:"answered_per_sec"`
+	AddedLatencyMS       loadkit.Quantiles `json:"added_latency_ms"`
+	EndToEndMS           loadkit.Quantiles `json:"end_to_end_ms"`
 
 	// OrderViolations count messages the agent received after one of their
 	// conversation that came after them in every order seen (agentView);
@@ -1489,58 +1470,4 @@ func printReplicaFigures(w io.Writer, r *replicaResult) {
 	fmt.Fprintf(w, "  %-56s %d\n", "sessions changed without expiry or reset (must be 0)", r.SessionChanged)
 	fmt.Fprintf(w, "  %-56s %d; something else %d; answered and told %d; told twice %d\n", "told \"restarted while…\"", r.ToldRestartedChat, r.ToldOther, r.AnsweredAndTold, r.ToldTwice)
 	fmt.Fprintf(w, "  %-56s %d, %d (%d notices matched by conversation)\n", "stray answers, unattributed notices", r.StrayAnswers, r.UnattributedNotices, r.NoticesByConversation)
-}
-
-// replicaComparison is the output of -replicas with several counts.
-type replicaComparison struct {
-	Runs []*replicaResult `json:"runs"`
-}
-
-func printReplicaComparison(w io.Writer, c *replicaComparison) {
-	fmt.Fprintf(w, "%-9s %12s %12s %10s %10s %10s %10s\n", "replicas", "offered/s", "answered/s", "added p50", "added p90", "added p99", "added max")
-	for _, r := range c.Runs {
-		fmt.Fprintf(w, "%-9d %12.1f %12.1f %10.1f %10.1f %10.1f %10.1f\n", r.Replicas, r.OfferedPerSec, r.AnsweredPerSec, r.AddedLatencyMS.P50, r.AddedLatencyMS.P90, r.AddedLatencyMS.P99, r.AddedLatencyMS.Max)
-	}
-	for _, r := range c.Runs {
-		fmt.Fprintf(w, "%d replicas (shards %v):\n", r.Replicas, r.Shards)
-		printReplicaFigures(w, r)
-	}
-}
-
-// runReplicaMode runs -replicas: one run, or one per count to compare.
-func runReplicaMode(ctx context.Context, p params, stdout io.Writer, asJSON bool) error {
-	var runs []*replicaResult
-	for _, n := range p.replicaCounts {
-		if len(p.replicaCounts) > 1 {
-			fmt.Fprintf(p.stderr, "replicas: %d…\n", n)
-		}
-		res, err := runReplicas(ctx, p, n)
-		if err != nil {
-			return fmt.Errorf("%d replicas: %w", n, err)
-		}
-		runs = append(runs, res)
-	}
-	var errs []error
-	for _, r := range runs {
-		errs = append(errs, r.broken())
-	}
-	if len(runs) == 1 {
-		if asJSON {
-			if err := writeJSON(stdout, runs[0]); err != nil {
-				return err
-			}
-		} else {
-			printReplicaTable(stdout, runs[0])
-		}
-		return errors.Join(errs...)
-	}
-	c := &replicaComparison{Runs: runs}
-	if asJSON {
-		if err := writeJSON(stdout, c); err != nil {
-			return err
-		}
-	} else {
-		printReplicaComparison(stdout, c)
-	}
-	return errors.Join(errs...)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/flowbridge/flowbridge/bridge/workspace"
 	"github.com/flowbridge/flowbridge/testkit/discordtest"
+	"github.com/flowbridge/flowbridge/testkit/loadkit"
 	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
@@ -37,7 +38,7 @@ func testDSN(t *testing.T) string {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("PostgreSQL does not answer, and CI must run this test: %v", err)
 		}
-		t.Skipf("PostgreSQL does not answer (%v); to run this test: FLOWBRIDGE_TEST_DATABASE_URL=postgres://user@host:5432/db?sslmode=disable go test ./cmd/flowbridge-load/", err)
+		t.Skipf("PostgreSQL does not answer (%v); to run this test: FLOWBRIDGE_TEST_DATABASE_URL=postgres://user@host:5432/db?sslmode=disable go test ./cmd/flowbridge-chaos/", err)
 	}
 	return dsn
 }
@@ -102,7 +103,7 @@ func TestRunReplicasKill(t *testing.T) {
 	t.Parallel()
 	dsn := testDSN(t)
 	tmp := t.TempDir()
-	args := []string{"-json", "-replicas", "2", "-store", "postgres", "-dsn", dsn, "-kill-every", "700ms", "-duration", "3s", "-burst", "2",
+	args := []string{"replicas", "-json", "-n", "2", "-dsn", dsn, "-kill-every", "700ms", "-duration", "3s", "-burst", "2",
 		"-slack-ack-timeout", "1s", "-lease-ttl", "1s", "-conversations", "40", "-rate", "40", "-reply-timeout", "8s", "-tmpdir", tmp, "-flowbridge", flowbridgeBin(t)}
 	got, runErr := runReplicasJSON(t, args)
 	checkPromises(t, got)
@@ -171,7 +172,7 @@ func processesUnder(t *testing.T, dir string) []string {
 func TestRunReplicasDrop(t *testing.T) {
 	t.Parallel()
 	dsn := testDSN(t)
-	args := []string{"-json", "-replicas", "2", "-store", "postgres", "-dsn", dsn, "-drop-every", "250ms", "-duration", "2500ms", "-burst", "2",
+	args := []string{"replicas", "-json", "-n", "2", "-dsn", dsn, "-drop-every", "250ms", "-duration", "2500ms", "-burst", "2",
 		"-slack-ack-timeout", "1s", "-lease-ttl", "1s", "-conversations", "40", "-rate", "40", "-reply-timeout", "8s", "-tmpdir", t.TempDir(), "-flowbridge", flowbridgeBin(t)}
 	got, runErr := runReplicasJSON(t, args)
 	checkPromises(t, got)
@@ -189,33 +190,6 @@ func TestRunReplicasDrop(t *testing.T) {
 	}
 	if got.AnsweredOnce == 0 || got.NotAcked != 0 {
 		t.Errorf("%d answered once, %d never acknowledged; want answers, and every message acknowledged (a drop loses nothing)", got.AnsweredOnce, got.NotAcked)
-	}
-}
-
-func TestReplicaFlags(t *testing.T) {
-	tests := []struct {
-		args []string
-		want string
-	}{
-		{[]string{"-replicas", "3"}, `-store "bbolt"`},
-		{[]string{"-replicas", "0", "-store", "postgres"}, "want counts from 1 to 10"},
-		{[]string{"-replicas", "11", "-store", "postgres"}, "want counts from 1 to 10"},
-		{[]string{"-replicas", "1,x", "-store", "postgres"}, "want counts from 1 to 10"},
-		{[]string{"-replicas", "1,3", "-store", "postgres", "-kill-every", "1s"}, "-kill-every and -drop-every do not apply"},
-		{[]string{"-replicas", "2", "-store", "postgres", "-burst", "0"}, "-burst 0"},
-		{[]string{"-replicas", "2", "-store", "postgres", "-long-flows", "1"}, "-long-flows"},
-		{[]string{"-replicas", "2", "-store", "postgres", "-sweep"}, "do not combine"},
-		{[]string{"-drop-every", "1s"}, "-drop-every needs -replicas"},
-		{[]string{"-replicas", "3", "-store", "postgres", "-platform", "discord"}, "at most 2 replicas"},
-	}
-	for _, tt := range tests {
-		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			var out, errOut bytes.Buffer
-			err := run(t.Context(), append(tt.args, "-flowbridge", "/nonexistent"), &out, &errOut)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("run(%q) = %v, want an error containing %q", tt.args, err, tt.want)
-			}
-		})
 	}
 }
 
@@ -253,54 +227,54 @@ func TestReplicaShards(t *testing.T) {
 func TestAgentView(t *testing.T) {
 	ws := workspacetest.New(workspacetest.Options{})
 	t.Cleanup(ws.Close)
-	ws.AddAgent(workspacetest.Agent{UUID: agentUUID})
+	ws.AddAgent(workspacetest.Agent{UUID: loadkit.AgentUUID})
 	client, err := workspace.New(workspace.Config{BaseURL: ws.URL, WorkspaceUUID: "ws-test", Token: "test-token", HTTPClient: ws.Client()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	session := func() string {
-		s, err := client.CreateSession(t.Context(), agentUUID)
+		s, err := client.CreateSession(t.Context(), loadkit.AgentUUID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
 	say := func(s string, m marker) {
-		if _, err := client.Chat(t.Context(), agentUUID, s, "hello "+m.String()); err != nil {
+		if _, err := client.Chat(t.Context(), loadkit.AgentUUID, s, "hello "+m.String()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	a, b1, b2 := session(), session(), session()
 	// Conversation 0: 0, 2, 1, 3 in one session: one message late.
 	for _, seq := range []int{0, 2, 1, 3} {
-		say(a, marker{0, seq})
+		say(a, marker{Conv: 0, Seq: seq})
 	}
 	// Conversation 1: in order, but over two sessions.
-	say(b1, marker{1, 0})
-	say(b2, marker{1, 1})
+	say(b1, marker{Conv: 1, Seq: 0})
+	say(b2, marker{Conv: 1, Seq: 1})
 	// Conversation 2: its first message redelivered after its second was
 	// taken on: in inbox order, but not in sending order.
 	c := session()
-	say(c, marker{2, 1})
-	say(c, marker{2, 0})
+	say(c, marker{Conv: 2, Seq: 1})
+	say(c, marker{Conv: 2, Seq: 0})
 	// Conversation 3: recorded in another order than sent, answered in
 	// sending order, as one process may.
 	d := session()
-	say(d, marker{3, 0})
-	say(d, marker{3, 1})
+	say(d, marker{Conv: 3, Seq: 0})
+	say(d, marker{Conv: 3, Seq: 1})
 	// Conversation 4, on Slack: sent 0 then 1, recorded so, answered 1
 	// then 0; but 1 reached the agent before 0 was acknowledged: 0 may
 	// have been committed, and so seen, only after 1 was chosen.
 	f := session()
-	say(f, marker{4, 1})
-	say(f, marker{4, 0})
+	say(f, marker{Conv: 4, Seq: 1})
+	say(f, marker{Conv: 4, Seq: 0})
 	t0 := time.Unix(1_700_000_000, 0)
 	ord := order{
-		seq: map[marker]int64{{0, 0}: 1, {0, 1}: 2, {0, 2}: 3, {0, 3}: 4, {1, 0}: 5, {1, 1}: 6, {2, 1}: 7, {2, 0}: 8, {3, 1}: 9, {3, 0}: 10, {4, 0}: 11, {4, 1}: 12},
-		called: map[marker]time.Time{{0, 0}: t0, {0, 1}: t0.Add(time.Second), {0, 2}: t0.Add(2 * time.Second), {0, 3}: t0.Add(3 * time.Second),
-			{4, 0}: t0.Add(9 * time.Millisecond), {4, 1}: t0.Add(4 * time.Millisecond)},
-		acked: map[marker]time.Time{{0, 0}: t0.Add(10 * time.Millisecond), {0, 1}: t0.Add(time.Second + 10*time.Millisecond), {0, 2}: t0.Add(2*time.Second + 10*time.Millisecond),
-			{0, 3}: t0.Add(3*time.Second + 10*time.Millisecond), {4, 0}: t0.Add(5 * time.Millisecond), {4, 1}: t0.Add(6 * time.Millisecond)},
+		seq: map[marker]int64{{Conv: 0, Seq: 0}: 1, {Conv: 0, Seq: 1}: 2, {Conv: 0, Seq: 2}: 3, {Conv: 0, Seq: 3}: 4, {Conv: 1, Seq: 0}: 5, {Conv: 1, Seq: 1}: 6, {Conv: 2, Seq: 1}: 7, {Conv: 2, Seq: 0}: 8, {Conv: 3, Seq: 1}: 9, {Conv: 3, Seq: 0}: 10, {Conv: 4, Seq: 0}: 11, {Conv: 4, Seq: 1}: 12},
+		called: map[marker]time.Time{{Conv: 0, Seq: 0}: t0, {Conv: 0, Seq: 1}: t0.Add(time.Second), {Conv: 0, Seq: 2}: t0.Add(2 * time.Second), {Conv: 0, Seq: 3}: t0.Add(3 * time.Second),
+			{Conv: 4, Seq: 0}: t0.Add(9 * time.Millisecond), {Conv: 4, Seq: 1}: t0.Add(4 * time.Millisecond)},
+		acked: map[marker]time.Time{{Conv: 0, Seq: 0}: t0.Add(10 * time.Millisecond), {Conv: 0, Seq: 1}: t0.Add(time.Second + 10*time.Millisecond), {Conv: 0, Seq: 2}: t0.Add(2*time.Second + 10*time.Millisecond),
+			{Conv: 0, Seq: 3}: t0.Add(3*time.Second + 10*time.Millisecond), {Conv: 4, Seq: 0}: t0.Add(5 * time.Millisecond), {Conv: 4, Seq: 1}: t0.Add(6 * time.Millisecond)},
 	}
 	e := &replicaEnv{ws: ws, convs: []*repConv{{id: 0, platform: "slack", kind: "thread"}, {id: 1, platform: "discord", kind: "dm"}, {id: 2, platform: "slack", kind: "dm"}, {id: 3, platform: "discord", kind: "channel"}, {id: 4, platform: "slack", kind: "thread"}}}
 	var res replicaResult
@@ -309,8 +283,8 @@ func TestAgentView(t *testing.T) {
 		t.Errorf("order violations %d, sessions changed %d, send order inversions %d, inbox order inversions %d; want 1, 1, 2 and 1 (%q %q)",
 			res.OrderViolations, res.SessionChanged, res.SendOrderInversions, res.InboxOrderInversions, res.OrderDetail, res.SessionDetail)
 	}
-	if len(res.OrderDetail) != 1 || !strings.Contains(res.OrderDetail[0], marker{0, 1}.String()+" (inbox seq 2) after "+marker{0, 2}.String()) {
-		t.Errorf("order detail %q, want %s after %s", res.OrderDetail, marker{0, 1}, marker{0, 2})
+	if len(res.OrderDetail) != 1 || !strings.Contains(res.OrderDetail[0], marker{Conv: 0, Seq: 1}.String()+" (inbox seq 2) after "+marker{Conv: 0, Seq: 2}.String()) {
+		t.Errorf("order detail %q, want %s after %s", res.OrderDetail, marker{Conv: 0, Seq: 1}, marker{Conv: 0, Seq: 2})
 	}
 	if res.Replicas = 2; res.broken() == nil {
 		t.Error("broken() = nil with an order violation and a changed session")

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/flowbridge/flowbridge/testkit/loadkit"
 )
 
 // -damage (with -kill-every): after each kill the store file is damaged the
@@ -37,7 +39,7 @@ func (e *killEnv) storePath() string { return filepath.Join(e.dir, "flowbridge.d
 // the file is put back as the kill left it and nil is returned, for the run
 // to start the next process as usual. A bridge that answers is returned, to
 // serve.
-func (e *killEnv) damageAndStart(ctx context.Context, k int, kind string) (*child, error) {
+func (e *killEnv) damageAndStart(ctx context.Context, k int, kind string) (*loadkit.Child, error) {
 	path := e.storePath()
 	kept, err := os.ReadFile(path)
 	if err != nil {
@@ -46,19 +48,19 @@ func (e *killEnv) damageAndStart(ctx context.Context, k int, kind string) (*chil
 	if err := damageFile(path, kept, kind); err != nil {
 		return nil, fmt.Errorf("damage %s: %w", kind, err)
 	}
-	b, err := startChild(e.p.flowbridge, []string{"run", "-config", e.cfgPath}, filepath.Join(e.dir, fmt.Sprintf("flowbridge-%02d-%s.log", k, kind)))
+	b, err := loadkit.Start(e.p.flowbridge, []string{"run", "-config", e.cfgPath}, filepath.Join(e.dir, fmt.Sprintf("flowbridge-%02d-%s.log", k, kind)))
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(startTimeout)
+	deadline := time.Now().Add(loadkit.StartTimeout)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for !e.verifiedBy(ctx, b) {
 		select {
-		case <-b.done:
-			log := b.logTail()
+		case <-b.Done:
+			log := b.LogTail()
 			if !strings.Contains(log, path) || !strings.Contains(log, "backup") {
-				return nil, fmt.Errorf("flowbridge on a store damaged by %s exited without naming %s and the backup: %v\n%s", kind, path, b.waitErr, log)
+				return nil, fmt.Errorf("flowbridge on a store damaged by %s exited without naming %s and the backup: %v\n%s", kind, path, b.WaitErr, log)
 			}
 			e.mu.Lock()
 			e.stats.Damaged = append(e.stats.Damaged, damageOutcome{Kind: kind, Refused: true, Message: lastLine(log)})
@@ -66,13 +68,13 @@ func (e *killEnv) damageAndStart(ctx context.Context, k int, kind string) (*chil
 			// Back to what the kill left, and its marker with it.
 			return nil, os.WriteFile(path, kept, 0o600)
 		case <-ctx.Done():
-			b.kill()
+			b.Kill()
 			return nil, ctx.Err()
 		case <-tick.C:
 		}
 		if time.Now().After(deadline) {
-			b.kill()
-			return nil, fmt.Errorf("flowbridge on a store damaged by %s neither answered nor exited within %s\n%s", kind, startTimeout, b.logTail())
+			b.Kill()
+			return nil, fmt.Errorf("flowbridge on a store damaged by %s neither answered nor exited within %s\n%s", kind, loadkit.StartTimeout, b.LogTail())
 		}
 	}
 	e.mu.Lock()
@@ -82,9 +84,9 @@ func (e *killEnv) damageAndStart(ctx context.Context, k int, kind string) (*chil
 }
 
 // verifiedBy is verified while b runs: a previous process's port is free.
-func (e *killEnv) verifiedBy(ctx context.Context, b *child) bool {
+func (e *killEnv) verifiedBy(ctx context.Context, b *loadkit.Child) bool {
 	select {
-	case <-b.done:
+	case <-b.Done:
 		return false
 	default:
 	}

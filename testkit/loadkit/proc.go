@@ -1,4 +1,4 @@
-package main
+package loadkit
 
 import (
 	"bytes"
@@ -20,8 +20,9 @@ import (
 // Go runs on (reading it needs sysconf, which needs cgo).
 const clockTicks = 100
 
-// buildFlowbridge builds ./cmd/flowbridge of the module this command belongs to into dir.
-func buildFlowbridge(ctx context.Context, dir string) (string, error) {
+// Build builds ./cmd/flowbridge of the module the working directory is in
+// into dir and returns the binary's path.
+func Build(ctx context.Context, dir string) (string, error) {
 	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
@@ -39,20 +40,22 @@ func buildFlowbridge(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
-// child is the flowbridge process under measurement.
-type child struct {
+// Child is a bridge process under test: flowbridge, or a relay.
+type Child struct {
 	cmd     *exec.Cmd
 	logPath string
-	done    chan struct{} // closed when the process has exited
-	waitErr error
-	killed  bool                   // by kill: its exit status says so
-	movedTo atomic.Pointer[string] // adminAddr, once the process logged where it listens
+	// Done is closed when the process has exited; WaitErr is then its exit.
+	Done    chan struct{}
+	WaitErr error
+	// Killed is set by Kill: the exit status says so.
+	Killed  bool
+	movedTo atomic.Pointer[string] // AdminAddr, once the process logged where it listens
 }
 
-// startChild runs bin with args (flowbridge: "run -config PATH") and its
-// output in logPath. The process dies with this one (Pdeathsig), so no path
+// Start runs bin with args (flowbridge: "run -config PATH") and its output
+// in logPath. The process dies with this one (Pdeathsig), so no path
 // leaves it behind.
-func startChild(bin string, args []string, logPath string) (*child, error) {
+func Start(bin string, args []string, logPath string) (*Child, error) {
 	log, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -63,49 +66,50 @@ func startChild(bin string, args []string, logPath string) (*child, error) {
 	cmd.Env = append(os.Environ(), "GOTRACEBACK=all")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start flowbridge: %w", err)
+		return nil, fmt.Errorf("start %s: %w", filepath.Base(bin), err)
 	}
-	c := &child{cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	c := &Child{cmd: cmd, logPath: logPath, Done: make(chan struct{})}
 	go func() {
-		c.waitErr = cmd.Wait()
-		close(c.done)
+		c.WaitErr = cmd.Wait()
+		close(c.Done)
 	}()
 	return c, nil
 }
 
-// stop asks the bridge to shut down and kills it after grace.
-func (c *child) stop(grace time.Duration) error {
+// Stop asks the process to shut down (SIGTERM) and kills it after grace.
+func (c *Child) Stop(grace time.Duration) error {
 	select {
-	case <-c.done:
-		return c.waitErr
+	case <-c.Done:
+		return c.WaitErr
 	default:
 	}
 	_ = c.cmd.Process.Signal(syscall.SIGTERM)
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
-	case <-c.done:
-		return c.waitErr
+	case <-c.Done:
+		return c.WaitErr
 	case <-t.C:
 		_ = c.cmd.Process.Kill()
-		<-c.done
-		return fmt.Errorf("flowbridge did not stop within %s; killed", grace)
+		<-c.Done
+		return fmt.Errorf("the process did not stop within %s; killed", grace)
 	}
 }
 
-// kill ends the process at once with SIGKILL, as a crash would, and waits for it.
-func (c *child) kill() {
-	c.killed = true
+// Kill ends the process at once with SIGKILL, as a crash would, and waits for it.
+func (c *Child) Kill() {
+	c.Killed = true
 	_ = c.cmd.Process.Kill()
-	<-c.done
+	<-c.Done
 }
 
-// exited reports the process's end as an error with the tail of its log.
-func (c *child) exited() error {
-	return fmt.Errorf("flowbridge exited: %v\n%s", c.waitErr, c.logTail())
+// Exited reports the process's end as an error with the tail of its log.
+func (c *Child) Exited() error {
+	return fmt.Errorf("flowbridge exited: %v\n%s", c.WaitErr, c.LogTail())
 }
 
-func (c *child) logTail() string {
+// LogTail is the end of the process's output.
+func (c *Child) LogTail() string {
 	data, err := os.ReadFile(c.logPath)
 	if err != nil {
 		return ""
@@ -117,19 +121,20 @@ func (c *child) logTail() string {
 	return string(data)
 }
 
-func (c *child) pid() int { return c.cmd.Process.Pid }
+// PID is the process's id.
+func (c *Child) PID() int { return c.cmd.Process.Pid }
 
 // adminMoved is the line flowbridge logs when its admin.listen port is
 // taken and it listens on the next free one.
 const adminMoved = "admin.listen's port is taken"
 
-// adminAddr returns where the process serves its admin endpoints:
+// AdminAddr returns where the process serves its admin endpoints:
 // configured, unless it logged that the port was taken (by a process of
 // another test, which took the port between two starts of a replica) and
 // that it listens elsewhere. Asking the configured port then would ask
 // that other process whether this one is ready. Once the process logged
 // that it runs, its address is known, and the log is not read again.
-func (c *child) adminAddr(configured string) string {
+func (c *Child) AdminAddr(configured string) string {
 	if a := c.movedTo.Load(); a != nil {
 		return *a
 	}
@@ -159,60 +164,63 @@ func (c *child) adminAddr(configured string) string {
 	return configured
 }
 
-// cpuUse is the CPU time a process has used so far.
-type cpuUse struct {
+// CPUUse is the CPU time a process has used so far.
+type CPUUse struct {
 	User, Sys time.Duration
 }
 
-func (c cpuUse) total() time.Duration { return c.User + c.Sys }
+// Total is user and system time together.
+func (c CPUUse) Total() time.Duration { return c.User + c.Sys }
 
-func (c cpuUse) sub(o cpuUse) cpuUse { return cpuUse{User: c.User - o.User, Sys: c.Sys - o.Sys} }
+// Sub is the CPU used between o and c.
+func (c CPUUse) Sub(o CPUUse) CPUUse { return CPUUse{User: c.User - o.User, Sys: c.Sys - o.Sys} }
 
-// cpuTime reads a process's user and system CPU time.
-func cpuTime(pid int) (cpuUse, error) {
+// CPUTime reads a process's user and system CPU time.
+func CPUTime(pid int) (CPUUse, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return cpuUse{}, err
+		return CPUUse{}, err
 	}
-	return parseStat(data)
+	return ParseStat(data)
 }
 
-// parseStat reads utime and stime (fields 14 and 15) of /proc/PID/stat; the
+// ParseStat reads utime and stime (fields 14 and 15) of /proc/PID/stat; the
 // command name in parentheses may hold spaces, so fields count from the last ')'.
-func parseStat(data []byte) (cpuUse, error) {
+func ParseStat(data []byte) (CPUUse, error) {
 	i := bytes.LastIndexByte(data, ')')
 	if i < 0 {
-		return cpuUse{}, errors.New("/proc stat: no command field")
+		return CPUUse{}, errors.New("/proc stat: no command field")
 	}
 	f := strings.Fields(string(data[i+1:]))
 	if len(f) < 13 {
-		return cpuUse{}, fmt.Errorf("/proc stat: %d fields after the command, want at least 13", len(f))
+		return CPUUse{}, fmt.Errorf("/proc stat: %d fields after the command, want at least 13", len(f))
 	}
 	utime, err1 := strconv.ParseInt(f[11], 10, 64)
 	stime, err2 := strconv.ParseInt(f[12], 10, 64)
 	if err := errors.Join(err1, err2); err != nil {
-		return cpuUse{}, fmt.Errorf("/proc stat: %w", err)
+		return CPUUse{}, fmt.Errorf("/proc stat: %w", err)
 	}
-	return cpuUse{User: time.Duration(utime) * time.Second / clockTicks, Sys: time.Duration(stime) * time.Second / clockTicks}, nil
+	return CPUUse{User: time.Duration(utime) * time.Second / clockTicks, Sys: time.Duration(stime) * time.Second / clockTicks}, nil
 }
 
-// memory is a process's resident set now and at its peak, in bytes.
-type memory struct {
+// Memory is a process's resident set now and at its peak, in bytes.
+type Memory struct {
 	RSS  int64
 	Peak int64
 }
 
-func readMemory(pid int) (memory, error) {
+// ReadMemory reads a process's resident set.
+func ReadMemory(pid int) (Memory, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return memory{}, err
+		return Memory{}, err
 	}
-	return parseStatus(data)
+	return ParseStatus(data)
 }
 
-// parseStatus reads VmRSS and VmHWM ("VmHWM:   12345 kB") of /proc/PID/status.
-func parseStatus(data []byte) (memory, error) {
-	var m memory
+// ParseStatus reads VmRSS and VmHWM ("VmHWM:   12345 kB") of /proc/PID/status.
+func ParseStatus(data []byte) (Memory, error) {
+	var m Memory
 	var found int
 	for line := range strings.Lines(string(data)) {
 		key, val, ok := strings.Cut(line, ":")
@@ -221,11 +229,11 @@ func parseStatus(data []byte) (memory, error) {
 		}
 		f := strings.Fields(val)
 		if len(f) != 2 || f[1] != "kB" {
-			return memory{}, fmt.Errorf("/proc status: %s: unexpected %q", key, strings.TrimSpace(val))
+			return Memory{}, fmt.Errorf("/proc status: %s: unexpected %q", key, strings.TrimSpace(val))
 		}
 		kb, err := strconv.ParseInt(f[0], 10, 64)
 		if err != nil {
-			return memory{}, fmt.Errorf("/proc status: %s: %w", key, err)
+			return Memory{}, fmt.Errorf("/proc status: %s: %w", key, err)
 		}
 		if key == "VmRSS" {
 			m.RSS = kb << 10
@@ -235,7 +243,7 @@ func parseStatus(data []byte) (memory, error) {
 		found++
 	}
 	if found != 2 {
-		return memory{}, errors.New("/proc status: VmRSS or VmHWM missing")
+		return Memory{}, errors.New("/proc status: VmRSS or VmHWM missing")
 	}
 	return m, nil
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/flowbridge/flowbridge/testkit/loadkit"
 )
 
 // The ledger of a -kill-every run: what became of each message offered to
@@ -18,6 +20,9 @@ import (
 // thread, so these match exactly too. A notice that names no such place (a
 // placeholder replaced by an error) falls back to its conversation, see pick,
 // and is counted apart.
+
+// marker names one message (see loadkit.Marker).
+type marker = loadkit.Marker
 
 // tally is one offered message (a chat message or a /flow command) and what
 // the fakes saw of it.
@@ -111,9 +116,9 @@ func newLedger() *ledger {
 // (a thread, user or response_url no other message has), or none.
 func (l *ledger) add(t *tally) {
 	l.offers[t.m] = t
-	l.convs[t.m.conv] = append(l.convs[t.m.conv], t)
+	l.convs[t.m.Conv] = append(l.convs[t.m.Conv], t)
 	if t.where.channel != "" {
-		l.channel[t.where.channel] = t.m.conv
+		l.channel[t.where.channel] = t.m.Conv
 	}
 	for _, p := range t.where.places() {
 		l.places[p] = t
@@ -132,7 +137,7 @@ func (l *ledger) call(m marker) {
 // is known), msgID names the message it created or changed (a reply that
 // replaces another names the same one), text is its text and blocks.
 func (l *ledger) reply(w where, msgID, text string, at time.Time) {
-	if m, ok := findMarker([]byte(text)); ok {
+	if m, ok := loadkit.FindMarker([]byte(text)); ok {
 		t := l.offers[m]
 		if t == nil {
 			l.strays = append(l.strays, msgID)

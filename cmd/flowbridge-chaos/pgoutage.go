@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/flowbridge/flowbridge/testkit/loadkit"
 )
 
 // -pg-outage: the replicas run on a throwaway PostgreSQL the harness starts
@@ -37,7 +39,7 @@ type pgInstance struct {
 // startThrowawayPG creates a cluster under dir (a directory of its own,
 // removed by the caller) and starts it on a free port.
 func startThrowawayPG(ctx context.Context, bin, dir string) (*pgInstance, error) {
-	port, err := freePort()
+	port, err := loadkit.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -114,14 +116,14 @@ type outageStats struct {
 // outage stops the database a third of the way into -duration, starts it
 // again after -pg-outage, and measures how soon every replica is ready.
 func (e *replicaEnv) outage(ctx context.Context) error {
-	if !pause(ctx, e.p.Duration/3) {
+	if !loadkit.Pause(ctx, e.p.Duration/3) {
 		return nil
 	}
 	stopped := time.Since(e.t0)
 	if err := e.pg.stop(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("stop PostgreSQL: %w", err)
 	}
-	pause(context.WithoutCancel(ctx), e.p.PGOutage)
+	loadkit.Pause(context.WithoutCancel(ctx), e.p.PGOutage)
 	if err := e.pg.start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("start PostgreSQL again: %w", err)
 	}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -22,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flowbridge/flowbridge/testkit/loadkit"
 	"github.com/flowbridge/flowbridge/testkit/slacktest"
 	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
@@ -51,10 +51,6 @@ const (
 	quietFor = time.Second
 	// redeliveryFanOut bounds the concurrent redeliveries after a restart.
 	redeliveryFanOut = 16
-	// defaultKillConversations and defaultKillRate apply to -kill-every when
-	// -conversations and -rate are not given.
-	defaultKillConversations = 300
-	defaultKillRate          = 100
 )
 
 // killConv is one simulated conversation of a -kill-every run, alone in its
@@ -102,7 +98,7 @@ type killEnv struct {
 	post      *http.Client // Slack's side: deliveries
 	eventsURL string
 	convs     []*killConv
-	bridge    *child
+	bridge    *loadkit.Child
 	think     time.Duration
 	t0        time.Time // the run's start; times reported are since it
 
@@ -159,11 +155,11 @@ func closeWorkspace(front *httptest.Server, ws *workspacetest.Server) {
 
 // runKill runs -kill-every and tears everything down, whatever happens.
 func runKill(ctx context.Context, p params) (*killResult, error) {
-	return inTempDir(ctx, p, func(dir string) *killEnv { return &killEnv{p: p, dir: dir, live: newLedger()} }, (*killEnv).run)
+	return loadkit.InTempDir(ctx, p.tmp, func(dir string) *killEnv { return &killEnv{p: p, dir: dir, live: newLedger()} }, (*killEnv).run)
 }
 
 // start builds the conversations, the fakes and the bridge's configuration.
-func (e *killEnv) start(context.Context) error {
+func (e *killEnv) Start(context.Context) error {
 	p := e.p
 	flows := int(math.Round(float64(p.Conversations) * p.FlowShare))
 	chats := p.Conversations - flows
@@ -188,7 +184,7 @@ func (e *killEnv) start(context.Context) error {
 	}
 
 	e.ws = workspacetest.New(workspacetest.Options{})
-	e.ws.AddAgent(workspacetest.Agent{UUID: agentUUID, Delay: p.APILatency})
+	e.ws.AddAgent(workspacetest.Agent{UUID: loadkit.AgentUUID, Delay: p.APILatency})
 	e.ws.AddFlow(workspacetest.Flow{UUID: killFlowUUID, Template: "slow flow done {tag}", Delay: killFlowDelay})
 	wsHandler := e.ws.Handler()
 	e.wsSrv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -198,7 +194,7 @@ func (e *killEnv) start(context.Context) error {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		m, found := findMarker(body)
+		m, found := loadkit.FindMarker(body)
 		e.mu.Lock()
 		e.touched = time.Now()
 		if found {
@@ -216,7 +212,7 @@ func (e *killEnv) start(context.Context) error {
 	e.postTr.MaxIdleConnsPerHost = 64
 	e.post = &http.Client{Transport: e.postTr, Timeout: slackAckTimeout}
 
-	listen, err := freePort()
+	listen, err := loadkit.FreePort()
 	if err != nil {
 		return err
 	}
@@ -313,21 +309,10 @@ func (e *killEnv) startFront() error {
 	return nil
 }
 
-// freePort returns a loopback address no one listens on now; each of the
-// bridge's processes listens there in turn.
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := ln.Addr().String()
-	return addr, ln.Close()
-}
-
 // config is the bridge's configuration: Slack in HTTP mode on listen, the
 // fakes' addresses, the store in the temporary directory, and the slow flow.
 func (e *killEnv) config(listen string) string {
-	return baseConfig(e.wsSrv.URL, fmt.Sprintf("path = %q\n", filepath.Join(e.dir, "flowbridge.db")),
+	return loadkit.BaseConfig(e.wsSrv.URL, fmt.Sprintf("path = %q\n", filepath.Join(e.dir, "flowbridge.db")),
 		e.p.Conversations+256, "", "127.0.0.1:0", "info") + fmt.Sprintf(`
 [[flows]]
 name = "slow"
@@ -381,7 +366,7 @@ func (e *killEnv) run(ctx context.Context) (*killResult, error) {
 			return nil, err
 		}
 		var (
-			b   *child
+			b   *loadkit.Child
 			err error
 		)
 		if k > 0 && p.Damage {
@@ -390,7 +375,7 @@ func (e *killEnv) run(ctx context.Context) (*killResult, error) {
 			}
 		}
 		if b == nil {
-			if b, err = startChild(p.flowbridge, []string{"run", "-config", e.cfgPath}, filepath.Join(e.dir, fmt.Sprintf("flowbridge-%02d.log", k))); err != nil {
+			if b, err = loadkit.Start(p.flowbridge, []string{"run", "-config", e.cfgPath}, filepath.Join(e.dir, fmt.Sprintf("flowbridge-%02d.log", k))); err != nil {
 				return nil, err
 			}
 		}
@@ -433,7 +418,7 @@ func (e *killEnv) run(ctx context.Context) (*killResult, error) {
 			break
 		}
 		err = e.until(ctx, killAt)
-		e.bridge.kill()
+		e.bridge.Kill()
 		e.postTr.CloseIdleConnections()
 		round.Wait()
 		if err != nil {
@@ -461,8 +446,8 @@ func (e *killEnv) run(ctx context.Context) (*killResult, error) {
 	// bridge's HTTP shutdown for seconds (net/http waits 5 s for a new
 	// connection's first request); Slack has nothing more to send.
 	e.postTr.CloseIdleConnections()
-	if err := e.bridge.stop(stopTimeout); err != nil {
-		return nil, fmt.Errorf("stopping flowbridge: %w\n%s", err, e.bridge.logTail())
+	if err := e.bridge.Stop(loadkit.StopTimeout); err != nil {
+		return nil, fmt.Errorf("stopping flowbridge: %w\n%s", err, e.bridge.LogTail())
 	}
 	res := e.count()
 	res.ElapsedSec = time.Since(t0).Seconds()
@@ -484,8 +469,8 @@ func (e *killEnv) until(ctx context.Context, t time.Time) error {
 	select {
 	case <-timer.C:
 		return nil
-	case <-e.bridge.done:
-		return e.bridge.exited()
+	case <-e.bridge.Done:
+		return e.bridge.Exited()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -494,7 +479,7 @@ func (e *killEnv) until(ctx context.Context, t time.Time) error {
 // waitReady waits until the bridge answers Slack's URL verification, and
 // reports false when killAt (unless zero) comes first.
 func (e *killEnv) waitReady(ctx context.Context, killAt time.Time) (bool, error) {
-	deadline := time.Now().Add(startTimeout)
+	deadline := time.Now().Add(loadkit.StartTimeout)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -502,8 +487,8 @@ func (e *killEnv) waitReady(ctx context.Context, killAt time.Time) (bool, error)
 			return true, nil
 		}
 		select {
-		case <-e.bridge.done:
-			return false, e.bridge.exited()
+		case <-e.bridge.Done:
+			return false, e.bridge.Exited()
 		case <-ctx.Done():
 			return false, ctx.Err()
 		case <-tick.C:
@@ -513,7 +498,7 @@ func (e *killEnv) waitReady(ctx context.Context, killAt time.Time) (bool, error)
 			return false, nil
 		}
 		if now.After(deadline) {
-			return false, fmt.Errorf("flowbridge did not answer on %s within %s\n%s", e.eventsURL, startTimeout, e.bridge.logTail())
+			return false, fmt.Errorf("flowbridge did not answer on %s within %s\n%s", e.eventsURL, loadkit.StartTimeout, e.bridge.LogTail())
 		}
 	}
 }
@@ -545,7 +530,7 @@ func (e *killEnv) converse(drive, ctx context.Context, c *killConv, spoke func()
 			wait = rand.N(2 * e.think)
 		}
 		first = false
-		if !pause(drive, wait) {
+		if !loadkit.Pause(drive, wait) {
 			return nil
 		}
 		o, err := e.offer(c, seq)
@@ -575,7 +560,7 @@ func (e *killEnv) converse(drive, ctx context.Context, c *killConv, spoke func()
 // offer makes message seq of conversation c: its Slack payload, with a
 // unique text carrying its marker, registered before its first delivery.
 func (e *killEnv) offer(c *killConv, seq int) (*offer, error) {
-	m := marker{conv: c.id, seq: seq}
+	m := marker{Conv: c.id, Seq: seq}
 	t := &tally{m: m, flow: c.kind == "flow", where: where{channel: c.channel}, done: make(chan struct{})}
 	o := &offer{conv: c, t: t, contentType: slacktest.ContentTypeJSON}
 	text := "hello " + m.String() + " how are you"
@@ -743,8 +728,8 @@ func (e *killEnv) settle(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-e.bridge.done:
-			return e.bridge.exited()
+		case <-e.bridge.Done:
+			return e.bridge.Exited()
 		case <-tick.C:
 		}
 	}
@@ -754,11 +739,11 @@ func (e *killEnv) settle(ctx context.Context) error {
 const tier3Window = 65 * time.Second
 
 // close stops the bridge (if a process still runs), then the fakes.
-func (e *killEnv) close() error {
+func (e *killEnv) Close() error {
 	var err error
 	if e.bridge != nil {
-		if serr := e.bridge.stop(stopTimeout); serr != nil && !e.bridge.killed {
-			err = fmt.Errorf("stopping flowbridge: %w\n%s", serr, e.bridge.logTail())
+		if serr := e.bridge.Stop(loadkit.StopTimeout); serr != nil && !e.bridge.Killed {
+			err = fmt.Errorf("stopping flowbridge: %w\n%s", serr, e.bridge.LogTail())
 		}
 	}
 	if e.postTr != nil {
@@ -803,7 +788,7 @@ func (e *killEnv) count() *killResult {
 		if r.Method != http.MethodPost {
 			continue
 		}
-		m, ok := findMarker(r.Body)
+		m, ok := loadkit.FindMarker(r.Body)
 		switch {
 		case !ok:
 			continue
