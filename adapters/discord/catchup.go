@@ -229,8 +229,11 @@ func (a *Adapter) narrow(sh *shard, scope string, h *hold, only map[string]bool)
 
 // release hands over what scope's hold h kept, in order, until none is
 // left, then lets the scope's messages through; it does nothing once a
-// later catch-up took the scope over.
-func (a *Adapter) release(sh *shard, scope string, h *hold) {
+// later catch-up took the scope over. Messages in handed, which the
+// catch-up handed over from history, are not handed over again: two
+// receipts of one message at once would race for its inbox key, and the
+// later one could win, its place in the queue after newer messages.
+func (a *Adapter) release(sh *shard, scope string, h *hold, handed map[string]bool) {
 	for {
 		sh.holdMu.Lock()
 		if sh.held[scope] != h {
@@ -250,7 +253,9 @@ func (a *Adapter) release(sh *shard, scope string, h *hold) {
 			return
 		}
 		for _, m := range msgs {
-			a.onMessage(m)
+			if !handed[m.ID] {
+				a.onMessage(m)
+			}
 		}
 	}
 }
@@ -311,10 +316,10 @@ func (a *Adapter) onReady(ctx context.Context, sh *shard, r *discordgo.Ready) {
 // guild's is read when its GUILD_CREATE arrives. It runs at READY, and
 // before a resume of a session whose catch-up never ended (resume.go),
 // whose GUILD_CREATEs Discord replays.
-func (a *Adapter) beginCatchUp(ctx context.Context, sh *shard, guilds []string) {
+func (a *Adapter) beginCatchUp(ctx context.Context, sh *shard, guilds []string) *lastSeen {
 	cc, ok := a.core.(catchUpCore)
 	if !ok {
-		return
+		return nil
 	}
 	last := newLastSeen(func() (map[string]int64, error) {
 		qctx, cancel := context.WithTimeout(ctx, a.catchUpWithin)
@@ -330,7 +335,11 @@ func (a *Adapter) beginCatchUp(ctx context.Context, sh *shard, guilds []string) 
 	if h := holds[dmScope]; h != nil {
 		a.spawn(func() { a.catchUpDMs(ctx, sh, h, last) })
 	}
+	return last
 }
+
+// zeroTime is the join time of a guild whose GUILD_CREATE is not at hand.
+var zeroTime time.Time
 
 // listedChannel is what a guild's catch-up needs of a channel GUILD_CREATE
 // lists.
@@ -381,7 +390,7 @@ func (a *Adapter) catchUpDMs(ctx context.Context, sh *shard, h *hold, last *last
 	seen, err := last.get()
 	if err != nil {
 		a.shardLog(sh).Warn("messages missed while away not looked for", zap.Error(err))
-		a.release(sh, dmScope, h)
+		a.release(sh, dmScope, h, nil)
 		return
 	}
 	var reads []historyRead
@@ -405,7 +414,7 @@ func (a *Adapter) catchUpGuild(ctx context.Context, sh *shard, guild string, joi
 	seen, err := last.get()
 	if err != nil {
 		a.shardLog(sh).Warn("messages missed while away not looked for", zap.String("guild", guild), zap.Error(err))
-		a.release(sh, guild, h)
+		a.release(sh, guild, h, nil)
 		return
 	}
 	floor := a.catchUpFloor()
@@ -464,10 +473,14 @@ func (a *Adapter) catchUpScope(ctx context.Context, sh *shard, scope string, h *
 	if cut {
 		a.shardLog(sh).Warn("catch-up cut short; messages posted while away in the channels not read may be missed", zap.String("scope", scope), zap.Duration("after", a.catchUpWithin))
 	}
+	handed := make(map[string]bool, len(found))
+	for _, m := range found {
+		handed[m.ID] = true
+	}
 	if n := a.handOver(found); n > 0 {
 		a.shardLog(sh).Info("messages posted while away taken up", zap.String("scope", scope), zap.Int("channels", len(reads)), zap.Int("messages", n))
 	}
-	a.release(sh, scope, h)
+	a.release(sh, scope, h, handed)
 }
 
 // handOver hands messages read from history to the core, oldest first, as

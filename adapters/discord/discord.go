@@ -242,6 +242,11 @@ func (a *Adapter) newShard(client *http.Client, id int) (*shard, error) {
 	// matters (connects, drops, rate limits, failed calls) through zap.
 	s.LogLevel = -1
 	sh.session = s
+	if p, err := sequenceOf(s); err == nil {
+		sh.seqp = p
+	} else {
+		a.log.Warn("discordgo's sequence number cannot be read; a gap in it is seen one event late", zap.Error(err))
+	}
 	return sh, nil
 }
 
@@ -353,7 +358,8 @@ func (a *Adapter) addHandlers(ctx context.Context, sh *shard) []func() {
 		s.AddHandler(func(_ *discordgo.Session, g *discordgo.GuildCreate) { a.onGuildCreate(ctx, sh, g) }),
 		s.AddHandler(func(_ *discordgo.Session, m *discordgo.MessageCreate) { a.onLive(sh, m) }),
 		s.AddHandler(func(_ *discordgo.Session, i *discordgo.InteractionCreate) { a.onInteraction(ctx, i) }),
-		s.AddHandler(func(_ *discordgo.Session, e *discordgo.Event) { a.onDispatch(sh, e) }),
+		s.AddHandler(func(_ *discordgo.Session, e *discordgo.Event) { a.onDispatch(ctx, sh, e) }),
+		s.AddHandler(func(_ *discordgo.Session, ev any) { a.onAnyEvent(ctx, sh, ev) }),
 	}
 }
 

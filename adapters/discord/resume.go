@@ -104,10 +104,12 @@ func (sh *shard) holding() bool {
 // onDispatch notes the sequence number of every dispatch, and the new
 // session of a READY (the payload's resume_gateway_url, which discordgo
 // does not keep); it runs on the read loop after the event's handlers.
-func (a *Adapter) onDispatch(sh *shard, e *discordgo.Event) {
+func (a *Adapter) onDispatch(ctx context.Context, sh *shard, e *discordgo.Event) {
 	if e == nil || e.Operation != 0 || e.Sequence == 0 {
 		return
 	}
+	// Events discordgo does not decode reach no typed handler.
+	a.noteSeq(ctx, sh, e.Sequence, e.Type == "READY")
 	if e.Type == "READY" || e.Type == "RESUMED" {
 		a.onSessionLive(sh)
 	}
@@ -240,6 +242,7 @@ func (a *Adapter) loadSession(ctx context.Context, sh *shard) {
 	sh.sess = s
 	sh.seq.Store(s.Seq)
 	sh.sessMu.Unlock()
+	sh.lastSeq.Store(s.Seq)
 	sh.saved = s
 	log.Info("resuming the stored gateway session", zap.String("session_id", s.ID), zap.Int64("seq", s.Seq), zap.Bool("caught_up", s.CaughtUp))
 	if !s.CaughtUp {

@@ -39,6 +39,10 @@ type shard struct {
 	sessMu sync.Mutex
 	sess   gatewaySession
 	seq    atomic.Int64
+	// seqp is discordgo's sequence number (sequenceOf), nil when it cannot
+	// be read; lastSeq is the last one the read loop noted (gap.go).
+	seqp    *int64
+	lastSeq atomic.Int64
 	// readied tells keepSession of a new session (READY).
 	readied chan struct{}
 	// saved is the session last written, saveFailing whether the last

@@ -1,0 +1,86 @@
+package discord
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/flowbridge/flowbridge/testkit/discordtest"
+)
+
+// TestReplayGapCaughtUp: the connection drops; while it is down, six
+// messages are posted in a guild channel and a DM the bridge serves; the
+// RESUME's replay leaves out every third dispatch, so s jumps. The gap is
+// logged, and every message is answered once, in each channel in order.
+func TestReplayGapCaughtUp(t *testing.T) {
+	t.Parallel()
+	core, logs := observer.New(zapcore.InfoLevel)
+	e := newEnv(t, func(e *env) { e.log = zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core())) })
+	down := e.killable()
+	bot := e.fake.BotUser().ID
+	e.start(t)
+	ctx := testCtx(t)
+	post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Content: mention(bot, "before")})
+	e.waitBot(t, channelID, "You said: before")
+	post(t, e, discordtest.MessageCreate{ChannelID: "77", Content: "dm before"})
+	e.waitBot(t, "77", "You said: dm before")
+
+	down.Store(true)
+	conns := len(e.fake.Connections())
+	if err := e.fake.DropConnection(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var said []string
+	for i := 1; i <= 6; i++ {
+		if i%2 == 1 {
+			post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Content: mention(bot, fmt.Sprint("guild ", i))})
+			said = append(said, fmt.Sprint("guild ", i))
+		} else {
+			post(t, e, discordtest.MessageCreate{ChannelID: "77", Content: fmt.Sprint("dm ", i)})
+			said = append(said, fmt.Sprint("dm ", i))
+		}
+	}
+	e.fake.SetReplayGap(3)
+	down.Store(false)
+	h, err := e.fake.WaitHandshake(ctx, func(h discordtest.Handshake) bool { return h.Conn > conns && h.Resumed })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Skipped) == 0 {
+		t.Fatalf("the replay left nothing out: %v", brief([]discordtest.Handshake{h}))
+	}
+	for _, s := range said {
+		ch := channelID
+		if s[:2] == "dm" {
+			ch = "77"
+		}
+		e.waitBot(t, ch, "You said: "+s)
+	}
+	waitLog(t, logs, "gateway sequence gap")
+	for s, n := range answers(e) {
+		if n != 1 {
+			t.Errorf("%q answered %d times, want once", s, n)
+		}
+	}
+	// In order, per channel: each answer after the one before it.
+	order := map[string][]string{}
+	for _, m := range e.fake.Messages() {
+		if _, said, ok := strings.Cut(m.Content, "You said: "); ok && m.Author.ID == bot {
+			order[m.ChannelID] = append(order[m.ChannelID], said)
+		}
+	}
+	want := map[string][]string{
+		channelID: {"before", "guild 1", "guild 3", "guild 5"},
+		"77":      {"dm before", "dm 2", "dm 4", "dm 6"},
+	}
+	for ch, w := range want {
+		if fmt.Sprint(order[ch]) != fmt.Sprint(w) {
+			t.Errorf("answers in %s: %q, want %q", ch, order[ch], w)
+		}
+	}
+}
