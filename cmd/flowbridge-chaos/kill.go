@@ -101,6 +101,7 @@ type killEnv struct {
 	bridge    *loadkit.Child
 	think     time.Duration
 	t0        time.Time // the run's start; times reported are since it
+	restart   restartFunc
 
 	mu       sync.Mutex
 	live     *ledger
@@ -120,8 +121,6 @@ type killStats struct {
 	Redeliveries      int `json:"redeliveries"`
 	RedeliveriesAcked int `json:"redeliveries_acked"`
 	FailedDeliveries  int `json:"failed_deliveries"`
-	// Damaged are the starts on a damaged store (-damage), in order.
-	Damaged []damageOutcome `json:"damaged_starts,omitempty"`
 }
 
 // slackReplies returns, as ledger records, what the bot posted or updated
@@ -153,9 +152,13 @@ func closeWorkspace(front *httptest.Server, ws *workspacetest.Server) {
 	}
 }
 
-// runKill runs -kill-every and tears everything down, whatever happens.
-func runKill(ctx context.Context, p params) (*killResult, error) {
-	return loadkit.InTempDir(ctx, p.tmp, func(dir string) *killEnv { return &killEnv{p: p, dir: dir, live: newLedger()} }, (*killEnv).run)
+// restartFunc starts process k (k > 0) of a kill run its own way, or
+// returns nil for the usual start (TestKillDamage damages the store first).
+type restartFunc func(ctx context.Context, e *killEnv, k int) (*loadkit.Child, error)
+
+// runKill runs the kill scenario and tears everything down, whatever happens.
+func runKill(ctx context.Context, p params, restart restartFunc) (*killResult, error) {
+	return loadkit.InTempDir(ctx, p.tmp, func(dir string) *killEnv { return &killEnv{p: p, dir: dir, live: newLedger(), restart: restart} }, (*killEnv).run)
 }
 
 // start builds the conversations, the fakes and the bridge's configuration.
@@ -238,20 +241,11 @@ func (e *killEnv) startFront() error {
 		// A killed bridge leaves its requests cut off: expected, not news.
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) },
 	}
-	read := func(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-		body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
-		if err != nil {
-			http.Error(w, "read body", http.StatusBadRequest)
-			return nil, false
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		return body, true
-	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/{method}", func(w http.ResponseWriter, r *http.Request) {
 		switch method := r.PathValue("method"); method {
 		case "chat.postMessage", "chat.update", "chat.postEphemeral":
-			body, ok := read(w, r)
+			body, ok := readBody(w, r)
 			if !ok {
 				return
 			}
@@ -285,8 +279,17 @@ func (e *killEnv) startFront() error {
 			proxy.ServeHTTP(w, r)
 		}
 	})
-	mux.HandleFunc("POST /response/{id}", func(w http.ResponseWriter, r *http.Request) {
-		body, ok := read(w, r)
+	mux.HandleFunc("POST /response/{id}", e.responseURL(proxy))
+	mux.Handle("/", proxy)
+	e.front = httptest.NewServer(mux)
+	return nil
+}
+
+// responseURL serves a slash command's response_url on its way to the fake:
+// the live ledger sees the notice or result it carries.
+func (e *killEnv) responseURL(proxy http.Handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, ok := readBody(w, r)
 		if !ok {
 			return
 		}
@@ -303,10 +306,19 @@ func (e *killEnv) startFront() error {
 		e.touched = time.Now()
 		e.mu.Unlock()
 		proxy.ServeHTTP(w, r)
-	})
-	mux.Handle("/", proxy)
-	e.front = httptest.NewServer(mux)
-	return nil
+	}
+}
+
+// readBody reads r's body and puts it back for the proxy; a body that
+// cannot be read is answered 400 and false.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+	if err != nil {
+		http.Error(w, "read body", http.StatusBadRequest)
+		return nil, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body, true
 }
 
 // config is the bridge's configuration: Slack in HTTP mode on listen, the
@@ -338,14 +350,12 @@ api_url = %q
 // run starts the bridge, kills and restarts it -kills times while the users
 // talk, lets the last process answer everything, and counts.
 func (e *killEnv) run(ctx context.Context) (*killResult, error) {
-	p := e.p
 	drive, stopDriving := context.WithCancelCause(ctx)
 	var users sync.WaitGroup
 	// Deferred calls run last first: the users are told to stop before
 	// they are waited for, or a run that fails would wait for ever.
 	defer users.Wait()
 	defer stopDriving(nil)
-	fail := func(err error) { stopDriving(err) }
 
 	// Each user's first message waits up to one think cycle, and a short run
 	// (exponential kill delays) can end before some have spoken; the last
@@ -359,86 +369,110 @@ func (e *killEnv) run(ctx context.Context) (*killResult, error) {
 			close(allSpoke)
 		}
 	}
-	t0 := time.Now()
-	e.t0 = t0
-	for k := 0; ; k++ {
+	startUsers := func() {
+		for _, c := range e.convs {
+			users.Go(func() {
+				if err := e.converse(drive, ctx, c, spoke); err != nil {
+					stopDriving(err)
+				}
+			})
+		}
+	}
+	e.t0 = time.Now()
+	for k := 0; k <= e.p.Kills; k++ {
 		if err := context.Cause(drive); err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
 			return nil, err
 		}
-		var (
-			b   *loadkit.Child
-			err error
-		)
-		if k > 0 && p.Damage {
-			if b, err = e.damageAndStart(ctx, k, damageKinds[(k-1)%len(damageKinds)]); err != nil {
-				return nil, err
-			}
-		}
-		if b == nil {
-			if b, err = loadkit.Start(p.flowbridge, []string{"run", "-config", e.cfgPath}, filepath.Join(e.dir, fmt.Sprintf("flowbridge-%02d.log", k))); err != nil {
-				return nil, err
-			}
-		}
-		e.mu.Lock()
-		e.bridge, e.proc = b, k
-		e.mu.Unlock()
-		last := k == p.Kills
-		// The first process is timed from when it listens, so the users
-		// have a bridge before the first kill; later ones from their start,
-		// so that some die while they start and resume.
-		killAt := time.Now().Add(e.killDelay())
-		if k == 0 || last {
-			killAt = time.Time{}
-		}
-		ready, err := e.waitReady(ctx, killAt)
-		if err != nil {
+		if err := e.life(ctx, k, startUsers, allSpoke); err != nil {
 			return nil, err
 		}
-		if k == 0 {
-			killAt = time.Now().Add(e.killDelay())
-			for _, c := range e.convs {
-				users.Go(func() {
-					if err := e.converse(drive, ctx, c, spoke); err != nil {
-						fail(err)
-					}
-				})
-			}
-		}
-		var round sync.WaitGroup
-		if ready && k > 0 {
-			round.Go(func() { e.redeliver(ctx) })
-		}
-		if last {
-			round.Wait()
-			select {
-			case <-allSpoke:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-			break
-		}
-		err = e.until(ctx, killAt)
-		e.bridge.Kill()
-		e.postTr.CloseIdleConnections()
-		round.Wait()
-		if err != nil {
-			return nil, err
-		}
-		e.mu.Lock()
-		e.killedAt = append(e.killedAt, time.Since(t0).Seconds())
-		e.stats.Kills++
-		if !ready {
-			e.stats.KilledBeforeReady++
-		}
-		e.mu.Unlock()
 	}
 	// The users stop; the last process answers what is left.
-	driven := time.Since(t0)
+	driven := time.Since(e.t0)
 	stopDriving(nil)
 	users.Wait()
 	if err := context.Cause(drive); err != nil && !errors.Is(err, context.Canceled) {
 		return nil, err
 	}
+	return e.finish(ctx, driven)
+}
+
+// life is process k's: started, the users started with the first, Slack's
+// redeliveries once it listens, and, unless it is the last, a SIGKILL at a
+// random moment. The last lives until every user has spoken.
+func (e *killEnv) life(ctx context.Context, k int, startUsers func(), allSpoke <-chan struct{}) error {
+	if err := e.startProcess(ctx, k); err != nil {
+		return err
+	}
+	last := k == e.p.Kills
+	// The first process is timed from when it listens, so the users have a
+	// bridge before the first kill; later ones from their start, so that
+	// some die while they start and resume.
+	killAt := time.Now().Add(e.killDelay())
+	if k == 0 || last {
+		killAt = time.Time{}
+	}
+	ready, err := e.waitReady(ctx, killAt)
+	if err != nil {
+		return err
+	}
+	if k == 0 {
+		killAt = time.Now().Add(e.killDelay())
+		startUsers()
+	}
+	var round sync.WaitGroup
+	if ready && k > 0 {
+		round.Go(func() { e.redeliver(ctx) })
+	}
+	if last {
+		round.Wait()
+		select {
+		case <-allSpoke:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	err = e.until(ctx, killAt)
+	e.bridge.Kill()
+	e.postTr.CloseIdleConnections()
+	round.Wait()
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.killedAt = append(e.killedAt, time.Since(e.t0).Seconds())
+	e.stats.Kills++
+	if !ready {
+		e.stats.KilledBeforeReady++
+	}
+	return nil
+}
+
+// startProcess starts process k: restart's way if it has one, else on the
+// configuration with a log of its own.
+func (e *killEnv) startProcess(ctx context.Context, k int) error {
+	var b *loadkit.Child
+	var err error
+	if k > 0 && e.restart != nil {
+		if b, err = e.restart(ctx, e, k); err != nil {
+			return err
+		}
+	}
+	if b == nil {
+		if b, err = loadkit.Start(e.p.flowbridge, []string{"run", "-config", e.cfgPath}, filepath.Join(e.dir, fmt.Sprintf("flowbridge-%02d.log", k))); err != nil {
+			return err
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.bridge, e.proc = b, k
+	return nil
+}
+
+// finish lets the last process answer what is left, stops it and counts.
+func (e *killEnv) finish(ctx context.Context, driven time.Duration) (*killResult, error) {
 	if err := e.settle(ctx); err != nil {
 		return nil, err
 	}
@@ -450,7 +484,7 @@ func (e *killEnv) run(ctx context.Context) (*killResult, error) {
 		return nil, fmt.Errorf("stopping flowbridge: %w\n%s", err, e.bridge.LogTail())
 	}
 	res := e.count()
-	res.ElapsedSec = time.Since(t0).Seconds()
+	res.ElapsedSec = time.Since(e.t0).Seconds()
 	res.OfferedPerSec = float64(res.MessagesOffered) / driven.Seconds()
 	return res, nil
 }

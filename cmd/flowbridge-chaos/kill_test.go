@@ -8,87 +8,65 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
-// TestRunKillSmoke runs -kill-every briefly against the real binary: three
-// SIGKILLs at a low rate, Slack's redeliveries after each restart; then four,
-// each followed by one of -damage's damages to the store file. The
-// promises must hold (the three zeros), the kills and redeliveries must have
-// happened, and the run must leave no process and no file behind. It is not
-// parallel: the processes of other tests' runs would be taken for its own.
+// TestRunKillSmoke runs the kill scenario briefly against the real binary:
+// three SIGKILLs at a low rate, Slack's redeliveries after each restart.
+// The promises must hold (the three zeros), the kills and redeliveries must
+// have happened, and the run must leave no process and no file behind. It
+// is not parallel (nor is TestKillDamage): the processes of other tests'
+// runs would be taken for its own.
 func TestRunKillSmoke(t *testing.T) {
-	for _, c := range []struct {
-		name   string
-		kills  int
-		damage bool
-	}{{"kills", 3, false}, {"kills, each followed by damage to the store", 4, true}} {
-		t.Run(c.name, func(t *testing.T) {
-			tmp := t.TempDir()
-			args := []string{"kill", "-json", "-every", "300ms", "-kills", strconv.Itoa(c.kills), "-rate", "30", "-conversations", "30", "-reply-timeout", "5s", "-tmpdir", tmp,
-				"-flowbridge", flowbridgeBin(t)}
-			if c.damage {
-				args = append(args, "-damage")
-			}
-			var out, errOut bytes.Buffer
-			runErr := run(t.Context(), args, &out, &errOut)
-			var got killResult
-			if err := json.Unmarshal(out.Bytes(), &got); err != nil {
-				t.Fatalf("run(%q) = %v; output is not one JSON object: %v\nstdout:\n%s\nstderr:\n%s", args, runErr, err, out.String(), errOut.String())
-			}
-			for _, v := range got.Violations {
-				t.Errorf("broken: %s", v)
-			}
-			if runErr != nil {
-				t.Errorf("run(%q) = %v", args, runErr)
-			}
-			checks := []struct {
-				name string
-				ok   bool
-			}{
-				{fmt.Sprintf("%d kills", c.kills), got.Kills == c.kills && len(got.KilledAtSec) == c.kills},
-				{"messages and commands offered", got.MessagesOffered > 0 && got.CommandsOffered > 0},
-				{"messages acknowledged", got.MessagesAcked > 0},
-				{"redeliveries sent", got.Redeliveries > 0},
-				{"answered", got.AnsweredOnce > 0 && got.AgentCalls > 0},
-				{"no message sent to the agent twice", got.DuplicateAgentCalls == 0},
-				{"no flow run twice", got.DuplicateFlowRuns == 0},
-				{"no message answered twice", got.DuplicateReplies == 0},
-				{"no acknowledged message left without answer or notice", got.AckedSilent == 0},
-			}
-			if c.damage {
-				// One start on each damage; an empty or deleted file is
-				// always refused (a refusal that did not name the file and
-				// the backup would have failed the run).
-				var kinds []string
-				for _, d := range got.Damaged {
-					kinds = append(kinds, d.Kind)
-					if (d.Kind == "zero" || d.Kind == "delete") && !d.Refused {
-						t.Errorf("a store damaged by %s was served", d.Kind)
-					}
-				}
-				if !slices.Equal(kinds, damageKinds) {
-					t.Errorf("damaged starts = %v, want one of each of %v", kinds, damageKinds)
-				}
-			} else if len(got.Damaged) > 0 {
-				t.Errorf("damaged starts without -damage: %v", got.Damaged)
-			}
-			for _, c := range checks {
-				if !c.ok {
-					t.Errorf("%s: not so in %s", c.name, out.String())
-				}
-			}
-			if left, _ := os.ReadDir(tmp); len(left) > 0 {
-				t.Errorf("left in -tmpdir: %v", left)
-			}
-			if kids := children(t); len(kids) > 0 {
-				t.Errorf("processes left behind: %v", kids)
-			}
-		})
+	tmp := t.TempDir()
+	args := []string{"kill", "-json", "-every", "300ms", "-kills", "3", "-rate", "30", "-conversations", "30", "-reply-timeout", "5s", "-tmpdir", tmp,
+		"-flowbridge", flowbridgeBin(t)}
+	var out, errOut bytes.Buffer
+	runErr := run(t.Context(), args, &out, &errOut)
+	var got killResult
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("run(%q) = %v; output is not one JSON object: %v\nstdout:\n%s\nstderr:\n%s", args, runErr, err, out.String(), errOut.String())
+	}
+	if runErr != nil {
+		t.Errorf("run(%q) = %v", args, runErr)
+	}
+	checkKill(t, &got, 3, tmp)
+}
+
+// checkKill fails t for a kill run that broke a promise, did not make its
+// kills, or left a file in tmp or a process behind.
+func checkKill(t *testing.T, got *killResult, kills int, tmp string) {
+	t.Helper()
+	for _, v := range got.Violations {
+		t.Errorf("broken: %s", v)
+	}
+	checks := []struct {
+		name string
+		ok   bool
+	}{
+		{fmt.Sprintf("%d kills", kills), got.Kills == kills && len(got.KilledAtSec) == kills},
+		{"messages and commands offered", got.MessagesOffered > 0 && got.CommandsOffered > 0},
+		{"messages acknowledged", got.MessagesAcked > 0},
+		{"redeliveries sent", got.Redeliveries > 0},
+		{"answered", got.AnsweredOnce > 0 && got.AgentCalls > 0},
+		{"no message sent to the agent twice", got.DuplicateAgentCalls == 0},
+		{"no flow run twice", got.DuplicateFlowRuns == 0},
+		{"no message answered twice", got.DuplicateReplies == 0},
+		{"no acknowledged message left without answer or notice", got.AckedSilent == 0},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("%s: not so in %+v", c.name, got)
+		}
+	}
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		t.Errorf("left in the temporary directory: %v", left)
+	}
+	if kids := children(t); len(kids) > 0 {
+		t.Errorf("processes left behind: %v", kids)
 	}
 }
 

@@ -112,81 +112,11 @@ func newKillResult(p params, l *ledger, t0 time.Time) *killResult {
 		all = append(all, t)
 	}
 	slices.SortFunc(all, func(a, b *tally) int { return cmp.Or(cmp.Compare(a.m.Conv, b.m.Conv), cmp.Compare(a.m.Seq, b.m.Seq)) })
-	detail := func(what string, t *tally) violation {
-		v := violation{What: what, Marker: t.m.String(), Key: t.id, Channel: t.where.channel, Place: t.where.thread + t.where.user,
-			OfferedSec: t.offered.Sub(t0).Seconds(), Acked: t.acked, Calls: t.calls, Answers: t.answers}
-		if !t.answeredAt.IsZero() {
-			v.AnsweredSec = t.answeredAt.Sub(t0).Seconds()
-		}
-		for i, s := range t.told {
-			v.Told = append(v.Told, oneLine(s))
-			v.ToldSec = append(v.ToldSec, t.toldAt[i].Sub(t0).Seconds())
-		}
-		return v
-	}
-	add := func(what string, t *tally) {
-		if len(r.Violations) < maxViolations {
-			r.Violations = append(r.Violations, detail(what, t))
-		}
-	}
 	for _, t := range all {
 		if t.flow {
 			flowConvs[t.m.Conv] = true
-			r.CommandsOffered++
-			if t.acked {
-				r.CommandsAcked++
-			}
-		} else {
-			r.MessagesOffered++
-			if t.acked {
-				r.MessagesAcked++
-			}
 		}
-		switch {
-		case t.calls > 1 && t.flow:
-			r.DuplicateFlowRuns++
-			add(fmt.Sprintf("flow run sent %d times", t.calls), t)
-		case t.calls > 1:
-			r.DuplicateAgentCalls++
-			add(fmt.Sprintf("sent to the agent %d times", t.calls), t)
-		}
-		if len(t.answers) > 1 {
-			r.DuplicateReplies++
-			add(fmt.Sprintf("answered in %d messages", len(t.answers)), t)
-		}
-		if t.acked && !t.resolved() {
-			r.AckedSilent++
-			add("acknowledged, neither answered nor told", t)
-		}
-		if !t.acked {
-			if len(r.NotAckedDetail) < maxViolations {
-				r.NotAckedDetail = append(r.NotAckedDetail, detail("never acknowledged", t))
-			}
-			r.NotAcked++
-			if t.resolved() {
-				r.NotAckedAnswered++
-			}
-		}
-		if len(t.answers) == 1 {
-			r.AnsweredOnce++
-		}
-		switch {
-		case t.restarted && t.flow:
-			r.ToldRestartedFlow++
-		case t.restarted:
-			r.ToldRestartedChat++
-		case len(t.told) > 0:
-			r.ToldOther++
-		}
-		if len(t.answers) > 0 && len(t.told) > 0 {
-			r.AnsweredAndTold++
-		}
-		if len(t.told) > 1 {
-			r.ToldTwice++
-			if len(r.ToldTwiceDetail) < maxViolations {
-				r.ToldTwiceDetail = append(r.ToldTwiceDetail, detail(fmt.Sprintf("told %d times", len(t.told)), t))
-			}
-		}
+		r.tally(t, t0)
 	}
 	r.FlowConvs = len(flowConvs)
 	for _, s := range l.strays {
@@ -199,6 +129,85 @@ func newKillResult(p params, l *ledger, t0 time.Time) *killResult {
 		r.Notes = r.Notes[:maxViolations]
 	}
 	return r
+}
+
+// detail is t as a violation of what, times since t0.
+func detail(what string, t *tally, t0 time.Time) violation {
+	v := violation{What: what, Marker: t.m.String(), Key: t.id, Channel: t.where.channel, Place: t.where.thread + t.where.user,
+		OfferedSec: t.offered.Sub(t0).Seconds(), Acked: t.acked, Calls: t.calls, Answers: t.answers}
+	if !t.answeredAt.IsZero() {
+		v.AnsweredSec = t.answeredAt.Sub(t0).Seconds()
+	}
+	for i, s := range t.told {
+		v.Told = append(v.Told, oneLine(s))
+		v.ToldSec = append(v.ToldSec, t.toldAt[i].Sub(t0).Seconds())
+	}
+	return v
+}
+
+// tally counts what became of one offered message.
+func (r *killResult) tally(t *tally, t0 time.Time) {
+	add := func(what string, t *tally) {
+		if len(r.Violations) < maxViolations {
+			r.Violations = append(r.Violations, detail(what, t, t0))
+		}
+	}
+	if t.flow {
+		r.CommandsOffered++
+		if t.acked {
+			r.CommandsAcked++
+		}
+	} else {
+		r.MessagesOffered++
+		if t.acked {
+			r.MessagesAcked++
+		}
+	}
+	switch {
+	case t.calls > 1 && t.flow:
+		r.DuplicateFlowRuns++
+		add(fmt.Sprintf("flow run sent %d times", t.calls), t)
+	case t.calls > 1:
+		r.DuplicateAgentCalls++
+		add(fmt.Sprintf("sent to the agent %d times", t.calls), t)
+	}
+	if len(t.answers) > 1 {
+		r.DuplicateReplies++
+		add(fmt.Sprintf("answered in %d messages", len(t.answers)), t)
+	}
+	if t.acked && !t.resolved() {
+		r.AckedSilent++
+		add("acknowledged, neither answered nor told", t)
+	}
+	if !t.acked {
+		if len(r.NotAckedDetail) < maxViolations {
+			r.NotAckedDetail = append(r.NotAckedDetail, detail("never acknowledged", t, t0))
+		}
+		r.NotAcked++
+		if t.resolved() {
+			r.NotAckedAnswered++
+		}
+	}
+	if len(t.answers) == 1 {
+		r.AnsweredOnce++
+	}
+	switch {
+	case t.restarted && t.flow:
+		r.ToldRestartedFlow++
+	case t.restarted:
+		r.ToldRestartedChat++
+	case len(t.told) > 0:
+		r.ToldOther++
+	}
+	if len(t.answers) > 0 && len(t.told) > 0 {
+		r.AnsweredAndTold++
+	}
+	if len(t.told) > 1 {
+		r.ToldTwice++
+		if len(r.ToldTwiceDetail) < maxViolations {
+			r.ToldTwiceDetail = append(r.ToldTwiceDetail, detail(fmt.Sprintf("told %d times", len(t.told)), t, t0))
+		}
+	}
 }
 
 // broken returns the promises the run saw broken, or nil.
@@ -225,25 +234,6 @@ func printKillTable(w io.Writer, r *killResult) {
 	fmt.Fprintf(tw, "parameters\tSlack HTTP mode, %d conversations (%d run /flow slow), %.0f messages/s offered, API %.0f ms, a kill about every %.0f ms, redelivery window %.0f s, %d cores\n",
 		r.Conversations, r.FlowConvs, r.Rate, r.APILatencyMS, r.KillEveryMS, r.RedeliverSec, r.Cores)
 	fmt.Fprintf(tw, "kills\t%d (%d before the process listened), in %.1f s\n", r.Kills, r.KilledBeforeReady, r.ElapsedSec)
-	if len(r.Damaged) > 0 {
-		counts := map[string][2]int{}
-		for _, d := range r.Damaged {
-			c := counts[d.Kind]
-			if d.Refused {
-				c[0]++
-			} else {
-				c[1]++
-			}
-			counts[d.Kind] = c
-		}
-		var parts []string
-		for _, kind := range damageKinds {
-			if c, ok := counts[kind]; ok {
-				parts = append(parts, fmt.Sprintf("%s: %d refused, %d served", kind, c[0], c[1]))
-			}
-		}
-		fmt.Fprintf(tw, "starts on a damaged store\t%s\n", strings.Join(parts, "; "))
-	}
 	fmt.Fprintf(tw, "offered\t%d messages, %d /flow commands (%.1f messages/s while the users talked)\n", r.MessagesOffered, r.CommandsOffered, r.OfferedPerSec)
 	fmt.Fprintf(tw, "acknowledged (200, at least once)\t%d messages, %d commands; %d never (%d of them answered or told all the same)\n", r.MessagesAcked, r.CommandsAcked, r.NotAcked, r.NotAckedAnswered)
 	fmt.Fprintf(tw, "deliveries\t%d first, %d redeliveries with X-Slack-Retry-Num (%d acknowledged), %d failed\n", r.Deliveries, r.Redeliveries, r.RedeliveriesAcked, r.FailedDeliveries)

@@ -1,4 +1,4 @@
-// Command flowbridge-chaos breaks flowbridge and checks its delivery promises: it kills its processes with SIGKILL, damages its store, drops its Slack sockets and Discord shards and stops its database, under load from in-process fakes of the workspace API, Slack and Discord, and exits non-zero when a promise broke.
+// Command flowbridge-chaos breaks flowbridge and checks its delivery promises: it kills its processes with SIGKILL and drops its Slack sockets and Discord shards, under load from in-process fakes of the workspace API, Slack and Discord, and exits non-zero when a promise broke.
 package main
 
 import (
@@ -34,11 +34,10 @@ answered nor told. It exits non-zero when one broke. flowbridge-load measures.
 
 Usage:
   flowbridge-chaos kill [flags]      one process, Slack's HTTP mode: SIGKILLs and
-                                     restarts (-damage: the store damaged too),
-                                     with Slack's redeliveries
+                                     restarts, with Slack's redeliveries
   flowbridge-chaos replicas [flags]  several processes on PostgreSQL, Slack and
-                                     Discord: SIGKILLs, socket and shard drops, a
-                                     database outage; order and sessions kept too
+                                     Discord: SIGKILLs, socket and shard drops;
+                                     order and sessions kept too
 
 'flowbridge-chaos kill -h' and 'flowbridge-chaos replicas -h' list their flags.
 `
@@ -55,7 +54,6 @@ type params struct {
 	// kill
 	KillEvery       time.Duration
 	Kills           int
-	Damage          bool
 	RedeliverWindow time.Duration
 	FlowShare       float64
 
@@ -68,8 +66,6 @@ type params struct {
 	SlackAckTimeout  time.Duration
 	LeaseTTL         time.Duration
 	OrderHold        string
-	PGOutage         time.Duration
-	PGBin            string
 	Restart          bool
 	WorkingIndicator string
 
@@ -152,7 +148,6 @@ func killFlags(p *params) *flag.FlagSet {
 	fs := flag.NewFlagSet("kill", flag.ContinueOnError)
 	fs.DurationVar(&p.KillEvery, "every", 2*time.Second, "mean time to a SIGKILL (exponential, at most 3x)")
 	fs.IntVar(&p.Kills, "kills", 20, "how many SIGKILLs")
-	fs.BoolVar(&p.Damage, "damage", false, "after each kill, damage the store (cut, emptied, a byte changed, deleted)")
 	fs.DurationVar(&p.RedeliverWindow, "redeliver-window", 10*time.Second, "redeliver half the events acknowledged within this")
 	fs.Float64Var(&p.FlowShare, "flow-share", 0.1, "share of conversations that run /flow slow (1.5 s)")
 	common(fs, p, 300, 100, 30*time.Second)
@@ -169,8 +164,6 @@ func replicaFlags(p *params) *flag.FlagSet {
 	fs.DurationVar(&p.Duration, "duration", time.Minute, "how long the users talk")
 	fs.DurationVar(&p.KillEvery, "kill-every", 0, "SIGKILL and restart a replica about this often (0: never)")
 	fs.DurationVar(&p.DropEvery, "drop-every", 0, "drop a Slack socket or Discord shard about this often (0: never)")
-	fs.DurationVar(&p.PGOutage, "pg-outage", 0, "stop a throwaway PostgreSQL this long, a third in (0: use -dsn)")
-	fs.StringVar(&p.PGBin, "pg-bin", "/usr/lib/postgresql/15/bin", "where initdb and pg_ctl are, for -pg-outage")
 	fs.IntVar(&p.Burst, "burst", 2, "messages a user sends at once (1 to 10)")
 	fs.DurationVar(&p.SlackAckTimeout, "slack-ack-timeout", slacktest.DefaultAckTimeout, "the fake Slack's wait for an ack before redelivering")
 	fs.DurationVar(&p.LeaseTTL, "lease-ttl", 0, "store.lease_ttl (0: flowbridge's default)")
@@ -219,7 +212,6 @@ func (p *params) validateReplicas() error {
 	check(p.Duration > 0, "-duration %s: must be positive", p.Duration)
 	check(p.KillEvery >= 0, "-kill-every %s: must not be negative", p.KillEvery)
 	check(p.DropEvery >= 0, "-drop-every %s: must not be negative", p.DropEvery)
-	check(p.PGOutage >= 0, "-pg-outage %s: must not be negative", p.PGOutage)
 	_, err := time.ParseDuration(cmp.Or(p.OrderHold, "0s"))
 	check(err == nil, "-order-hold %q: want a duration", p.OrderHold)
 	check(p.LeaseTTL >= 0, "-lease-ttl %s: must not be negative", p.LeaseTTL)
@@ -232,7 +224,7 @@ func (p *params) validateReplicas() error {
 
 // runKillMode runs the kill scenario and prints its figures.
 func runKillMode(ctx context.Context, p params, stdout io.Writer, asJSON bool) error {
-	res, err := runKill(ctx, p)
+	res, err := runKill(ctx, p, nil)
 	if err != nil {
 		return err
 	}
@@ -248,7 +240,7 @@ func runKillMode(ctx context.Context, p params, stdout io.Writer, asJSON bool) e
 
 // runReplicaMode runs the replicas scenario and prints its figures.
 func runReplicaMode(ctx context.Context, p params, stdout io.Writer, asJSON bool) error {
-	res, err := runReplicas(ctx, p, p.Replicas)
+	res, err := runReplicas(ctx, p, p.Replicas, hooks{})
 	if err != nil {
 		return fmt.Errorf("%d replicas: %w", p.Replicas, err)
 	}

@@ -7,18 +7,46 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/flowbridge/flowbridge/testkit/loadkit"
 )
 
-// -damage (with -kill-every): after each kill the store file is damaged the
-// way a machine damages it — cut short, left empty, one byte changed, or
-// gone — before the next start, in turn. Each start must then either refuse
-// with a message that names the file and the way out (the test restores the
-// file as the kill left it and starts again), or serve; whatever it serves
-// is held to the run's three promises like any other restart.
+// TestKillDamage runs the kill scenario with four SIGKILLs, and after each
+// damages the store file the way a machine damages it — cut short, left
+// empty, one byte changed, or gone — before the next start, in turn. Each
+// start must then either refuse with a message that names the file and the
+// way out (the test restores the file as the kill left it and starts
+// again), or serve; whatever it serves is held to the run's three promises
+// like any other restart. An empty or deleted file is always refused.
+func TestKillDamage(t *testing.T) {
+	tmp := t.TempDir()
+	p := params{scenario: "kill", Conversations: 30, Rate: 30, APILatency: 50 * time.Millisecond, ReplyTimeout: 5 * time.Second,
+		KillEvery: 300 * time.Millisecond, Kills: len(damageKinds), RedeliverWindow: 10 * time.Second, FlowShare: 0.1,
+		Platform: "slack", flowbridge: flowbridgeBin(t), tmp: loadkit.TempDir{Parent: tmp, Log: t.Output()}}
+	var outcomes []damageOutcome
+	got, err := runKill(t.Context(), p, func(ctx context.Context, e *killEnv, k int) (*loadkit.Child, error) {
+		return damageAndStart(ctx, e, k, damageKinds[(k-1)%len(damageKinds)], &outcomes)
+	})
+	if err != nil {
+		t.Fatalf("runKill: %v", err)
+	}
+	checkKill(t, got, len(damageKinds), tmp)
+	var kinds []string
+	for _, d := range outcomes {
+		kinds = append(kinds, d.Kind)
+		if (d.Kind == "zero" || d.Kind == "delete") && !d.Refused {
+			t.Errorf("a store damaged by %s was served", d.Kind)
+		}
+	}
+	if !slices.Equal(kinds, damageKinds) {
+		t.Errorf("damaged starts = %v, want one of each of %v", kinds, damageKinds)
+	}
+	t.Logf("damaged starts: %+v", outcomes)
+}
 
 // damageKinds are applied in this order, one per kill.
 var damageKinds = []string{"truncate", "zero", "flip", "delete"}
@@ -31,16 +59,13 @@ type damageOutcome struct {
 	Message string `json:"message,omitempty"`
 }
 
-// storePath is the bridge's store file.
-func (e *killEnv) storePath() string { return filepath.Join(e.dir, "flowbridge.db") }
-
 // damageAndStart damages the store as kind says and starts the bridge on it.
 // A bridge that refuses must say why, naming the file and the backup: then
 // the file is put back as the kill left it and nil is returned, for the run
 // to start the next process as usual. A bridge that answers is returned, to
 // serve.
-func (e *killEnv) damageAndStart(ctx context.Context, k int, kind string) (*loadkit.Child, error) {
-	path := e.storePath()
+func damageAndStart(ctx context.Context, e *killEnv, k int, kind string, outcomes *[]damageOutcome) (*loadkit.Child, error) {
+	path := filepath.Join(e.dir, "flowbridge.db")
 	kept, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("damage: %w", err)
@@ -55,16 +80,14 @@ func (e *killEnv) damageAndStart(ctx context.Context, k int, kind string) (*load
 	deadline := time.Now().Add(loadkit.StartTimeout)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for !e.verifiedBy(ctx, b) {
+	for !verifiedBy(ctx, e, b) {
 		select {
 		case <-b.Done:
 			log := b.LogTail()
 			if !strings.Contains(log, path) || !strings.Contains(log, "backup") {
 				return nil, fmt.Errorf("flowbridge on a store damaged by %s exited without naming %s and the backup: %v\n%s", kind, path, b.WaitErr, log)
 			}
-			e.mu.Lock()
-			e.stats.Damaged = append(e.stats.Damaged, damageOutcome{Kind: kind, Refused: true, Message: lastLine(log)})
-			e.mu.Unlock()
+			*outcomes = append(*outcomes, damageOutcome{Kind: kind, Refused: true, Message: lastLine(log)})
 			// Back to what the kill left, and its marker with it.
 			return nil, os.WriteFile(path, kept, 0o600)
 		case <-ctx.Done():
@@ -77,14 +100,12 @@ func (e *killEnv) damageAndStart(ctx context.Context, k int, kind string) (*load
 			return nil, fmt.Errorf("flowbridge on a store damaged by %s neither answered nor exited within %s\n%s", kind, loadkit.StartTimeout, b.LogTail())
 		}
 	}
-	e.mu.Lock()
-	e.stats.Damaged = append(e.stats.Damaged, damageOutcome{Kind: kind})
-	e.mu.Unlock()
+	*outcomes = append(*outcomes, damageOutcome{Kind: kind})
 	return b, nil
 }
 
 // verifiedBy is verified while b runs: a previous process's port is free.
-func (e *killEnv) verifiedBy(ctx context.Context, b *loadkit.Child) bool {
+func verifiedBy(ctx context.Context, e *killEnv, b *loadkit.Child) bool {
 	select {
 	case <-b.Done:
 		return false
