@@ -131,6 +131,12 @@ type Options struct {
 	// guarded: a read that faults or panics on damage fails with
 	// ErrCorrupt, not the process (see Health).
 	Check CheckMode
+	// ID is the store ID the file must carry (see Identity): set, Open
+	// refuses a missing file, whatever the marker says (an emptied or
+	// unmounted volume), and a file of another ID (ErrForeign); a file
+	// kept by a flowbridge before store IDs is given this one. "" leaves
+	// the marker beside the file as the only memory of the store.
+	ID string
 }
 
 // Store is the bbolt-backed state of a flowbridge process. It is safe for
@@ -160,6 +166,9 @@ type Store struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	idMu sync.Mutex // serialises generation moves (Backup) and guards id
+	id   Identity
 }
 
 // Stats is a cheap snapshot of the store's size, for metrics and readiness.
@@ -201,7 +210,7 @@ func Open(path string, opts Options) (s *Store, err error) {
 	if err := refuseJournal(path); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	if err := refuseMissing(path); err != nil {
+	if err := refuseMissing(path, opts.ID); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 
@@ -264,11 +273,12 @@ func Open(path string, opts Options) (s *Store, err error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	if err := markCreated(path); err != nil {
+	id, err := settleIdentity(db, path, opts.ID)
+	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	s = &Store{db: db, file: file, path: path, chunk: defaultChunk}
+	s = &Store{db: db, file: file, path: path, chunk: defaultChunk, id: id}
 	s.commits = groupcommit.New(s.commitBatch, nil)
 	return s, nil
 }
@@ -567,7 +577,34 @@ func (s *Store) Backup(w io.Writer) (int64, error) {
 	if err != nil {
 		return n, fmt.Errorf("backup: %w", err)
 	}
+	// The copy keeps the generation it was taken at; the store moves on,
+	// so that the copy, restored, is known for an older one (ErrRestored).
+	if err := s.nextGeneration(); err != nil {
+		return n, fmt.Errorf("backup written; moving the store's generation past it: %w", err)
+	}
 	return n, nil
+}
+
+// nextGeneration moves the store's generation on, in the file and then in
+// the marker.
+func (s *Store) nextGeneration() error {
+	s.idMu.Lock()
+	defer s.idMu.Unlock()
+	var g int64
+	err := s.update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		cur, err := decodeCounter(meta.Get(metaGeneration))
+		if err != nil {
+			cur = s.id.Generation
+		}
+		g = cur + 1
+		return meta.Put(metaGeneration, encodeCounter(g))
+	})
+	if err != nil {
+		return err
+	}
+	s.id.Generation = g
+	return writeMarker(s.path, s.id.ID, g)
 }
 
 // view and update run fn in a transaction, under guard, and map bbolt's
@@ -827,30 +864,27 @@ func refuseNotRegular(path string) error {
 func CreatedMarker(path string) string { return path + ".created" }
 
 // refuseMissing refuses to create the store file anew when its marker says
-// it existed.
-func refuseMissing(path string) error {
+// it existed, or when want (Options.ID) names the store expected.
+func refuseMissing(path, want string) error {
 	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
 		return nil // there, or a problem bbolt's open reports
 	}
-	if _, err := os.Stat(CreatedMarker(path)); err != nil {
-		return nil // a first start
-	}
-	return fmt.Errorf("%w: %s is gone, but %s says flowbridge kept its store there; restore it from a backup "+
-		"(taken from the admin listener's /backup, or a copy of the file), or, to start with a new, empty store "+
-		"(sessions, inbox and audit log start over, and events answered before may be answered again), delete %s",
-		ErrMissing, path, CreatedMarker(path), CreatedMarker(path))
-}
-
-// markCreated leaves the marker beside the store file at path, once.
-func markCreated(path string) error {
-	f, err := os.OpenFile(CreatedMarker(path), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return nil
-	}
+	m, err := readMarker(path)
 	if err != nil {
-		return fmt.Errorf("marker: %w", err)
+		return err
 	}
-	_, err = fmt.Fprintf(f, "flowbridge keeps its store in %s. While this file exists, flowbridge refuses to start without it "+
-		"rather than create a new, empty one; delete this file to let it.\n", filepath.Base(path))
-	return errors.Join(err, f.Close())
+	switch {
+	case m.exists:
+		return fmt.Errorf("%w: %s is gone, but %s says flowbridge kept its store there; restore it from a backup "+
+			"(taken from the admin listener's /backup, or a copy of the file), or, to start with a new, empty store "+
+			"(sessions, inbox and audit log start over, and events answered before may be answered again), delete %s",
+			ErrMissing, path, CreatedMarker(path), CreatedMarker(path))
+	case want != "":
+		return fmt.Errorf("%w: %s does not exist, and neither does %s, but store.id in the config names store %s: "+
+			"an emptied or unmounted volume? Mount it, or restore the store from a backup; or, to start with a new, "+
+			"empty store (sessions, inbox and audit log start over, and events answered before may be answered again), "+
+			"remove store.id from the config, start, and set it to the new store's ID the log shows",
+			ErrMissing, path, CreatedMarker(path), want)
+	}
+	return nil // a first start
 }

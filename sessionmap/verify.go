@@ -57,7 +57,8 @@ func (e *DamageError) Is(target error) bool { return target == ErrCorrupt }
 // Remedy says what to do about the damage.
 func (e *DamageError) Remedy() string {
 	return fmt.Sprintf("to recover, restore %s from a backup "+
-		"(taken from the admin listener's /backup, or a copy of the file), or move it aside and delete %s "+
+		"(taken from the admin listener's /backup, or a copy of the file) and delete %s, which refuses a copy older than the store it knew; "+
+		"or move it aside and delete %[2]s "+
 		"to start with a new, empty store (sessions, inbox and audit log start over)", e.Path, CreatedMarker(e.Path))
 }
 

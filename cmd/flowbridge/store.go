@@ -85,7 +85,17 @@ const (
 // have, ends it at once: waiting would not change them.
 func openStore(ctx context.Context, cfg StoreConfig, wait *storeWait, log *zap.Logger) (servedStore, error) {
 	if cfg.Driver != driverPostgres {
-		return sessionmap.Open(cfg.Path, sessionmap.Options{Timeout: time.Second})
+		st, err := sessionmap.Open(cfg.Path, sessionmap.Options{Timeout: time.Second, ID: cfg.ID})
+		if err != nil {
+			return nil, err
+		}
+		id := st.Identity()
+		log.Info("store opened", zap.String("path", cfg.Path), zap.String("store_id", id.ID), zap.Int64("generation", id.Generation))
+		if cfg.ID == "" {
+			log.Info("store.id is not set: a start that finds the store file and its marker both gone (an emptied or unmounted volume) "+
+				"cannot tell it from a first start; set it to have such a start refused", zap.String("store_id", id.ID))
+		}
+		return st, nil
 	}
 	where := describeStore(cfg)
 	wait.set("connecting to " + where)
@@ -174,7 +184,7 @@ func openCLIStore(ctx context.Context, cfg *Config) (cliStore, *adminClient, err
 		}
 		return st, nil, nil
 	}
-	st, err := sessionmap.Open(cfg.Store.Path, sessionmap.Options{Timeout: 200 * time.Millisecond})
+	st, err := sessionmap.Open(cfg.Store.Path, sessionmap.Options{Timeout: 200 * time.Millisecond, ID: cfg.Store.ID})
 	if err == nil {
 		return st, nil, nil
 	}
