@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Flow is an AI Flow users may run by name.
@@ -69,74 +70,182 @@ type catalog struct {
 	agentNames    []string
 }
 
+// newCatalog checks flows and agents by CheckFlows and CheckAgents and
+// indexes them. With one agent and none marked default, that one is the default.
 func newCatalog(flows []Flow, agents []Agent, admins []string) (*catalog, error) {
+	if err := errors.Join(CheckFlows(flows), CheckAgents(agents)); err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
 	c := &catalog{
 		flows:         make(map[string]*Flow, len(flows)),
 		agents:        make(map[string]*Agent, len(agents)),
 		channelAgents: make(map[string]*Agent),
 		admins:        make(map[string]bool, len(admins)),
 	}
-	var errs []error
 	for i := range flows {
 		f := flows[i]
-		f.Name = strings.ToLower(f.Name)
-		if f.Name == "" || f.UUID == "" {
-			errs = append(errs, fmt.Errorf("flows[%d]: name and uuid are required", i))
-			continue
-		}
-		if _, dup := c.flows[f.Name]; dup {
-			errs = append(errs, fmt.Errorf("flows[%d]: flow %q is defined twice", i, f.Name))
-			continue
-		}
 		c.flows[f.Name] = &f
 		c.flowNames = append(c.flowNames, f.Name)
 	}
 	for i := range agents {
 		a := agents[i]
-		a.Name = strings.ToLower(a.Name)
-		if a.Name == "" || a.UUID == "" {
-			errs = append(errs, fmt.Errorf("agents[%d]: name and uuid are required", i))
-			continue
-		}
-		if _, dup := c.agents[a.Name]; dup {
-			errs = append(errs, fmt.Errorf("agents[%d]: agent %q is defined twice", i, a.Name))
-			continue
-		}
 		c.agents[a.Name] = &a
 		c.agentNames = append(c.agentNames, a.Name)
 		for _, ch := range a.DefaultChannels {
-			if other, dup := c.channelAgents[ch]; dup {
-				errs = append(errs, fmt.Errorf("agents[%d]: channel %s is already the default of %q", i, ch, other.Name))
-				continue
-			}
-			if len(a.Channels) > 0 && !slices.Contains(a.Channels, ch) {
-				errs = append(errs, fmt.Errorf("agents[%d]: default channel %s is not one of its channels", i, ch))
-				continue
-			}
 			c.channelAgents[ch] = &a
 		}
-		if a.Default {
-			if c.defaultAgent != nil {
-				errs = append(errs, fmt.Errorf("agents[%d]: only one agent can be the default (%q already is)", i, c.defaultAgent.Name))
-			}
+		if a.Default || len(agents) == 1 {
 			c.defaultAgent = &a
 		}
-	}
-	if c.defaultAgent == nil && len(agents) == 1 && len(c.agentNames) == 1 {
-		c.defaultAgent = c.agents[c.agentNames[0]]
-	}
-	if c.defaultAgent == nil && len(c.agentNames) > 1 {
-		errs = append(errs, errors.New("agents: mark one agent default = true"))
 	}
 	for _, a := range admins {
 		c.admins[a] = true
 	}
 	slices.Sort(c.flowNames)
 	slices.Sort(c.agentNames)
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
-	}
 	return c, nil
+}
+
+// CatalogError is one problem of a catalog entry. Key names the entry and
+// field as a configuration file spells them, "flows[2].params[0].name".
+type CatalogError struct {
+	Key, Msg string
+}
+
+func (e *CatalogError) Error() string { return e.Key + ": " + e.Msg }
+
+// CheckFlows returns every problem of flows, each a *CatalogError, joined:
+// the rules New and SetCatalog apply, for a configuration check to report
+// before anything starts.
+func CheckFlows(flows []Flow) error {
+	var errs []error
+	add := func(key, format string, args ...any) {
+		errs = append(errs, &CatalogError{Key: key, Msg: fmt.Sprintf(format, args...)})
+	}
+	seen := map[string]bool{}
+	for i, f := range flows {
+		key := fmt.Sprintf("flows[%d]", i)
+		switch {
+		case f.Name == "":
+			add(key+".name", "required")
+		case NameProblem(f.Name) != "":
+			add(key+".name", "%q %s (it is the command word)", f.Name, NameProblem(f.Name))
+		case f.Name == "help":
+			add(key+".name", "\"help\" is reserved for /flow help")
+		case seen[f.Name]:
+			add(key+".name", "flow %q is defined twice", f.Name)
+		}
+		seen[f.Name] = true
+		if f.UUID == "" {
+			add(key+".uuid", "required")
+		}
+		params := map[string]bool{}
+		for j, p := range f.Params {
+			pkey := fmt.Sprintf("%s.params[%d].name", key, j)
+			switch {
+			case p.Name == "":
+				add(pkey, "required")
+			case ParamProblem(p.Name) != "":
+				add(pkey, "%q %s", p.Name, ParamProblem(p.Name))
+			case params[p.Name]:
+				add(pkey, "parameter %q is defined twice", p.Name)
+			}
+			params[p.Name] = true
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CheckAgents is CheckFlows for agents: at least one, each named once with a
+// UUID, exactly one default among several, and a channel the default of one
+// agent at most, among that agent's channels.
+func CheckAgents(agents []Agent) error {
+	var errs []error
+	add := func(key, format string, args ...any) {
+		errs = append(errs, &CatalogError{Key: key, Msg: fmt.Sprintf(format, args...)})
+	}
+	seen := map[string]bool{}
+	defaultOf := map[string]string{} // channel ID -> the agent it defaults to
+	defaults := 0
+	for i, a := range agents {
+		key := fmt.Sprintf("agents[%d]", i)
+		switch {
+		case a.Name == "":
+			add(key+".name", "required")
+		case NameProblem(a.Name) != "":
+			add(key+".name", "%q %s", a.Name, NameProblem(a.Name))
+		case seen[a.Name]:
+			add(key+".name", "agent %q is defined twice", a.Name)
+		}
+		seen[a.Name] = true
+		if a.UUID == "" {
+			add(key+".uuid", "required")
+		}
+		if a.Default {
+			defaults++
+		}
+		for j, ch := range a.Channels {
+			if strings.TrimSpace(ch) == "" {
+				add(fmt.Sprintf("%s.channels[%d]", key, j), "empty: give a channel ID")
+			}
+		}
+		for j, ch := range a.DefaultChannels {
+			k := fmt.Sprintf("%s.default_channels[%d]", key, j)
+			switch other, dup := defaultOf[ch]; {
+			case strings.TrimSpace(ch) == "":
+				add(k, "empty: give a channel ID")
+			case dup:
+				add(k, "channel %s is already the default of agent %q: a channel has one default agent", ch, other)
+			case len(a.Channels) > 0 && !slices.Contains(a.Channels, ch):
+				add(k, "channel %s is not one of the agent's channels, where it may talk", ch)
+			default:
+				defaultOf[ch] = a.Name
+			}
+		}
+	}
+	switch {
+	case len(agents) == 0:
+		add("agents", "at least one agent is required")
+	case defaults > 1 || defaults == 0 && len(agents) > 1:
+		add("agents", "exactly one agent must have default = true (%d have)", defaults)
+	}
+	return errors.Join(errs...)
+}
+
+// MaxNameLen bounds a flow's or agent's name: Slack's and Discord's limit
+// for a command word.
+const MaxNameLen = 32
+
+// NameProblem says what is wrong with a flow's or agent's name ("" if
+// nothing): lower-case letters, digits, - and _, starting with a letter or
+// digit, at most MaxNameLen characters.
+func NameProblem(name string) string {
+	return wordProblem(name, MaxNameLen, false)
+}
+
+// ParamProblem is NameProblem for a flow's parameter: upper case allowed,
+// 64 characters.
+func ParamProblem(name string) string {
+	return wordProblem(name, 64, true)
+}
+
+func wordProblem(name string, limit int, upper bool) string {
+	var why []string
+	if n := utf8.RuneCountInString(name); n > limit {
+		why = append(why, fmt.Sprintf("is %d characters long; the limit is %d", n, limit))
+	}
+	if !upper && strings.ToLower(name) != name {
+		why = append(why, "must be lower case")
+	}
+	if i := strings.IndexFunc(name, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+	}); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(name[i:])
+		why = append(why, fmt.Sprintf("may hold only letters, digits, - and _, not %q", r))
+	} else if name[0] == '-' || !upper && name[0] == '_' {
+		why = append(why, "must start with a letter or digit")
+	}
+	return strings.Join(why, " and ")
 }
 
 func (c *catalog) flowList() []Flow {

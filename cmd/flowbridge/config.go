@@ -17,7 +17,6 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
@@ -968,129 +967,31 @@ func (c *Config) checkLog(ps *problems) {
 	}
 }
 
+// checkAgents checks the [[agents]] entries by the core's rules, and their
+// greetings and prompts by Slack's.
 func (c *Config) checkAgents(ps *problems) {
-	agents := map[string]bool{}
-	defaultOf := map[string]string{} // channel ID -> the agent it defaults to
-	defaults := 0
+	_, agents := c.catalog()
+	ps.addErr(bridge.CheckAgents(agents))
 	for i, a := range c.Agents {
-		key := fmt.Sprintf("agents[%d]", i)
-		switch {
-		case a.Name == "":
-			ps.add(key+".name", "required")
-		case nameProblem(a.Name) != "":
-			ps.add(key+".name", "%q %s", a.Name, nameProblem(a.Name))
-		case agents[a.Name]:
-			ps.add(key+".name", "agent %q is defined twice", a.Name)
-		}
-		agents[a.Name] = true
-		if a.UUID == "" {
-			ps.add(key+".uuid", "required")
-		}
-		if a.Default {
-			defaults++
-		}
-		for j, ch := range a.Channels {
-			if strings.TrimSpace(ch) == "" {
-				ps.add(fmt.Sprintf("%s.channels[%d]", key, j), "empty: give a channel ID")
-			}
-		}
-		checkPrompts(ps, key, a)
-		for j, ch := range a.DefaultChannels {
-			k := fmt.Sprintf("%s.default_channels[%d]", key, j)
-			switch other, dup := defaultOf[ch]; {
-			case strings.TrimSpace(ch) == "":
-				ps.add(k, "empty: give a channel ID")
-			case dup:
-				ps.add(k, "channel %s is already the default of agent %q: a channel has one default agent", ch, other)
-			case len(a.Channels) > 0 && !slices.Contains(a.Channels, ch):
-				ps.add(k, "channel %s is not one of the agent's channels, where it may talk", ch)
-			default:
-				defaultOf[ch] = a.Name
-			}
-		}
-	}
-	switch {
-	case len(c.Agents) == 0:
-		ps.add("agents", "at least one [[agents]] entry is required")
-	case defaults > 1 || defaults == 0 && len(c.Agents) > 1:
-		ps.add("agents", "exactly one agent must have default = true (%d have)", defaults)
+		checkPrompts(ps, fmt.Sprintf("agents[%d]", i), a)
 	}
 }
 
-// validateFlows checks the [[flows]] entries: run needs them valid, and so
-// does the Slack manifest, which lists them.
+// validateFlows checks the [[flows]] entries by the core's rules, and their
+// allow rules: run needs them valid, and so does the Slack manifest, which
+// lists them.
 func (c *Config) validateFlows() error {
+	flows, _ := c.catalog()
 	var ps problems
-	flows := map[string]bool{}
+	ps.addErr(bridge.CheckFlows(flows))
 	for i, f := range c.Flows {
-		key := fmt.Sprintf("flows[%d]", i)
-		switch {
-		case f.Name == "":
-			ps.add(key+".name", "required")
-		case nameProblem(f.Name) != "":
-			ps.add(key+".name", "%q %s (it is the command word)", f.Name, nameProblem(f.Name))
-		case f.Name == "help":
-			ps.add(key+".name", "\"help\" is reserved for /flow help")
-		case flows[f.Name]:
-			ps.add(key+".name", "flow %q is defined twice", f.Name)
-		}
-		flows[f.Name] = true
-		if f.UUID == "" {
-			ps.add(key+".uuid", "required")
-		}
 		for j, rule := range f.Allow {
 			if msg := c.allowProblem(rule); msg != "" {
-				ps.add(fmt.Sprintf("%s.allow[%d]", key, j), "%s", msg)
+				ps.add(fmt.Sprintf("flows[%d].allow[%d]", i, j), "%s", msg)
 			}
-		}
-		params := map[string]bool{}
-		for j, p := range f.Params {
-			pkey := fmt.Sprintf("%s.params[%d]", key, j)
-			switch {
-			case p.Name == "":
-				ps.add(pkey+".name", "required")
-			case paramProblem(p.Name) != "":
-				ps.add(pkey+".name", "%q %s", p.Name, paramProblem(p.Name))
-			case params[p.Name]:
-				ps.add(pkey+".name", "parameter %q is defined twice", p.Name)
-			}
-			params[p.Name] = true
 		}
 	}
 	return errors.Join(ps...)
-}
-
-const maxNameLen = 32
-
-// nameProblem says what is wrong with an agent or flow name ("" if nothing):
-// lower-case letters, digits, - and _, starting with a letter or digit, at
-// most 32 characters (Slack's and Discord's limit for a command word).
-func nameProblem(name string) string {
-	return wordProblem(name, maxNameLen, false)
-}
-
-// paramProblem is nameProblem for a parameter: upper case allowed, 64 characters.
-func paramProblem(name string) string {
-	return wordProblem(name, 64, true)
-}
-
-func wordProblem(name string, limit int, upper bool) string {
-	var why []string
-	if n := utf8.RuneCountInString(name); n > limit {
-		why = append(why, fmt.Sprintf("is %d characters long; the limit is %d", n, limit))
-	}
-	if !upper && strings.ToLower(name) != name {
-		why = append(why, "must be lower case")
-	}
-	if i := strings.IndexFunc(name, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
-	}); i >= 0 {
-		r, _ := utf8.DecodeRuneInString(name[i:])
-		why = append(why, fmt.Sprintf("may hold only letters, digits, - and _, not %q", r))
-	} else if name[0] == '-' || !upper && name[0] == '_' {
-		why = append(why, "must start with a letter or digit")
-	}
-	return strings.Join(why, " and ")
 }
 
 var (

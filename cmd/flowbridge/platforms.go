@@ -78,7 +78,7 @@ func namedFlows(cfg *Config) []bridge.Flow {
 	var out []bridge.Flow
 	seen := map[string]bool{}
 	for _, f := range all {
-		if f.Name == "" || nameProblem(f.Name) != "" || f.Name == "help" || seen[f.Name] {
+		if f.Name == "" || bridge.NameProblem(f.Name) != "" || f.Name == "help" || seen[f.Name] {
 			seen[f.Name] = true
 			continue
 		}
@@ -86,7 +86,7 @@ func namedFlows(cfg *Config) []bridge.Flow {
 		params := f.Params[:0:0]
 		seenParam := map[string]bool{}
 		for _, p := range f.Params {
-			if p.Name != "" && paramProblem(p.Name) == "" && !seenParam[p.Name] {
+			if p.Name != "" && bridge.ParamProblem(p.Name) == "" && !seenParam[p.Name] {
 				params = append(params, p)
 			}
 			seenParam[p.Name] = true

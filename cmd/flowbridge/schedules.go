@@ -52,7 +52,7 @@ func (c *Config) checkSchedules(ps *problems) {
 	seen := make(map[string]bool, len(c.Schedules))
 	for i, s := range c.Schedules {
 		key := func(k string) string { return fmt.Sprintf("schedules[%d].%s", i, k) }
-		if msg := nameProblem(s.Name); s.Name == "" {
+		if msg := bridge.NameProblem(s.Name); s.Name == "" {
 			ps.add(key("name"), "required")
 		} else if msg != "" {
 			ps.add(key("name"), "%q %s", s.Name, msg)
