@@ -179,15 +179,20 @@ func (sh *shard) holds(scope string, h *hold) bool {
 }
 
 // onLive takes a gateway message on the shard's read loop: held while its
-// scope catches up, else handed to onMessage.
-func (a *Adapter) onLive(sh *shard, m *discordgo.MessageCreate) {
+// scope (or its DM, probed) catches up, else handed to onMessage, or held
+// for a probe of its DM (probeLocked).
+func (a *Adapter) onLive(ctx context.Context, sh *shard, m *discordgo.MessageCreate) {
 	if m == nil || m.Message == nil {
 		return
 	}
 	if m.Author == nil || m.Author.ID != a.bot() {
 		scope := cmp.Or(m.GuildID, dmScope)
 		sh.holdMu.Lock()
-		if h := sh.held[scope]; h != nil && (h.only == nil || h.only[m.ChannelID]) {
+		h := sh.held[scope]
+		if h == nil || h.only != nil && !h.only[m.ChannelID] {
+			h = sh.held[probeScope(m)]
+		}
+		if h != nil && (h.only == nil || h.only[m.ChannelID]) {
 			if len(h.msgs) < maxHeld {
 				h.msgs = append(h.msgs, m)
 			} else {
@@ -196,16 +201,93 @@ func (a *Adapter) onLive(sh *shard, m *discordgo.MessageCreate) {
 			sh.holdMu.Unlock()
 			return
 		}
+		probed := a.probeLocked(ctx, sh, m)
 		sh.holdMu.Unlock()
+		if probed {
+			return
+		}
 	}
 	a.onMessage(m)
+}
+
+// A new session (READY) cannot know the DMs flowbridge never answered in:
+// a bot cannot list its DMs, so its catch-up reads only those served
+// lately. A new DM's messages posted while no session was up are never
+// sent; the first one the new session does get (onLive) is held, and its
+// DM's history read since the gap began, so that the messages posted
+// before it are answered too, in order. Only a DM's first message before
+// the session, with none after, stays unseen.
+
+// dmProbe is a new session's probing of unknown DMs: their history is read
+// after from, until the catch-up age has passed since READY.
+type dmProbe struct {
+	from  int64
+	until time.Time
+	done  map[string]bool // DMs probed or known
+}
+
+// probeScope is the scope a DM message's probe holds: its own channel.
+func probeScope(m *discordgo.MessageCreate) string {
+	if m.GuildID != "" {
+		return ""
+	}
+	return "dm:" + m.ChannelID
+}
+
+// probeLocked starts a probe of m's DM when it is a DM this session has
+// neither served nor probed: m is held under the DM's own scope while its
+// history is read; it reports whether it did. sh.holdMu is held.
+func (a *Adapter) probeLocked(ctx context.Context, sh *shard, m *discordgo.MessageCreate) bool {
+	p := sh.probe
+	if p == nil || m.GuildID != "" || p.done[m.ChannelID] || !time.Now().Before(p.until) || len(p.done) >= maxRemembered {
+		return false
+	}
+	if m.Author == nil || (m.Author.Bot || m.WebhookID != "") && !a.cfg.AllowBots ||
+		m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply {
+		return false // not a message onMessage would take
+	}
+	p.done[m.ChannelID] = true
+	if served, ok := sh.last.known(); ok {
+		if _, known := served[dmKey(m.ChannelID)]; known {
+			return false // read by the session's catch-up
+		}
+	}
+	if _, ok := a.core.(catchUpCore); !ok {
+		return false
+	}
+	scope := probeScope(m)
+	h := &hold{msgs: []*discordgo.MessageCreate{m}}
+	if sh.held == nil {
+		sh.held = make(map[string]*hold)
+	}
+	sh.held[scope] = h
+	read := historyRead{channel: m.ChannelID, after: p.from}
+	if !a.spawn(func() {
+		a.shardLog(sh).Info("a DM not served lately: reading its history since the session began anew", zap.String("channel", m.ChannelID))
+		a.catchUpScope(ctx, sh, scope, h, []historyRead{read})
+	}) {
+		delete(sh.held, scope)
+		return false
+	}
+	return true
+}
+
+// startProbe begins a new session's probing of unknown DMs (shard 0).
+func (a *Adapter) startProbe(sh *shard) {
+	if sh.id != 0 {
+		return
+	}
+	now := time.Now()
+	sh.holdMu.Lock()
+	defer sh.holdMu.Unlock()
+	sh.probe = &dmProbe{from: a.catchUpFloor(), until: now.Add(a.catchUpAge()), done: make(map[string]bool)}
 }
 
 // narrow makes scope's hold h keep only the messages of channels in only
 // from now on, and hands over, in order, those it holds of others. It
 // hands them over under the lock, so that a message of the same channel
 // arriving meanwhile comes after them.
-func (a *Adapter) narrow(sh *shard, scope string, h *hold, only map[string]bool) {
+func (a *Adapter) narrow(ctx context.Context, sh *shard, scope string, h *hold, only map[string]bool) {
 	sh.holdMu.Lock()
 	defer sh.holdMu.Unlock()
 	if sh.held[scope] != h {
@@ -223,7 +305,11 @@ func (a *Adapter) narrow(sh *shard, scope string, h *hold, only map[string]bool)
 	}
 	h.msgs = kept
 	for _, m := range pass {
-		a.onMessage(m)
+		if ph := sh.held[probeScope(m)]; ph != nil {
+			ph.msgs = append(ph.msgs, m)
+		} else if !a.probeLocked(ctx, sh, m) {
+			a.onMessage(m)
+		}
 	}
 }
 
@@ -278,7 +364,7 @@ func (a *Adapter) settleHolds() {
 			if len(h.msgs) == 0 {
 				continue
 			}
-			if scope != dmScope {
+			if scope != dmScope && !strings.HasPrefix(scope, "dm:") {
 				a.shardLog(sh).Info("messages received while catching up left to the next start's catch-up", zap.String("guild", scope), zap.Int("messages", len(h.msgs)))
 				continue
 			}
@@ -302,6 +388,7 @@ func (a *Adapter) onReady(ctx context.Context, sh *shard, r *discordgo.Ready) {
 		a.botID.Store(&id)
 	}
 	a.shardLog(sh).Info("gateway ready", zap.Int("guilds", len(r.Guilds)))
+	a.startProbe(sh)
 	var guilds []string
 	for _, g := range r.Guilds {
 		if g != nil && g.ID != "" {
@@ -403,7 +490,7 @@ func (a *Adapter) catchUpDMs(ctx context.Context, sh *shard, h *hold, last *last
 	}
 	// A new DM's messages need not wait: nothing of it is read, and held
 	// they would be lost with the process.
-	a.narrow(sh, dmScope, h, only)
+	a.narrow(ctx, sh, dmScope, h, only)
 	a.catchUpScope(ctx, sh, dmScope, h, reads)
 }
 

@@ -3,6 +3,7 @@ package discord
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -614,5 +615,38 @@ func TestStopDrainsGateway(t *testing.T) {
 	r.stop(t)
 	if n := answers(e)["sent as the stop begins"]; n != 1 {
 		t.Errorf("answered %d times, want once", n)
+	}
+}
+
+// TestNewDMAfterSessionLost: a DM flowbridge never served gets three
+// messages while no process runs, and the session cannot be resumed; the
+// new session's catch-up cannot know the DM (a bot cannot list its DMs),
+// but the DM's next message, the first the new session gets, brings the
+// DM's history since the gap: the four are answered once each, in order.
+func TestNewDMAfterSessionLost(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	r := e.start(t)
+	e.marker(t, "77")
+	r.stop(t)
+	e.fake.ExpireSessions() // the next start identifies: nothing is replayed
+	for i := 1; i <= 3; i++ {
+		post(t, e, discordtest.MessageCreate{ChannelID: "88", Content: fmt.Sprint("new dm ", i)})
+	}
+	r = e.start(t)
+	post(t, e, discordtest.MessageCreate{ChannelID: "88", Content: "new dm 4"})
+	e.waitBot(t, "88", "You said: new dm 4")
+	for i := 1; i <= 3; i++ {
+		e.waitBot(t, "88", fmt.Sprint("You said: new dm ", i))
+	}
+	r.stop(t)
+	var order []string
+	for _, m := range e.fake.Messages() {
+		if _, said, ok := strings.Cut(m.Content, "You said: "); ok && m.ChannelID == "88" && m.Author.ID == e.fake.BotUser().ID {
+			order = append(order, said)
+		}
+	}
+	if want := []string{"new dm 1", "new dm 2", "new dm 3", "new dm 4"}; fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Errorf("answers in the new DM: %q, want %q, each once", order, want)
 	}
 }

@@ -356,7 +356,7 @@ func (a *Adapter) addHandlers(ctx context.Context, sh *shard) []func() {
 		s.AddHandler(func(*discordgo.Session, *discordgo.Disconnect) { a.onDisconnect(sh) }),
 		s.AddHandler(func(_ *discordgo.Session, r *discordgo.RateLimit) { a.onRateLimit(r) }),
 		s.AddHandler(func(_ *discordgo.Session, g *discordgo.GuildCreate) { a.onGuildCreate(ctx, sh, g) }),
-		s.AddHandler(func(_ *discordgo.Session, m *discordgo.MessageCreate) { a.onLive(sh, m) }),
+		s.AddHandler(func(_ *discordgo.Session, m *discordgo.MessageCreate) { a.onLive(ctx, sh, m) }),
 		s.AddHandler(func(_ *discordgo.Session, i *discordgo.InteractionCreate) { a.onInteraction(ctx, i) }),
 		s.AddHandler(func(_ *discordgo.Session, e *discordgo.Event) { a.onDispatch(ctx, sh, e) }),
 		s.AddHandler(func(_ *discordgo.Session, ev any) { a.onAnyEvent(ctx, sh, ev) }),

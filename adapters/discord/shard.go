@@ -30,8 +30,10 @@ type shard struct {
 	// gateway messages are held while they catch up, and what the inbox
 	// had recorded when the session identified.
 	holdMu sync.Mutex
-	held   map[string]*hold // by scope: a guild ID, or dmScope
+	held   map[string]*hold // by scope: a guild ID, dmScope, or a DM probed ("dm:" + its ID)
 	last   *lastSeen
+	// probe is the probing of unknown DMs by a session that began anew.
+	probe *dmProbe
 
 	// The gateway session, kept for the next process to resume
 	// (resume.go): its ID and URL from READY (or the store), and the
