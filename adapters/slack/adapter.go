@@ -95,9 +95,9 @@ func New(cfg Config, core Core, log *zap.Logger) (*Adapter, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	cfg = cfg.withDefaults()
 	cfg.Enabled = true
-	if err := cfg.Validate(); err != nil {
+	cfg, err := cfg.resolve(forAdapter)
+	if err != nil {
 		return nil, err
 	}
 	// An own transport, so Run can close its idle connections when it ends.

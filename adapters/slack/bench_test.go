@@ -27,7 +27,7 @@ func BenchmarkRender(b *testing.B) {
 // bridge event, the per-message inbound path.
 func BenchmarkDecodeEvent(b *testing.B) {
 	body := []byte(`{"type":"event_callback","team_id":"T1","event_id":"Ev1","event":{"type":"app_mention","user":"U1","text":"<@UBOT> how is web1 doing?","ts":"1716212345.000100","channel":"C1","event_ts":"1716212345.000100"}}`)
-	a := &Adapter{cfg: DefaultConfig().withDefaults()}
+	a := &Adapter{cfg: DefaultConfig()}
 	a.self.Store(&identity{userID: "UBOT", botID: "BBOT"})
 	b.ReportAllocs()
 	for b.Loop() {

@@ -129,6 +129,8 @@ func DefaultConfig() Config {
 	}
 }
 
+// withDefaults fills the empty fields from DefaultConfig. resolve is its
+// one caller: every entry point that needs the defaults goes through it.
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	set := func(v *string, def string) {
@@ -154,7 +156,7 @@ func (c Config) withDefaults() Config {
 // leaves their ${ENV} references unread, so a copy of the example switched
 // to the other mode needs no variable for them.
 func (c Config) UnusedKeys() []string {
-	if c.withDefaults().Mode == ModeHTTP {
+	if c.Mode == ModeHTTP {
 		return []string{"app_token"}
 	}
 	return []string{"signing_secret"}
@@ -166,20 +168,38 @@ func (c Config) Validate() error {
 	if !c.Enabled {
 		return nil
 	}
-	c = c.withDefaults()
-	return errors.Join(c.credentialProblems(), c.settingProblems())
+	_, err := c.resolve(forAdapter)
+	return err
 }
 
 // ValidateManifest reports problems of the settings the app manifest is made
 // from, enabled or not. It needs no token, so the manifest can be made before
 // the app exists.
 func (c Config) ValidateManifest() error {
+	_, err := c.resolve(forManifest)
+	return err
+}
+
+// What a configuration is resolved for.
+const (
+	forAdapter  = iota // running: the mode's credentials are needed
+	forManifest        // the app manifest: no token, but public_url in http mode
+)
+
+// resolve returns the configuration with its empty fields set to their
+// defaults, and every problem it has for use.
+func (c Config) resolve(use int) (Config, error) {
 	c = c.withDefaults()
 	var errs []error
-	if c.Mode == ModeHTTP && c.PublicURL == "" {
-		bad(&errs, "public_url", "required in http mode for the manifest: the HTTPS address that reaches listen, e.g. \"https://bot.example.com\" (Slack is sent to {public_url}%s)", EventsPath)
+	switch use {
+	case forAdapter:
+		errs = append(errs, c.credentialProblems())
+	case forManifest:
+		if c.Mode == ModeHTTP && c.PublicURL == "" {
+			bad(&errs, "public_url", "required in http mode for the manifest: the HTTPS address that reaches listen, e.g. \"https://bot.example.com\" (Slack is sent to {public_url}%s)", EventsPath)
+		}
 	}
-	return errors.Join(append(errs, c.settingProblems())...)
+	return c, errors.Join(append(errs, c.settingProblems())...)
 }
 
 func bad(errs *[]error, key, format string, args ...any) {

@@ -160,7 +160,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add("application/x-www-form-urlencoded", []byte(`payload={"type":"block_actions","actions":[{}]}`))
 	f.Add("application/x-www-form-urlencoded; charset=utf-8", []byte("payload=%7B"))
 	f.Add("text/plain", []byte("x"))
-	a := &Adapter{cfg: DefaultConfig().withDefaults()}
+	a := &Adapter{cfg: DefaultConfig()}
 	a.self.Store(&identity{userID: "UBOT", botID: "BBOT"})
 	f.Fuzz(func(t *testing.T, contentType string, body []byte) {
 		req, err := decodeRequest(contentType, body)

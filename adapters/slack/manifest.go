@@ -47,10 +47,10 @@ func strs(ss ...string) *node {
 // per flow. format is "yaml" or "json". It needs no token; settings it
 // cannot be made from are an error (ValidateManifest's).
 func Manifest(cfg Config, flows []bridge.Flow, agents []bridge.Agent, botName, format string) ([]byte, error) {
-	if err := cfg.ValidateManifest(); err != nil {
+	cfg, err := cfg.resolve(forManifest)
+	if err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
 	m := manifestTree(cfg, flows, defaultPrompts(agents), botName)
 	switch format {
 	case "json":

@@ -11,7 +11,6 @@ var baseScopes = []string{
 // Scopes returns the bot scopes the configuration needs, those of the
 // features it turns on included, in the order the manifest lists them.
 func Scopes(cfg Config) []string {
-	cfg = cfg.withDefaults()
 	scopes := append([]string(nil), baseScopes...)
 	if cfg.WorkingIndicator == IndicatorReaction {
 		scopes = append(scopes, "reactions:write")
@@ -35,7 +34,6 @@ func Scopes(cfg Config) []string {
 // are among the basics: they need no scope, and the manifest made for the
 // configuration carries their shortcut.
 func Requirements(cfg Config) []string {
-	cfg = cfg.withDefaults()
 	var out []string
 	if cfg.WorkingIndicator == IndicatorReaction {
 		out = append(out, "slack.working_indicator = \"reaction\" needs the reactions:write scope")
