@@ -27,7 +27,10 @@ import (
 // lose a message in silence, tell anyone "flowbridge restarted", or leave a
 // replica's /readyz failing more than outageReadyWithin after the database
 // is back. The run ends without -restart's SIGTERM and second start, which
-// would tell the users of answers in flight that flowbridge restarted. The
+// would tell the users of answers in flight that flowbridge restarted, and
+// keeps flowbridge's default lease_ttl: with a lease shorter than the
+// outage, a replica takes a conversation whose lease lapsed while its
+// holder could not renew it, and tells its user flowbridge restarted. The
 // README's longer run:
 //
 //	go test ./cmd/flowbridge-chaos -run PGOutage -v -args -pg-outage 10s -pg-duration 30s -pg-slack-ack-timeout 5s
@@ -56,7 +59,7 @@ func TestReplicasPGOutage(t *testing.T) {
 		}
 	})
 	p := params{scenario: "replicas", Replicas: 2, Platform: "both", Conversations: 40, Rate: 40, Burst: 2, APILatency: 50 * time.Millisecond,
-		ReplyTimeout: 10 * time.Second, Duration: *pgDuration, SlackAckTimeout: *pgAckTimeout, LeaseTTL: time.Second,
+		ReplyTimeout: 10 * time.Second, Duration: *pgDuration, SlackAckTimeout: *pgAckTimeout,
 		WorkingIndicator: "none", flowbridge: flowbridgeBin(t), tmp: loadkit.TempDir{Parent: t.TempDir(), Log: t.Output()}}
 	var stats outageStats
 	got, err := runReplicas(t.Context(), p, p.Replicas, hooks{

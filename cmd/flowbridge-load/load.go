@@ -572,6 +572,9 @@ func (e *env) use() (use, error) {
 // figures go into res.
 func (e *env) phase(ctx context.Context, fail context.CancelCauseFunc, res *result) error {
 	syncs, syncErr := loadkit.CountSyncs(e.bridge.PID(), e.dir)
+	if syncErr == nil {
+		defer syncs.Stop() // on the paths that return early
+	}
 	phase, stopPhase := context.WithTimeout(ctx, e.p.Duration)
 	defer stopPhase()
 	u0, err := e.use()

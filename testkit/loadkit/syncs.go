@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -29,6 +30,7 @@ type SyncCount struct {
 	cmd  *exec.Cmd
 	out  string
 	done chan error
+	stop func() (int64, error)
 }
 
 // CountSyncs starts counting pid's syncs; its output goes to a file in dir.
@@ -52,11 +54,14 @@ func CountSyncs(pid int, dir string) (*SyncCount, error) {
 		}
 		s.done <- err
 	}()
+	s.stop = sync.OnceValues(s.end)
 	return s, nil
 }
 
-// Stop ends the count and returns it.
-func (s *SyncCount) Stop() (int64, error) {
+// Stop ends the count and returns it; later calls return the same.
+func (s *SyncCount) Stop() (int64, error) { return s.stop() }
+
+func (s *SyncCount) end() (int64, error) {
 	_ = s.cmd.Process.Signal(syscall.SIGINT)
 	t := time.NewTimer(10 * time.Second)
 	defer t.Stop()
