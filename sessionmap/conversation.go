@@ -2,7 +2,10 @@ package sessionmap
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"slices"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -10,8 +13,35 @@ import (
 )
 
 // Agent choices and last replies are stored as a version byte followed by
-// the UTF-8 text.
-const textV1 = 1
+// the UTF-8 text (version 1); a latest reply written by a turn whose
+// session has a LastUsed time carries that time, for PruneReplies, between
+// the two (version 2: 8 bytes, Unix nanoseconds big-endian).
+const (
+	textV1 = 1
+	textV2 = 2
+)
+
+// decodeText decodes a text record: its text, not copied, and its time
+// (zero for version 1).
+func decodeText(v []byte) ([]byte, time.Time, error) {
+	switch {
+	case len(v) >= 1 && v[0] == textV1:
+		return v[1:], time.Time{}, nil
+	case len(v) >= 9 && v[0] == textV2:
+		return v[9:], time.Unix(0, int64(binary.BigEndian.Uint64(v[1:9]))), nil
+	}
+	return nil, time.Time{}, fmt.Errorf("%w: text record of %d bytes without version %d or %d", errRecord, len(v), textV1, textV2)
+}
+
+// appendText encodes a text record, of version 2 when at is not zero.
+func appendText(dst []byte, text string, at time.Time) []byte {
+	if at.IsZero() {
+		return append(append(slices.Grow(dst, 1+len(text)), textV1), text...)
+	}
+	dst = append(slices.Grow(dst, 9+len(text)), textV2)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(at.UnixNano()))
+	return append(dst, text...)
+}
 
 // ConversationAgent returns the agent the conversation chose with
 // /agent use; ok is false when it uses the default agent.
@@ -63,10 +93,11 @@ func (s *Store) getText(bucket []byte, key string) (text string, ok bool, err er
 		if v == nil {
 			return nil
 		}
-		if len(v) == 0 || v[0] != textV1 {
-			return fmt.Errorf("%w: text record of %d bytes without version %d", errRecord, len(v), textV1)
+		t, _, err := decodeText(v)
+		if err != nil {
+			return err
 		}
-		text, ok = string(v[1:]), true
+		text, ok = string(t), true
 		return nil
 	})
 	return text, ok, err
@@ -152,7 +183,7 @@ func encodeTurn(t Turn) (encodedTurn, error) {
 	if len(t.Reply) >= bolt.MaxValueSize {
 		return encodedTurn{}, fmt.Errorf("turn %q: reply of %d bytes is too large", t.Session.Key, len(t.Reply))
 	}
-	e := encodedTurn{key: []byte(t.Session.Key), rec: v, text: append(append(make([]byte, 0, 1+len(t.Reply)), textV1), t.Reply...), uuid: t.Session.SessionUUID}
+	e := encodedTurn{key: []byte(t.Session.Key), rec: v, text: appendText(nil, t.Reply, t.Session.LastUsed), uuid: t.Session.SessionUUID}
 	for _, k := range t.Also {
 		if err := checkKey("reply key", k); err != nil {
 			return encodedTurn{}, fmt.Errorf("turn %q: %w", t.Session.Key, err)

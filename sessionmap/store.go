@@ -3,6 +3,7 @@ package sessionmap
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -137,7 +138,17 @@ type Options struct {
 	// kept by a flowbridge before store IDs is given this one. "" leaves
 	// the marker beside the file as the only memory of the store.
 	ID string
+	// CompactFree is how many bytes of the file must be free (pages freed
+	// by expiry and pruning, which bbolt reuses but never gives back, and
+	// room bbolt grew the file by ahead of its pages), and at least half
+	// of it, for Open to compact the file: bbolt's Compact copies the
+	// store into a new file, which replaces the old one (see Compaction).
+	// Zero means DefaultCompactFree; negative, never.
+	CompactFree int64
 }
+
+// DefaultCompactFree is Options.CompactFree's default: 16 MiB.
+const DefaultCompactFree = 16 << 20
 
 // Store is the bbolt-backed state of a flowbridge process. It is safe for
 // concurrent use by many goroutines. Every change is a bbolt transaction,
@@ -169,6 +180,8 @@ type Store struct {
 
 	idMu sync.Mutex // serialises generation moves (Backup) and guards id
 	id   Identity
+
+	compaction Compaction
 }
 
 // Stats is a cheap snapshot of the store's size, for metrics and readiness.
@@ -259,6 +272,12 @@ func Open(path string, opts Options) (s *Store, err error) {
 		return nil, fmt.Errorf("open store %s: %w", path, classifyOpenError(path, err))
 	}
 	file := opened.Load()
+	if !sameFile(file, path) {
+		// Another flowbridge compacted the file (or someone replaced it)
+		// while this one waited for the lock of the file it had opened.
+		_ = db.Close()
+		return nil, fmt.Errorf("%w (%s was replaced while this flowbridge waited for its lock: another flowbridge compacted it, or it was restored; start again)", ErrLocked, path)
+	}
 	if err := tightenMode(path); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
@@ -278,7 +297,23 @@ func Open(path string, opts Options) (s *Store, err error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	s = &Store{db: db, file: file, path: path, chunk: defaultChunk, id: id}
+	var compacted Compaction
+	if size, free := freeBytes(db, file); opts.CompactFree >= 0 && free >= cmp.Or(opts.CompactFree, DefaultCompactFree) && 2*free >= size {
+		compacted.Before = size
+		if compacted.Err = compactFile(db, path); compacted.Err == nil {
+			// The compacted file has replaced the one db holds: open it.
+			_ = db.Close()
+			opts.CompactFree = -1
+			s, err := Open(path, opts)
+			if err != nil {
+				return nil, err
+			}
+			s.compaction = compacted
+			s.compaction.After, _ = freeBytes(s.db, s.file)
+			return s, nil
+		}
+	}
+	s = &Store{db: db, file: file, path: path, chunk: defaultChunk, id: id, compaction: compacted}
 	s.commits = groupcommit.New(s.commitBatch, nil)
 	return s, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/flowbridge/flowbridge/adapters/slack"
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/workspace"
+	"github.com/flowbridge/flowbridge/sessionmap"
 )
 
 // serveInfo tells tests where the running bridge listens.
@@ -155,7 +156,12 @@ func serve(ctx context.Context, env *environment, cfg *Config, log *zap.Logger, 
 		})
 	}
 	var mwg sync.WaitGroup
-	mwg.Go(func() { maintain(adCtx, st, cfg.Bridge.DedupeTTL.D(), cfg.Store.AuditRetention.D(), log) })
+	mwg.Go(func() {
+		maintain(adCtx, st, retention{
+			dedupe: cfg.Bridge.DedupeTTL.D(), audit: cfg.Store.AuditRetention.D(),
+			sessions: cfg.Store.SessionRetention.D(), replies: cfg.Store.ReplyRetention.D(),
+		}, log)
+	})
 	if sched != nil {
 		mwg.Go(func() {
 			if err := sched.Run(adCtx); err != nil {
@@ -306,31 +312,76 @@ type expiringStore interface {
 	PruneAnswers(ctx context.Context, before time.Time) (int, error)
 }
 
-// maintain expires answered inbox entries older than dedupeTTL (until then a
-// platform retry is recognised), and old audit entries and records of the
-// answers offered for feedback (kept as long as the audit), so the store
-// does not grow without bound. Every minute: expiry is chunked and cheap, and freed
-// pages are reused before the file grows. Replicas sharing a database each
+// pruningStore is a store that forgets old sessions and latest replies:
+// the bbolt file. maintain finds it by type assertion.
+type pruningStore interface {
+	PruneSessions(ctx context.Context, before time.Time) (int, error)
+	PruneReplies(ctx context.Context, before time.Time) (int, error)
+}
+
+var _ pruningStore = (*sessionmap.Store)(nil)
+
+// retention is how long maintain keeps each kind of record; zero keeps the
+// audit, sessions and replies for ever.
+type retention struct {
+	dedupe, audit, sessions, replies time.Duration
+}
+
+// pruneEvery is how many of maintain's minutes pass between prunes of
+// sessions and replies, which read every record of theirs, unlike expiry's
+// index.
+const pruneEvery = 60
+
+// maintain expires answered inbox entries older than the dedupe TTL (until
+// then a platform retry is recognised), and old audit entries and records
+// of the answers offered for feedback (kept as long as the audit), every
+// minute: expiry is chunked and cheap, and freed pages are reused before
+// the file grows. Every hour, from its first minute, it also forgets
+// sessions and latest replies past their retention, where the store can. Replicas sharing a database each
 // run it; their deletions skip one another's rows.
-func maintain(ctx context.Context, st expiringStore, dedupeTTL, retention time.Duration, log *zap.Logger) {
+func maintain(ctx context.Context, st expiringStore, keep retention, log *zap.Logger) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
-	for {
+	for tick := 0; ; tick++ {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			if _, err := st.ExpireInbox(ctx, now.Add(-dedupeTTL)); err != nil {
+			if _, err := st.ExpireInbox(ctx, now.Add(-keep.dedupe)); err != nil {
 				log.Warn("expiring inbox", zap.Error(err))
 			}
-			if retention > 0 {
-				if _, err := st.PruneAudit(ctx, now.Add(-retention)); err != nil {
+			if keep.audit > 0 {
+				if _, err := st.PruneAudit(ctx, now.Add(-keep.audit)); err != nil {
 					log.Warn("pruning audit", zap.Error(err))
 				}
-				if _, err := st.PruneAnswers(ctx, now.Add(-retention)); err != nil {
+				if _, err := st.PruneAnswers(ctx, now.Add(-keep.audit)); err != nil {
 					log.Warn("pruning feedback answers", zap.Error(err))
 				}
 			}
+			if ps, ok := st.(pruningStore); ok && tick%pruneEvery == 0 {
+				pruneConversations(ctx, ps, now, keep, log)
+			}
+		}
+	}
+}
+
+// pruneConversations forgets the sessions and latest replies past their
+// retention, and logs how many went.
+func pruneConversations(ctx context.Context, st pruningStore, now time.Time, keep retention, log *zap.Logger) {
+	if keep.sessions > 0 {
+		n, err := st.PruneSessions(ctx, now.Add(-keep.sessions))
+		if err != nil {
+			log.Warn("pruning sessions", zap.Error(err))
+		} else if n > 0 {
+			log.Info("sessions unused past store.session_retention forgotten", zap.Int("sessions", n), zap.Duration("retention", keep.sessions))
+		}
+	}
+	if keep.replies > 0 {
+		n, err := st.PruneReplies(ctx, now.Add(-keep.replies))
+		if err != nil {
+			log.Warn("pruning latest replies", zap.Error(err))
+		} else if n > 0 {
+			log.Info("latest replies past store.reply_retention dropped", zap.Int("replies", n), zap.Duration("retention", keep.replies))
 		}
 	}
 }

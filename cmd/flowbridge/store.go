@@ -91,6 +91,12 @@ func openStore(ctx context.Context, cfg StoreConfig, wait *storeWait, log *zap.L
 		}
 		id := st.Identity()
 		log.Info("store opened", zap.String("path", cfg.Path), zap.String("store_id", id.ID), zap.Int64("generation", id.Generation))
+		switch c := st.Compaction(); {
+		case c.Err != nil:
+			log.Warn("store not compacted; serving from the file as it was", zap.String("path", cfg.Path), zap.Int64("bytes", c.Before), zap.Error(c.Err))
+		case c.Before > 0:
+			log.Info("store compacted", zap.String("path", cfg.Path), zap.Int64("bytes_before", c.Before), zap.Int64("bytes_after", c.After))
+		}
 		if cfg.ID == "" {
 			log.Info("store.id is not set: a start that finds the store file and its marker both gone (an emptied or unmounted volume) "+
 				"cannot tell it from a first start; set it to have such a start refused", zap.String("store_id", id.ID))
