@@ -180,3 +180,36 @@ func TestRunFloorsSmoke(t *testing.T) {
 		t.Errorf("the durable floor's CPU ratio to the floor = %v, want it measured", c)
 	}
 }
+
+// TestComparison: each mode's figures span its rounds, and its ratios are
+// taken against the other modes' runs of the same round only.
+func TestComparison(t *testing.T) {
+	run := func(mode string, round int, cpu, p50 float64) *result {
+		r := &result{params: params{Mode: mode, Round: round, Conversations: 1000}, CPUUSPerMessage: cpu}
+		r.AddedLatencyMS.P50 = p50
+		return r
+	}
+	runs := []*result{
+		run("floor", 1, 100, 1), run("flowbridge", 1, 300, 4),
+		run("floor", 2, 200, 2), run("flowbridge", 2, 500, 6),
+	}
+	c := newComparison([]string{"floor", "flowbridge"}, runs)
+	fb := c.Modes[1]
+	if fb.CPUUSPerMessage != [2]float64{300, 500} || fb.Rounds != 2 {
+		t.Errorf("flowbridge's CPU span = %v over %d rounds, want [300 500] over 2", fb.CPUUSPerMessage, fb.Rounds)
+	}
+	// Round by round: 300/100 and 500/200, not 500/100.
+	if got := fb.CPURatio["floor"]; got != [2]float64{2.5, 3} {
+		t.Errorf("flowbridge's CPU over the floor's = %v, want [2.5 3]", got)
+	}
+	if got := fb.AddedP50Ratio["floor"]; got != [2]float64{3, 4} {
+		t.Errorf("flowbridge's added p50 over the floor's = %v, want [3 4]", got)
+	}
+	var out bytes.Buffer
+	printComparison(&out, c)
+	for _, want := range []string{"300–500", "×2.50–3.00", "×3.00–4.00"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("printed comparison lacks %q:\n%s", want, out.String())
+		}
+	}
+}
