@@ -395,13 +395,7 @@ func (a *Adapter) supervise(ctx context.Context, sh *shard, pacer *identifyPacer
 			return nil
 		case <-sh.reconnect:
 		}
-		// The backoff starts over only after a connection that held: one
-		// that dies at once (after READY, say) is no success.
-		if time.Since(opened) >= a.idTiming.stableAfter {
-			backoff = 0
-		} else {
-			backoff = min(max(2*backoff, a.retryMin), maxBackoff)
-		}
+		backoff = a.reconnectBackoff(backoff, time.Since(opened))
 		for {
 			if !a.waitBudget(ctx, sh) {
 				return nil
@@ -421,6 +415,17 @@ func (a *Adapter) supervise(ctx context.Context, sh *shard, pacer *identifyPacer
 			log.Warn("gateway reconnection failed", zap.Error(err), zap.Duration("retry_in", backoff))
 		}
 	}
+}
+
+// reconnectBackoff is the wait before reconnecting a connection that
+// lived for lived, the last wait having been backoff: it starts over only
+// after a connection that held; one that dies at once (after READY, say)
+// is no success, and the wait doubles.
+func (a *Adapter) reconnectBackoff(backoff, lived time.Duration) time.Duration {
+	if lived >= a.idTiming.stableAfter {
+		return 0
+	}
+	return min(max(2*backoff, a.retryMin), maxBackoff)
 }
 
 // waitBudget waits, while the day's IDENTIFY budget is spent, until

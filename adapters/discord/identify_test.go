@@ -63,6 +63,7 @@ func TestInvalidSessionStorm(t *testing.T) {
 	for i := 1; i < len(identifies); i++ {
 		if gap := identifies[i].At.Sub(identifies[i-1].At); gap < timing.invalidMin {
 			t.Errorf("IDENTIFY %d came %s after the one op 9 refused, want at least %s", i+1, gap, timing.invalidMin)
+			break
 		}
 	}
 
@@ -207,5 +208,27 @@ func TestIdentifyPace(t *testing.T) {
 	p.ended(now)
 	if w := p.next(now, false, tm); w != 0 {
 		t.Errorf("after a session that held %s, IDENTIFY waits %s, want 0", tm.stableAfter, w)
+	}
+}
+
+// TestReconnectBackoff: the wait between gateway connections starts over
+// only after one that stayed up stableAfter; connections that die right
+// after READY double it, up to its most.
+func TestReconnectBackoff(t *testing.T) {
+	a := &Adapter{retryMin: time.Second, idTiming: defaultIdentifyTiming}
+	var backoff time.Duration
+	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second} {
+		if backoff = a.reconnectBackoff(backoff, 50*time.Millisecond); backoff != want {
+			t.Fatalf("reconnection %d after a connection that died at once: wait %s, want %s", i+1, backoff, want)
+		}
+	}
+	for range 20 {
+		backoff = a.reconnectBackoff(backoff, time.Millisecond)
+	}
+	if backoff != maxBackoff {
+		t.Errorf("after many: wait %s, want the most, %s", backoff, maxBackoff)
+	}
+	if got := a.reconnectBackoff(backoff, defaultIdentifyTiming.stableAfter); got != 0 {
+		t.Errorf("after a connection that held %s: wait %s, want 0", defaultIdentifyTiming.stableAfter, got)
 	}
 }
