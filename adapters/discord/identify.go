@@ -62,7 +62,7 @@ type identifyTiming struct {
 
 var defaultIdentifyTiming = identifyTiming{
 	invalidMin: time.Second, invalidMax: 5 * time.Second,
-	firstBackoff: time.Second, mostBackoff: 15 * time.Second,
+	firstBackoff: time.Second, mostBackoff: 10 * time.Second,
 	stableAfter: 30 * time.Second,
 }
 
@@ -196,12 +196,18 @@ func (a *Adapter) beforeHandshake(sh *shard, op int, again bool, closed <-chan s
 		}
 		resume()
 	}
-	if err := a.budget.spend(a, log); err != nil {
-		msg := err.Error()
-		sh.lastErr.Store(&msg)
-		return err
+	refused, first := a.budget.spend(a, log)
+	if refused == nil {
+		return nil
 	}
-	return nil
+	msg := refused.Error()
+	sh.lastErr.Store(&msg)
+	if first {
+		log.Error("IDENTIFY budget nearly spent: the gateway stays down until Discord resets it",
+			zap.Int("remaining", refused.remaining), zap.Int("total", refused.total), zap.Int("reserve", identifyReserve),
+			zap.Time("reset_at", refused.resetAt))
+	}
+	return refused
 }
 
 // identifyBudget is the day's IDENTIFY budget of the bot, as last read
@@ -270,8 +276,9 @@ func (b *identifyBudget) load(ctx context.Context, a *Adapter, gb *discordgo.Gat
 }
 
 // spend counts one IDENTIFY, and keeps the count in the store before it
-// leaves; it refuses one the budget cannot pay for, leaving the reserve.
-func (b *identifyBudget) spend(a *Adapter, log *zap.Logger) error {
+// leaves; it refuses one the budget cannot pay for, leaving the reserve,
+// first set when the budget was not refusing before.
+func (b *identifyBudget) spend(a *Adapter, log *zap.Logger) (refused *identifyRefusedError, first bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := time.Now()
@@ -284,13 +291,9 @@ func (b *identifyBudget) spend(a *Adapter, log *zap.Logger) error {
 	}
 	if b.rec.Total > 0 && b.rec.Remaining <= identifyReserve {
 		err := &identifyRefusedError{remaining: b.rec.Remaining, total: b.rec.Total, resetAt: b.rec.ResetAt}
-		if b.blocked == nil {
-			log.Error("IDENTIFY budget nearly spent: the gateway stays down until Discord resets it",
-				zap.Int("remaining", b.rec.Remaining), zap.Int("total", b.rec.Total), zap.Int("reserve", identifyReserve),
-				zap.Time("reset_at", b.rec.ResetAt), zap.Int("identifies", b.rec.Identifies))
-		}
+		first = b.blocked == nil
 		b.blocked = err
-		return err
+		return err, first
 	}
 	b.blocked = nil
 	if b.rec.Total > 0 {
@@ -299,7 +302,7 @@ func (b *identifyBudget) spend(a *Adapter, log *zap.Logger) error {
 	b.rec.Identifies++
 	rc, ok := a.core.(resumeCore)
 	if !ok {
-		return nil
+		return nil, false
 	}
 	text, err := json.Marshal(b.rec)
 	if err == nil {
@@ -313,10 +316,10 @@ func (b *identifyBudget) spend(a *Adapter, log *zap.Logger) error {
 			log.Warn("IDENTIFY count not saved; identifying anyway", zap.Error(err))
 		}
 		b.saveFailing = true
-		return nil
+		return nil, false
 	}
 	b.saveFailing = false
-	return nil
+	return nil, false
 }
 
 // refused returns the refusal while the budget is spent, nil otherwise.

@@ -182,7 +182,7 @@ func TestIdentifyPace(t *testing.T) {
 		now = now.Add(10 * time.Millisecond)
 		p.ended(now)
 	}
-	want := []time.Duration{0, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 15 * time.Second, 15 * time.Second}
+	want := []time.Duration{0, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}
 	for i := range want {
 		// Each wait counts from the last IDENTIFY, 10 ms ago.
 		if w := want[i] - 10*time.Millisecond; i > 0 && waits[i] != w || i == 0 && waits[i] != 0 {
