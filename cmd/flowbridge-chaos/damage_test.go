@@ -24,9 +24,8 @@ import (
 // like any other restart. An empty or deleted file is always refused.
 func TestKillDamage(t *testing.T) {
 	tmp := t.TempDir()
-	p := params{scenario: "kill", Conversations: 30, Rate: 30, APILatency: 50 * time.Millisecond, ReplyTimeout: 5 * time.Second,
-		KillEvery: 300 * time.Millisecond, Kills: len(damageKinds), RedeliverWindow: 10 * time.Second, FlowShare: 0.1,
-		Platform: "slack", flowbridge: flowbridgeBin(t), tmp: loadkit.TempDir{Parent: tmp, Log: t.Output()}}
+	p := killParams(t, tmp)
+	p.Kills = len(damageKinds)
 	var outcomes []damageOutcome
 	got, err := runKill(t.Context(), p, func(ctx context.Context, e *killEnv, k int) (*loadkit.Child, error) {
 		return damageAndStart(ctx, e, k, damageKinds[(k-1)%len(damageKinds)], &outcomes)

@@ -1,39 +1,58 @@
 package main
 
 import (
+	"github.com/flowbridge/flowbridge/testkit/loadkit"
+
 	"bytes"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
-// TestRunKillSmoke runs the kill scenario briefly against the real binary:
-// three SIGKILLs at a low rate, Slack's redeliveries after each restart.
-// The promises must hold (the three zeros), the kills and redeliveries must
-// have happened, and the run must leave no process and no file behind. It
-// is not parallel (nor is TestKillDamage): the processes of other tests'
-// runs would be taken for its own.
-func TestRunKillSmoke(t *testing.T) {
+// TestRunKill runs the kill scenario (kill_harness_test.go) against the
+// real binary: flowbridge in Slack's HTTP mode under load, -kills SIGKILLs
+// about -kill-every apart, Slack's redeliveries after each restart. The
+// promises must hold (the three zeros), the kills and redeliveries must have
+// happened, and the run must leave no process and no file behind. Briefly
+// by default; the README's longer run:
+//
+//	go test ./cmd/flowbridge-chaos -run 'TestRunKill$' -v -args -kill-every 2s -kills 25 -kill-conversations 300 -kill-rate 100
+//
+// It is not parallel (nor is TestKillDamage): the processes of other
+// tests' runs would be taken for its own.
+func TestRunKill(t *testing.T) {
 	tmp := t.TempDir()
-	args := []string{"kill", "-json", "-every", "300ms", "-kills", "3", "-rate", "30", "-conversations", "30", "-reply-timeout", "5s", "-tmpdir", tmp,
-		"-flowbridge", flowbridgeBin(t)}
-	var out, errOut bytes.Buffer
-	runErr := run(t.Context(), args, &out, &errOut)
-	var got killResult
-	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
-		t.Fatalf("run(%q) = %v; output is not one JSON object: %v\nstdout:\n%s\nstderr:\n%s", args, runErr, err, out.String(), errOut.String())
+	p := killParams(t, tmp)
+	p.KillEvery, p.Kills, p.Conversations, p.Rate = *killEvery, *kills, *killConversations, *killRate
+	got, err := runKill(t.Context(), p, nil)
+	if err != nil {
+		t.Fatalf("runKill: %v", err)
 	}
-	if runErr != nil {
-		t.Errorf("run(%q) = %v", args, runErr)
-	}
-	checkKill(t, &got, 3, tmp)
+	var out bytes.Buffer
+	printKillTable(&out, got)
+	t.Logf("\n%s", out.String())
+	checkKill(t, got, p.Kills, tmp)
+}
+
+var (
+	killEvery         = flag.Duration("kill-every", 300*time.Millisecond, "TestRunKill: mean time to a SIGKILL (exponential, at most 3x)")
+	kills             = flag.Int("kills", 3, "TestRunKill: how many SIGKILLs")
+	killConversations = flag.Int("kill-conversations", 30, "TestRunKill: concurrent conversations")
+	killRate          = flag.Float64("kill-rate", 30, "TestRunKill: messages a second offered in all")
+)
+
+// killParams are the kill scenario's parameters for a short test run in tmp.
+func killParams(t *testing.T, tmp string) params {
+	return params{Conversations: 30, Rate: 30, APILatency: 50 * time.Millisecond, ReplyTimeout: 5 * time.Second,
+		KillEvery: 300 * time.Millisecond, Kills: 3, RedeliverWindow: 10 * time.Second, FlowShare: 0.1, Platform: "slack",
+		Cores: runtime.NumCPU(), flowbridge: flowbridgeBin(t), tmp: loadkit.TempDir{Parent: tmp, Log: t.Output()}}
 }
 
 // checkKill fails t for a kill run that broke a promise, did not make its
@@ -101,41 +120,30 @@ func TestFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"kill", "-kills", "0"}, "-kills 0"},
-		{[]string{"kill", "-flow-share", "2"}, "-flow-share 2"},
-		{[]string{"kill", "-every", "-1s"}, "-every -1s"},
-		{[]string{"kill", "-n", "2"}, "flag provided but not defined: -n"},
-		{[]string{"replicas", "-n", "0"}, "-n 0: want 1 to 10"},
-		{[]string{"replicas", "-n", "11"}, "-n 11: want 1 to 10"},
-		{[]string{"replicas", "-burst", "0"}, "-burst 0"},
-		{[]string{"replicas", "-damage"}, "flag provided but not defined: -damage"},
-		{[]string{"replicas", "-n", "3", "-platform", "discord"}, "at most 2 replicas"},
-		{[]string{"replicas", "-order-hold", "soon"}, `-order-hold "soon"`},
-		{[]string{"partition"}, `unknown scenario "partition"`},
-		{nil, "name a scenario"},
+		{[]string{"-replicas", "0"}, "-replicas 0: want 1 to 10"},
+		{[]string{"-replicas", "11"}, "-replicas 11: want 1 to 10"},
+		{[]string{"-burst", "0"}, "-burst 0"},
+		{[]string{"-kills", "2"}, "flag provided but not defined: -kills"},
+		{[]string{"-replicas", "3", "-platform", "discord"}, "at most 2 replicas"},
+		{[]string{"-order-hold", "soon"}, `-order-hold "soon"`},
+		{[]string{"-rate", "0"}, "-rate 0"},
+		{[]string{"extra"}, "unexpected arguments"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			args := tt.args
-			if len(args) > 0 {
-				args = append(args, "-flowbridge", "/nonexistent")
-			}
-			err := run(t.Context(), args, &out, &errOut)
+			err := run(t.Context(), append(tt.args, "-flowbridge", "/nonexistent"), &out, &errOut)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("run(%q) = %v, want an error containing %q", tt.args, err, tt.want)
 			}
 		})
 	}
-	// Each -h fits a screen.
-	for _, args := range [][]string{{"-h"}, {"kill", "-h"}, {"replicas", "-h"}} {
-		var out, errOut bytes.Buffer
-		if err := run(t.Context(), args, &out, &errOut); !errors.Is(err, flag.ErrHelp) {
-			t.Errorf("run(%q) = %v, want flag.ErrHelp", args, err)
-		}
-		if n := strings.Count(errOut.String(), "\n"); n < 5 || n > 40 {
-			t.Errorf("run(%q) printed %d lines, want a screen (40 at most):\n%s", args, n, errOut.String())
-		}
+	var out, errOut bytes.Buffer
+	if err := run(t.Context(), []string{"-h"}, &out, &errOut); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("run(-h) = %v, want flag.ErrHelp", err)
+	}
+	if n := strings.Count(errOut.String(), "\n"); n < 10 || n > 40 {
+		t.Errorf("run(-h) printed %d lines, want a screen (40 at most):\n%s", n, errOut.String())
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flowbridge/flowbridge/testkit/loadkit"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
 )
 
 // The ledger of a -kill-every run: what became of each message offered to
@@ -273,4 +274,21 @@ func metadataKey(raw []byte) string {
 		return ""
 	}
 	return md.EventPayload.Key
+}
+
+// slackReplies returns, as ledger records, what the bot posted or updated
+// in the fake Slack's channels.
+func slackReplies(s *slacktest.Server, l *ledger) []happening {
+	var recs []happening
+	for _, v := range s.MessageLog() {
+		switch v.Op {
+		case "chat.postMessage", "chat.update", "chat.postEphemeral":
+		default:
+			continue
+		}
+		id, text := v.Channel+":"+v.TS, v.Text+"\n"+string(v.Blocks)
+		w := where{channel: v.Channel, thread: v.ThreadTS, user: v.User, key: metadataKey(v.Metadata)}
+		recs = append(recs, happening{v.At, func() { l.reply(w, id, text, v.At) }})
+	}
+	return recs
 }

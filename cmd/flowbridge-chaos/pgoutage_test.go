@@ -58,7 +58,7 @@ func TestReplicasPGOutage(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	p := params{scenario: "replicas", Replicas: 2, Platform: "both", Conversations: 40, Rate: 40, Burst: 2, APILatency: 50 * time.Millisecond,
+	p := params{Replicas: 2, Platform: "both", Conversations: 40, Rate: 40, Burst: 2, APILatency: 50 * time.Millisecond,
 		ReplyTimeout: 10 * time.Second, Duration: *pgDuration, SlackAckTimeout: *pgAckTimeout,
 		WorkingIndicator: "none", flowbridge: flowbridgeBin(t), tmp: loadkit.TempDir{Parent: t.TempDir(), Log: t.Output()}}
 	var stats outageStats

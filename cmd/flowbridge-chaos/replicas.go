@@ -47,6 +47,9 @@ import (
 // workspace's sessions.
 
 const (
+	// quietFor is how long the bridge must have sent nothing, at the end,
+	// before the records are read: late duplicates come within it.
+	quietFor = time.Second
 	// replicaShards is the fake Discord's shard count in -replicas runs.
 	replicaShards = 2
 	// maxReplicas is Slack's cap on an app's Socket Mode connections.
@@ -1537,4 +1540,16 @@ func printReplicaFigures(w io.Writer, r *replicaResult) {
 	fmt.Fprintf(w, "  %-56s %d\n", "sessions changed without expiry or reset (must be 0)", r.SessionChanged)
 	fmt.Fprintf(w, "  %-56s %d; something else %d; answered and told %d; told twice %d\n", "told \"restarted while…\"", r.ToldRestartedChat, r.ToldOther, r.AnsweredAndTold, r.ToldTwice)
 	fmt.Fprintf(w, "  %-56s %d, %d (%d notices matched by conversation)\n", "stray answers, unattributed notices", r.StrayAnswers, r.UnattributedNotices, r.NoticesByConversation)
+}
+
+// closeWorkspace stops the workspace fake and the server that fronts it
+// for flowbridge; either may be nil (a run that failed to start).
+func closeWorkspace(front *httptest.Server, ws *workspacetest.Server) {
+	if front != nil {
+		front.CloseClientConnections()
+		front.Close()
+	}
+	if ws != nil {
+		ws.Close()
+	}
 }

@@ -103,7 +103,7 @@ func TestRunReplicasKill(t *testing.T) {
 	t.Parallel()
 	dsn := testDSN(t)
 	tmp := t.TempDir()
-	args := []string{"replicas", "-json", "-n", "2", "-dsn", dsn, "-kill-every", "700ms", "-duration", "3s", "-burst", "2",
+	args := []string{"-json", "-replicas", "2", "-dsn", dsn, "-kill-every", "700ms", "-duration", "3s", "-burst", "2",
 		"-slack-ack-timeout", "1s", "-lease-ttl", "1s", "-conversations", "40", "-rate", "40", "-reply-timeout", "8s", "-tmpdir", tmp, "-flowbridge", flowbridgeBin(t)}
 	got, runErr := runReplicasJSON(t, args)
 	checkPromises(t, got)
@@ -172,7 +172,7 @@ func processesUnder(t *testing.T, dir string) []string {
 func TestRunReplicasDrop(t *testing.T) {
 	t.Parallel()
 	dsn := testDSN(t)
-	args := []string{"replicas", "-json", "-n", "2", "-dsn", dsn, "-drop-every", "250ms", "-duration", "2500ms", "-burst", "2",
+	args := []string{"-json", "-replicas", "2", "-dsn", dsn, "-drop-every", "250ms", "-duration", "2500ms", "-burst", "2",
 		"-slack-ack-timeout", "1s", "-lease-ttl", "1s", "-conversations", "40", "-rate", "40", "-reply-timeout", "8s", "-tmpdir", t.TempDir(), "-flowbridge", flowbridgeBin(t)}
 	got, runErr := runReplicasJSON(t, args)
 	checkPromises(t, got)

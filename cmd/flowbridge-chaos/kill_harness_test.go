@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"text/tabwriter"
 	"time"
 
 	"github.com/flowbridge/flowbridge/testkit/loadkit"
@@ -46,9 +47,6 @@ const (
 	// and answers "slow flow done TAG".
 	killFlowUUID  = "44444444-4444-4444-4444-444444444444"
 	killFlowDelay = 1500 * time.Millisecond
-	// quietFor is how long the bridge must have sent nothing, at the end,
-	// before the records are read: late duplicates come within it.
-	quietFor = time.Second
 	// redeliveryFanOut bounds the concurrent redeliveries after a restart.
 	redeliveryFanOut = 16
 )
@@ -111,45 +109,6 @@ type killEnv struct {
 	proc     int // the process now running (0: the first)
 	killedAt []float64
 	stats    killStats
-}
-
-// killStats are the run's delivery figures.
-type killStats struct {
-	Kills             int `json:"kills"`
-	KilledBeforeReady int `json:"killed_before_ready"`
-	Deliveries        int `json:"deliveries"`
-	Redeliveries      int `json:"redeliveries"`
-	RedeliveriesAcked int `json:"redeliveries_acked"`
-	FailedDeliveries  int `json:"failed_deliveries"`
-}
-
-// slackReplies returns, as ledger records, what the bot posted or updated
-// in the fake Slack's channels.
-func slackReplies(s *slacktest.Server, l *ledger) []happening {
-	var recs []happening
-	for _, v := range s.MessageLog() {
-		switch v.Op {
-		case "chat.postMessage", "chat.update", "chat.postEphemeral":
-		default:
-			continue
-		}
-		id, text := v.Channel+":"+v.TS, v.Text+"\n"+string(v.Blocks)
-		w := where{channel: v.Channel, thread: v.ThreadTS, user: v.User, key: metadataKey(v.Metadata)}
-		recs = append(recs, happening{v.At, func() { l.reply(w, id, text, v.At) }})
-	}
-	return recs
-}
-
-// closeWorkspace stops the workspace fake and the server that fronts it
-// for flowbridge; either may be nil (a run that failed to start).
-func closeWorkspace(front *httptest.Server, ws *workspacetest.Server) {
-	if front != nil {
-		front.CloseClientConnections()
-		front.Close()
-	}
-	if ws != nil {
-		ws.Close()
-	}
 }
 
 // restartFunc starts process k (k > 0) of a kill run its own way, or
@@ -874,3 +833,34 @@ func (w *statusWriter) WriteHeader(status int) {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// printKillTable prints a -kill-every run's figures.
+func printKillTable(w io.Writer, r *killResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "parameters\tSlack HTTP mode, %d conversations (%d run /flow slow), %.0f messages/s offered, API %.0f ms, a kill about every %.0f ms, redelivery window %.0f s, %d cores\n",
+		r.Conversations, r.FlowConvs, r.Rate, r.APILatencyMS, r.KillEveryMS, r.RedeliverSec, r.Cores)
+	fmt.Fprintf(tw, "kills\t%d (%d before the process listened), in %.1f s\n", r.Kills, r.KilledBeforeReady, r.ElapsedSec)
+	fmt.Fprintf(tw, "offered\t%d messages, %d /flow commands (%.1f messages/s while the users talked)\n", r.MessagesOffered, r.CommandsOffered, r.OfferedPerSec)
+	fmt.Fprintf(tw, "acknowledged (200, at least once)\t%d messages, %d commands; %d never (%d of them answered or told all the same)\n", r.MessagesAcked, r.CommandsAcked, r.NotAcked, r.NotAckedAnswered)
+	fmt.Fprintf(tw, "deliveries\t%d first, %d redeliveries with X-Slack-Retry-Num (%d acknowledged), %d failed\n", r.Deliveries, r.Redeliveries, r.RedeliveriesAcked, r.FailedDeliveries)
+	fmt.Fprintf(tw, "workspace calls\t%d chat, %d flow runs\n", r.AgentCalls, r.FlowRuns)
+	fmt.Fprintf(tw, "sent to the agent more than once (must be 0)\t%d\n", r.DuplicateAgentCalls)
+	fmt.Fprintf(tw, "flow runs sent more than once (must be 0)\t%d\n", r.DuplicateFlowRuns)
+	fmt.Fprintf(tw, "answered in more than one message (must be 0)\t%d\n", r.DuplicateReplies)
+	fmt.Fprintf(tw, "acknowledged, neither answered nor told (must be 0)\t%d\n", r.AckedSilent)
+	fmt.Fprintf(tw, "answered exactly once\t%d\n", r.AnsweredOnce)
+	fmt.Fprintf(tw, "told \"restarted while…\"\t%d messages, %d flows\n", r.ToldRestartedChat, r.ToldRestartedFlow)
+	fmt.Fprintf(tw, "told something else\t%d\n", r.ToldOther)
+	fmt.Fprintf(tw, "answered and told\t%d (told twice: %d)\n", r.AnsweredAndTold, r.ToldTwice)
+	fmt.Fprintf(tw, "stray answers, unattributed notices\t%d, %d (%d notices matched by conversation, not by place)\n", r.StrayAnswers, r.UnattributedNotices, r.NoticesByConversation)
+	tw.Flush()
+	for _, v := range r.Violations {
+		fmt.Fprintf(w, "BROKEN: %s\n", v)
+	}
+	if len(r.Violations) > 0 {
+		fmt.Fprintf(w, "kills at (s): %.3f\n", r.KilledAtSec)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}
