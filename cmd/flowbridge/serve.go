@@ -312,14 +312,24 @@ type expiringStore interface {
 	PruneAnswers(ctx context.Context, before time.Time) (int, error)
 }
 
-// pruningStore is a store that forgets old sessions and latest replies:
-// the bbolt file. maintain finds it by type assertion.
-type pruningStore interface {
-	PruneSessions(ctx context.Context, before time.Time) (int, error)
-	PruneReplies(ctx context.Context, before time.Time) (int, error)
-}
+// sessionPruner is a store that forgets old sessions (both stores);
+// replyPruner one that drops old latest replies on their own (the bbolt
+// file: PostgreSQL's carry no time and go with their session). maintain
+// finds them by type assertion.
+type (
+	sessionPruner interface {
+		PruneSessions(ctx context.Context, before time.Time) (int, error)
+	}
+	replyPruner interface {
+		PruneReplies(ctx context.Context, before time.Time) (int, error)
+	}
+)
 
-var _ pruningStore = (*sessionmap.Store)(nil)
+var (
+	_ sessionPruner = (*sessionmap.Store)(nil)
+	_ sessionPruner = pgStore{}
+	_ replyPruner   = (*sessionmap.Store)(nil)
+)
 
 // retention is how long maintain keeps each kind of record; zero keeps the
 // audit, sessions and replies for ever.
@@ -358,8 +368,8 @@ func maintain(ctx context.Context, st expiringStore, keep retention, log *zap.Lo
 					log.Warn("pruning feedback answers", zap.Error(err))
 				}
 			}
-			if ps, ok := st.(pruningStore); ok && tick%pruneEvery == 0 {
-				pruneConversations(ctx, ps, now, keep, log)
+			if tick%pruneEvery == 0 {
+				pruneConversations(ctx, st, now, keep, log)
 			}
 		}
 	}
@@ -367,17 +377,17 @@ func maintain(ctx context.Context, st expiringStore, keep retention, log *zap.Lo
 
 // pruneConversations forgets the sessions and latest replies past their
 // retention, and logs how many went.
-func pruneConversations(ctx context.Context, st pruningStore, now time.Time, keep retention, log *zap.Logger) {
-	if keep.sessions > 0 {
-		n, err := st.PruneSessions(ctx, now.Add(-keep.sessions))
+func pruneConversations(ctx context.Context, st expiringStore, now time.Time, keep retention, log *zap.Logger) {
+	if ps, ok := st.(sessionPruner); ok && keep.sessions > 0 {
+		n, err := ps.PruneSessions(ctx, now.Add(-keep.sessions))
 		if err != nil {
 			log.Warn("pruning sessions", zap.Error(err))
 		} else if n > 0 {
 			log.Info("sessions unused past store.session_retention forgotten", zap.Int("sessions", n), zap.Duration("retention", keep.sessions))
 		}
 	}
-	if keep.replies > 0 {
-		n, err := st.PruneReplies(ctx, now.Add(-keep.replies))
+	if rp, ok := st.(replyPruner); ok && keep.replies > 0 {
+		n, err := rp.PruneReplies(ctx, now.Add(-keep.replies))
 		if err != nil {
 			log.Warn("pruning latest replies", zap.Error(err))
 		} else if n > 0 {
