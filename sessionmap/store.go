@@ -911,9 +911,10 @@ func refuseMissing(path, want string) error {
 	switch {
 	case m.exists:
 		return fmt.Errorf("%w: %s is gone, but %s says flowbridge kept its store there; restore it from a backup "+
-			"(taken from the admin listener's /backup, or a copy of the file), or, to start with a new, empty store "+
-			"(sessions, inbox and audit log start over, and events answered before may be answered again), delete %s",
-			ErrMissing, path, CreatedMarker(path), CreatedMarker(path))
+			"(taken from the admin listener's /backup, or a copy of the file) and delete %[3]s, which refuses a copy "+
+			"older than the store it knew; or, to start with a new, empty store "+
+			"(sessions, inbox and audit log start over, and events answered before may be answered again), delete %[3]s",
+			ErrMissing, path, CreatedMarker(path))
 	case want != "":
 		return fmt.Errorf("%w: %s does not exist, and neither does %s, but store.id in the config names store %s: "+
 			"an emptied or unmounted volume? Mount it, or restore the store from a backup; or, to start with a new, "+
