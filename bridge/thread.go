@@ -20,6 +20,9 @@ type Earlier struct {
 	Text string
 	// Files are the names of the files shared with the message.
 	Files []string
+	// LeftOut, set by the platform on the oldest message it returns, is
+	// how many messages before it were not read.
+	LeftOut int
 }
 
 // ThreadContext bounds what the agent hears of the thread a conversation
@@ -62,6 +65,10 @@ func (b *Bridge) threadLead(ctx context.Context, log *zap.Logger, ev Event) stri
 // were left out.
 func formatEarlier(msgs []Earlier, tc ThreadContext) string {
 	chars := tc.Chars
+	unread := 0
+	if len(msgs) > 0 {
+		unread = msgs[0].LeftOut
+	}
 	if len(msgs) > tc.Messages {
 		msgs = msgs[len(msgs)-tc.Messages:]
 	}
@@ -84,7 +91,7 @@ func formatEarlier(msgs []Earlier, tc ThreadContext) string {
 	}
 	var sb strings.Builder
 	sb.WriteString(msgThreadLead)
-	if left := len(msgs) - len(lines); left > 0 {
+	if left := len(msgs) - len(lines) + unread; left > 0 {
 		fmt.Fprintf(&sb, msgThreadLeftOut, left)
 	}
 	for i := len(lines) - 1; i >= 0; i-- {

@@ -51,7 +51,11 @@ type Adapter struct {
 	log  *zap.Logger
 	http *http.Client
 	api  *slackgo.Client
-	now  func() time.Time
+	// history reads threads (conversations.replies) through historyHTTP,
+	// within maxThreadPage bytes an answer.
+	history     *slackgo.Client
+	historyHTTP *http.Client
+	now         func() time.Time
 
 	started      atomic.Bool
 	ready        chan struct{} // closed when first connected or listening, for tests
@@ -128,6 +132,8 @@ func New(cfg Config, core Core, log *zap.Logger) (*Adapter, error) {
 		maxConns:   maxConns,
 		refusals:   &rate.Sometimes{First: 1, Interval: 10 * time.Second},
 	}
+	a.historyHTTP = &http.Client{Timeout: apiTimeout, Transport: cappedTransport{base: transport, max: maxThreadPage}}
+	a.history = slackgo.New(cfg.BotToken.Value(), append(opts, slackgo.OptionHTTPClient(a.historyHTTP))...)
 	secret := cfg.SigningSecret.Value()
 	a.secret.Store(&secret)
 	a.users = newUserCache(a.api, cfg.UserGroups, a.now, a.log)

@@ -2,10 +2,8 @@ package slack
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
-	slackgo "github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 	"go.uber.org/zap"
 
@@ -91,55 +89,34 @@ func appContextText(ac *slackevents.AppContext) string {
 	return "The user is viewing " + strings.Join(parts, ", and ") + "."
 }
 
-// Slack's conversations.replies pages: how many messages a request asks
-// for, and how many pages a thread is read in at most.
-const (
-	earlierPage     = 200
-	maxEarlierPages = 5
-)
+// earlierPage is the most messages one conversations.replies page asks for.
+const earlierPage = 200
 
 // earlier returns the Event.Earlier of a message in the thread rooted at
-// rt.ContextOf: the thread's messages before it (conversations.replies),
-// with display names. conversations.replies is Tier 3, but once a minute
-// and 15 messages a page for a commercially distributed app outside the
-// Slack Marketplace: a page that fails after the first ends the reading
-// with what was read, and a failed first page is the core's "no context".
+// rt.ContextOf: the thread's messages just before it (readThreadEnd), with
+// their authors' names from the adapter's cache, at most maxNameLookups
+// users.info calls for those it does not know. conversations.replies is
+// Tier 3, but once a minute and 15 messages a page for a commercially
+// distributed app outside the Slack Marketplace: a failed first call is the
+// core's "no context", a later one ends the reading with what was read.
 func (a *Adapter) earlier(rt route) func(ctx context.Context, max int) ([]bridge.Earlier, error) {
 	return func(ctx context.Context, max int) ([]bridge.Earlier, error) {
-		var (
-			msgs   []slackgo.Message
-			cursor string
-		)
-		for page := 0; page < maxEarlierPages; page++ {
-			got, more, next, err := a.api.GetConversationRepliesContext(ctx, &slackgo.GetConversationRepliesParameters{
-				ChannelID: rt.Channel, Timestamp: rt.ContextOf, Latest: rt.UserTS, Inclusive: false,
-				Limit: earlierPage, Cursor: cursor,
-			})
-			if err != nil {
-				if page == 0 {
-					return nil, fmt.Errorf("conversations.replies %s/%s: %w", rt.Channel, rt.ContextOf, err)
-				}
-				a.log.Info("thread read in part; the agent gets its oldest messages", zap.String("channel", rt.Channel), zap.Int("messages", len(msgs)), zap.Error(err))
-				break
-			}
-			msgs = append(msgs, got...)
-			if !more || next == "" {
-				break
-			}
-			cursor = next
+		end, err := a.readThreadEnd(ctx, rt, max)
+		if err != nil {
+			return nil, err
 		}
+		ids := make([]string, 0, len(end.msgs))
+		for i := len(end.msgs) - 1; i >= 0; i-- { // the newest named first
+			ids = append(ids, end.msgs[i].User)
+		}
+		names := a.users.nameAll(ctx, ids, maxNameLookups)
 		self := a.identity()
-		out := make([]bridge.Earlier, 0, len(msgs))
-		seen := make(map[string]bool, len(msgs))
-		for _, m := range msgs {
-			if seen[m.Timestamp] || m.Timestamp == rt.UserTS || !keptSubtypes[m.SubType] && m.SubType != slackgo.MsgSubTypeBotMessage {
-				continue // Slack repeats the root on later pages; joins and the like are no talk
-			}
-			seen[m.Timestamp] = true
+		out := make([]bridge.Earlier, 0, len(end.msgs))
+		for _, m := range end.msgs {
 			e := bridge.Earlier{Self: a.isSelf(m.User, m.BotID), Text: inboundText(m.Text, self.userID)}
 			switch {
 			case m.User != "":
-				e.Author = a.users.name(ctx, m.User)
+				e.Author = names[m.User]
 				if e.Author == "" {
 					e.Author = m.User
 				}
@@ -155,8 +132,8 @@ func (a *Adapter) earlier(rt route) func(ctx context.Context, max int) ([]bridge
 			}
 			out = append(out, e)
 		}
-		if len(out) > max {
-			out = out[len(out)-max:]
+		if len(out) > 0 {
+			out[0].LeftOut = end.leftOut
 		}
 		return out, nil
 	}

@@ -94,6 +94,30 @@ func (c *userCache) name(ctx context.Context, id string) string {
 	return n
 }
 
+// nameAll resolves the display names of ids: those cached at no cost, the
+// others by users.info, at most lookups calls; an ID it could not resolve
+// is missing from the map.
+func (c *userCache) nameAll(ctx context.Context, ids []string, lookups int) map[string]string {
+	out := make(map[string]string, len(ids))
+	now := c.now()
+	for _, id := range ids {
+		if _, done := out[id]; done || id == "" {
+			continue
+		}
+		c.mu.Lock()
+		e, ok := c.names[id]
+		c.mu.Unlock()
+		switch {
+		case ok && now.Sub(e.at) < nameTTL:
+			out[id] = e.name
+		case lookups > 0:
+			lookups--
+			out[id] = c.name(ctx, id)
+		}
+	}
+	return out
+}
+
 func (c *userCache) userGroups(ctx context.Context, id string) []string {
 	now := c.now()
 	c.mu.Lock()

@@ -3,8 +3,12 @@ package slack
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -180,7 +184,7 @@ func TestE2EMentionInThreadHearsTheThread(t *testing.T) {
 	e.sent(e.slack.SendAppMention(ctx, slacktest.MessageEvent{Channel: e2eChannel, User: "U0DAVE", ThreadTS: root, Text: "and now?"}))
 	e.reply(ctx, e2eChannel, "[turn 2]")
 
-	want := "[Earlier in this thread, oldest first:]\n" + strings.Join(lines[len(lines)-12:], "\n") +
+	want := "[Earlier in this thread, oldest first:]\n- (18 earlier messages left out)\n" + strings.Join(lines[len(lines)-12:], "\n") +
 		"\n[End of the earlier messages. The new message follows.]\n\nwhat do you make of it?"
 	got := e.agentSessions()
 	if len(got) != 1 || len(got[0]) != 2 || got[0][0] != want || got[0][1] != "and now?" {
@@ -205,24 +209,23 @@ func TestE2EThreadNotReadAnswersWithoutIt(t *testing.T) {
 	}
 }
 
-func TestE2EThreadRestrictedHistoryReadsOnePage(t *testing.T) {
+func TestE2EThreadRestrictedHistoryHearsNoBeginning(t *testing.T) {
 	t.Parallel()
 	// A commercially distributed app outside the Marketplace: one call a
-	// minute, 15 messages a page. The first page is read, the second is
-	// rate limited, and the agent hears the newest of what was read.
+	// minute, 15 messages a page. The first page (the thread's start) shows
+	// the thread is longer; the window before the mention is rate limited,
+	// and the agent hears the message alone, not the thread's opening.
 	s, ws := newFakesWith(t, slacktest.Options{UserNames: threadNames, RestrictedHistory: true})
 	e := startE2E(t, e2eOptions{slack: s, ws: ws, core: withThreadContext(5)})
 	ctx := waitCtx(t)
-	root, lines := seedThread(s, e2eChannel, 30)
+	root, _ := seedThread(s, e2eChannel, 30)
 	e.sent(e.slack.SendAppMention(ctx, slacktest.MessageEvent{Channel: e2eChannel, User: "U0DAVE", ThreadTS: root, Text: "summary?"}))
 	e.reply(ctx, e2eChannel, "You said:")
-	want := "[Earlier in this thread, oldest first:]\n" + strings.Join(lines[10:15], "\n") +
-		"\n[End of the earlier messages. The new message follows.]\n\nsummary?"
-	if got := e.agentSessions(); len(got) != 1 || len(got[0]) != 1 || got[0][0] != want {
-		t.Errorf("agent session = %q\nwant %q", got, want)
+	if got := e.agentSessions(); len(got) != 1 || !slices.Equal(got[0], []string{"summary?"}) {
+		t.Errorf("agent session = %q, want the message alone", got)
 	}
 	if calls := e.slack.Calls(); !slices.ContainsFunc(calls, func(c slacktest.Call) bool { return c.Method == "conversations.replies" && c.Error == "ratelimited" }) {
-		t.Error("the second page was not refused: the fake does not hold the restricted tier")
+		t.Error("the second call was not refused: the fake does not hold the restricted tier")
 	}
 }
 
@@ -278,5 +281,149 @@ func TestRestoreKeepsThreadContext(t *testing.T) {
 	}
 	if err := a.Restore(&bridge.Event{Key: "k", Route: []byte(`{"kind":"chat","channel":"C0GENERAL","context_of":"nope"}`)}); err == nil {
 		t.Error("Restore accepted a malformed context_of")
+	}
+}
+
+// longThread puts a root by Alice and n replies by Alice, Bob and Carol in
+// channel, the reply i posted at at(i) (the root at at(0)); it returns the
+// root's ts and each reply's line as the agent reads it (lines[i-1] is
+// reply i).
+func longThread(s *slacktest.Server, clock *fakeClock, channel string, n int, at func(i int) time.Duration) (string, []string) {
+	base := clock.Now()
+	root := s.AddThreadMessage(slacktest.ThreadMessage{Channel: channel, User: "U0ALICE", Text: "the thread's opening"})
+	who := []struct{ id, name string }{{"U0ALICE", "Alice"}, {"U0BOB", "Bob"}, {"U0CAROL", "Carol"}}
+	lines := make([]string, 0, n)
+	for i := 1; i <= n; i++ {
+		clock.Set(base.Add(at(i)))
+		w := who[i%len(who)]
+		s.AddThreadMessage(slacktest.ThreadMessage{Channel: channel, ThreadTS: root, User: w.id, Text: fmt.Sprintf("reply %04d", i)})
+		lines = append(lines, fmt.Sprintf("- %s: reply %04d", w.name, i))
+	}
+	clock.Set(base.Add(at(n) + time.Second))
+	return root, lines
+}
+
+// fakeClock is a settable clock for the fake's timestamps.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) Set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
+
+// TestE2EMentionAfterALongThreadHearsItsEnd: a mention after 1,200
+// replies brings the agent the 20 just before it, in order, by name, and
+// says how many came before; none from the thread's beginning. It costs a
+// few conversations.replies (Tier 3) and a users.info per author at most.
+func TestE2EMentionAfterALongThreadHearsItsEnd(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		at   func(i int) time.Duration
+	}{
+		{"evenly", func(i int) time.Duration { return time.Duration(i) * time.Minute }},
+		// A slow week, then a burst in the last half hour.
+		{"burst at the end", func(i int) time.Duration {
+			if i <= 1000 {
+				return time.Duration(i) * 10 * time.Minute
+			}
+			return 1000*10*time.Minute + time.Duration(i-1000)*5*time.Second
+		}},
+		// A busy start, then a quiet month.
+		{"quiet end", func(i int) time.Duration {
+			if i <= 1150 {
+				return time.Duration(i) * time.Second
+			}
+			return 1150*time.Second + time.Duration(i-1150)*12*time.Hour
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			clock := &fakeClock{t: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}
+			s, ws := newFakesWith(t, slacktest.Options{UserNames: threadNames, Now: clock.Now, PostBurst: -1})
+			e := startE2E(t, e2eOptions{slack: s, ws: ws, core: withThreadContext(20)})
+			ctx := waitCtx(t)
+			root, lines := longThread(s, clock, e2eChannel, 1200, tt.at)
+
+			e.sent(e.slack.SendAppMention(ctx, slacktest.MessageEvent{Channel: e2eChannel, User: "U0DAVE", ThreadTS: root, Text: "where are we?"}))
+			e.reply(ctx, e2eChannel, "where are we?")
+			want := "[Earlier in this thread, oldest first:]\n- (1181 earlier messages left out)\n" +
+				strings.Join(lines[len(lines)-20:], "\n") +
+				"\n[End of the earlier messages. The new message follows.]\n\nwhere are we?"
+			got := e.agentSessions()
+			if len(got) != 1 || len(got[0]) != 1 || got[0][0] != want {
+				t.Errorf("agent heard %q\nwant %q", got, want)
+			}
+			if n := e.slack.CallCount("conversations.replies"); n > maxThreadCalls {
+				t.Errorf("conversations.replies called %d times for one mention, want at most %d", n, maxThreadCalls)
+			}
+			if n := e.slack.CallCount("users.info"); n > 4 {
+				t.Errorf("users.info called %d times, want one per author at most (Alice, Bob, Carol, Dave)", n)
+			}
+		})
+	}
+}
+
+// countingTransport counts the response bytes read through it.
+type countingTransport struct {
+	base http.RoundTripper
+	read atomic.Int64
+}
+
+func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	if err == nil {
+		resp.Body = &countingBody{ReadCloser: resp.Body, n: &t.read}
+	}
+	return resp, err
+}
+
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+// TestE2EThreadOfHugeRepliesIsReadWithinBounds: replies far larger than
+// what the agent hears are not read whole: the bytes read stop at the page
+// limit an answer (here 64 KiB in place of maxThreadPage, so the fakes stay
+// quick; the thread's first page is over it), and the agent still hears the
+// newest replies, cut to thread_context_chars.
+func TestE2EThreadOfHugeRepliesIsReadWithinBounds(t *testing.T) {
+	t.Parallel()
+	const page = 64 << 10
+	clock := &fakeClock{t: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}
+	s, ws := newFakesWith(t, slacktest.Options{UserNames: threadNames, Now: clock.Now, PostBurst: -1})
+	counted := &countingTransport{}
+	e := startE2E(t, e2eOptions{slack: s, ws: ws, core: withThreadContext(20), adapter: func(a *Adapter) {
+		ct := a.historyHTTP.Transport.(cappedTransport)
+		counted.base = ct.base
+		ct.base, ct.max = counted, page
+		a.historyHTTP.Transport = ct
+	}})
+	ctx := waitCtx(t)
+	base := clock.Now()
+	root := s.AddThreadMessage(slacktest.ThreadMessage{Channel: e2eChannel, User: "U0ALICE", Text: "the thread's opening"})
+	for i := 1; i <= 12; i++ {
+		clock.Set(base.Add(time.Duration(i) * time.Minute))
+		s.AddThreadMessage(slacktest.ThreadMessage{Channel: e2eChannel, ThreadTS: root, User: "U0BOB",
+			Text: fmt.Sprintf("reply %02d ", i) + strings.Repeat("x", 20<<10)})
+	}
+	clock.Set(base.Add(13 * time.Minute))
+	e.sent(e.slack.SendAppMention(ctx, slacktest.MessageEvent{Channel: e2eChannel, User: "U0DAVE", ThreadTS: root, Text: "tl;dr?"}))
+	e.reply(ctx, e2eChannel, "You said") // the echo starts with the thread
+	got := e.agentSessions()
+	if len(got) != 1 || len(got[0]) != 1 || !strings.Contains(got[0][0], "- Bob: reply 12 xxx") || len(got[0][0]) > 21_000 ||
+		strings.Contains(got[0][0], "opening") || !strings.HasSuffix(got[0][0], "tl;dr?") {
+		t.Errorf("agent heard %.300q… (%d bytes), want the newest reply cut to 20,000 characters, and nothing of the thread's opening", got, len(fmt.Sprint(got)))
+	}
+	if n, limit := counted.read.Load(), int64(maxThreadCalls)*(page+1); n > limit {
+		t.Errorf("read %d bytes of conversations.replies, want at most %d", n, limit)
 	}
 }
