@@ -28,6 +28,11 @@ const (
 	maxLabel    = 75
 	// reservedBlocks leaves room for the footer and the buttons.
 	reservedBlocks = 2
+	// maxSections caps the section-sized parts of one answer, about four
+	// messages: past it the answer is cut with a line saying so
+	// (markdown.Cap), so one answer never floods a channel. A longer answer
+	// goes as a file where files are on (the core's Files.ReplyOver).
+	maxSections = 16
 )
 
 const (
@@ -55,6 +60,7 @@ func render(r bridge.Reply, markdownBlock bool) []outMessage {
 	if strings.TrimSpace(text) == "" {
 		text = "…"
 	}
+	text = markdown.Cap(text, "", maxSection, maxSections, escapedLen)
 	msgs := pack(bodyUnits(text, markdownBlock))
 
 	last := &msgs[len(msgs)-1]
