@@ -12,6 +12,7 @@ import (
 // Discord's message limits.
 const (
 	maxContent       = 2000 // characters of content per message
+	maxParts         = 5    // messages of one answer; past them it is cut (markdown.Cap)
 	maxCustomID      = 100  // characters of a component's custom_id
 	maxButtonLabel   = 80
 	maxButtonsPerRow = 5
@@ -41,14 +42,8 @@ func noMentions() *discordgo.MessageAllowedMentions {
 // the last message. Lengths are counted in UTF-16 units, which is never less
 // than the characters Discord counts.
 func render(r bridge.Reply) []message {
-	text := strings.TrimRight(monospaceTables(r.Text), " \t\r\n")
-	if footer := footerLine(r.Footer); footer != "" {
-		if text != "" {
-			text += "\n"
-		}
-		text += footer
-	}
-	parts := markdown.Split(text, maxContent, markdown.UTF16Len)
+	text, tail := renderedText(r)
+	parts := markdown.Split(markdown.Cap(text, tail, maxContent, maxParts, markdown.UTF16Len), maxContent, markdown.UTF16Len)
 	if len(parts) == 0 {
 		parts = []string{"(empty reply)"}
 	}
@@ -59,6 +54,25 @@ func render(r bridge.Reply) []message {
 	msgs[len(msgs)-1].Components = components(r.Buttons)
 	msgs[len(msgs)-1].File = r.File
 	return msgs
+}
+
+// renderedText is the reply's text as render splits it, and the footer
+// line that follows it.
+func renderedText(r bridge.Reply) (text, tail string) {
+	text = strings.TrimRight(monospaceTables(r.Text), " \t\r\n")
+	if footer := footerLine(r.Footer); footer != "" {
+		if text != "" {
+			tail = "\n"
+		}
+		tail += footer
+	}
+	return text, tail
+}
+
+// cut reports whether render cuts the reply's text to maxParts messages.
+func cut(r bridge.Reply) bool {
+	text, tail := renderedText(r)
+	return markdown.Cap(text, tail, maxContent, maxParts, markdown.UTF16Len) != text+tail
 }
 
 // monospaceTables replaces every Markdown table of md with its columns,

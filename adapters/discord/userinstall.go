@@ -79,7 +79,7 @@ var errNoChannel = errors.New("interaction token expired where the bot is not a 
 // send: text that would need more messages is attached as a file (an
 // interaction's webhook needs no permission for that) with its start shown.
 func (r *interactionResponder) withinFollowups(reply bridge.Reply) bridge.Reply {
-	if reply.File != nil || len(render(reply)) <= maxFollowups {
+	if reply.File != nil || len(render(reply)) <= maxFollowups && !cut(reply) {
 		return reply
 	}
 	out := reply
