@@ -262,7 +262,9 @@ func skippedText(skipped []skippedFile, textGoes bool) string {
 			fmt.Fprintf(&s, "\n• %s: %s", strconv.Quote(f.name), f.why)
 		}
 	}
-	if textGoes {
+	if textGoes && len(skipped) == 1 {
+		s.WriteString("\nYour message was sent without it.")
+	} else if textGoes {
 		s.WriteString("\nYour message was sent without them.")
 	} else {
 		s.WriteString("\nOnly text files are read; paste the content, or attach it as a text file.")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	slackgo "github.com/slack-go/slack"
 	"go.uber.org/zap"
@@ -70,43 +71,36 @@ func (r *responder) AcceptsFile(rep bridge.Reply) bool {
 	return r.a.cfg.Files && !rep.Ephemeral && rep.File != nil && len(rep.File.Content) <= maxUploadBytes
 }
 
-// sendWithFile posts the reply's summary, then its file after it in the same
-// place. When the upload fails, the whole text follows as messages instead:
-// nothing is lost.
+// sendWithFile uploads the reply's file, then posts its summary, which
+// names the file, in the same place. When Slack refuses the upload, the
+// file's text is posted as the reply instead of the summary: no message
+// names a file that is not there, and nothing is lost.
 func (r *responder) sendWithFile(ctx context.Context, rep bridge.Reply) (bridge.MessageRef, error) {
-	f := rep.File
-	rep.File = nil
-	ref, err := r.Send(ctx, rep)
-	if err != nil {
-		return ref, err
-	}
-	return ref, r.attach(ctx, f, rep)
+	return r.Send(ctx, r.attach(ctx, rep))
 }
 
-// updateWithFile puts the summary in place of ref, then posts the file.
+// updateWithFile uploads the file, then puts the summary in place of ref;
+// or, when the upload is refused, the file's text.
 func (r *responder) updateWithFile(ctx context.Context, ref bridge.MessageRef, rep bridge.Reply) error {
-	f := rep.File
-	rep.File = nil
-	if err := r.Update(ctx, ref, rep); err != nil {
-		return err
-	}
-	return r.attach(ctx, f, rep)
+	return r.Update(ctx, ref, r.attach(ctx, rep))
 }
 
-// attach uploads f into the responder's channel and thread, or sends its
-// text when Slack refuses the upload.
-func (r *responder) attach(ctx context.Context, f *bridge.File, rep bridge.Reply) error {
+// attach uploads rep's file into the responder's channel and thread and
+// returns the reply to post with it: its summary once the file is there,
+// the file's text in its place when Slack refuses the upload.
+func (r *responder) attach(ctx context.Context, rep bridge.Reply) bridge.Reply {
+	f := rep.File
+	rep.File = nil
 	err := r.upload(ctx, f)
 	if err == nil {
-		return nil
+		return rep
 	}
 	r.a.log.Warn("file not uploaded; sending its text", zap.String("file", f.Name), zap.Error(err))
-	text := string(f.Content)
-	if len(f.Name) > 5 && f.Name[len(f.Name)-5:] == ".json" {
-		text = markdown.CodeBlock("json", text)
+	rep.Text = string(f.Content)
+	if strings.HasSuffix(f.Name, ".json") {
+		rep.Text = markdown.CodeBlock("json", rep.Text)
 	}
-	_, err = r.Send(ctx, bridge.Reply{Kind: rep.Kind, Text: text})
-	return err
+	return rep
 }
 
 // upload runs Slack's three-step upload: files.getUploadURLExternal, the

@@ -102,12 +102,55 @@ func TestE2EFailedUploadSendsTheText(t *testing.T) {
 	ctx := waitCtx(t)
 	e.slack.FailNext("files.getUploadURLExternal", 1, "file_uploads_disabled")
 	e.ack(ctx, e.sent(e.slack.SendMessage(ctx, slacktest.MessageEvent{Channel: e2eDM, User: e2eUser, Text: "go"})))
-	e.reply(ctx, e2eDM, "attached as reply.md")
-	// The whole reply follows as a message (in a markdown block, which holds 12,000 characters).
+	// The whole reply is the answer (in a markdown block, which holds 12,000 characters).
 	if _, err := e.slack.WaitMessage(ctx, func(m slacktest.Message) bool {
-		return m.Channel == e2eDM && !strings.Contains(m.Text, "attached as") && strings.Count(string(m.Blocks), "word") == 1000
+		return m.Channel == e2eDM && m.BotID != "" && strings.Count(string(m.Blocks), "word") == 1000
 	}); err != nil {
 		t.Fatalf("the whole reply was not sent after the failed upload: %v", err)
+	}
+	// No message names a file that is not there.
+	for _, m := range e.slack.Messages() {
+		if strings.Contains(m.Text, "attached as") || strings.Contains(string(m.Blocks), "attached as") {
+			t.Errorf("message %q says a file is attached; the upload was refused", m.Text)
+		}
+	}
+}
+
+// TestE2ESummaryFollowsTheUpload: the summary naming the file is posted
+// once the file is there, not before.
+func TestE2ESummaryFollowsTheUpload(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("A long line of the agent's answer.\n", 400)
+	e := startE2E(t, e2eOptions{cfg: filesOn, reply: func(int, string) string { return long },
+		core: func(c *bridge.Config) { c.Files.ReplyOver = 4000 }})
+	ctx := waitCtx(t)
+	e.ack(ctx, e.sent(e.slack.SendMessage(ctx, slacktest.MessageEvent{Channel: e2eDM, User: e2eUser, Text: "report"})))
+	e.reply(ctx, e2eDM, "attached as reply.md")
+	uploaded, summarized := -1, -1
+	for i, c := range e.slack.Calls() {
+		switch {
+		case c.Method == "files.completeUploadExternal" && c.Error == "" && uploaded < 0:
+			uploaded = i
+		case (c.Method == "chat.postMessage" || c.Method == "chat.update") && strings.Contains(c.Params.Get("text"), "attached as") && summarized < 0:
+			summarized = i
+		}
+	}
+	if uploaded < 0 || summarized < uploaded {
+		t.Errorf("the summary was posted at call %d, the file completed at call %d: want the summary after the file", summarized, uploaded)
+	}
+}
+
+// TestE2EOneSkippedFileIsIt: the note on one file not sent says "it".
+func TestE2EOneSkippedFileIsIt(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t, e2eOptions{cfg: filesOn})
+	ctx := waitCtx(t)
+	e.ack(ctx, e.sent(e.slack.SendMessage(ctx, slacktest.MessageEvent{Channel: e2eDM, User: e2eUser, Text: "see the picture", Files: []slacktest.File{
+		{Name: "diagram.png", Content: []byte("\x89PNG\r\n\x1a\n")},
+	}})))
+	notice := e.reply(ctx, e2eDM, "not sent to the agent")
+	if !strings.Contains(notice.Text, "Your message was sent without it.") {
+		t.Errorf("notice = %q, want it to say the message was sent without it (one file)", notice.Text)
 	}
 }
 
