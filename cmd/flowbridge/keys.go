@@ -107,7 +107,7 @@ var bounds = map[string]bound{
 	"bridge.max_file_bytes":  intRange{min: 1, max: 10000000},
 	"bridge.file_reply_over": intRange{zero: "never", min: 500, max: 1000000},
 	// The earlier messages of a thread the first message of a conversation
-	// brings the agent: Slack reads at most five pages of 200.
+	// brings the agent: Slack reads the newest, in at most four calls.
 	"bridge.thread_context_messages": intRange{zero: "off", min: 1, max: 200},
 	"bridge.thread_context_chars":    intRange{min: 200, max: 100000},
 
