@@ -272,12 +272,6 @@ func (b *byteBudget) give(n int64) {
 	b.mu.Unlock()
 }
 
-func (b *byteBudget) maxUsed() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.peak
-}
-
 // limitListener caps the connections open at once: Accept waits until one
 // closes. Connections waiting in the kernel's backlog cost the process nothing.
 type limitListener struct {
