@@ -275,11 +275,6 @@ type scope struct {
 
 var fullScope = scope{check: (*Config).Validate}
 
-// parseConfig is loadConfig on the file's contents.
-func parseConfig(data []byte, getenv func(string) string) (*Config, error) {
-	return parse(data, getenv, fullScope)
-}
-
 func parse(data []byte, getenv func(string) string, sc scope) (*Config, error) {
 	// go-toml stops at the first value of the wrong type and takes a bare
 	// number for a Duration as nanoseconds, so the file is first decoded
