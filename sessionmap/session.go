@@ -313,16 +313,3 @@ func parseUUID(s string) ([16]byte, bool) {
 }
 
 func formatUUID(u [16]byte) string { return uuid.UUID(u).String() }
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	n, k := binary.Uvarint(d.b)
-	if k <= 0 {
-		d.err = errors.New("bad number")
-		return 0
-	}
-	d.b = d.b[k:]
-	return n
-}
