@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -101,5 +102,46 @@ func TestStoreCheckNamesJournal(t *testing.T) {
 	_, _, err = runCmd(t, nil, "", "store", "check", "-file", path)
 	if !errors.Is(err, sessionmap.ErrUnappliedJournal) || !strings.Contains(err.Error(), seg) || !strings.Contains(err.Error(), "SIGTERM") {
 		t.Errorf("store check beside a journal = %v, want ErrUnappliedJournal naming %s and what to do", err, seg)
+	}
+}
+
+// TestRunKnowsItsStore: run and dev refuse a store file that is not the
+// one they served from, with the way out, before anything is answered:
+// another flowbridge's file put in its place, and, with store.id set, a
+// store directory found empty.
+func TestRunKnowsItsStore(t *testing.T) {
+	t.Parallel()
+	mine := filepath.Join(t.TempDir(), "mine.db")
+	other := filepath.Join(t.TempDir(), "other.db")
+	for _, p := range []string{mine, other} {
+		if out, errOut, err := runCmd(t, nil, "hello\n", "dev", "-store", p); err != nil {
+			t.Fatalf("dev -store %s: %v\n%s\n%s", p, err, out, errOut)
+		}
+	}
+	b, err := os.ReadFile(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mine, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = runCmd(t, nil, "hello\n", "dev", "-store", mine)
+	if !errors.Is(err, sessionmap.ErrForeign) || !strings.Contains(err.Error(), mine) || !strings.Contains(err.Error(), "delete "+sessionmap.CreatedMarker(mine)) {
+		t.Errorf("dev on another flowbridge's store = %v, want ErrForeign naming %s and the marker", err, mine)
+	}
+
+	cfg := writeConfig(t, "http://127.0.0.1:1", "")
+	text, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	text = bytes.Replace(text, []byte("[store]\n"), []byte("[store]\nid = \""+id+"\"\n"), 1)
+	if err := os.WriteFile(cfg, text, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = runCmd(t, map[string]string{"TEST_TOKEN": "t"}, "", "run", "-config", cfg)
+	if !errors.Is(err, sessionmap.ErrMissing) || !strings.Contains(err.Error(), id) || !strings.Contains(err.Error(), "store.id") {
+		t.Errorf("run with store.id and no store file = %v, want ErrMissing naming the store ID", err)
 	}
 }
