@@ -179,8 +179,8 @@ func (sh *shard) holds(scope string, h *hold) bool {
 }
 
 // onLive takes a gateway message on the shard's read loop: held while its
-// scope (or its DM, probed) catches up, else handed to onMessage, or held
-// for a probe of its DM (probeLocked).
+// scope (or its channel, probed) catches up, else handed to onMessage, or
+// held for a probe of its channel (probeLocked).
 func (a *Adapter) onLive(ctx context.Context, sh *shard, m *discordgo.MessageCreate) {
 	if m == nil || m.Message == nil {
 		return
@@ -216,30 +216,35 @@ func (a *Adapter) onLive(ctx context.Context, sh *shard, m *discordgo.MessageCre
 // sent; the first one the new session does get (onLive) is held, and its
 // DM's history read since the gap began, so that the messages posted
 // before it are answered too, in order. Only a DM's first message before
-// the session, with none after, stays unseen.
+// the session, with none after, stays unseen. After a sequence gap (gap.go)
+// the same holds of every channel not served lately, in guilds too: the
+// gap may have hidden a message in any.
 
-// dmProbe is a new session's probing of unknown DMs: their history is read
-// after from, until the catch-up age has passed since READY.
-type dmProbe struct {
-	from  int64
-	until time.Time
-	done  map[string]bool // DMs probed or known
+// probe is a session's probing of the channels its catch-up could not
+// know: their history is read after from, until the catch-up age has
+// passed since it began.
+type probe struct {
+	from   int64
+	until  time.Time
+	guilds bool            // guild channels too, not only DMs
+	done   map[string]bool // channels probed or known
 }
 
-// probeScope is the scope a DM message's probe holds: its own channel.
+// probeScope is the scope a message's probe holds: its own channel.
 func probeScope(m *discordgo.MessageCreate) string {
 	if m.GuildID != "" {
-		return ""
+		return "ch:" + m.ChannelID
 	}
 	return "dm:" + m.ChannelID
 }
 
-// probeLocked starts a probe of m's DM when it is a DM this session has
-// neither served nor probed: m is held under the DM's own scope while its
-// history is read; it reports whether it did. sh.holdMu is held.
+// probeLocked starts a probe of m's channel when it is one the session
+// probes and has neither served nor probed: m is held under the channel's
+// own scope while its history is read; it reports whether it did.
+// sh.holdMu is held.
 func (a *Adapter) probeLocked(ctx context.Context, sh *shard, m *discordgo.MessageCreate) bool {
 	p := sh.probe
-	if p == nil || m.GuildID != "" || p.done[m.ChannelID] || !time.Now().Before(p.until) || len(p.done) >= maxRemembered {
+	if p == nil || m.GuildID != "" && !p.guilds || p.done[m.ChannelID] || !time.Now().Before(p.until) || len(p.done) >= maxRemembered {
 		return false
 	}
 	if m.Author == nil || (m.Author.Bot || m.WebhookID != "") && !a.cfg.AllowBots ||
@@ -247,8 +252,12 @@ func (a *Adapter) probeLocked(ctx context.Context, sh *shard, m *discordgo.Messa
 		return false // not a message onMessage would take
 	}
 	p.done[m.ChannelID] = true
+	conv := dmKey(m.ChannelID)
+	if m.GuildID != "" {
+		conv = channelKey(m.GuildID, m.ChannelID)
+	}
 	if served, ok := sh.last.known(); ok {
-		if _, known := served[dmKey(m.ChannelID)]; known {
+		if _, known := served[conv]; known {
 			return false // read by the session's catch-up
 		}
 	}
@@ -261,9 +270,9 @@ func (a *Adapter) probeLocked(ctx context.Context, sh *shard, m *discordgo.Messa
 		sh.held = make(map[string]*hold)
 	}
 	sh.held[scope] = h
-	read := historyRead{channel: m.ChannelID, after: p.from}
+	read := historyRead{guild: m.GuildID, channel: m.ChannelID, after: p.from}
 	if !a.spawn(func() {
-		a.shardLog(sh).Info("a DM not served lately: reading its history since the session began anew", zap.String("channel", m.ChannelID))
+		a.shardLog(sh).Info("a channel not served lately: reading its history since the gap", zap.String("channel", m.ChannelID))
 		a.catchUpScope(ctx, sh, scope, h, []historyRead{read})
 	}) {
 		delete(sh.held, scope)
@@ -272,15 +281,16 @@ func (a *Adapter) probeLocked(ctx context.Context, sh *shard, m *discordgo.Messa
 	return true
 }
 
-// startProbe begins a new session's probing of unknown DMs (shard 0).
-func (a *Adapter) startProbe(sh *shard) {
-	if sh.id != 0 {
+// startProbe begins probing the channels not served lately: a new
+// session's DMs (shard 0), or after a gap every channel (guilds set).
+func (a *Adapter) startProbe(sh *shard, guilds bool) {
+	if sh.id != 0 && !guilds {
 		return
 	}
 	now := time.Now()
 	sh.holdMu.Lock()
 	defer sh.holdMu.Unlock()
-	sh.probe = &dmProbe{from: a.catchUpFloor(), until: now.Add(a.catchUpAge()), done: make(map[string]bool)}
+	sh.probe = &probe{from: a.catchUpFloor(), until: now.Add(a.catchUpAge()), guilds: guilds, done: make(map[string]bool)}
 }
 
 // narrow makes scope's hold h keep only the messages of channels in only
@@ -319,7 +329,7 @@ func (a *Adapter) narrow(ctx context.Context, sh *shard, scope string, h *hold, 
 // catch-up handed over from history, are not handed over again: two
 // receipts of one message at once would race for its inbox key, and the
 // later one could win, its place in the queue after newer messages.
-func (a *Adapter) release(sh *shard, scope string, h *hold, handed map[string]bool) {
+func (a *Adapter) release(ctx context.Context, sh *shard, scope string, h *hold, handed map[string]bool) {
 	for {
 		sh.holdMu.Lock()
 		if sh.held[scope] != h {
@@ -339,11 +349,24 @@ func (a *Adapter) release(sh *shard, scope string, h *hold, handed map[string]bo
 			return
 		}
 		for _, m := range msgs {
-			if !handed[m.ID] {
+			if !handed[m.ID] && !a.divert(ctx, sh, h, m) {
 				a.onMessage(m)
 			}
 		}
 	}
+}
+
+// divert hands m, released from hold h, to its channel's probe instead:
+// one that runs (m then waits behind what it reads), or one m starts; it
+// reports whether it did.
+func (a *Adapter) divert(ctx context.Context, sh *shard, h *hold, m *discordgo.MessageCreate) bool {
+	sh.holdMu.Lock()
+	defer sh.holdMu.Unlock()
+	if ph := sh.held[probeScope(m)]; ph != nil && ph != h {
+		ph.msgs = append(ph.msgs, m)
+		return true
+	}
+	return a.probeLocked(ctx, sh, m)
 }
 
 // settleHolds, once the gateways are closed and the catch-ups have ended,
@@ -365,6 +388,7 @@ func (a *Adapter) settleHolds() {
 				continue
 			}
 			if scope != dmScope && !strings.HasPrefix(scope, "dm:") {
+				// A guild's, or a guild channel's probe.
 				a.shardLog(sh).Info("messages received while catching up left to the next start's catch-up", zap.String("guild", scope), zap.Int("messages", len(h.msgs)))
 				continue
 			}
@@ -388,7 +412,7 @@ func (a *Adapter) onReady(ctx context.Context, sh *shard, r *discordgo.Ready) {
 		a.botID.Store(&id)
 	}
 	a.shardLog(sh).Info("gateway ready", zap.Int("guilds", len(r.Guilds)))
-	a.startProbe(sh)
+	a.startProbe(sh, false)
 	var guilds []string
 	for _, g := range r.Guilds {
 		if g != nil && g.ID != "" {
@@ -477,7 +501,7 @@ func (a *Adapter) catchUpDMs(ctx context.Context, sh *shard, h *hold, last *last
 	seen, err := last.get()
 	if err != nil {
 		a.shardLog(sh).Warn("messages missed while away not looked for", zap.Error(err))
-		a.release(sh, dmScope, h, nil)
+		a.release(ctx, sh, dmScope, h, nil)
 		return
 	}
 	var reads []historyRead
@@ -501,7 +525,7 @@ func (a *Adapter) catchUpGuild(ctx context.Context, sh *shard, guild string, joi
 	seen, err := last.get()
 	if err != nil {
 		a.shardLog(sh).Warn("messages missed while away not looked for", zap.String("guild", guild), zap.Error(err))
-		a.release(sh, guild, h, nil)
+		a.release(ctx, sh, guild, h, nil)
 		return
 	}
 	floor := a.catchUpFloor()
@@ -567,7 +591,7 @@ func (a *Adapter) catchUpScope(ctx context.Context, sh *shard, scope string, h *
 	if n := a.handOver(found); n > 0 {
 		a.shardLog(sh).Info("messages posted while away taken up", zap.String("scope", scope), zap.Int("channels", len(reads)), zap.Int("messages", n))
 	}
-	a.release(sh, scope, h, handed)
+	a.release(ctx, sh, scope, h, handed)
 }
 
 // handOver hands messages read from history to the core, oldest first, as

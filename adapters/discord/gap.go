@@ -64,7 +64,8 @@ func (a *Adapter) noteSeq(ctx context.Context, sh *shard, seq int64, ready bool)
 
 // catchUpGap catches up the shard's conversations served lately, as at the
 // start of a session: the DMs' (shard 0) and those of each guild the
-// state knows; their gateway messages are held until it has.
+// state knows; their gateway messages are held until it has. Every other
+// channel is probed at its next message (probeLocked).
 func (a *Adapter) catchUpGap(ctx context.Context, sh *shard) {
 	var guilds []string
 	if st := sh.session.State; st != nil {
@@ -80,6 +81,9 @@ func (a *Adapter) catchUpGap(ctx context.Context, sh *shard) {
 	if last == nil {
 		return
 	}
+	// A message the gap hid in a channel not served lately is found when
+	// the channel's next message comes.
+	a.startProbe(sh, true)
 	holds := sh.holdScopes(nil, guilds...)
 	for _, g := range guilds {
 		h := holds[g]

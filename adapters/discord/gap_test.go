@@ -2,9 +2,11 @@ package discord
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/bwmarrin/discordgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
@@ -14,17 +16,22 @@ import (
 )
 
 // TestReplayGapCaughtUp: the connection drops; while it is down, six
-// messages are posted in a guild channel and a DM the bridge serves; the
-// RESUME's replay leaves out every third dispatch, so s jumps. The gap is
-// logged, and every message is answered once, in each channel in order.
+// messages are posted in a guild channel and a DM the bridge serves, and
+// in a guild channel it never served; the RESUME's replay leaves out the
+// third and the sixth, so s jumps. The gap is logged, and every message is
+// answered once, in each channel in order: those of the channels served
+// at once, that of the other channel when its next message comes.
 func TestReplayGapCaughtUp(t *testing.T) {
 	t.Parallel()
 	core, logs := observer.New(zapcore.InfoLevel)
 	e := newEnv(t, func(e *env) { e.log = zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core())) })
 	down := e.killable()
 	bot := e.fake.BotUser().ID
-	e.start(t)
 	ctx := testCtx(t)
+	if err := e.fake.AddChannel(ctx, discordgo.Channel{ID: "11", GuildID: guildID, Type: discordgo.ChannelTypeGuildText, Name: "random"}); err != nil {
+		t.Fatal(err)
+	}
+	e.start(t)
 	post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Content: mention(bot, "before")})
 	e.waitBot(t, channelID, "You said: before")
 	post(t, e, discordtest.MessageCreate{ChannelID: "77", Content: "dm before"})
@@ -36,7 +43,12 @@ func TestReplayGapCaughtUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	var said []string
+	var unserved discordtest.Message
 	for i := 1; i <= 6; i++ {
+		if i == 3 { // the third dispatch of the replay: left out
+			unserved = post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: "11", Content: mention(bot, "unserved 3")})
+			continue
+		}
 		if i%2 == 1 {
 			post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Content: mention(bot, fmt.Sprint("guild ", i))})
 			said = append(said, fmt.Sprint("guild ", i))
@@ -45,7 +57,9 @@ func TestReplayGapCaughtUp(t *testing.T) {
 			said = append(said, fmt.Sprint("dm ", i))
 		}
 	}
-	e.fake.SetReplayGap(3)
+	e.fake.SetReplayGap(func(d discordtest.Dispatch) bool {
+		return d.Type == "MESSAGE_CREATE" && (strings.Contains(string(d.Data), " 3\"") || strings.Contains(string(d.Data), " 6\""))
+	})
 	down.Store(false)
 	h, err := e.fake.WaitHandshake(ctx, func(h discordtest.Handshake) bool { return h.Conn > conns && h.Resumed })
 	if err != nil {
@@ -53,6 +67,13 @@ func TestReplayGapCaughtUp(t *testing.T) {
 	}
 	if len(h.Skipped) == 0 {
 		t.Fatalf("the replay left nothing out: %v", brief([]discordtest.Handshake{h}))
+	}
+	hidden := false
+	for _, d := range e.fake.Dispatches() {
+		hidden = hidden || d.Type == "MESSAGE_CREATE" && strings.Contains(string(d.Data), unserved.ID) && slices.Contains(h.Skipped, d.Seq)
+	}
+	if !hidden {
+		t.Errorf("the replay left out %v, not the message in the channel never served", h.Skipped)
 	}
 	for _, s := range said {
 		ch := channelID
@@ -62,6 +83,10 @@ func TestReplayGapCaughtUp(t *testing.T) {
 		e.waitBot(t, ch, "You said: "+s)
 	}
 	waitLog(t, logs, "gateway sequence gap")
+	// The channel never served: its next message brings the one hidden.
+	post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: "11", Content: mention(bot, "unserved 7")})
+	e.waitBot(t, "11", "You said: unserved 7")
+	e.waitBot(t, "11", "You said: unserved 3")
 	for s, n := range answers(e) {
 		if n != 1 {
 			t.Errorf("%q answered %d times, want once", s, n)
@@ -75,8 +100,9 @@ func TestReplayGapCaughtUp(t *testing.T) {
 		}
 	}
 	want := map[string][]string{
-		channelID: {"before", "guild 1", "guild 3", "guild 5"},
+		channelID: {"before", "guild 1", "guild 5"},
 		"77":      {"dm before", "dm 2", "dm 4", "dm 6"},
+		"11":      {"unserved 3", "unserved 7"},
 	}
 	for ch, w := range want {
 		if fmt.Sprint(order[ch]) != fmt.Sprint(w) {

@@ -30,10 +30,11 @@ type shard struct {
 	// gateway messages are held while they catch up, and what the inbox
 	// had recorded when the session identified.
 	holdMu sync.Mutex
-	held   map[string]*hold // by scope: a guild ID, dmScope, or a DM probed ("dm:" + its ID)
+	held   map[string]*hold // by scope: a guild ID, dmScope, or a channel probed ("dm:" or "ch:" + its ID)
 	last   *lastSeen
-	// probe is the probing of unknown DMs by a session that began anew.
-	probe *dmProbe
+	// probe is the probing of channels the session's catch-up could not
+	// know (catchup.go).
+	probe *probe
 
 	// The gateway session, kept for the next process to resume
 	// (resume.go): its ID and URL from READY (or the store), and the

@@ -388,10 +388,9 @@ func (s *Server) resume(ctx context.Context, c *conn, raw json.RawMessage) bool 
 	s.routed[sess.shard] = sess
 	s.current = sess
 	var frames [][]byte
-	n := 0
 	for _, f := range sess.log {
 		if f.Seq > d.Seq {
-			if n++; s.replayGap > 0 && n%s.replayGap == 0 {
+			if s.replayGap != nil && s.replayGap(f) {
 				h.Skipped = append(h.Skipped, f.Seq)
 				continue
 			}
@@ -803,13 +802,27 @@ func (s *Server) SetInvalidSessions(on bool) {
 	s.notifyLocked()
 }
 
-// SetReplayGap makes each RESUME's replay leave out every every-th dispatch it would resend
-// (0: none), so the sequence numbers the client sees jump, as when Discord's replay buffer
-// has lost events. What is left out stays in the channels' history.
-func (s *Server) SetReplayGap(every int) {
+// SetReplayGap makes each RESUME's replay leave out the dispatches leaveOut accepts (nil:
+// none), so the sequence numbers the client sees jump, as when Discord's replay buffer has
+// lost events. What is left out stays in the channels' history. EveryNth(3) leaves out
+// every third.
+func (s *Server) SetReplayGap(leaveOut func(Dispatch) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.replayGap = max(every, 0)
+	s.replayGap = leaveOut
+}
+
+// EveryNth returns a SetReplayGap filter that leaves out every n-th dispatch it is asked
+// about.
+func EveryNth(n int) func(Dispatch) bool {
+	var mu sync.Mutex
+	i := 0
+	return func(Dispatch) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		i++
+		return n > 0 && i%n == 0
+	}
 }
 
 // invalidateLocked answers a handshake with op 9 while SetInvalidSessions is on; it reports

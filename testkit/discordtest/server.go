@@ -124,8 +124,8 @@ type Server struct {
 	noAcks      bool
 	// invalidating answers every IDENTIFY and RESUME with op 9 (SetInvalidSessions).
 	invalidating bool
-	// replayGap leaves every replayGap-th dispatch out of a RESUME's replay (SetReplayGap).
-	replayGap int
+	// replayGap says which dispatches a RESUME's replay leaves out (SetReplayGap).
+	replayGap func(Dispatch) bool
 	// startLimit is GET /gateway/bot's session_start_limit; each IDENTIFY spends one.
 	startLimit startLimit
 }
