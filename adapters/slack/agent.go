@@ -94,8 +94,9 @@ const earlierPage = 200
 
 // earlier returns the Event.Earlier of a message in the thread rooted at
 // rt.ContextOf: the thread's messages just before it (readThreadEnd), with
-// their authors' names from the adapter's cache, at most maxNameLookups
-// users.info calls for those it does not know. conversations.replies is
+// the names of their authors and of the people they mention from the
+// adapter's cache, at most maxNameLookups users.info calls for those it
+// does not know. conversations.replies is
 // Tier 3, but once a minute and 15 messages a page for a commercially
 // distributed app outside the Slack Marketplace: a failed first call is the
 // core's "no context", a later one ends the reading with what was read.
@@ -105,15 +106,19 @@ func (a *Adapter) earlier(rt route) func(ctx context.Context, max int) ([]bridge
 		if err != nil {
 			return nil, err
 		}
+		// Authors first, the newest first, then the people they mention.
 		ids := make([]string, 0, len(end.msgs))
-		for i := len(end.msgs) - 1; i >= 0; i-- { // the newest named first
+		for i := len(end.msgs) - 1; i >= 0; i-- {
 			ids = append(ids, end.msgs[i].User)
+		}
+		for i := len(end.msgs) - 1; i >= 0; i-- {
+			ids = append(ids, mentionedUsers(end.msgs[i].Text)...)
 		}
 		names := a.users.nameAll(ctx, ids, maxNameLookups)
 		self := a.identity()
 		out := make([]bridge.Earlier, 0, len(end.msgs))
 		for _, m := range end.msgs {
-			e := bridge.Earlier{Self: a.isSelf(m.User, m.BotID), Text: inboundText(m.Text, self.userID)}
+			e := bridge.Earlier{Self: a.isSelf(m.User, m.BotID), Text: inboundText(labelMentions(m.Text, names), self.userID)}
 			switch {
 			case m.User != "":
 				e.Author = names[m.User]
@@ -137,4 +142,52 @@ func (a *Adapter) earlier(rt route) func(ctx context.Context, max int) ([]bridge
 		}
 		return out, nil
 	}
+}
+
+// mentionedUsers lists the users text mentions without a label (<@U…>).
+func mentionedUsers(text string) []string {
+	var ids []string
+	for {
+		i := strings.Index(text, "<@")
+		if i < 0 {
+			return ids
+		}
+		text = text[i+2:]
+		end := strings.IndexByte(text, '>')
+		if end < 0 {
+			return ids
+		}
+		if id := text[:end]; isID(id) {
+			ids = append(ids, id)
+		}
+		text = text[end+1:]
+	}
+}
+
+// labelEscaper escapes a name as Slack's message format does a label.
+var labelEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// labelMentions gives each unlabelled user mention of text whose name is
+// known that name as its label (<@U1> becomes <@U1|Alice>), so that it
+// reads as the name.
+func labelMentions(text string, names map[string]string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(text, "<@")
+		if i < 0 {
+			break
+		}
+		end := strings.IndexByte(text[i:], '>')
+		if end < 0 {
+			break
+		}
+		id := text[i+2 : i+end]
+		b.WriteString(text[:i+2+len(id)])
+		if name := names[id]; name != "" && isID(id) {
+			b.WriteString("|" + labelEscaper.Replace(name))
+		}
+		text = text[i+end:]
+	}
+	b.WriteString(text)
+	return b.String()
 }

@@ -151,7 +151,7 @@ func seedThread(s *slacktest.Server, channel string, n int) (string, []string) {
 		case i == n-2:
 			m.User, m.Files = "U0BOB", []string{"graph.png"}
 			m.Text = fmt.Sprintf("reply %02d cc <@U0CAROL>", i)
-			line = fmt.Sprintf("- Bob: reply %02d cc @U0CAROL [files: graph.png]", i)
+			line = fmt.Sprintf("- Bob: reply %02d cc @Carol [files: graph.png]", i)
 		default:
 			w := who[i%len(who)]
 			m.User = w.id

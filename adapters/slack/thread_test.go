@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -92,4 +93,23 @@ func parseBack(t *testing.T, us int64) int64 {
 		t.Fatalf("formatTS(%d) = %q does not parse", us, formatTS(us))
 	}
 	return got
+}
+
+func TestLabelMentions(t *testing.T) {
+	names := map[string]string{"U0CAROL": "Carol", "U0EVE": "Eve <ops>"}
+	for _, tt := range []struct{ in, want string }{
+		{"cc <@U0CAROL>", "cc @Carol"},
+		{"<@U0CAROL> and <@U0DAVE>", "@Carol and @U0DAVE"},
+		{"<@U0CAROL|carol.s> said", "@carol.s said"},
+		{"<@U0EVE>: <!here>", "@Eve <ops>: @here"},
+		{"<@UBOT> hi <@U0CAROL", "hi <@U0CAROL"},
+		{"a <@> b", "a @ b"},
+	} {
+		if got := inboundText(labelMentions(tt.in, names), "UBOT"); got != tt.want {
+			t.Errorf("inboundText(labelMentions(%q)) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	if got, want := mentionedUsers("<@U1> <@U2|two> <#C1> <@U3>"), []string{"U1", "U3"}; !slices.Equal(got, want) {
+		t.Errorf("mentionedUsers() = %q, want %q", got, want)
+	}
 }
