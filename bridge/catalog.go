@@ -184,7 +184,9 @@ func CheckAgents(agents []Agent) error {
 		if a.Default {
 			defaults++
 		}
+		channels := make(map[string]bool, len(a.Channels))
 		for j, ch := range a.Channels {
+			channels[ch] = true
 			if strings.TrimSpace(ch) == "" {
 				add(fmt.Sprintf("%s.channels[%d]", key, j), "empty: give a channel ID")
 			}
@@ -196,7 +198,7 @@ func CheckAgents(agents []Agent) error {
 				add(k, "empty: give a channel ID")
 			case dup:
 				add(k, "channel %s is already the default of agent %q: a channel has one default agent", ch, other)
-			case len(a.Channels) > 0 && !slices.Contains(a.Channels, ch):
+			case len(a.Channels) > 0 && !channels[ch]:
 				add(k, "channel %s is not one of the agent's channels, where it may talk", ch)
 			default:
 				defaultOf[ch] = a.Name

@@ -6,6 +6,7 @@ import (
 	"encoding"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/url"
@@ -252,7 +253,7 @@ func (c *Config) validateStoreAccess() error {
 }
 
 func loadFile(path string, getenv func(string) string, sc scope) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := readConfigFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -261,6 +262,68 @@ func loadFile(path string, getenv func(string) string, sc scope) (*Config, error
 		ce.path = path
 	}
 	return cfg, err
+}
+
+// maxConfigSize bounds a config file: a config of thousands of flows is a
+// few megabytes; past this it is a mistake (a device, a log) to refuse, not
+// to read into memory.
+const maxConfigSize = 32 << 20
+
+// readConfigFile reads the config at path, which must be a regular file of
+// at most maxConfigSize bytes: /dev/zero would grow without end, a FIFO
+// would hang the start until something writes to it.
+func readConfigFile(path string) ([]byte, error) {
+	notRegular := func(fi os.FileInfo) error {
+		return fmt.Errorf("%s is %s, not a regular file: give the path of a TOML file", path, fileKind(fi.Mode()))
+	}
+	// Stat before opening: opening a FIFO blocks until a writer comes.
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, notRegular(fi)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() { // replaced since the first look
+		return nil, notRegular(fi)
+	}
+	tooLarge := fmt.Errorf("%s is larger than %d MiB: is it the config?", path, maxConfigSize>>20)
+	if fi.Size() > maxConfigSize {
+		return nil, tooLarge
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxConfigSize { // grew since the Stat
+		return nil, tooLarge
+	}
+	return data, nil
+}
+
+// fileKind names what a file that is not a regular one is.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file"
 }
 
 // scope is how much of a config a command resolves and checks.
@@ -307,14 +370,13 @@ func parse(data []byte, getenv func(string) string, sc scope) (*Config, error) {
 	}
 	// One problem per key: a key whose value was refused or whose variable
 	// is unset is not also reported for what that left it.
-	known := make([]string, 0, len(shapeProblems)+len(envProblems))
+	known := keyIndex{}
 	for _, p := range slices.Concat(shapeProblems, envProblems) {
-		known = append(known, problemKey(p))
+		known.add(problemKey(p))
 	}
 	problems := envProblems
 	for _, p := range flatten(sc.check(&cfg)) {
-		k := problemKey(p)
-		if !slices.ContainsFunc(known, func(path string) bool { return under(k, path) }) {
+		if !known.covers(problemKey(p)) {
 			problems = append(problems, p)
 		}
 	}
@@ -418,9 +480,9 @@ func newConfigError(errs []error, pos positions) *configError {
 	entries := make([]entry, 0, len(errs))
 	for _, err := range errs {
 		e := entry{text: err.Error()}
-		if p, ok := pos[problemKey(err)]; ok {
-			e.line = p.Line
-			e.text = fmt.Sprintf("line %d: %s", p.Line, e.text)
+		if line, ok := pos[problemKey(err)]; ok {
+			e.line = line
+			e.text = fmt.Sprintf("line %d: %s", line, e.text)
 		}
 		entries = append(entries, e)
 	}
@@ -536,6 +598,56 @@ func under(key, path string) bool {
 	}
 	return key == path || strings.HasPrefix(key, path+".") || strings.HasPrefix(key, path+"[") ||
 		strings.HasPrefix(path, key+".") || strings.HasPrefix(path, key+"[")
+}
+
+// keyIndex is a set of key paths that answers, for a key k, whether
+// under(k, path) holds for any of them, by map lookups of k and its
+// ancestors: a config of n problems is checked in n steps, not n².
+type keyIndex struct {
+	paths     map[string]bool // the paths added
+	ancestors map[string]bool // every proper ancestor of one
+}
+
+func (x *keyIndex) add(path string) {
+	if path == "" {
+		return
+	}
+	if x.paths == nil {
+		x.paths, x.ancestors = map[string]bool{}, map[string]bool{}
+	}
+	x.paths[path] = true
+	for a := range keyAncestors(path) {
+		x.ancestors[a] = true
+	}
+}
+
+// covers reports whether key is, contains or lies within a path added.
+func (x *keyIndex) covers(key string) bool {
+	if key == "" || x.paths == nil {
+		return false
+	}
+	if x.paths[key] || x.ancestors[key] {
+		return true
+	}
+	for a := range keyAncestors(key) {
+		if x.paths[a] {
+			return true
+		}
+	}
+	return false
+}
+
+// keyAncestors yields the keys key lies within, nearest last:
+// "flows[1].params[0].name" gives flows, flows[1], flows[1].params and
+// flows[1].params[0].
+func keyAncestors(key string) func(yield func(string) bool) {
+	return func(yield func(string) bool) {
+		for i := 1; i < len(key); i++ {
+			if (key[i] == '.' || key[i] == '[') && !yield(key[:i]) {
+				return
+			}
+		}
+	}
 }
 
 // tomlFields maps a struct's toml keys to their field types.
@@ -657,13 +769,16 @@ func describe(v any, show bool) string {
 }
 
 // positions maps key paths ("bridge.queue_size", "flows[1].params[0].name")
-// to where the file sets them, so problems can name their line.
-type positions map[string]unstable.Position
+// to the line of the file that sets them, so problems can name their line.
+type positions map[string]int
 
 // keyPositions walks the file's syntax; a file that does not parse gives
 // what was found before the error (decoding reports the error itself).
+// Lines come from the nodes' offsets through a lineIndex built once:
+// the parser's own Shape counts lines from the start of the file at every
+// call, which made a file of n keys take n² steps.
 func keyPositions(data []byte) positions {
-	pos := positions{}
+	w := posWalker{pos: positions{}, lines: newLineIndex(data)}
 	arrays := map[string]int{} // an array of tables' path -> elements seen
 	var p unstable.Parser
 	p.Reset(data)
@@ -676,59 +791,87 @@ func keyPositions(data []byte) positions {
 			it := e.Key()
 			for it.Next() {
 				n := it.Node()
-				at := p.Shape(n.Raw).Start
+				at := w.line(n)
 				path = joinKey(path, string(n.Data))
 				if it.IsLast() && e.Kind == unstable.ArrayTable {
-					pos.set(path, at)
+					w.pos.set(path, at)
 					i := arrays[path]
 					arrays[path]++
 					path = fmt.Sprintf("%s[%d]", path, i)
 				} else if n, ok := arrays[path]; ok {
 					path = fmt.Sprintf("%s[%d]", path, n-1)
 				}
-				pos.set(path, at)
+				w.pos.set(path, at)
 			}
 			table = path
 		case unstable.KeyValue:
-			pos.keyValue(&p, e, table)
+			w.keyValue(e, table)
 		}
 	}
-	return pos
+	return w.pos
 }
 
-func (pos positions) set(path string, at unstable.Position) {
+func (pos positions) set(path string, line int) {
 	if _, ok := pos[path]; !ok {
-		pos[path] = at
+		pos[path] = line
 	}
 }
+
+// lineIndex holds the offsets of a file's newlines, in order.
+type lineIndex []int
+
+func newLineIndex(data []byte) lineIndex {
+	var idx lineIndex
+	for i, b := range data {
+		if b == '\n' {
+			idx = append(idx, i)
+		}
+	}
+	return idx
+}
+
+// line is the 1-based line of the byte at offset: one more than the
+// newlines before it, found by binary search.
+func (idx lineIndex) line(offset int) int {
+	n, _ := slices.BinarySearch(idx, offset)
+	return n + 1
+}
+
+// posWalker records the lines of keys as keyPositions walks the syntax.
+type posWalker struct {
+	pos   positions
+	lines lineIndex
+}
+
+func (w posWalker) line(n *unstable.Node) int { return w.lines.line(int(n.Raw.Offset)) }
 
 // keyValue records a key = value line under table, and the keys of inline
 // tables in its value.
-func (pos positions) keyValue(p *unstable.Parser, e *unstable.Node, table string) {
+func (w posWalker) keyValue(e *unstable.Node, table string) {
 	path := table
 	it := e.Key()
 	for it.Next() {
 		n := it.Node()
 		path = joinKey(path, string(n.Data))
-		pos.set(path, p.Shape(n.Raw).Start)
+		w.pos.set(path, w.line(n))
 	}
-	pos.value(p, e.Value(), path)
+	w.value(e.Value(), path)
 }
 
-func (pos positions) value(p *unstable.Parser, v *unstable.Node, path string) {
+func (w posWalker) value(v *unstable.Node, path string) {
 	switch v.Kind {
 	case unstable.InlineTable:
 		it := v.Children()
 		for it.Next() {
-			pos.keyValue(p, it.Node(), path)
+			w.keyValue(it.Node(), path)
 		}
 	case unstable.Array:
 		it := v.Children()
 		for i := 0; it.Next(); i++ {
 			n := it.Node()
 			item := fmt.Sprintf("%s[%d]", path, i)
-			pos.set(item, p.Shape(n.Raw).Start)
-			pos.value(p, n, item)
+			w.pos.set(item, w.line(n))
+			w.value(n, item)
 		}
 	}
 }
