@@ -56,6 +56,7 @@ func cmdRun(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
+	env.config(cfg)
 	out, closeLog, err := logOutput(env, cfg, *path)
 	if err != nil {
 		return err
@@ -88,7 +89,7 @@ func logOutput(env *environment, cfg *Config, configPath string) (io.Writer, fun
 	if err != nil {
 		return nil, nil, fmt.Errorf("log.file: %w", err)
 	}
-	fmt.Fprintf(env.stderr, "flowbridge: logging to %s\n", path)
+	fmt.Fprintf(env.stderr, "flowbridge: logging to %s\n", cfg.refs.redact(path))
 	return f, func() { _ = f.Close() }, nil
 }
 
@@ -219,6 +220,7 @@ func cmdCheckConfig(env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
+	env.config(cfg)
 	stdout := cfg.refs.writer(env.stdout)
 	fmt.Fprintf(stdout, "%s: OK\n", *path)
 	fmt.Fprintf(stdout, "  workspace %s at %s\n", cfg.Workspace.WorkspaceUUID, cfg.Workspace.BaseURL)
@@ -268,6 +270,7 @@ func cmdStore(ctx context.Context, env *environment, args []string) error {
 		if err != nil {
 			return err
 		}
+		env.config(cfg)
 		if cfg.Store.Driver == driverPostgres {
 			return checkDatabase(ctx, env, cfg.Store)
 		}
@@ -332,6 +335,7 @@ func cmdMigrate(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
+	env.config(cfg)
 	if cfg.Store.Driver != driverPostgres {
 		fmt.Fprintf(env.stdout, "store.driver is %q: the file %s upgrades itself when flowbridge opens it; there is nothing to migrate\n", cfg.Store.Driver, cfg.Store.Path)
 		return nil
@@ -388,6 +392,7 @@ func cmdSessions(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
+	env.config(cfg)
 	st, admin, err := openCLIStore(ctx, cfg)
 	if err != nil {
 		return err
@@ -510,6 +515,7 @@ func cmdAudit(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
+	env.config(cfg)
 	q := lf.query()
 	filter, err := auditFilterFromQuery(q)
 	if err != nil {
@@ -606,6 +612,7 @@ func cmdHealth(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
+	env.config(cfg)
 	if cfg.Admin.Listen == "" || cfg.Admin.Listen == "off" {
 		return errors.New("admin.listen is off: nothing to ask")
 	}

@@ -33,6 +33,7 @@ func cmdFeedback(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
+	env.config(cfg)
 	q := lf.query()
 	filter, err := feedbackFilterFromQuery(q)
 	if err != nil {

@@ -61,6 +61,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return &usageError{"no command given"}
 	}
 	env := &environment{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	// A path or address in the error may hold a value of a ${VAR}
+	// reference (log.file = "/var/log/${TEAM}.log"): it reads as the reference.
+	return env.refs.error(runCommand(ctx, env, args))
+}
+
+func runCommand(ctx context.Context, env *environment, args []string) error {
 	cmd, rest := args[0], args[1:]
 	switch cmd {
 	case "run":
@@ -86,13 +92,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	case "health":
 		return cmdHealth(ctx, env, rest)
 	case "version", "-version", "--version":
-		fmt.Fprintln(stdout, "flowbridge", version)
+		fmt.Fprintln(env.stdout, "flowbridge", version)
 		return nil
 	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(env.stdout, usage)
 		return nil
 	}
-	fmt.Fprint(stderr, usage)
+	fmt.Fprint(env.stderr, usage)
 	return &usageError{fmt.Sprintf("unknown command %q", cmd)}
 }
 
@@ -104,6 +110,16 @@ type environment struct {
 	stderr io.Writer
 	// onServe, when set (tests), is told the running server's addresses.
 	onServe func(serveInfo)
+	// refs are the ${VAR} references of the config the command loaded
+	// (config), which run redacts from the command's error.
+	refs *references
+}
+
+// config notes cfg as the command's config, for run to redact its
+// references from the error the command returns, and returns it.
+func (env *environment) config(cfg *Config) *Config {
+	env.refs = cfg.refs
+	return cfg
 }
 
 func newFlagSet(env *environment, name, synopsis string) *flag.FlagSet {
