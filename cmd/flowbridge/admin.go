@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -282,6 +283,9 @@ func auditFilterFromQuery(q url.Values) (store.AuditFilter, error) {
 		return f, err
 	}
 	f.Flow, f.User, f.Outcome = q.Get("flow"), q.Get("user"), q.Get("outcome")
+	if f.Outcome != "" && !slices.Contains(store.Outcomes, f.Outcome) {
+		return f, fmt.Errorf("outcome: %q is not one of %s", f.Outcome, strings.Join(store.Outcomes, ", "))
+	}
 	return f, nil
 }
 
