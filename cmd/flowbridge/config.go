@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"net"
 	"net/url"
@@ -254,6 +255,12 @@ func (c *Config) validateStoreAccess() error {
 
 func loadFile(path string, getenv func(string) string, sc scope) (*Config, error) {
 	data, err := readConfigFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("config: %w\n"+
+			"  make one from the example: cp config.example.toml %s (then edit it; check it with check-config),\n"+
+			"  give another file with -config FILE (or FLOWBRIDGE_CONFIG),\n"+
+			"  or try flowbridge without any account: flowbridge dev", err, path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
