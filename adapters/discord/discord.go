@@ -578,7 +578,7 @@ func (a *Adapter) onConnect(sh *shard) {
 	a.shardLog(sh).Info("gateway connected")
 }
 
-// onLive notes that the shard's session is live: READY or RESUMED.
+// onSessionLive notes that the shard's session is live: READY or RESUMED.
 func (a *Adapter) onSessionLive(sh *shard) {
 	sh.pace.live(time.Now())
 	sh.connected.Store(true)
