@@ -208,7 +208,11 @@ type Stats struct {
 // consistency as opts.Check says; a damaged file, a file of no bytes (no
 // store is ever empty: bbolt would silently make a new one of it) or one
 // that is not a flowbridge store gives an error wrapping ErrCorrupt, a
-// *DamageError for damage, whose message says the way out.
+// *DamageError for damage, whose message says the way out. A path that is
+// not a regular file is refused at once (ErrNotRegular). Open then checks
+// the store's identity against the marker beside it and opts.ID (see
+// Identity: ErrMissing, ErrForeign, ErrRestored), moves its generation on,
+// and compacts a file mostly free (opts.CompactFree, see Compaction).
 func Open(path string, opts Options) (s *Store, err error) {
 	timeout := opts.Timeout
 	if timeout <= 0 {
@@ -895,7 +899,8 @@ func refuseNotRegular(path string) error {
 }
 
 // CreatedMarker is the file Open leaves beside the store file at path, to
-// tell a store that was never created from one that was lost.
+// tell a store that was never created from one that was lost, and which
+// store, at which generation, it last served (see Identity).
 func CreatedMarker(path string) string { return path + ".created" }
 
 // refuseMissing refuses to create the store file anew when its marker says
