@@ -132,6 +132,9 @@ func (s *Store) Receive(ctx context.Context, e store.InboxEntry) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("receive %q: %w", e.Key, err)
 	}
+	if fresh {
+		s.notify(e.Conversation)
+	}
 	return fresh, nil
 }
 
@@ -141,6 +144,12 @@ func (s *Store) Receive(ctx context.Context, e store.InboxEntry) (bool, error) {
 // sent owns it. A key the inbox does not hold gives an error wrapping
 // store.ErrUnknownEntry. A zero now is refused (store.ErrNoTime).
 func (s *Store) MarkSent(ctx context.Context, key string, now time.Time) error {
+	return s.markSent(ctx, key, now, nil)
+}
+
+// markSent is MarkSent, made only while guard, when set, returns nil inside
+// the write's transaction (MarkSentUnder's lease).
+func (s *Store) markSent(ctx context.Context, key string, now time.Time, guard func() error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("mark sent %q: %w", key, err)
 	}
@@ -149,6 +158,11 @@ func (s *Store) MarkSent(ctx context.Context, key string, now time.Time) error {
 	}
 	k := []byte(key)
 	err := s.update(func(tx *bolt.Tx) error {
+		if guard != nil {
+			if err := guard(); err != nil {
+				return err
+			}
+		}
 		inbox := tx.Bucket(bucketInbox)
 		r, err := lookInbox(inbox, k)
 		if err != nil {

@@ -86,12 +86,14 @@ var (
 	bucketInboxSeq  = []byte("inbox_seq")  // seq -> key, of entries not yet answered
 	bucketInboxDone = []byte("inbox_done") // updated time, seq -> key, of answered entries
 	bucketAudit     = []byte("audit")
-	bucketContexts  = []byte("contexts")  // conversation key -> context, see context.go
-	bucketFeedback  = []byte("feedback")  // reply, platform, user -> vote, see feedback.go
-	bucketSchedules = []byte("schedules") // schedule name -> latest run claimed, see schedule.go
-	bucketOutbox    = []byte("outbox")    // platform key -> answer not yet posted, see outbox.go
+	bucketContexts  = []byte("contexts")   // conversation key -> context, see context.go
+	bucketFeedback  = []byte("feedback")   // reply, platform, user -> vote, see feedback.go
+	bucketSchedules = []byte("schedules")  // schedule name -> latest run claimed, see schedule.go
+	bucketOutbox    = []byte("outbox")     // platform key -> answer not yet posted, see outbox.go
+	bucketTokens    = []byte("tokens")     // token ID -> expiry, data: what a button names, see shared.go
+	bucketTokensExp = []byte("tokens_exp") // expiry, token ID -> nothing, see shared.go
 
-	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketAgents, bucketReplies, bucketInbox, bucketInboxSeq, bucketInboxDone, bucketAudit, bucketContexts, bucketFeedback, bucketSchedules, bucketOutbox}
+	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketAgents, bucketReplies, bucketInbox, bucketInboxSeq, bucketInboxDone, bucketAudit, bucketContexts, bucketFeedback, bucketSchedules, bucketOutbox, bucketTokens, bucketTokensExp}
 
 	// The de-duplication buckets of formats 1 (events, events_by_expiry)
 	// and 2 (dedupe, whose generations are nested buckets), dropped on
@@ -174,6 +176,9 @@ type Store struct {
 	// locks may be held and its Close could wait for ever.
 	wedged atomic.Bool
 	closed atomic.Bool
+
+	// leases are the claims of this process's work (see shared.go).
+	leases leases
 
 	closeOnce sync.Once
 	closeErr  error
