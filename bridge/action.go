@@ -9,7 +9,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -60,61 +59,6 @@ type share struct {
 	expires time.Time
 }
 
-// shareCache holds private flow results that may still be shared. Bounded, so
-// a busy bridge forgets the oldest first.
-type shareCache struct {
-	ttl time.Duration
-	max int
-	mu  sync.Mutex
-	m   map[string]share
-}
-
-func newShareCache(ttl time.Duration, max int) *shareCache {
-	return &shareCache{ttl: ttl, max: max, m: make(map[string]share)}
-}
-
-func (c *shareCache) put(s share, now time.Time) string {
-	if s.id == "" {
-		s.id = randomID()
-	}
-	s.expires = now.Add(c.ttl)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.m) >= c.max {
-		c.evict(now)
-	}
-	c.m[s.id] = s
-	return s.id
-}
-
-// take removes and returns an unexpired share: one press, one post.
-func (c *shareCache) take(id string, now time.Time) (share, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, ok := c.m[id]
-	delete(c.m, id)
-	if !ok || now.After(s.expires) {
-		return share{}, false
-	}
-	return s, true
-}
-
-// evict drops expired entries, then the oldest quarter if still full.
-func (c *shareCache) evict(now time.Time) {
-	for id, s := range c.m {
-		if now.After(s.expires) {
-			delete(c.m, id)
-		}
-	}
-	if len(c.m) < c.max {
-		return
-	}
-	ids := slices.SortedFunc(maps.Keys(c.m), func(a, b string) int { return c.m[a].expires.Compare(c.m[b].expires) })
-	for _, id := range ids[:len(ids)/4+1] {
-		delete(c.m, id)
-	}
-}
-
 func randomID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
@@ -129,19 +73,11 @@ type pending struct {
 	expires time.Time
 }
 
-type confirmCache struct {
-	ttl time.Duration
-	mu  sync.Mutex
-	m   map[string]pending
-}
-
-func newConfirmCache(ttl time.Duration) *confirmCache {
-	return &confirmCache{ttl: ttl, m: make(map[string]pending)}
-}
+// confirmTTL is how long a flow run waits for its Run or Cancel.
+const confirmTTL = 5 * time.Minute
 
 func (b *Bridge) askConfirmation(ctx context.Context, log *zap.Logger, ev Event, f *Flow, params map[string]string) {
-	c := b.confirm
-	id, ok := b.putPending(ctx, log, pending{flow: f, params: params, owner: ev.User.ID, expires: b.cfg.Now().Add(c.ttl)})
+	id, ok := b.putPending(ctx, log, pending{flow: f, params: params, owner: ev.User.ID, expires: b.cfg.Now().Add(confirmTTL)})
 	if !ok {
 		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotSaved})
 		return
@@ -158,7 +94,7 @@ func (b *Bridge) askConfirmation(ctx context.Context, log *zap.Logger, ev Event,
 			fmt.Fprintf(&s, "\n• `%s` = `%s`", k, params[k])
 		}
 	}
-	fmt.Fprintf(&s, "\n\nThis request expires in %s.", humanDuration(c.ttl))
+	fmt.Fprintf(&s, "\n\nThis request expires in %s.", humanDuration(confirmTTL))
 	b.tell(ctx, log, ev, Reply{Kind: ReplyConfirm, Ephemeral: true, Text: s.String(), Buttons: []Button{
 		{Action: Action{ID: ActionConfirm, Value: id}, Label: "Run", Style: "primary"},
 		{Action: Action{ID: ActionCancel, Value: id}, Label: "Cancel"},
@@ -229,7 +165,7 @@ func (b *Bridge) putToken(ctx context.Context, log *zap.Logger, prefix, id strin
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tokenOpTimeout)
 		defer cancel()
-		err = b.tokens.PutToken(ctx, prefix+id, data, expires, b.cfg.Now())
+		err = b.store.PutToken(ctx, prefix+id, data, expires, b.cfg.Now())
 	}
 	if err != nil {
 		log.Warn("button state not saved", zap.String("token", prefix), zap.Error(err))
@@ -242,7 +178,7 @@ func (b *Bridge) putToken(ctx context.Context, log *zap.Logger, prefix, id strin
 func (b *Bridge) takeToken(ctx context.Context, log *zap.Logger, prefix, id string, v any) (time.Time, bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tokenOpTimeout)
 	defer cancel()
-	data, expires, ok, err := b.tokens.TakeToken(ctx, prefix+id)
+	data, expires, ok, err := b.store.TakeToken(ctx, prefix+id)
 	if err == nil && ok {
 		err = json.Unmarshal(data, v)
 	}
@@ -258,20 +194,14 @@ func (b *Bridge) takeToken(ctx context.Context, log *zap.Logger, prefix, id stri
 // false when it could not be kept (the result is then shown without a
 // Share button).
 func (b *Bridge) putShare(ctx context.Context, log *zap.Logger, s share) (string, bool) {
-	if b.tokens == nil {
-		return b.shares.put(s, b.cfg.Now()), true
-	}
 	if s.id == "" {
 		s.id = randomID()
 	}
-	return s.id, b.putToken(ctx, log, "share:", s.id, storedShare{Text: s.text, Footer: s.footer, Owner: s.owner}, b.cfg.Now().Add(b.shares.ttl))
+	return s.id, b.putToken(ctx, log, "share:", s.id, storedShare{Text: s.text, Footer: s.footer, Owner: s.owner}, b.cfg.Now().Add(b.cfg.ShareTTL))
 }
 
 // takeShare removes and returns an unexpired share: one press, one post.
 func (b *Bridge) takeShare(ctx context.Context, log *zap.Logger, id string) (share, bool) {
-	if b.tokens == nil {
-		return b.shares.take(id, b.cfg.Now())
-	}
 	var s storedShare
 	expires, ok := b.takeToken(ctx, log, "share:", id, &s)
 	if !ok || b.cfg.Now().After(expires) {
@@ -284,19 +214,6 @@ func (b *Bridge) takeShare(ctx context.Context, log *zap.Logger, id string) (sha
 // ID; ok is false when it could not be kept.
 func (b *Bridge) putPending(ctx context.Context, log *zap.Logger, p pending) (string, bool) {
 	id := randomID()
-	if b.tokens == nil {
-		c := b.confirm
-		now := b.cfg.Now()
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for k, p := range c.m {
-			if now.After(p.expires) {
-				delete(c.m, k)
-			}
-		}
-		c.m[id] = p
-		return id, true
-	}
 	return id, b.putToken(ctx, log, "confirm:", id, storedPending{Flow: p.flow.Name, Params: p.params, Owner: p.owner}, p.expires)
 }
 
@@ -305,17 +222,6 @@ func (b *Bridge) putPending(ctx context.Context, log *zap.Logger, p pending) (st
 // none. A run whose flow left the catalog since keeps its name only: the
 // press is refused by the catalog in force.
 func (b *Bridge) takePending(ctx context.Context, log *zap.Logger, id, user string) (p pending, ok, mine bool) {
-	if b.tokens == nil {
-		c := b.confirm
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		p, ok = c.m[id]
-		if ok && p.owner != user {
-			return p, true, false
-		}
-		delete(c.m, id)
-		return p, ok, true
-	}
 	var s storedPending
 	expires, ok := b.takeToken(ctx, log, "confirm:", id, &s)
 	if !ok {

@@ -33,12 +33,9 @@ const maxContextBytes = 2000
 // open greets a conversation the platform opened for the bot with its
 // agent's greeting and suggested prompts, and keeps its context. A
 // conversation opened before is not greeted again (Slack's Messages tab
-// opens the same DM each time the user looks at it). kept is called once
-// the context is kept: the conversation's threads wait for no more (the
-// greeting is not theirs to wait for).
-func (b *Bridge) open(ctx context.Context, log *zap.Logger, ev Event, kept func()) {
+// opens the same DM each time the user looks at it).
+func (b *Bridge) open(ctx context.Context, log *zap.Logger, ev Event) {
 	known := b.keepContext(ctx, log, ev)
-	kept()
 	if known {
 		log.Debug("conversation opened again; not greeted")
 		b.answered(ctx, log, ev, "", nil)

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/flowbridge/flowbridge/bridge/store"
 )
 
 // Errors Handle returns after it has told the user.
@@ -143,16 +141,13 @@ type Bridge struct {
 	slots   chan struct{} // in-flight API calls
 	// schedSlots are the scheduled runs', apart from slots.
 	schedSlots chan struct{}
-	shares     *shareCache
-	confirm    *confirmCache
 	limits     atomic.Pointer[rateLimits]
 	lim        atomic.Pointer[Limits]     // the limits in force; SetLimits replaces them
 	fault      atomic.Pointer[storeFault] // set while the latest begun store write to end failed
 	writes     storeWrites                // numbers store writes, for fault
 	outage     outage                     // the probe of a failing store
-	disp       dispatcher                 // local, or replicas when they share the store
+	disp       *replicas                  // takes events in and runs them under their leases
 	notices    busyNotices                // one "still working" notice per conversation and user
-	tokens     store.Tokens               // set when replicas share the store: button state
 	// contextMu makes a context record's read and write one step, for
 	// keepContext and the told mark of withContext, which a thread's
 	// message makes on its parent's record outside the parent's order.
@@ -165,11 +160,10 @@ type Bridge struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu        sync.Mutex
-	closed    bool
-	convs     map[string]*conversation // conversations with work queued or running
-	recovered recovered                // the previous process's unfinished events
-	wg        sync.WaitGroup
+	mu     sync.Mutex
+	closed bool
+	keys   atomic.Uint64 // numbers the keys given to events that came without one
+	wg     sync.WaitGroup
 	// late counts the events recorded after Shutdown began, for the next
 	// start to answer; Close waits for them.
 	late sync.WaitGroup
@@ -207,20 +201,12 @@ func New(cfg Config, ws Workspace, st Store, log *zap.Logger) (*Bridge, error) {
 		metrics:    cfg.Metrics,
 		slots:      make(chan struct{}, cfg.MaxInFlight),
 		schedSlots: make(chan struct{}, cfg.ScheduledInFlight),
-		shares:     newShareCache(cfg.ShareTTL, 10000),
-		confirm:    newConfirmCache(5 * time.Minute),
 		ctx:        ctx,
 		cancel:     cancel,
-		convs:      make(map[string]*conversation),
 		handoff:    make(chan func()),
 		quit:       make(chan struct{}),
 	}
-	b.disp = local{b}
-	// The one capability a store may lack: sharing among replicas.
-	if sh, ok := st.(store.Shared); ok {
-		b.disp = newReplicas(b, sh, cfg.Replicas)
-		b.tokens = sh
-	}
+	b.disp = newReplicas(b, st, cfg.Replicas)
 	b.cat.Store(cat)
 	b.SetLimits(cfg.Limits)
 	return b, nil
@@ -280,36 +266,6 @@ type job struct {
 	// out, when set, is the answer a stopped process kept in the outbox:
 	// the job posts it and runs nothing else.
 	out *outbound
-	// inherit, for a job whose change the conversation's threads inherit
-	// (inherited), is opened once the change is made, or at the latest
-	// once the job is over: run, refused or left. after is the inherit of
-	// the latest such job of the parent queued before this one, which this
-	// one waits for (local dispatcher; see waitsForParent).
-	inherit *gate
-	after   *gate
-}
-
-// gate is a one-way signal, opened once by whichever of its openers comes
-// first. A nil gate is open.
-type gate struct {
-	once sync.Once
-	ch   chan struct{}
-}
-
-func newGate() *gate { return &gate{ch: make(chan struct{})} }
-
-// open opens g; later calls do nothing.
-func (g *gate) open() {
-	if g != nil {
-		g.once.Do(func() { close(g.ch) })
-	}
-}
-
-// wait returns once g is open.
-func (g *gate) wait() {
-	if g != nil {
-		<-g.ch
-	}
 }
 
 // classify decides how an event is handled. Text commands (!flow, !agent) work
@@ -428,21 +384,19 @@ func (b *Bridge) Receive(ev Event) *Receipt {
 		return rec
 	}
 	b.metrics.event(ev.Platform, ev.Kind)
-	if ev.Key != "" {
-		ev.entry = &entry{key: ev.Key}
+	if ev.Key == "" {
+		// The same path for every event: one the platform gave no key of
+		// its own (the console's lines) gets one no other event has.
+		ev.Key = fmt.Sprintf("%s/local/%s/%d", ev.Platform, b.disp.cfg.Holder, b.keys.Add(1))
 	}
+	ev.entry = &entry{key: ev.Key}
 	j := classify(ev)
 	j.rec = rec
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		if ev.Key != "" {
-			// Recorded and left Received: the next start answers it.
-			b.late.Go(func() { rec.settle(b.record(&j)) })
-			return rec
-		}
-		b.replyLocked(ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgShuttingDown})
-		rec.settle(ErrClosed)
+		// Recorded and left Received: the next start answers it.
+		b.late.Go(func() { rec.settle(b.record(&j)) })
 		return rec
 	}
 	b.disp.receiveLocked(&j)
@@ -456,36 +410,12 @@ func (b *Bridge) Handle(ev Event) error {
 	return b.Receive(ev).Wait(context.Background())
 }
 
-// enqueueLocked appends j to its conversation's queue and starts the
-// conversation's worker when none runs.
-func (b *Bridge) enqueueLocked(j *job) {
-	c := b.convs[j.ev.Conversation]
-	if c == nil {
-		c = &conversation{key: j.ev.Conversation}
-		b.convs[j.ev.Conversation] = c
-	}
-	if j.waitsForParent() {
-		if p := b.convs[j.ev.Parent]; p != nil && p.inherit != nil {
-			j.after = p.inherit
-		}
-	}
-	if j.inherited() {
-		j.inherit = newGate()
-		c.inherit = j.inherit
-	}
-	c.queue = append(c.queue, j)
-	b.metrics.queued(1)
-	if !c.running {
-		c.running = true
-		b.goLocked(func() { b.work(c) })
-	}
-}
-
 // busy answers an event its conversation's full queue cannot take. It is
 // recorded first, so a platform retry of it is not answered a second time,
 // and its entry is closed only once its user's busy notice was delivered.
 func (b *Bridge) busy(j *job) {
 	ev := j.ev
+	defer b.disp.disown(ev.Key)
 	if err := b.record(j); err != nil {
 		j.rec.settle(err)
 		if ev.Done != nil {
@@ -539,85 +469,9 @@ func (b *Bridge) worker(f func()) {
 	}
 }
 
-// replyLocked sends a short reply without blocking the caller; b.mu is held so
-// the goroutine is counted before Shutdown can wait.
-func (b *Bridge) replyLocked(ev Event, r Reply) {
-	b.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 10*time.Second)
-		defer cancel()
-		b.send(ctx, ev, r)
-		if ev.Done != nil {
-			ev.Done()
-		}
-	})
-}
-
-// conversation is the ordered queue of one conversation key. It exists only
-// while the conversation has work queued or running, and so does its worker
-// goroutine: ten thousand quiet conversations cost nothing.
-type conversation struct {
-	key     string
-	queue   []*job // waiting, not counting the one running
-	running bool
-	// inherit is the inherit of the latest job queued whose change the
-	// conversation's threads inherit, until it is over; a thread's job
-	// queued meanwhile waits for it (see job.waitsForParent).
-	inherit *gate
-}
-
-// work runs a conversation's queue one job at a time until it is empty.
-// Each job waits for its own recording first. Once the shutdown grace has
-// ended, the jobs still queued are left: those in the inbox stay Received for
-// the next start, the others' users are told.
-func (b *Bridge) work(c *conversation) {
-	for {
-		b.mu.Lock()
-		if len(c.queue) == 0 {
-			c.running = false
-			delete(b.convs, c.key)
-			b.notices.forget(c.key)
-			b.mu.Unlock()
-			return
-		}
-		j := c.queue[0]
-		c.queue[0] = nil
-		c.queue = c.queue[1:]
-		b.mu.Unlock()
-		b.metrics.queued(-1)
-		// The parent's worker opens it by the end of the job at the latest,
-		// a left one too.
-		j.after.wait()
-		<-j.rec.done
-		err := j.rec.err
-		switch {
-		case err != nil:
-			if j.ev.Done != nil {
-				j.ev.Done()
-			}
-		case b.ctx.Err() != nil:
-			b.leave(*j)
-		default:
-			b.run(*j)
-		}
-		if j.inherit != nil {
-			b.mu.Lock()
-			if c.inherit == j.inherit {
-				c.inherit = nil
-			}
-			b.mu.Unlock()
-			j.inherit.open()
-		}
-	}
-}
-
 // leave gives up on a job that was never started because the shutdown grace
 // ended first.
 func (b *Bridge) leave(j job) {
-	if j.ev.Key == "" {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), noticeTimeout)
-		b.send(ctx, j.ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgShuttingDown})
-		cancel()
-	}
 	if j.ev.Done != nil {
 		j.ev.Done()
 	}
@@ -660,10 +514,9 @@ func (b *Bridge) run(j job) {
 	case j.kind == KindAction:
 		b.action(ctx, log, j.ev)
 	case j.kind == KindOpen:
-		b.open(ctx, log, j.ev, j.inherit.open)
+		b.open(ctx, log, j.ev)
 	case j.kind == KindContext:
 		b.keepContext(ctx, log, j.ev)
-		j.inherit.open()
 	}
 	// Whatever did not close its entry with a reply of its own is done now.
 	b.answered(ctx, log, j.ev, "", nil)

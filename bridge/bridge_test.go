@@ -562,7 +562,10 @@ func TestInvalidInputIsCleaned(t *testing.T) {
 	wantContains(t, "reply", r.Text, "bad \uFFFD utf8  here")
 }
 
-func TestShutdownFinishesWorkAndRefusesNew(t *testing.T) {
+func TestShutdownFinishesWorkAndKeepsNew(t *testing.T) {
+	// Work under way when the shutdown begins is finished; an event that
+	// arrives after it is recorded for the next start, not run: every
+	// event takes the one path, the console's lines too.
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
 		b, fake := newBubbleBridge(t, defaultConfig(), workspacetest.Agent{Reply: func(turn int, msg string) string {
@@ -581,19 +584,22 @@ func TestShutdownFinishesWorkAndRefusesNew(t *testing.T) {
 		go func() { shut <- b.Shutdown(context.Background()) }()
 		synctest.Wait() // Shutdown is waiting for the message
 
-		refused := newRecorder()
-		if err := b.Handle(event("c/2", bridge.KindMessage, "late", refused)); !errors.Is(err, bridge.ErrClosed) {
-			t.Fatalf("Handle after Shutdown = %v, want ErrClosed", err)
+		late := newRecorder()
+		if err := b.Handle(event("c/2", bridge.KindMessage, "late", late)); err != nil {
+			t.Errorf("Handle after Shutdown = %v, want nil: recorded for the next start", err)
 		}
 		close(release)
 		if err := <-shut; err != nil {
 			t.Fatalf("Shutdown = %v", err)
 		}
+		b.Close()
 		<-done
 		wantContains(t, "in-flight reply", rec.last(t).Text, "finished work")
-		wantContains(t, "refusal", refused.last(t).Text, "restarting")
+		if got := late.all(); len(got) != 0 {
+			t.Errorf("late event answered %+v, want nothing before the next start", got)
+		}
 		if n := len(fake.Sessions(agentUUID)); n != 1 {
-			t.Errorf("sessions = %d, want 1: the refused message must not reach the API", n)
+			t.Errorf("sessions = %d, want 1: the late message must not reach the API", n)
 		}
 	})
 }
@@ -639,6 +645,7 @@ func TestFloodGetsOneBusyNotice(t *testing.T) {
 			p.refuse = !editable
 			const flood = 500
 			refused := 0
+			began := time.Now()
 			for i := range flood {
 				ev := event("dm/1", bridge.KindMessage, fmt.Sprint("m", i), nil)
 				ev.Reply = p
@@ -656,6 +663,11 @@ func TestFloodGetsOneBusyNotice(t *testing.T) {
 			if err := h.b.Shutdown(t.Context()); err != nil {
 				t.Fatal(err)
 			}
+			// Each refused message is recorded (a synced write) before it is
+			// refused, so the flood takes as long as the disk says; the
+			// notice is rewritten at most every 5 s meanwhile, and once more
+			// at shutdown.
+			rewrites := 2 + int(time.Since(began)/(5*time.Second))
 			var notices []bridge.Reply
 			for _, r := range p.all() {
 				if strings.Contains(r.Text, "still working") {
@@ -673,8 +685,8 @@ func TestFloodGetsOneBusyNotice(t *testing.T) {
 				}
 				return
 			}
-			if len(p.texts) == 0 || len(p.texts) > 2 {
-				t.Fatalf("notice rewritten %d times, want once or twice", len(p.texts))
+			if len(p.texts) == 0 || len(p.texts) > rewrites {
+				t.Fatalf("notice rewritten %d times, want 1 to %d", len(p.texts), rewrites)
 			}
 			wantContains(t, "last busy notice", p.texts[len(p.texts)-1], fmt.Sprintf("did not take the %d you sent", refused))
 		})

@@ -261,7 +261,7 @@ func (b *Bridge) answered(ctx context.Context, log *zap.Logger, ev Event, ref Me
 	finish := func() error { return b.store.Finish(recordCtx(ctx), e.key, string(ref), turn, b.cfg.Now()) }
 	// After a failed attempt, an entry no longer pending is that attempt's
 	// own write, committed though its answer was lost.
-	taken := func(error) bool { return b.disp.answeredAlready(ev.Conversation, e.key) }
+	taken := func(error) bool { return b.disp.answeredAlready(e.key) }
 	err := b.retryStore(b.ctx, log, "finish", finish, taken, func() bool { return true })
 	if err != nil {
 		// The user has the answer; what is lost is the turn and, after a
@@ -278,14 +278,6 @@ type Restorer interface {
 	Restore(ev *Event) error
 }
 
-// recovered holds the inbox's unfinished entries of the previous process,
-// by platform, until each platform's adapter attaches.
-type recovered struct {
-	loaded  bool
-	byPlat  map[string][]store.InboxEntry
-	loadErr error
-}
-
 // Attach hands a platform's unfinished events from before a restart to the
 // dispatcher. An adapter calls it once it can answer (before it takes new
 // events, so these queue ahead of them). Events still Received run as if just
@@ -294,58 +286,12 @@ type recovered struct {
 // told flowbridge restarted while answering. Later calls for the same platform
 // find nothing more.
 //
-// When replicas share the store, Attach takes up only the work no live
-// replica holds a lease on, in the background (resumed and told are then
-// 0): entries a live replica is answering are left to it.
+// Attach takes up the platform's work that no live process holds a lease
+// on (on bbolt, all of it; among replicas, entries a live replica is
+// answering are left to it) and returns how many entries it found to run
+// (resumed, answers kept included) and to tell.
 func (b *Bridge) Attach(platform string, r Restorer) (resumed, told int, err error) {
 	return b.disp.attach(platform, r)
-}
-
-func (b *Bridge) takeRecovered(platform string) ([]store.InboxEntry, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	rc := &b.recovered
-	if !rc.loaded {
-		rc.loaded = true
-		pending, err := b.store.Pending(b.ctx)
-		if err != nil {
-			rc.loadErr = fmt.Errorf("read unfinished events: %w", err)
-		}
-		rc.byPlat = make(map[string][]store.InboxEntry)
-		for _, e := range pending {
-			var head struct {
-				Platform string `json:"platform"`
-			}
-			_ = json.Unmarshal(e.Event, &head) // an undecodable entry is reported by Attach
-			rc.byPlat[head.Platform] = append(rc.byPlat[head.Platform], e)
-		}
-	}
-	if rc.loadErr != nil {
-		err := rc.loadErr
-		rc.loaded, rc.loadErr = false, nil // let a later Attach try again
-		return nil, err
-	}
-	entries := rc.byPlat[platform]
-	delete(rc.byPlat, platform)
-	return entries, nil
-}
-
-// resumeLocked queues a recovered, still unsent event behind its
-// conversation's work, in the order the inbox received it; b.mu is held. It
-// is not acknowledged again: the previous process did that, or the
-// platform's window for it (3 s) has long passed.
-func (b *Bridge) resumeLocked(ev Event) {
-	j := classify(ev)
-	j.rec = newReceipt()
-	j.rec.settle(nil)
-	b.enqueueLocked(&j)
-}
-
-// tellRestartedLocked answers an event whose request may have reached the
-// workspace when the previous process stopped: it is not sent again. b.mu
-// is held, so the goroutine is counted before Shutdown can wait.
-func (b *Bridge) tellRestartedLocked(log *zap.Logger, ev Event) {
-	b.wg.Go(func() { b.tellRestartedNow(log, ev) })
 }
 
 // tellRestartedNow is tellRestarted on the caller's goroutine.

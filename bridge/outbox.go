@@ -204,7 +204,7 @@ func (b *Bridge) finishEntry(ctx context.Context, log *zap.Logger, conv, key str
 	finish := func() error { return b.store.Finish(recordCtx(ctx), key, string(ref), nil, b.cfg.Now()) }
 	// After a failed attempt, an entry no longer pending is that attempt's
 	// own write, committed though its answer was lost.
-	taken := func(error) bool { return b.disp.answeredAlready(conv, key) }
+	taken := func(error) bool { return b.disp.answeredAlready(key) }
 	err := b.retryStore(b.ctx, log, "finish", finish, taken, func() bool { return true })
 	if err != nil {
 		// The user has the answer; after a crash it is looked for (and

@@ -17,10 +17,6 @@ import (
 	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
-// oneProcess is a PostgreSQL store as one process uses it: a store.Store
-// and not a store.Shared, so the bridge runs its conversations itself (as
-// it does on sessionmap).
-type oneProcess struct{ store.Store }
 
 // stuckResponder is a platform that accepts no reply until the context
 // ends, as an adapter waiting out a long Retry-After does; it reports each
@@ -61,7 +57,7 @@ func TestOutboxKeepsAnswersAcrossShutdown(t *testing.T) {
 
 func keepsAnswersAcrossShutdown(t *testing.T, refused bool) {
 	pg := openShared(t, pgtest.Schema(t))
-	st := oneProcess{pg}
+	st := pg
 	fake := newReplicaFake(t, workspacetest.Agent{})
 	ws, err := workspace.New(workspace.Config{BaseURL: fake.URL, WorkspaceUUID: "ws-test", Token: "test-token"})
 	if err != nil {

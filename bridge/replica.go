@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sync"
 	"time"
@@ -61,13 +63,17 @@ func (c *ReplicaConfig) setDefaults() {
 // the loops that renew them and find work. Its maps are guarded by
 // Bridge.mu.
 type replicas struct {
-	b    *Bridge
-	here local // for the events the shared inbox does not keep (no Key)
-	st   store.Shared
-	cfg  ReplicaConfig
+	b   *Bridge
+	st  store.Store
+	cfg ReplicaConfig
 
 	convs     map[string]*leasedConv
 	held      map[string]time.Time // lease name -> when it lapses unless renewed
+	// alones are the entries this process runs on their own (runAlone,
+	// busy) from before they are recorded until they are done: the
+	// conversation's holder here leaves them be, since a lease does not
+	// tell apart two goroutines of one holder.
+	alones map[string]bool
 	restorers map[string]Restorer  // by platform, from Attach
 
 	start sync.Once
@@ -80,6 +86,7 @@ type replicas struct {
 type leasedConv struct {
 	key       string
 	recording []*job          // in Receive order; the first is being recorded
+	recorder  bool            // a goroutine records them (recordInOrder)
 	live      map[string]*job // recorded here, by entry key, with the adapter's callbacks
 	running   bool            // a process goroutine works on it
 	again     bool            // signalled while running: look at the inbox once more
@@ -88,12 +95,13 @@ type leasedConv struct {
 // storeOpTimeout bounds one store call of the replica machinery.
 const storeOpTimeout = 10 * time.Second
 
-func newReplicas(b *Bridge, st store.Shared, cfg ReplicaConfig) *replicas {
+func newReplicas(b *Bridge, st store.Store, cfg ReplicaConfig) *replicas {
 	cfg.setDefaults()
 	return &replicas{
-		b: b, here: local{b}, st: st, cfg: cfg,
+		b: b, st: st, cfg: cfg,
 		convs:     make(map[string]*leasedConv),
 		held:      make(map[string]time.Time),
+		alones:    make(map[string]bool),
 		restorers: make(map[string]Restorer),
 		sweep:     make(chan struct{}, 1),
 	}
@@ -270,7 +278,7 @@ func (r *replicas) conv(key string) *leasedConv {
 
 // dropIdleLocked forgets c once nothing of it is left in this process.
 func (r *replicas) dropIdleLocked(c *leasedConv) {
-	if !c.running && len(c.recording) == 0 && len(c.live) == 0 && r.convs[c.key] == c {
+	if !c.running && !c.recorder && len(c.recording) == 0 && len(c.live) == 0 && r.convs[c.key] == c {
 		delete(r.convs, c.key)
 		r.b.notices.forget(c.key)
 	}
@@ -287,27 +295,27 @@ func (r *replicas) receiveLeasedLocked(j *job) {
 	if len(c.recording)+len(c.live) >= b.cfg.QueueSize {
 		b.metrics.refused("queue_full")
 		j.ev.alone = true
+		r.alones[j.ev.Key] = true
 		b.wg.Go(func() { b.busy(j) })
 		return
 	}
 	c.recording = append(c.recording, j)
-	if len(c.recording) == 1 {
+	if !c.recorder {
+		c.recorder = true
 		b.wg.Go(func() { r.recordInOrder(c) })
 	}
 }
 
 // recordInOrder records c's events one after another, so that the inbox's
 // order (Seq) is the order Receive took them in, and signals the
-// conversation's work after each.
+// conversation's work after each. It is c's one recorder (c.recorder) from
+// when it is started until it finds the list empty, under the same hold of
+// b.mu that lets the next Receive start another: two recorders of one list
+// would settle its first receipt twice.
 func (r *replicas) recordInOrder(c *leasedConv) {
 	b := r.b
-	for {
-		b.mu.Lock()
-		if len(c.recording) == 0 {
-			r.dropIdleLocked(c)
-			b.mu.Unlock()
-			return
-		}
+	b.mu.Lock()
+	for len(c.recording) > 0 {
 		j := c.recording[0]
 		b.mu.Unlock()
 		err := b.record(j)
@@ -321,8 +329,10 @@ func (r *replicas) recordInOrder(c *leasedConv) {
 		} else if j.ev.Done != nil {
 			j.ev.Done()
 		}
-		b.mu.Unlock()
 	}
+	c.recorder = false
+	r.dropIdleLocked(c)
+	b.mu.Unlock()
 }
 
 // kickLocked makes sure c's inbox entries are looked at: by its running
@@ -701,9 +711,10 @@ const (
 // nextEntry returns the job of the first entry of c's order not yet run,
 // with the adapter's callbacks when this process recorded it, restored from
 // its route otherwise. Entries that run on their own (flows, button
-// presses) are the replica's that recorded them, under their entry's
-// lease; one older than the claim grace whose lease is free was left by a
-// replica that went away, and runs here first.
+// presses, busy refusals) are run by the process that recorded them, under
+// their entry's lease; one whose lease is free and that this process does
+// not run was left by a process that went away (a restart, a dead
+// replica), and runs here first.
 func (r *replicas) nextEntry(log *zap.Logger, c *leasedConv, entries []store.InboxEntry, handled map[string]bool) (*job, int) {
 	b := r.b
 	for _, e := range entries {
@@ -713,7 +724,15 @@ func (r *replicas) nextEntry(log *zap.Logger, c *leasedConv, entries []store.Inb
 		b.mu.Lock()
 		j := c.live[e.Key]
 		delete(c.live, e.Key)
+		ownRun := r.alones[e.Key]
 		b.mu.Unlock()
+		if ownRun {
+			// This process runs it on its own already (a flow, a press, a
+			// busy refusal): it is neither this conversation's turn nor
+			// to be restored.
+			handled[e.Key] = true
+			continue
+		}
 		if j == nil {
 			var next int
 			if j, next = r.restoreEntry(log, e); next == entryStop {
@@ -731,16 +750,13 @@ func (r *replicas) nextEntry(log *zap.Logger, c *leasedConv, entries []store.Inb
 			return j, entryRun
 		}
 		handled[e.Key] = true
-		if time.Since(e.Received) < r.cfg.ClaimGrace {
-			continue
-		}
 		name := store.EntryLease(e.Key)
 		if !r.claimLease(name) {
 			continue
 		}
 		// The lease may have been let go because the entry was just
 		// answered: only what is still pending runs.
-		if state, ok := r.entryState(c.key, e.Key); ok {
+		if state, ok := r.entryState(e.Key); ok {
 			j.ev.entry.sent = state == store.Sent
 			j.ev.entry.lease = name
 			r.runTaken(log, j)
@@ -750,35 +766,21 @@ func (r *replicas) nextEntry(log *zap.Logger, c *leasedConv, entries []store.Inb
 	return nil, entryNone
 }
 
-// entryState returns the state of the unanswered entry key of conv; ok is
-// false when it is answered (or cannot be read).
-func (r *replicas) entryState(conv, key string) (store.InboxState, bool) {
-	state, pending, err := r.pendingState(conv, key)
-	return state, err == nil && pending
-}
-
-// answeredAlready reports whether the shared inbox holds key of conv as
-// answered: it is no longer pending.
-func (r *replicas) answeredAlready(conv, key string) bool {
-	_, pending, err := r.pendingState(conv, key)
-	return err == nil && !pending
-}
-
-// pendingState reads the shared inbox for the entry key of conv: its state
-// and true while it is unanswered.
-func (r *replicas) pendingState(conv, key string) (store.InboxState, bool, error) {
+// entryState returns the state of the unanswered entry key; ok is false
+// when it is answered (or cannot be read).
+func (r *replicas) entryState(key string) (store.InboxState, bool) {
 	ctx, cancel := r.opCtx()
 	defer cancel()
-	entries, err := r.st.PendingOf(ctx, conv)
-	if err != nil {
-		return 0, false, err
-	}
-	for _, e := range entries {
-		if e.Key == key {
-			return e.State, true, nil
-		}
-	}
-	return 0, false, nil
+	state, ok, err := r.st.EntryState(ctx, key)
+	return state, err == nil && ok && state != store.Answered
+}
+
+// answeredAlready reports whether the inbox holds key as answered.
+func (r *replicas) answeredAlready(key string) bool {
+	ctx, cancel := r.opCtx()
+	defer cancel()
+	state, ok, err := r.st.EntryState(ctx, key)
+	return err == nil && ok && state == store.Answered
 }
 
 // restoreEntry rebuilds the job of an entry this process did not record,
@@ -851,6 +853,7 @@ func (r *replicas) runTaken(log *zap.Logger, j *job) {
 // leaves it alone and one that finds it after this process died takes it.
 func (r *replicas) runAlone(j *job) {
 	b := r.b
+	defer r.disown(j.ev.Key)
 	err := b.record(j)
 	j.rec.settle(err)
 	if err != nil {
@@ -872,9 +875,13 @@ func (r *replicas) runAlone(j *job) {
 	}
 }
 
-// attach registers the platform's Restorer and looks for the platform's
-// unleased work at once, in the background: entries a live replica works
-// on are left to it, so no user hears of a restart that did not happen.
+// attach registers the platform's Restorer and takes up at once the
+// platform's work that no live process holds a lease on: a previous
+// process's unfinished entries (on bbolt, all of them) or a dead replica's.
+// It reports how many of them run (resumed, or a kept answer posted) and
+// how many are told the request may have been lost. Entries a live replica
+// works on are left to it, so no user hears of a restart that did not
+// happen.
 func (r *replicas) attach(platform string, rs Restorer) (resumed, told int, err error) {
 	b := r.b
 	b.mu.Lock()
@@ -885,26 +892,85 @@ func (r *replicas) attach(platform string, rs Restorer) (resumed, told int, err 
 		return 0, 0, nil
 	}
 	r.startReplicas()
-	select {
-	case r.sweep <- struct{}{}:
-	default:
+	ctx, cancel := r.opCtx()
+	defer cancel()
+	// No grace: what was received before this process attached is not
+	// being claimed by it, and a replica that is claiming an entry this
+	// moment loses nothing but the adapter's callbacks if this one wins.
+	convs, err := r.st.Unleased(ctx, 0, math.MaxInt)
+	if err == nil && len(convs) > 0 {
+		var pending []store.InboxEntry
+		if pending, err = r.st.Pending(ctx); err == nil {
+			resumed, told, convs = platformWork(platform, convs, pending)
+		}
 	}
-	return 0, 0, nil
+	if err != nil {
+		return 0, 0, fmt.Errorf("read unfinished events: %w", err)
+	}
+	b.mu.Lock()
+	for _, conv := range convs {
+		if !b.closed {
+			r.kickLocked(r.conv(conv))
+		}
+	}
+	b.mu.Unlock()
+	if resumed+told > 0 {
+		b.log.Info("unfinished events from before the restart", zap.String("platform", platform), zap.Int("resumed", resumed), zap.Int("told", told))
+	}
+	return resumed, told, nil
 }
 
-// receiveLocked takes an event of a conversation's order into the shared
+// platformWork counts, among pending, the entries of platform in the
+// conversations convs: those to run and those to tell. It returns the
+// conversations that hold any.
+func platformWork(platform string, convs []string, pending []store.InboxEntry) (resumed, told int, mine []string) {
+	free := make(map[string]bool, len(convs))
+	for _, c := range convs {
+		free[c] = true
+	}
+	found := make(map[string]bool)
+	for _, e := range pending {
+		if !free[e.Conversation] {
+			continue
+		}
+		var head struct {
+			Platform string `json:"platform"`
+		}
+		_ = json.Unmarshal(e.Event, &head) // an undecodable entry is dropped, logged, by whoever runs it
+		if head.Platform != platform {
+			continue
+		}
+		if e.State == store.Sent && e.Outbox == nil {
+			told++
+		} else {
+			resumed++
+		}
+		if !found[e.Conversation] {
+			found[e.Conversation] = true
+			mine = append(mine, e.Conversation)
+		}
+	}
+	return resumed, told, mine
+}
+
+// receiveLocked takes an event of a conversation's order into the
 // inbox's order (receiveLeasedLocked), and runs any other under its
-// entry's own lease (runAlone). An event without a Key is not in the
-// shared inbox: it runs in this process alone.
+// entry's own lease (runAlone); b.mu is held.
 func (r *replicas) receiveLocked(j *job) {
 	switch {
-	case j.ev.Key == "":
-		r.here.receiveLocked(j)
 	case j.ordered():
 		r.receiveLeasedLocked(j)
 	default:
+		r.alones[j.ev.Key] = true
 		r.b.goLocked(func() { r.runAlone(j) })
 	}
+}
+
+// disown ends this process's hold of an entry it ran on its own (alones).
+func (r *replicas) disown(key string) {
+	r.b.mu.Lock()
+	delete(r.alones, key)
+	r.b.mu.Unlock()
 }
 
 // alone runs f under the entry's own lease: recorded as an entry of its
@@ -925,7 +991,7 @@ func (r *replicas) markSent(ctx context.Context, e *entry) error {
 	if e.lease != "" {
 		return r.st.MarkSentUnder(recordCtx(ctx), e.key, e.lease, r.cfg.Holder, r.b.cfg.Now())
 	}
-	return r.here.markSent(ctx, e)
+	return r.st.MarkSent(recordCtx(ctx), e.key, r.b.cfg.Now())
 }
 
 // holds reports whether this process still holds the lease e runs under.

@@ -122,7 +122,7 @@ func newReplicaWith(t *testing.T, cfg bridge.Config, dsn string, fake *workspace
 }
 
 // newReplicaOn is a replica's bridge on st.
-func newReplicaOn(t *testing.T, cfg bridge.Config, st store.Shared, fake *workspacetest.Server, p *chatPlatform, rc bridge.ReplicaConfig) *bridge.Bridge {
+func newReplicaOn(t *testing.T, cfg bridge.Config, st store.Store, fake *workspacetest.Server, p *chatPlatform, rc bridge.ReplicaConfig) *bridge.Bridge {
 	t.Helper()
 	ws, err := workspace.New(workspace.Config{BaseURL: fake.URL, WorkspaceUUID: "ws-test", Token: "test-token"})
 	if err != nil {

@@ -539,3 +539,23 @@ func (s *Store) LastOrders(ctx context.Context, keyPrefix string, since time.Tim
 	}
 	return out, nil
 }
+
+// EntryState returns the state of the entry key; ok is false when the inbox
+// holds none.
+func (s *Store) EntryState(ctx context.Context, key string) (store.InboxState, bool, error) {
+	if s.closed.Load() {
+		return 0, false, fmt.Errorf("entry state %q: %w", key, ErrClosed)
+	}
+	if !storable(key) {
+		return 0, false, nil
+	}
+	var state int16
+	err := s.pool.QueryRow(ctx, `SELECT state FROM inbox WHERE key = $1`, key).Scan(&state)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("entry state %q: %w", key, err)
+	}
+	return store.InboxState(state), true, nil
+}

@@ -24,7 +24,7 @@ import (
 
 // The Store is the whole of what the core keeps durably, and what replicas
 // share.
-var _ store.Shared = (*Store)(nil)
+var _ store.Store = (*Store)(nil)
 
 // Sentinel errors; every error the Store returns that matches one of them
 // wraps it, so callers test with errors.Is.

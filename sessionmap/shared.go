@@ -22,7 +22,7 @@ import (
 // implementation. What differs is data: leases here live in memory (a lease
 // outlives no process, and no other process can open the file), and Listen
 // hears the entries this process records.
-var _ store.Shared = (*Store)(nil)
+var _ store.Store = (*Store)(nil)
 
 // leases are the Store's named claims, judged by this process's clock, the
 // store's own as store.Leases asks.
@@ -375,4 +375,32 @@ func (s *Store) TakeToken(ctx context.Context, id string) (data []byte, expires 
 func firstKey(c *bolt.Cursor) []byte {
 	k, _ := c.First()
 	return k
+}
+
+// EntryState returns the state of the entry key; ok is false when the inbox
+// holds none.
+func (s *Store) EntryState(ctx context.Context, key string) (store.InboxState, bool, error) {
+	if err := s.usable(ctx); err != nil {
+		return 0, false, fmt.Errorf("entry state %q: %w", key, err)
+	}
+	if checkKey("inbox key", key) != nil {
+		return 0, false, nil
+	}
+	var state store.InboxState
+	var ok bool
+	err := s.view(func(tx *bolt.Tx) error {
+		r, err := lookInbox(tx.Bucket(bucketInbox), []byte(key))
+		switch {
+		case errors.Is(err, store.ErrUnknownEntry):
+			return nil
+		case err != nil:
+			return err
+		}
+		state, ok = r.state, true
+		return nil
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("entry state %q: %w", key, err)
+	}
+	return state, ok, nil
 }

@@ -5,19 +5,6 @@ import (
 	"time"
 )
 
-// Shared is a store several replicas share (postgres.Store, which claims it
-// at compile time): with it, a replica runs a conversation only under the
-// conversation's lease, in the shared inbox's order, and keeps what a button
-// names where a press reaching any replica finds it. The core checks for it
-// once, when it is built; a store without it (sessionmap.Store) serves one
-// process, which runs every conversation and keeps button state in memory.
-type Shared interface {
-	Store
-	Leases
-	SharedInbox
-	Tokens
-}
-
 // Leases are named claims on work among replicas. A lease names a
 // conversation (its key) or one inbox entry (EntryLease); its holder alone
 // runs that work until the lease expires.
@@ -36,8 +23,9 @@ type Leases interface {
 	Release(ctx context.Context, name, holder string) error
 }
 
-// SharedInbox is an inbox several replicas share: what a replica needs to
-// find the work it is to do.
+// SharedInbox is the inbox as the core's dispatcher reads it: what a
+// process (one of several replicas, or the only one) needs to find the work
+// it is to do.
 type SharedInbox interface {
 	// PendingOf returns the conversation's unanswered entries in the
 	// platform's order: by Order, ties by Seq.
@@ -58,7 +46,8 @@ type SharedInbox interface {
 }
 
 // Tokens keep what a button names (a result that may be shared, a flow run
-// waiting for its Run) where a press reaching any replica finds it.
+// waiting for its Run), so that a press after a restart, or reaching any
+// replica, finds it.
 type Tokens interface {
 	// PutToken keeps data under id until expires, replacing what id held.
 	PutToken(ctx context.Context, id string, data []byte, expires, now time.Time) error

@@ -168,6 +168,9 @@ type Inbox interface {
 	Finish(ctx context.Context, key, reply string, turn *Turn, now time.Time) error
 	// Pending returns the entries not yet answered, in Seq order.
 	Pending(ctx context.Context) ([]InboxEntry, error)
+	// EntryState returns the state of the entry key; ok is false when the
+	// inbox holds no such entry (never received, or expired).
+	EntryState(ctx context.Context, key string) (state InboxState, ok bool, err error)
 	// ExpireInbox deletes the answered entries last updated before before,
 	// and returns how many.
 	ExpireInbox(ctx context.Context, before time.Time) (int, error)
@@ -268,10 +271,15 @@ type Prober interface {
 }
 
 // Store is everything the core keeps durably; every backend implements all
-// of it (sessionmap.Store and postgres.Store claim it at compile time). What
-// only a store that replicas share can do is Shared.
+// of it (sessionmap.Store and postgres.Store claim it at compile time). It
+// is one contract whether one process uses the store (bbolt, which admits
+// one process, so one holder of every lease) or several replicas share it
+// (PostgreSQL): the core runs the same delivery path on both.
 type Store interface {
 	Sessions
+	Leases
+	SharedInbox
+	Tokens
 	Inbox
 	Outbox
 	RecentInbox

@@ -1224,7 +1224,7 @@ func (c *Config) bridgeConfig() bridge.Config {
 		ScheduledInFlight:  c.Bridge.MaxScheduledInFlight,
 		DefaultFlowTimeout: c.Bridge.DefaultFlowTimeout.D(),
 		IndicatorDelay:     c.Bridge.WorkingIndicatorDelay.D(),
-		Replicas:           bridge.ReplicaConfig{LeaseTTL: c.Store.LeaseTTL.D(), OrderHold: c.Store.OrderHold.D()},
+		Replicas:           c.replicaConfig(),
 		Feedback:           c.Bridge.Feedback,
 		ProgressInterval:   c.Bridge.ProgressInterval.D(),
 		Limits: bridge.Limits{
@@ -1257,4 +1257,15 @@ func (c *Config) catalog() ([]bridge.Flow, []bridge.Agent) {
 			Greeting: a.Greeting, SuggestedPrompts: prompts})
 	}
 	return flows, agents
+}
+
+// replicaConfig is the core's lease settings. The order hold is a
+// PostgreSQL setting: on bbolt this process is the only one recording, so
+// no earlier message can be in another's hands and no message waits.
+func (c *Config) replicaConfig() bridge.ReplicaConfig {
+	rc := bridge.ReplicaConfig{LeaseTTL: c.Store.LeaseTTL.D()}
+	if c.Store.Driver == driverPostgres {
+		rc.OrderHold = c.Store.OrderHold.D()
+	}
+	return rc
 }

@@ -46,9 +46,8 @@ var (
 	_ servedStore = pgStore{}
 	_ backupStore = (*sessionmap.Store)(nil)
 	_ statsStore  = (*sessionmap.Store)(nil)
-	// The bridge runs as a replica when its store is a store.Shared: the
-	// wrapper must not hide it, or replicas would each answer everything.
-	_ store.Shared = pgStore{}
+	// The wrapper is the whole store contract, leases and all.
+	_ store.Store = pgStore{}
 )
 
 // pgOpenTimeout bounds connecting to PostgreSQL and migrating its schema at

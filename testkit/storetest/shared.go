@@ -12,15 +12,10 @@ import (
 	"github.com/flowbridge/flowbridge/bridge/store"
 )
 
-// shared returns the store o opens as store.Shared; Run calls testShared
-// only for a backend that claims it.
-func shared(t *testing.T, o Opener) store.Shared {
+// shared returns a store o opens.
+func shared(t *testing.T, o Opener) store.Store {
 	t.Helper()
-	s, ok := o.Open(t).(store.Shared)
-	if !ok {
-		t.Fatal("the store is no longer a store.Shared")
-	}
-	return s
+	return o.Open(t)
 }
 
 // testShared checks what replicas sharing a store rely on: leases, the
@@ -280,6 +275,39 @@ func testShared(t *testing.T, o Opener) {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Listen after its context ended = %v, want nil", err)
+		}
+	})
+
+	t.Run("EntryState", func(t *testing.T) {
+		s := shared(t, o)
+		ctx := t.Context()
+		state := func(key string) (store.InboxState, bool) {
+			t.Helper()
+			st, ok, err := s.EntryState(ctx, key)
+			if err != nil {
+				t.Fatalf("EntryState(%q) = %v", key, err)
+			}
+			return st, ok
+		}
+		if _, ok := state("k/none"); ok {
+			t.Error("EntryState of an unknown key: ok, want none")
+		}
+		receive(t, s, store.InboxEntry{Key: "k/1", Conversation: "c/1", Event: []byte("e"), Received: at(1)})
+		for _, step := range []struct {
+			do   func()
+			want store.InboxState
+		}{
+			{func() {}, store.Received},
+			{func() { markSent(t, s, "k/1", at(2)) }, store.Sent},
+			{func() { finish(t, s, "k/1", "ref", nil, at(3)) }, store.Answered},
+		} {
+			step.do()
+			if got, ok := state("k/1"); !ok || got != step.want {
+				t.Errorf("EntryState = %v, %v, want %v", got, ok, step.want)
+			}
+		}
+		if _, ok := state(""); ok {
+			t.Error("EntryState of the empty key: ok, want none")
 		}
 	})
 

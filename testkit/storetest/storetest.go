@@ -33,8 +33,8 @@ type Opener struct {
 
 // Run runs the suite against the stores o makes, one subtest per behaviour:
 // Sessions, Inbox, Outbox, LastOrders, Audit, Contexts, Feedback, Schedules,
-// Ping, Clock, Concurrency and Reopen, and Shared for a backend that claims
-// store.Shared.
+// Ping, Clock, Shared (leases, the inbox by conversation, tokens),
+// Concurrency and Reopen.
 func Run(t *testing.T, o Opener) {
 	if o.Open == nil {
 		t.Fatal("storetest.Run: Opener.Open is nil")
@@ -49,9 +49,7 @@ func Run(t *testing.T, o Opener) {
 	t.Run("Schedules", func(t *testing.T) { testSchedules(t, o) })
 	t.Run("Ping", func(t *testing.T) { testPing(t, o) })
 	t.Run("Clock", func(t *testing.T) { testClock(t, o) })
-	if _, ok := o.Open(t).(store.Shared); ok {
-		t.Run("Shared", func(t *testing.T) { testShared(t, o) })
-	}
+	t.Run("Shared", func(t *testing.T) { testShared(t, o) })
 	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, o) })
 	t.Run("Reopen", func(t *testing.T) {
 		if o.Reopen == nil {
