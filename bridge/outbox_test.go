@@ -17,7 +17,6 @@ import (
 	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
-
 // stuckResponder is a platform that accepts no reply until the context
 // ends, as an adapter waiting out a long Retry-After does; it reports each
 // reply it is given. Its error says whether the reply may have been posted

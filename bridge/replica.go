@@ -67,14 +67,14 @@ type replicas struct {
 	st  store.Store
 	cfg ReplicaConfig
 
-	convs     map[string]*leasedConv
-	held      map[string]time.Time // lease name -> when it lapses unless renewed
+	convs map[string]*leasedConv
+	held  map[string]time.Time // lease name -> when it lapses unless renewed
 	// alones are the entries this process runs on their own (runAlone,
 	// busy) from before they are recorded until they are done: the
 	// conversation's holder here leaves them be, since a lease does not
 	// tell apart two goroutines of one holder.
-	alones map[string]bool
-	restorers map[string]Restorer  // by platform, from Attach
+	alones    map[string]bool
+	restorers map[string]Restorer // by platform, from Attach
 
 	start sync.Once
 	stop  context.CancelFunc // ends the loops
