@@ -217,7 +217,7 @@ func New(cfg Config, ws Workspace, st Store, log *zap.Logger) (*Bridge, error) {
 func (b *Bridge) SetLimits(l Limits) {
 	l.setDefaults()
 	b.lim.Store(&l)
-	b.limits.Store(newRateLimits(l))
+	b.limits.Store(newRateLimits(l, b.cfg.Now))
 }
 
 func (b *Bridge) limitsNow() Limits { return *b.lim.Load() }
@@ -607,6 +607,10 @@ func (b *Bridge) Shutdown(ctx context.Context) error {
 	b.cancel()
 	return err
 }
+
+// ClosingSignal is closed when Shutdown begins: from then on no new work
+// starts.
+func (b *Bridge) ClosingSignal() <-chan struct{} { return b.quit }
 
 // Close waits for the events recorded after Shutdown began. Call it after
 // the adapters have stopped and before the store closes.

@@ -41,15 +41,21 @@ const ackTimeout = 3 * time.Second
 
 // Receipt tells an adapter when it may acknowledge an event to its platform.
 type Receipt struct {
+	once sync.Once
 	done chan struct{}
 	err  error
 }
 
 func newReceipt() *Receipt { return &Receipt{done: make(chan struct{})} }
 
+// settle gives the receipt its outcome. The first call wins; a later one
+// changes nothing, so no path can close done twice (issue 32's replica
+// panic was a second settle of one receipt).
 func (r *Receipt) settle(err error) {
-	r.err = err
-	close(r.done)
+	r.once.Do(func() {
+		r.err = err
+		close(r.done)
+	})
 }
 
 // Wait blocks until the event is recorded in the inbox (one write shared

@@ -12,6 +12,7 @@ import (
 type rateLimits struct {
 	chat, flow rate.Limit
 	burst      int
+	now        func() time.Time // the core's clock
 	mu         sync.Mutex
 	m          map[string]*userLimit
 }
@@ -21,14 +22,14 @@ type userLimit struct {
 	seen time.Time
 }
 
-func newRateLimits(l Limits) *rateLimits {
+func newRateLimits(l Limits, now func() time.Time) *rateLimits {
 	perMin := func(n float64) rate.Limit {
 		if n <= 0 {
 			return rate.Inf
 		}
 		return rate.Limit(n / 60)
 	}
-	return &rateLimits{chat: perMin(l.ChatPerMinute), flow: perMin(l.FlowsPerMinute), burst: l.Burst, m: make(map[string]*userLimit)}
+	return &rateLimits{chat: perMin(l.ChatPerMinute), flow: perMin(l.FlowsPerMinute), burst: l.Burst, now: now, m: make(map[string]*userLimit)}
 }
 
 // allowChat and allowFlow take one request from the user's bucket, or report
@@ -45,7 +46,7 @@ func (r *rateLimits) allow(key string, lim rate.Limit) (bool, time.Duration) {
 	if lim == rate.Inf {
 		return true, 0
 	}
-	now := time.Now()
+	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	u := r.m[key]

@@ -170,7 +170,7 @@ func (r *replicas) renewLeases(ctx context.Context) {
 	if len(names) == 0 {
 		return
 	}
-	at := time.Now()
+	at := r.b.cfg.Now()
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.LeaseTTL/3)
 	defer cancel()
 	renewed, err := r.st.Renew(ctx, r.cfg.Holder, names, r.cfg.LeaseTTL)
@@ -233,7 +233,7 @@ func (r *replicas) listen(ctx context.Context) {
 	b := r.b
 	wait := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		began := time.Now()
+		began := r.b.cfg.Now()
 		err := r.st.Listen(ctx, func(conv string) {
 			if conv == "" {
 				select { // notifications may have been missed
@@ -254,7 +254,7 @@ func (r *replicas) listen(ctx context.Context) {
 		if err == nil || ctx.Err() != nil {
 			return
 		}
-		if time.Since(began) > time.Minute {
+		if r.b.cfg.Now().Sub(began) > time.Minute {
 			wait = 100 * time.Millisecond
 		}
 		b.log.Warn("not listening for new inbox entries; retrying", zap.Duration("in", wait), zap.Error(err))
@@ -351,7 +351,7 @@ func (r *replicas) kickLocked(c *leasedConv) {
 // still count on it.
 func (r *replicas) holdsLocked(name string) bool {
 	until, ok := r.held[name]
-	return ok && time.Now().Before(until)
+	return ok && r.b.cfg.Now().Before(until)
 }
 
 // claimLease takes the lease name for this process and reports whether it has it.
@@ -359,7 +359,7 @@ func (r *replicas) claimLease(name string) bool {
 	b := r.b
 	ctx, cancel := r.opCtx()
 	defer cancel()
-	at := time.Now()
+	at := r.b.cfg.Now()
 	ok, err := r.st.Claim(ctx, name, r.cfg.Holder, r.cfg.LeaseTTL)
 	if err != nil {
 		b.log.Warn("lease not claimed", zap.String("lease", name), zap.Error(err))
@@ -444,7 +444,19 @@ func (r *replicas) process(c *leasedConv) {
 			}
 			b.mu.Lock()
 			holds = r.holdsLocked(c.key)
+			closed := b.closed
 			b.mu.Unlock()
+			if closed && startsWork(j) {
+				// Shutting down: only work already under way gets the
+				// grace. The entry stays received, for the next start or
+				// another replica, and its user is told nothing untrue.
+				log.Debug("shutting down; the next message is left for the next start", zap.String("event_key", j.ev.Key))
+				if j.ev.Done != nil {
+					j.ev.Done()
+				}
+				r.endProcess(c)
+				return
+			}
 			if !holds {
 				// The lease lapsed (renewals went unanswered): the entry,
 				// still pending, is whoever's claims the conversation next.
@@ -491,6 +503,13 @@ func (r *replicas) process(c *leasedConv) {
 	}
 }
 
+// startsWork reports whether running j would start work in the AI
+// workspace: not an answer kept in the outbox, nor an entry sent already
+// (its user is told), nor a busy refusal.
+func startsWork(j *job) bool {
+	return j.out == nil && (j.ev.entry == nil || !j.ev.entry.sent)
+}
+
 // orderHold notes when each of entries was first seen (seen holds the
 // notes of the previous look) and returns the new notes and how long the
 // first entry not yet handled must still wait before it may run: until
@@ -499,7 +518,7 @@ func (r *replicas) process(c *leasedConv) {
 // either order; the later one in the platform's order must not run before
 // the other is seen.
 func (r *replicas) orderHold(entries []store.InboxEntry, handled map[string]bool, seen map[string]time.Time) (map[string]time.Time, time.Duration) {
-	now := time.Now()
+	now := r.b.cfg.Now()
 	next := make(map[string]time.Time, len(entries))
 	var wait time.Duration
 	first := true
@@ -567,7 +586,7 @@ func (r *replicas) parentFirst(log *zap.Logger, j *job, entries []store.InboxEnt
 	if err == nil && !inheritedBefore(pending, seq) {
 		return 0
 	}
-	now := time.Now()
+	now := r.b.cfg.Now()
 	if w.key != j.ev.Key {
 		*w = parentWait{key: j.ev.Key, since: now, poll: parentPollMin}
 		b := r.b
@@ -866,6 +885,14 @@ func (r *replicas) runAlone(j *job) {
 	ran := r.alone(j.ev.Key, func() {
 		if j.ev.entry != nil {
 			j.ev.entry.lease = store.EntryLease(j.ev.Key)
+		}
+		b.mu.Lock()
+		closed := b.closed
+		b.mu.Unlock()
+		if closed && startsWork(j) {
+			// Received as the shutdown began: left for the next start.
+			b.leave(*j)
+			return
 		}
 		b.run(*j)
 	})

@@ -103,7 +103,7 @@ func (b *Bridge) acquireScheduled(ctx context.Context, giveUp time.Time) bool {
 	}
 	var expired <-chan time.Time
 	if !giveUp.IsZero() {
-		t := time.NewTimer(time.Until(giveUp))
+		t := time.NewTimer(giveUp.Sub(b.cfg.Now()))
 		defer t.Stop()
 		expired = t.C
 	}
