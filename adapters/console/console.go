@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -47,7 +49,24 @@ func (c Config) withDefaults() Config {
 // ErrClosed, ErrNotSaved) or one it answered before (ErrDuplicate).
 type Core interface {
 	Handle(bridge.Event) error
+	// Attach hands the console's lines left unanswered by a previous
+	// process (a store kept with dev -store) to the core, which answers
+	// them here through Restore.
+	Attach(platform string, r bridge.Restorer) (resumed, told int, err error)
 }
+
+// The console restores its own unanswered lines after a restart.
+var _ bridge.Restorer = (*Adapter)(nil)
+
+// Restore completes a line read back from the inbox: it is answered in
+// this terminal.
+func (a *Adapter) Restore(ev *bridge.Event) error {
+	ev.Reply = &responder{a: a}
+	return nil
+}
+
+// Platform is the console's platform name in events.
+const Platform = "console"
 
 // Conversation is the one conversation key the console uses.
 const Conversation = "console/local"
@@ -67,6 +86,11 @@ type Adapter struct {
 	mu       sync.Mutex // guards out and the last buttons shown
 	buttons  []bridge.Button
 	lastSent int
+
+	// run and lines name each line's event (its inbox key), so that a
+	// line is answered once like any platform's event.
+	run   string
+	lines int
 }
 
 // Options are the console's I/O and how it shows replies.
@@ -91,6 +115,7 @@ func New(cfg Config, core Core, opts Options, log *zap.Logger) *Adapter {
 		prompt: opts.Prompt,
 		ansi:   opts.Style.ansi(opts.Out),
 		log:    log.Named("console"),
+		run:    strconv.FormatInt(time.Now().UnixNano(), 36),
 	}
 }
 
@@ -103,6 +128,9 @@ func (a *Adapter) Ready() error { return nil }
 // line (too long, refused by the core) is told to the user and the next line
 // is read.
 func (a *Adapter) Run(ctx context.Context) error {
+	if _, _, err := a.core.Attach(Platform, a); err != nil {
+		return fmt.Errorf("console: %w", err)
+	}
 	lines := make(chan inputLine)
 	readErr := make(chan error, 1)
 	// The reader goroutine may stay blocked in Read after ctx ends (a terminal
@@ -156,6 +184,8 @@ func (a *Adapter) take(ctx context.Context, line inputLine) {
 		a.print(*local)
 		return
 	}
+	a.lines++
+	ev.Key = fmt.Sprintf("%s/line/%s/%d", Platform, a.run, a.lines)
 	done := make(chan struct{})
 	ev.Done = sync.OnceFunc(func() { close(done) })
 	switch err := a.core.Handle(ev); {
@@ -189,7 +219,7 @@ func (a *Adapter) route(line string) (ev bridge.Event, local *bridge.Reply, ok b
 		return bridge.Event{}, nil, false
 	}
 	ev = bridge.Event{
-		Platform:     "console",
+		Platform:     Platform,
 		Conversation: Conversation,
 		Channel:      "console",
 		User:         bridge.User{ID: a.cfg.User, Name: a.cfg.Name},

@@ -73,6 +73,8 @@ type scriptedCore struct {
 	got []bridge.Event
 }
 
+func (c *scriptedCore) Attach(string, bridge.Restorer) (int, int, error) { return 0, 0, nil }
+
 func (c *scriptedCore) Handle(ev bridge.Event) error {
 	c.mu.Lock()
 	c.got = append(c.got, ev)
