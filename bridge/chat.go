@@ -33,7 +33,14 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 		return
 	}
 	cat := b.cat.Load()
-	agent, err := b.conversationAgent(ctx, cat, ev)
+	var agent *Agent
+	err := b.readStore(ctx, log, ev, "agent_lookup", func() (err error) {
+		agent, err = b.conversationAgent(ctx, cat, ev)
+		return err
+	})
+	if errors.Is(err, errLeft) {
+		return
+	}
 	if err != nil {
 		log.Error("agent lookup", zap.Error(err))
 		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Text: msgStoreFailed})
@@ -77,6 +84,23 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	// The thread is read before the entry is marked sent, like the files:
 	// a crash while reading it leaves the message to be run again.
 	lead := b.threadLead(ctx, log, ev)
+	// The session is read before the entry is marked sent too: a store
+	// that does not answer then leaves the message received, to be run
+	// again, rather than lost as "sent".
+	var sess Session
+	var have bool
+	err = b.readStore(ctx, log, ev, "load_session", func() (err error) {
+		sess, have, err = b.store.Session(ctx, ev.Conversation)
+		return err
+	})
+	if errors.Is(err, errLeft) {
+		return
+	}
+	if err != nil {
+		log.Error("session lookup", zap.Error(err))
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Text: msgStoreFailed})
+		return
+	}
 	if !b.markSent(ctx, log, ev) {
 		return
 	}
@@ -89,7 +113,7 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	titler := b.titler(ctx, log, ev)
 	asked, told := b.withContext(ctx, log, ev, lead+text)
 	stopProgress := b.progress(ctx, log, ev.Reply, "", thinkingProgress)
-	out, sess, renewed, err := b.ask(ctx, log, ev.Conversation, agent, asked)
+	out, sess, renewed, err := b.ask(ctx, log, ev.Conversation, agent, sess, have, asked)
 	stopProgress()
 	stop()
 	if err == nil {
@@ -174,15 +198,12 @@ func (ind *indicator) stop() {
 	}
 }
 
-// ask sends text on the conversation's session, creating the session first when
-// there is none. A 404 means the workspace forgot the session: the mapping is
-// dropped, a new session made and the message sent once more (renewed = true).
-func (b *Bridge) ask(ctx context.Context, log *zap.Logger, key string, agent *Agent, text string) (out string, sess Session, renewed bool, err error) {
-	sess, ok, err := b.store.Session(ctx, key)
-	if err != nil {
-		return "", sess, false, fmt.Errorf("load session: %w", err)
-	}
-	if !ok || sess.Agent != agent.Name {
+// ask sends text on the conversation's session sess (have: it has one),
+// creating the session first when there is none. A 404 means the workspace
+// forgot the session: the mapping is dropped, a new session made and the
+// message sent once more (renewed = true).
+func (b *Bridge) ask(ctx context.Context, log *zap.Logger, key string, agent *Agent, sess Session, have bool, text string) (out string, _ Session, renewed bool, err error) {
+	if !have || sess.Agent != agent.Name {
 		if sess, err = b.newSession(ctx, key, agent); err != nil {
 			return "", sess, false, err
 		}

@@ -161,3 +161,31 @@ func (b *Bridge) storeDown(ctx context.Context) bool {
 	defer cancel()
 	return b.store.Ping(ctx) != nil
 }
+
+// errLeft says that a read the store did not answer was given up because
+// the entry is no longer this process's to run (its lease lapsed, or the
+// shutdown grace ended): the entry stays received for whoever runs it
+// next, and its user is told nothing.
+var errLeft = errors.New("left in the inbox")
+
+// readStore runs read, a lookup an entry's run needs before anything of it
+// leaves (its conversation's agent, its session), with the patience of a
+// write: while the store is down (it fails a probe) it is tried again as
+// long as the entry is this process's and the bridge runs, so a database
+// restart costs a wait, not a "try again". A failure of a store that
+// answers probes is returned after a few attempts, as before. When the wait
+// is given up, the entry is left in the inbox (errLeft).
+func (b *Bridge) readStore(ctx context.Context, log *zap.Logger, ev Event, op string, read func() error) error {
+	e := ev.entry
+	keep := func() bool { return e == nil || b.disp.holds(e) }
+	err := b.retryWrite(ctx, log, op, read, func(error) bool { return false }, keep, storeRetries)
+	if err == nil || !b.storeDown(ctx) && ctx.Err() == nil && keep() {
+		return err
+	}
+	log.Warn("store read not answered; the message is left in the inbox for whoever runs it next", zap.String("op", op), zap.Error(err))
+	if e != nil {
+		e.done, e.leaseLost = true, true
+		b.disp.letGo(e)
+	}
+	return errLeft
+}
