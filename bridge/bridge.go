@@ -12,7 +12,11 @@ import (
 	"go.uber.org/zap"
 )
 
-// Errors Handle returns after it has told the user.
+// Outcomes a Receipt reports beside nil. ErrBusy: refused, its user told
+// (the conversation's queue is full). ErrClosed: the bridge is shutting
+// down; the event is recorded and left for the next start (or another
+// replica), and nothing of it runs in this process. Either way the platform
+// is acknowledged.
 var (
 	ErrBusy   = errors.New("bridge busy")
 	ErrClosed = errors.New("bridge shutting down")
@@ -396,7 +400,13 @@ func (b *Bridge) Receive(ev Event) *Receipt {
 	defer b.mu.Unlock()
 	if b.closed {
 		// Recorded and left Received: the next start answers it.
-		b.late.Go(func() { rec.settle(b.record(&j)) })
+		b.late.Go(func() {
+			err := b.record(&j)
+			if err == nil {
+				err = ErrClosed
+			}
+			rec.settle(err)
+		})
 		return rec
 	}
 	b.disp.receiveLocked(&j)

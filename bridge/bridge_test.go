@@ -585,8 +585,8 @@ func TestShutdownFinishesWorkAndKeepsNew(t *testing.T) {
 		synctest.Wait() // Shutdown is waiting for the message
 
 		late := newRecorder()
-		if err := b.Handle(event("c/2", bridge.KindMessage, "late", late)); err != nil {
-			t.Errorf("Handle after Shutdown = %v, want nil: recorded for the next start", err)
+		if err := b.Handle(event("c/2", bridge.KindMessage, "late", late)); !errors.Is(err, bridge.ErrClosed) {
+			t.Errorf("Handle after Shutdown = %v, want ErrClosed: recorded for the next start", err)
 		}
 		close(release)
 		if err := <-shut; err != nil {

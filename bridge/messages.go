@@ -13,7 +13,6 @@ import (
 // What users read. Short sentences that say what happened and what to do; the
 // details go to the log.
 const (
-	msgShuttingDown   = "flowbridge is restarting and cannot take this now. Please try again in a minute."
 	msgQueueFull      = "I'm still working on your earlier messages here (%d waiting). Please wait for those replies, then try again."
 	msgQueueFullMore  = "I'm still working on your earlier messages here (%d waiting), so I did not take the %d you sent since. Please wait for those replies, then send again what still matters."
 	msgInFlight       = "flowbridge is busy with many requests right now. Please try again in a moment."

@@ -17,6 +17,7 @@ const (
 	msgCommands       = "Commands: `/flow`, `/agent`, `/share` and `/help`; answer a confirmation with `y` or `n`. To send a line that starts with / as chat, start it with //."
 	msgNothingToShare = "There is nothing to share: `/share` shares the last result that offers it."
 	msgHowToTalk      = "Type a line to talk to the agent: this terminal is one conversation. `/help` lists the console's own commands."
+	msgKeptForRestart = "flowbridge is restarting: this line is kept, and answered when it starts again with the same store."
 	msgNotTaken       = "flowbridge could not take that line. Please try again; if it keeps happening, tell an admin."
 	msgHelp           = "*Console commands*\n" +
 		"• `/flow NAME key=value …`: run a flow; `/flow help` lists them\n" +

@@ -189,7 +189,11 @@ func (a *Adapter) take(ctx context.Context, line inputLine) {
 	done := make(chan struct{})
 	ev.Done = sync.OnceFunc(func() { close(done) })
 	switch err := a.core.Handle(ev); {
-	case err == nil, errors.Is(err, bridge.ErrBusy), errors.Is(err, bridge.ErrClosed):
+	case errors.Is(err, bridge.ErrClosed):
+		// Kept for the next start; nothing of it runs in this process.
+		a.print(bridge.Reply{Kind: bridge.ReplyError, Text: msgKeptForRestart})
+		return
+	case err == nil, errors.Is(err, bridge.ErrBusy):
 		// Answered, or refused with a notice the core sends; either way the
 		// core calls Done once it is written.
 	case errors.Is(err, bridge.ErrDuplicate), errors.Is(err, bridge.ErrNotSaved):
