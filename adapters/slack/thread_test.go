@@ -2,13 +2,20 @@ package slack
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
 )
 
 // TestCappedTransportStopsReading: an answer over the limit is refused as
@@ -111,5 +118,84 @@ func TestLabelMentions(t *testing.T) {
 	}
 	if got, want := mentionedUsers("<@U1> <@U2|two> <#C1> <@U3>"), []string{"U1", "U3"}; !slices.Equal(got, want) {
 		t.Errorf("mentionedUsers() = %q, want %q", got, want)
+	}
+}
+
+// TestReadThreadEndIsTheEnd: however a thread's replies are spread in time
+// (even, bursts, lulls, a burst at the start or at the end), what is read
+// before a mention is the messages just before it, in order, none missing
+// between them and it, at most the wanted number, within maxThreadCalls
+// calls; and for most threads, all the wanted ones.
+func TestReadThreadEndIsTheEnd(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{t: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}
+	s := slacktest.NewServer(slacktest.Options{Now: clock.Now})
+	t.Cleanup(s.Close)
+	a, err := New(e2eConfig(s), idleCore{t}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = 20
+	rng := rand.New(rand.NewPCG(33, 1))
+	short := 0
+	start := clock.Now()
+	for round := range 40 {
+		// Each round a day after the last: Tier 3's 50 calls a minute are not the subject.
+		start = start.Add(24 * time.Hour)
+		clock.Set(start)
+		root := s.AddThreadMessage(slacktest.ThreadMessage{Channel: e2eChannel, User: "U0ALICE", Text: "root"})
+		n := 1 + rng.IntN(600)
+		at := start
+		var ts []string
+		for i := 1; i <= n; i++ {
+			// Gaps from a microsecond to days, in runs of one kind.
+			switch rng.IntN(4) {
+			case 0:
+				at = at.Add(time.Duration(1+rng.IntN(1000)) * time.Microsecond)
+			case 1:
+				at = at.Add(time.Duration(1+rng.IntN(60)) * time.Second)
+			case 2:
+				at = at.Add(time.Duration(1+rng.IntN(600)) * time.Minute)
+			default:
+				if rng.IntN(20) == 0 {
+					at = at.Add(time.Duration(1+rng.IntN(30)) * 24 * time.Hour)
+				} else {
+					at = at.Add(time.Millisecond)
+				}
+			}
+			clock.Set(at)
+			ts = append(ts, s.AddThreadMessage(slacktest.ThreadMessage{Channel: e2eChannel, ThreadTS: root, User: "U0BOB", Text: fmt.Sprintf("reply %d", i)}))
+		}
+		clock.Set(at.Add(time.Second))
+		start = at
+		mention := s.AddThreadMessage(slacktest.ThreadMessage{Channel: e2eChannel, ThreadTS: root, User: "U0DAVE", Text: "and?"})
+		before := s.CallCount("conversations.replies")
+		end, err := a.readThreadEnd(t.Context(), route{Channel: e2eChannel, ContextOf: root, UserTS: mention}, want)
+		if err != nil {
+			t.Fatalf("round %d (%d replies): %v", round, n, err)
+		}
+		if calls := s.CallCount("conversations.replies") - before; calls > maxThreadCalls {
+			t.Errorf("round %d: %d calls, want at most %d", round, calls, maxThreadCalls)
+		}
+		all := append([]string{root}, ts...)
+		got := make([]string, len(end.msgs))
+		for i, m := range end.msgs {
+			got[i] = m.Timestamp
+		}
+		if len(got) > want || !slices.Equal(got, all[len(all)-len(got):]) {
+			t.Fatalf("round %d (%d replies): read %d messages that are not the thread's last before the mention", round, n, len(got))
+		}
+		if len(got) < min(want, len(all)) {
+			short++
+			if end.leftOut <= 0 {
+				t.Errorf("round %d: read %d of %d and says none left out", round, len(got), len(all))
+			}
+		} else if wantLeft := len(all) - len(got); end.leftOut != wantLeft {
+			t.Errorf("round %d: left out %d, want %d", round, end.leftOut, wantLeft)
+		}
+	}
+	t.Logf("%d of 40 threads read short", short)
+	if short > 4 {
+		t.Errorf("%d of 40 threads read short of the %d wanted, want at most 4", short, want)
 	}
 }
