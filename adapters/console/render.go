@@ -113,6 +113,7 @@ const (
 	styleBold style = 1 << iota
 	styleItalic
 	styleCode
+	styleStrike
 )
 
 const sgrReset = "\x1b[0m"
@@ -128,6 +129,9 @@ func (st style) sgr() string {
 	if st&styleCode != 0 {
 		codes = append(codes, "36") // cyan
 	}
+	if st&styleStrike != 0 {
+		codes = append(codes, "9") // crossed out
+	}
 	return "\x1b[" + strings.Join(codes, ";") + "m"
 }
 
@@ -139,6 +143,18 @@ type termWriter struct {
 
 func (w termWriter) write(st style, s string) {
 	if s == "" {
+		return
+	}
+	if !w.ansi && st&styleStrike != 0 {
+		// Plain text has no crossed-out style, and struck text read as
+		// plain says the opposite of what was meant ("~~restart~~"): each
+		// character is overlaid with a long stroke (U+0336).
+		for _, r := range s {
+			w.b.WriteRune(r)
+			if !unicode.IsSpace(r) {
+				w.b.WriteRune('\u0336')
+			}
+		}
 		return
 	}
 	if !w.ansi || st == 0 {
@@ -153,7 +169,8 @@ func (w termWriter) write(st style, s string) {
 // renderMarkdown renders sanitized Markdown for a terminal:
 //
 //   - *bold* (as the core writes it, Slack style), **bold** and __bold__ are
-//     bold; _italic_ is italic; ***both*** is both;
+//     bold; _italic_ is italic; ***both*** is both; ~~strike~~ is crossed
+//     out (without ANSI, each character overlaid with U+0336: s̶t̶r̶i̶k̶e̶);
 //   - `inline code` and the lines of fenced code blocks are in the code
 //     colour, their text untouched; a code block's fence lines are dropped
 //     and its lines indented by two spaces;
@@ -164,7 +181,7 @@ func (w termWriter) write(st style, s string) {
 //     terminal columns so wide characters line up, its cells without
 //     markup and its header bold.
 //
-// With ansi false the markup is dropped and nothing styled. Emphasis does not
+// With ansi false the markup is dropped and nothing styled but struck text. Emphasis does not
 // span lines; lists and quotes are left as they read.
 func renderMarkdown(text string, ansi bool) string {
 	lines := strings.Split(text, "\n")
@@ -393,6 +410,19 @@ func (r *inline) spans(s string, st style, depth int) {
 				continue
 			}
 			i += n // a run that is no delimiter is text as a whole
+			continue
+		case c == '~' && depth < maxDepth:
+			n := runLen(s, i)
+			if n <= 2 {
+				if j, ok := r.closer(s, i, n); ok {
+					flush(i)
+					r.spans(s[i+n:j], st|styleStrike, depth+1)
+					i = j + n
+					text = i
+					continue
+				}
+			}
+			i += n
 			continue
 		case (c == '[' || c == '!' && i+1 < len(s) && s[i+1] == '[') && depth < maxDepth:
 			start := i

@@ -44,6 +44,10 @@ func TestRenderMarkdown(t *testing.T) {
 		{"tilde fence, longer closer", "~~~\n**a**\n~~~~", "  **a**", "  \x1b[36m**a**\x1b[0m"},
 		{"unclosed fence", "```\n*a*", "  *a*", "  \x1b[36m*a*\x1b[0m"},
 		{"inline triple backticks", "```a``` b", "a b", "\x1b[36ma\x1b[0m b"},
+		{"strike", "~~restart web1~~ done", "r\u0336e\u0336s\u0336t\u0336a\u0336r\u0336t\u0336 w\u0336e\u0336b\u03361\u0336 done", "\x1b[9mrestart web1\x1b[0m done"},
+		{"single tilde strike", "~no~", "n\u0336o\u0336", "\x1b[9mno\x1b[0m"},
+		{"bold strike", "**~~x~~**", "x\u0336", "\x1b[1;9mx\x1b[0m"},
+		{"tildes that strike nothing", "~/src and a ~ b and 1~~2 and ~~~x~~~", "~/src and a ~ b and 1~~2 and ~~~x~~~", "~/src and a ~ b and 1~~2 and ~~~x~~~"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
