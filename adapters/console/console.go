@@ -302,8 +302,12 @@ func (a *Adapter) print(r bridge.Reply) {
 	}
 }
 
-// The console explains itself in /agent help.
-var _ bridge.Talker = (*responder)(nil)
+// The console explains itself in /agent help, and shows that long work is
+// still running.
+var (
+	_ bridge.Talker     = (*responder)(nil)
+	_ bridge.Progresser = (*responder)(nil)
+)
 
 // responder prints replies. The terminal cannot edit what it printed, so an
 // update prints the new text; progress lines are marked as such.
@@ -326,5 +330,18 @@ func (r *responder) Send(_ context.Context, rep bridge.Reply) (bridge.MessageRef
 
 func (r *responder) Update(ctx context.Context, _ bridge.MessageRef, rep bridge.Reply) error {
 	_, err := r.Send(ctx, rep)
+	return err
+}
+
+// Progress prints a tick while a flow runs or the agent thinks, as the chat
+// platforms rewrite their message: the first line of the progress text
+// ("Running *slow*… 15 seconds so far."), which the terminal cannot
+// rewrite in place, so each tick is a line of its own.
+func (r *responder) Progress(_ context.Context, _ bridge.MessageRef, rep bridge.Reply) error {
+	first, _, _ := strings.Cut(strings.TrimSpace(rep.Text), "\n")
+	rep = bridge.Reply{Kind: bridge.ReplyProgress, Text: first}
+	r.a.mu.Lock()
+	defer r.a.mu.Unlock()
+	_, err := io.WriteString(r.a.out, render(rep, r.a.ansi))
 	return err
 }
