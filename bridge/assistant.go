@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flowbridge/flowbridge/bridge/store"
+	"github.com/flowbridge/flowbridge/internal/truncate"
 )
 
 // Prompt is a suggestion offered to the user of a new conversation (Slack's
@@ -70,7 +71,7 @@ func (b *Bridge) keepContext(ctx context.Context, log *zap.Logger, ev Event) (kn
 	cs := b.store
 	b.contextMu.Lock()
 	defer b.contextMu.Unlock()
-	text := truncate(sanitize(ev.Text), maxContextBytes)
+	text := truncate.Bytes(sanitize(ev.Text), maxContextBytes)
 	cur, found, err := cs.ConversationContext(ctx, ev.Conversation)
 	switch {
 	case err != nil:

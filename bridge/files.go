@@ -13,6 +13,7 @@ import (
 
 	"github.com/flowbridge/flowbridge/bridge/markdown"
 	"github.com/flowbridge/flowbridge/bridge/workspace"
+	"github.com/flowbridge/flowbridge/internal/truncate"
 )
 
 // Attachment is a file a user attached to a message, as the platform
@@ -208,7 +209,7 @@ func fileName(name string) string {
 	if name == "" {
 		return "file"
 	}
-	return truncate(name, 120)
+	return truncate.Bytes(name, 120)
 }
 
 // textMIME reports whether a content type may be text; "" (unknown) may.
@@ -303,7 +304,7 @@ func (b *Bridge) asFile(ev Event, r Reply, name string, jsonResult []byte) Reply
 // summary is the start of a long text, cut at a paragraph or line break
 // where one is near, with any open code fence closed.
 func summary(text string) string {
-	cut := truncate(text, summaryChars)
+	cut := strings.TrimSuffix(truncate.Bytes(text, summaryChars), truncate.Mark)
 	if i := strings.LastIndex(cut, "\n\n"); i > summaryChars/3 {
 		cut = cut[:i]
 	} else if i := strings.LastIndexByte(cut, '\n'); i > summaryChars/3 {
@@ -327,7 +328,7 @@ func fileBase(word string) string {
 	if word == "" {
 		return "result"
 	}
-	return truncate(word, 64)
+	return word[:min(len(word), 64)] // ASCII only
 }
 
 func humanBytes(n int64) string {

@@ -8,12 +8,12 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"go.uber.org/zap"
 
 	"github.com/flowbridge/flowbridge/bridge/markdown"
 	"github.com/flowbridge/flowbridge/bridge/workspace"
+	"github.com/flowbridge/flowbridge/internal/truncate"
 )
 
 // flow handles "/flow ARGS" and "!flow ARGS".
@@ -133,7 +133,7 @@ func (b *Bridge) runFlowHeld(ctx context.Context, log *zap.Logger, ev Event, f *
 	entry.Duration = elapsed
 	footer := fmt.Sprintf("%s · run by %s · %s", f.Name, displayName(ev.User), humanElapsed(elapsed))
 	if err != nil {
-		entry.Outcome, entry.Detail = outcomeOf(ctx, err), truncate(err.Error(), 1000)
+		entry.Outcome, entry.Detail = outcomeOf(ctx, err), truncate.Bytes(err.Error(), 1000)
 		b.audit(ctx, log, entry)
 		b.metrics.flowRun(f.Name, entry.Outcome)
 		log.Warn("flow failed", zap.Error(err), zap.Duration("duration", elapsed))
@@ -329,21 +329,10 @@ func (b *Bridge) auditParams(params map[string]string) map[string]string {
 				out, cloned = maps.Clone(params), true
 			}
 			delete(out, k)
-			out[truncate(k, 64)] = truncate(v, 256) + fmt.Sprintf("… (%d bytes)", len(v))
+			out[truncate.Bytes(k, 64)] = truncate.Bytes(v, 256) + fmt.Sprintf(" (%d bytes)", len(v))
 		}
 	}
 	return out
-}
-
-// truncate cuts s to at most n bytes on a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 func (b *Bridge) audit(ctx context.Context, log *zap.Logger, e AuditEntry) {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/flowbridge/flowbridge/internal/truncate"
 )
 
 // Earlier is one message said before the one that starts a conversation,
@@ -79,7 +81,7 @@ func formatEarlier(msgs []Earlier, tc ThreadContext) string {
 		if n := len(line); used+n > chars {
 			if used == 0 {
 				// The newest alone is over the budget: its start still helps.
-				lines = append(lines, truncate(strings.TrimSuffix(line, "\n"), chars)+"…\n")
+				lines = append(lines, truncate.Bytes(strings.TrimSuffix(line, "\n"), chars)+"\n")
 			}
 			break
 		}

@@ -33,7 +33,7 @@ func TestFormatEarlier(t *testing.T) {
 				"- flowbridge (you, an earlier answer): an <\u2060!channel> answer\n" +
 				"- someone: anonymous\n" + msgThreadEnd},
 		{"one message over the budget is cut", []Earlier{{Author: "a", Text: strings.Repeat("x", 100)}}, ThreadContext{Messages: 1, Chars: 20},
-			msgThreadLead + "- a: " + strings.Repeat("x", 15) + "…\n" + msgThreadEnd},
+			msgThreadLead + "- a: " + strings.Repeat("x", 12) + "…\n" + msgThreadEnd},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

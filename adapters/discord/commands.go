@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/internal/truncate"
 )
 
 // Discord's limits for chat-input commands (application-commands docs).
@@ -95,7 +96,7 @@ func flowSubcommand(f bridge.Flow) *discordgo.ApplicationCommandOption {
 	sub := &discordgo.ApplicationCommandOption{
 		Type:        discordgo.ApplicationCommandOptionSubCommand,
 		Name:        f.Name,
-		Description: truncate(desc, maxDescription),
+		Description: truncate.Bytes(desc, maxDescription),
 	}
 	// Discord requires the required options first; the order is otherwise the config's.
 	params := slices.Clone(f.Params)
@@ -116,7 +117,7 @@ func flowSubcommand(f bridge.Flow) *discordgo.ApplicationCommandOption {
 		opt := &discordgo.ApplicationCommandOption{
 			Type:        discordgo.ApplicationCommandOptionString,
 			Name:        p.Name,
-			Description: truncate(pdesc, maxDescription),
+			Description: truncate.Bytes(pdesc, maxDescription),
 			Required:    p.Required,
 		}
 		switch {
@@ -133,16 +134,7 @@ func flowSubcommand(f bridge.Flow) *discordgo.ApplicationCommandOption {
 }
 
 func choice(v string) *discordgo.ApplicationCommandOptionChoice {
-	return &discordgo.ApplicationCommandOptionChoice{Name: truncate(v, maxChoiceLength), Value: v}
-}
-
-// truncate shortens s to at most n runes, ending it with "…" when cut.
-func truncate(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
+	return &discordgo.ApplicationCommandOptionChoice{Name: truncate.Bytes(v, maxChoiceLength), Value: v}
 }
 
 // ValidateCommands reports every flow name, parameter, description and

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/internal/truncate"
 )
 
 // Conversation keys:
@@ -298,7 +299,7 @@ func threadName(text string) string {
 	if line == "" {
 		return "Conversation"
 	}
-	return truncate(line, 90)
+	return truncate.Bytes(line, 90)
 }
 
 // mentionPattern matches user mentions, <@ID> and the older <@!ID>.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/markdown"
+	"github.com/flowbridge/flowbridge/internal/truncate"
 )
 
 // Discord's message limits.
@@ -91,7 +92,7 @@ func footerLine(footer string) string {
 	if footer == "" {
 		return ""
 	}
-	return "-# " + truncate(footer, 500)
+	return "-# " + truncate.Bytes(footer, 500)
 }
 
 // components lays buttons out in action rows. A button whose custom_id would
@@ -104,7 +105,7 @@ func components(buttons []bridge.Button) []discordgo.MessageComponent {
 		if len([]rune(id)) > maxCustomID || b.Action.ID == "" {
 			continue
 		}
-		label := truncate(strings.TrimSpace(b.Label), maxButtonLabel)
+		label := truncate.Bytes(strings.TrimSpace(b.Label), maxButtonLabel)
 		if label == "" {
 			label = b.Action.ID
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/internal/truncate"
 )
 
 // route is the adapter's record of where and how an event is answered. It is
@@ -138,7 +139,7 @@ type idCheck struct{ err error }
 // need checks a required ID.
 func (c *idCheck) need(field, id string) {
 	if c.err == nil && !isSnowflake(id) {
-		c.err = fmt.Errorf("%s %q is not a Discord ID", field, truncate(id, 40))
+		c.err = fmt.Errorf("%s %q is not a Discord ID", field, truncate.Bytes(id, 40))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/internal/truncate"
 )
 
 // userInstallable lets users install the commands to their account and run
@@ -84,7 +85,7 @@ func (r *interactionResponder) withinFollowups(reply bridge.Reply) bridge.Reply 
 	}
 	out := reply
 	out.File = &bridge.File{Name: "reply.md", Content: []byte(reply.Text)}
-	start := truncate(reply.Text, 1500)
+	start := truncate.Bytes(reply.Text, 1500)
 	if strings.Count(start, "```")%2 == 1 {
 		start += "\n```"
 	}

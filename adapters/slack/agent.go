@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/internal/truncate"
 )
 
 // maxContextEntities bounds how many of the things a user views (most
@@ -20,7 +21,7 @@ const maxContextEntities = 5
 // or for the Home tab, it is ignored (nil).
 func (a *Adapter) receiveHome(log *zap.Logger, team, eventID string, e *slackevents.AppHomeOpenedEvent) *bridge.Receipt {
 	if !a.cfg.AgentView || e.Tab != "messages" {
-		log.Debug("app_home_opened ignored", zap.String("tab", truncate(e.Tab, 16)))
+		log.Debug("app_home_opened ignored", zap.String("tab", truncate.Bytes(e.Tab, 16)))
 		return nil
 	}
 	return a.receiveAgent(log, team, eventID, bridge.KindOpen, e.Channel, e.User, e.Context)

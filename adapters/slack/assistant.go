@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/internal/truncate"
 )
 
 // Slack's limits on assistant threads. Slack documents the number of
@@ -173,7 +174,7 @@ func (r *statusResponder) suggest(ctx context.Context, prompts []bridge.Prompt) 
 		params.ThreadTS = ""
 	}
 	for _, p := range prompts[:min(len(prompts), MaxSuggestedPrompts)] {
-		params.AddPrompt(truncate(p.Title, MaxPromptTitle), truncate(p.Message, MaxPromptMessage))
+		params.AddPrompt(truncate.Bytes(p.Title, MaxPromptTitle), truncate.Bytes(p.Message, MaxPromptMessage))
 	}
 	return r.a.withRetry(ctx, "assistant.threads.setSuggestedPrompts", func() error {
 		return r.a.api.SetAssistantThreadsSuggestedPromptsContext(ctx, params)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/internal/truncate"
 )
 
 // Connection modes.
@@ -275,7 +276,7 @@ func (c Config) settingProblems() error {
 		bad(&errs, "working_indicator", "%q is not one of \"placeholder\", \"reaction\", \"none\"", c.WorkingIndicator)
 	}
 	if n := runes(c.AssistantStatus); n > MaxStatusLength || strings.ContainsAny(c.AssistantStatus, "\n\r") {
-		bad(&errs, "assistant_status", "%q must be one line of at most %d characters (Slack's limit)", truncate(c.AssistantStatus, 60), MaxStatusLength)
+		bad(&errs, "assistant_status", "%q must be one line of at most %d characters (Slack's limit)", truncate.Bytes(c.AssistantStatus, 60), MaxStatusLength)
 	}
 	if c.Assistant && c.AgentView {
 		bad(&errs, "agent_view", "cannot be used with slack.assistant: a Slack app has either agent_view (new apps) or assistant_view; turn one off")

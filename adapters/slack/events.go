@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/internal/truncate"
 )
 
 // platform is the adapter's name in events and inbox keys.
@@ -39,7 +40,7 @@ func (a *Adapter) receiveEventsAPI(ev slackevents.EventsAPIEvent, retry int) *br
 	if ev.Type != slackevents.CallbackEvent || !ok {
 		return nil
 	}
-	log := a.log.WithLazy(zap.String("event_id", truncate(cb.EventID, 64)), zap.String("event", truncate(ev.InnerEvent.Type, 64)))
+	log := a.log.WithLazy(zap.String("event_id", truncate.Bytes(cb.EventID, 64)), zap.String("event", truncate.Bytes(ev.InnerEvent.Type, 64)))
 	if retry > 0 {
 		log.Debug("event redelivered", zap.Int("retry", retry))
 	}
@@ -256,7 +257,7 @@ func (a *Adapter) receiveCommand(ctx context.Context, cmd slackgo.SlashCommand) 
 	case a.cfg.AgentCommand:
 		word = bridge.CommandAgent
 	default:
-		name := truncate(cmd.Command, 32)
+		name := truncate.Bytes(cmd.Command, 32)
 		a.log.Info("unknown slash command", zap.String("command", name))
 		return nil, &urlMessage{
 			ResponseType: slackgo.ResponseTypeEphemeral,
@@ -313,7 +314,7 @@ func (a *Adapter) receiveInteraction(cb slackgo.InteractionCallback) *bridge.Rec
 	if team == "" {
 		team = cb.User.TeamID
 	}
-	log := a.log.WithLazy(zap.String("action", truncate(act.ActionID, 64)))
+	log := a.log.WithLazy(zap.String("action", truncate.Bytes(act.ActionID, 64)))
 	// A press is known by its trigger_id, or its action_ts where Slack sends none.
 	id, valid := cb.TriggerID, isTrigger
 	if id == "" {

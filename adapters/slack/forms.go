@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/internal/truncate"
 )
 
 // Flow forms: a modal that offers the flows the user may run and one input
@@ -214,7 +215,7 @@ func (a *Adapter) shortcutForm(ctx context.Context, cb slackgo.InteractionCallba
 
 // formChoice updates the form for the flow just chosen in it.
 func (a *Adapter) formChoice(ctx context.Context, cb slackgo.InteractionCallback) {
-	log := a.log.WithLazy(zap.String("view", truncate(cb.View.ID, 64)))
+	log := a.log.WithLazy(zap.String("view", truncate.Bytes(cb.View.ID, 64)))
 	fc := a.forms()
 	if fc == nil || len(cb.ActionCallback.BlockActions) == 0 {
 		return
@@ -276,7 +277,7 @@ func formValues(state *slackgo.ViewState) map[string]string {
 // submitForm checks a submitted form and hands the flow run to the core.
 // Errors are shown in the form (response_action "errors", by block_id).
 func (a *Adapter) submitForm(ctx context.Context, cb slackgo.InteractionCallback) (*bridge.Receipt, any) {
-	log := a.log.WithLazy(zap.String("view", truncate(cb.View.ID, 64)))
+	log := a.log.WithLazy(zap.String("view", truncate.Bytes(cb.View.ID, 64)))
 	fc := a.forms()
 	if fc == nil {
 		return nil, nil
@@ -355,7 +356,7 @@ func plainText(s string) string {
 }
 
 func plain(s string, limit int) *slackgo.TextBlockObject {
-	return slackgo.NewTextBlockObject(slackgo.PlainTextType, truncate(s, limit), false, false)
+	return slackgo.NewTextBlockObject(slackgo.PlainTextType, truncate.Bytes(s, limit), false, false)
 }
 
 // formView builds the flow form: the flows to choose from, and the chosen

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/internal/truncate"
 )
 
 // node is one value of the manifest: an ordered mapping, a list, a string or a bool.
@@ -85,13 +86,13 @@ func defaultPrompts(agents []bridge.Agent) []bridge.Prompt {
 // experience, with what the agent is for, its suggested prompts (at most
 // four) and, as its quick actions, the flows.
 func agentView(cfg Config, flows []bridge.Flow, prompts []bridge.Prompt) *node {
-	v := mapping().set("agent_description", str(truncate(cfg.AgentDescription, MaxAgentDescription)))
+	v := mapping().set("agent_description", str(truncate.Bytes(cfg.AgentDescription, MaxAgentDescription)))
 	if len(prompts) > 0 {
 		ps := list()
 		for _, p := range prompts[:min(len(prompts), MaxSuggestedPrompts)] {
 			ps.items = append(ps.items, mapping().
-				set("title", str(truncate(p.Title, MaxPromptTitle))).
-				set("message", str(truncate(p.Message, MaxPromptMessage))))
+				set("title", str(truncate.Bytes(p.Title, MaxPromptTitle))).
+				set("message", str(truncate.Bytes(p.Message, MaxPromptMessage))))
 		}
 		v.set("suggested_prompts", ps)
 	}
@@ -104,7 +105,7 @@ func agentView(cfg Config, flows []bridge.Flow, prompts []bridge.Prompt) *node {
 			}
 			as.items = append(as.items, mapping().
 				set("name", str(f.Name)).
-				set("description", str(truncate(desc, maxActionDescription))))
+				set("description", str(truncate.Bytes(desc, maxActionDescription))))
 		}
 		v.set("actions", as)
 	}
@@ -132,7 +133,7 @@ func manifestTree(cfg Config, flows []bridge.Flow, prompts []bridge.Prompt, botN
 	}
 	flowHint := "NAME key=value …"
 	if len(names) > 0 {
-		flowHint = truncate(strings.Join(names, " | ")+" key=value …", 100)
+		flowHint = truncate.Bytes(strings.Join(names, " | ")+" key=value …", 100)
 	}
 	command := func(cmd, desc, hint string) *node {
 		c := mapping().
@@ -171,7 +172,7 @@ func manifestTree(cfg Config, flows []bridge.Flow, prompts []bridge.Prompt, botN
 			set("messages_tab_enabled", boolean(true)).
 			set("messages_tab_read_only_enabled", boolean(false))).
 		set("bot_user", mapping().
-			set("display_name", str(truncate(name, 80))).
+			set("display_name", str(truncate.Bytes(name, 80))).
 			set("always_online", boolean(true)))
 	if cfg.Assistant {
 		// The agent's suggested prompts are set per thread when it starts.
@@ -196,7 +197,7 @@ func manifestTree(cfg Config, flows []bridge.Flow, prompts []bridge.Prompt, botN
 
 	return mapping().
 		set("display_information", mapping().
-			set("name", str(truncate(name, 35))).
+			set("name", str(truncate.Bytes(name, 35))).
 			set("description", str("Talk to AI agents and run AI flows from Slack"))).
 		set("features", features).
 		set("oauth_config", mapping().

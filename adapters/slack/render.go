@@ -9,6 +9,7 @@ import (
 	"github.com/flowbridge/flowbridge/adapters/slack/mrkdwn"
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/markdown"
+	"github.com/flowbridge/flowbridge/internal/truncate"
 )
 
 // Slack's limits that shape a rendered reply.
@@ -65,7 +66,7 @@ func render(r bridge.Reply, markdownBlock bool) []outMessage {
 
 	last := &msgs[len(msgs)-1]
 	if f := strings.TrimSpace(r.Footer); f != "" {
-		footer := mrkdwn.Convert(truncate(f, maxFooter))
+		footer := mrkdwn.Convert(truncate.Bytes(f, maxFooter))
 		last.Blocks = append(last.Blocks, slackgo.NewContextBlock("",
 			slackgo.NewTextBlockObject(slackgo.MarkdownType, footer, false, false)))
 	}
@@ -235,7 +236,7 @@ func buttons(bs []bridge.Button) slackgo.Block {
 	els := make([]slackgo.BlockElement, 0, len(bs))
 	for _, b := range bs {
 		btn := slackgo.NewButtonBlockElement(b.Action.ID, b.Action.Value,
-			slackgo.NewTextBlockObject(slackgo.PlainTextType, truncate(b.Label, maxLabel), false, false))
+			slackgo.NewTextBlockObject(slackgo.PlainTextType, truncate.Bytes(b.Label, maxLabel), false, false))
 		switch b.Style {
 		case "primary":
 			btn.Style = slackgo.StylePrimary
@@ -261,24 +262,16 @@ func escapeText(s string) string { return mrkdwn.Escape(s) }
 
 func runes(s string) int { return utf8.RuneCountInString(s) }
 
-// truncate shortens s to at most n runes, marking the cut with an ellipsis.
-func truncate(s string, n int) string {
-	if runes(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
-}
-
-// truncateEscaped truncates already-escaped text without leaving half an
-// entity such as "&am" behind.
+// truncateEscaped is truncate.Bytes for already-escaped text: it leaves
+// no half an entity such as "&am" behind.
 func truncateEscaped(s string, n int) string {
-	if runes(s) <= n {
+	t := truncate.Bytes(s, n)
+	if t == s {
 		return s
 	}
-	t := string([]rune(s)[:n-1])
+	t = strings.TrimSuffix(t, truncate.Mark)
 	if i := strings.LastIndexByte(t, '&'); i >= 0 && !strings.Contains(t[i:], ";") {
 		t = t[:i]
 	}
-	return t + "…"
+	return t + truncate.Mark
 }

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/internal/truncate"
 )
 
 // responderKind says where an event came from, which decides how replies go
@@ -608,7 +609,7 @@ func (r *responder) sendURL(ctx context.Context, m urlMessage) error {
 			if code == "" {
 				code = strings.TrimSpace(string(b))
 			}
-			return fmt.Errorf("response_url: %s: %s", res.Status, truncate(code, 200))
+			return fmt.Errorf("response_url: %s: %s", res.Status, truncate.Bytes(code, 200))
 		}
 		return nil
 	})

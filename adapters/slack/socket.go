@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/internal/truncate"
 )
 
 // maxPendingAcks bounds the envelopes waiting for the store before their
@@ -106,7 +107,7 @@ func (a *Adapter) onSocketEvent(ctx context.Context, acks *acker, evt socketmode
 			if json.Unmarshal(e.Message, &env) == nil && env.EnvelopeID != "" {
 				acks.add(ctx, pendingAck{envelopeID: env.EnvelopeID})
 			}
-			a.log.Debug("unhandled socket message", zap.String("type", truncate(env.Type, 64)), zap.Error(e.Cause))
+			a.log.Debug("unhandled socket message", zap.String("type", truncate.Bytes(env.Type, 64)), zap.Error(e.Cause))
 		}
 	case socketmode.EventTypeEventsAPI:
 		a.touch()

@@ -79,7 +79,7 @@ func decodeChatReply(data []byte) (*ChatReply, error) {
 		return nil, badResponse(err.Error(), data)
 	}
 	if status := resp.Meta.Status; failed(status, chatSubmitted) {
-		return nil, &ChatFailedError{Status: truncate([]byte(status), maxStatus), Message: failureMessage(data)}
+		return nil, &ChatFailedError{Status: errorText([]byte(status), maxStatus), Message: failureMessage(data)}
 	}
 	if resp.Result.Output == nil {
 		return nil, badResponse("no string result.output", data)
@@ -145,7 +145,7 @@ func decodeSessionUUID(data []byte) (string, error) {
 		id, ok := ValidSessionID(s)
 		if !ok {
 			// Quote only the start: the value may be huge.
-			return "", fmt.Errorf("%w: session ID is not a UUID: %s (%d bytes)", ErrBadResponse, strconv.Quote(truncate([]byte(s), 40)), len(s))
+			return "", fmt.Errorf("%w: session ID is not a UUID: %s (%d bytes)", ErrBadResponse, strconv.Quote(errorText([]byte(s), 40)), len(s))
 		}
 		return id, nil
 	}

@@ -305,7 +305,7 @@ func (c *Client) attempt(ctx, dctx context.Context, r request, n int) (body []by
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		c.report(r.op, resp.StatusCode, start)
-		apiErr := &APIError{Op: r.op, Status: resp.StatusCode, Body: truncate(data, maxAPIErrorBody)}
+		apiErr := &APIError{Op: r.op, Status: resp.StatusCode, Body: errorText(data, maxAPIErrorBody)}
 		retryAfter, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 		if ok {
 			apiErr.RetryAfter = retryAfter

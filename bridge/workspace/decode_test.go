@@ -98,7 +98,7 @@ func FuzzParseRetryAfter(f *testing.F) {
 	})
 }
 
-func TestTruncate(t *testing.T) {
+func TestErrorText(t *testing.T) {
 	tests := []struct {
 		in   string
 		n    int
@@ -106,13 +106,13 @@ func TestTruncate(t *testing.T) {
 	}{
 		{"short", 10, "short"},
 		{"  padded\n", 20, "padded"},
-		{"abcdef", 3, "abc…"},
-		{"ééé", 3, "é…"},                 // a split rune is dropped, not mangled
+		{"abcdef", 5, "ab…"},
+		{"ééé", 5, "é…"},                 // a split rune is dropped, not mangled
 		{"\xff\xfe ok", 20, "\uFFFD ok"}, // a run of bad bytes becomes one mark
 	}
 	for _, tt := range tests {
-		if got := truncate([]byte(tt.in), tt.n); got != tt.want {
-			t.Errorf("truncate(%q, %d) = %q, want %q", tt.in, tt.n, got, tt.want)
+		if got := errorText([]byte(tt.in), tt.n); got != tt.want {
+			t.Errorf("errorText(%q, %d) = %q, want %q", tt.in, tt.n, got, tt.want)
 		}
 	}
 }

@@ -7,7 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/flowbridge/flowbridge/internal/truncate"
 )
 
 // Sentinels for the statuses the API document lists, and for 429 and 503,
@@ -140,26 +141,18 @@ func failureText(what, status, message string) string {
 	return msg
 }
 
-// truncate returns b as valid UTF-8 of at most about n bytes, marking a cut.
-func truncate(b []byte, n int) string {
-	cut := len(b) > n
-	if cut {
-		b = b[:n]
-		// Drop a rune split by the cut rather than show a replacement.
-		for i := 0; i < utf8.UTFMax && len(b) > 0 && !utf8.Valid(b); i++ {
-			b = b[:len(b)-1]
-		}
-	}
-	s := strings.TrimSpace(strings.ToValidUTF8(string(b), "\uFFFD"))
-	if cut {
-		s += "…"
-	}
-	return s
+// errorText is the start of b for an error message: cut to n bytes by
+// truncate.Bytes, then made valid UTF-8 (a run of bad bytes becomes one
+// U+FFFD) without the spaces around it.
+func errorText(b []byte, n int) string {
+	// Only what can be kept is copied, and a byte more to show the cut.
+	s := truncate.Bytes(string(b[:min(len(b), n+1)]), n)
+	return strings.TrimSpace(strings.ToValidUTF8(s, "\uFFFD"))
 }
 
 // snippet quotes the start of a body for an error message.
 func snippet(b []byte) string {
-	return strconv.Quote(truncate(b, 80))
+	return strconv.Quote(errorText(b, 80))
 }
 
 // badResponse describes an unusable 2xx body.

@@ -102,7 +102,7 @@ func decodeFlowRun(data []byte) (*FlowRun, error) {
 		return nil, badResponse(err.Error(), data)
 	}
 	if status := resp.Meta.Status; failed(status, flowSucceeded) {
-		return nil, &FlowFailedError{Status: truncate([]byte(status), maxStatus), Message: failureMessage(data)}
+		return nil, &FlowFailedError{Status: errorText([]byte(status), maxStatus), Message: failureMessage(data)}
 	}
 	var result map[string]json.RawMessage
 	if len(resp.Result) > 0 {
@@ -147,7 +147,7 @@ func failureMessage(data []byte) string {
 			}
 			text = compact.String()
 		}
-		if text = truncate([]byte(text), maxFailureMessage); text != "" {
+		if text = errorText([]byte(text), maxFailureMessage); text != "" {
 			return text
 		}
 	}
