@@ -394,7 +394,7 @@ func (b *countingBody) Read(p []byte) (int, error) {
 // what the agent hears are not read whole: the bytes read stop at the page
 // limit an answer (here 64 KiB in place of maxThreadPage, so the fakes stay
 // quick; the thread's first page is over it), and the agent still hears the
-// newest replies, cut to thread_context_chars.
+// newest replies, cut to thread_context_chars, and how many came before.
 func TestE2EThreadOfHugeRepliesIsReadWithinBounds(t *testing.T) {
 	t.Parallel()
 	const page = 64 << 10
@@ -420,6 +420,7 @@ func TestE2EThreadOfHugeRepliesIsReadWithinBounds(t *testing.T) {
 	e.reply(ctx, e2eChannel, "You said") // the echo starts with the thread
 	got := e.agentSessions()
 	if len(got) != 1 || len(got[0]) != 1 || !strings.Contains(got[0][0], "- Bob: reply 12 xxx") || len(got[0][0]) > 21_000 ||
+		!strings.Contains(got[0][0], " earlier messages left out)") ||
 		strings.Contains(got[0][0], "opening") || !strings.HasSuffix(got[0][0], "tl;dr?") {
 		t.Errorf("agent heard %.300q… (%d bytes), want the newest reply cut to 20,000 characters, and nothing of the thread's opening", got, len(fmt.Sprint(got)))
 	}

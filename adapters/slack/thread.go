@@ -67,7 +67,12 @@ func (a *Adapter) readThreadEnd(ctx context.Context, rt route, want int) (thread
 	head, more, err := r.page(ctx, "", rt.UserTS, want+2)
 	switch {
 	case errors.Is(err, errPageTooLarge):
-		head, more = nil, true // its huge messages are for the windows to skip
+		// Its huge messages are for the windows to skip; the root alone
+		// still tells the thread's length.
+		head, more = nil, true
+		if root, _, err := r.page(ctx, "", rt.ContextOf, 1); err == nil {
+			head = root
+		}
 	case err != nil:
 		return threadEnd{}, err
 	case !more:
