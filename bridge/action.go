@@ -115,7 +115,7 @@ func (b *Bridge) answerConfirmation(ctx context.Context, log *zap.Logger, ev Eve
 	if ev.Action.ID == ActionConfirm {
 		// Access is decided now, by the configuration in force: a flow
 		// removed, or a rule narrowed, since the question was asked, wins.
-		f, ok := b.cat.Load().flows[p.flow.Name]
+		f, ok := b.set.cat.Load().flows[p.flow.Name]
 		if !ok {
 			entry.Outcome, entry.Detail = OutcomeRefused, "flow removed before confirmation"
 			b.audit(ctx, log, entry)
@@ -227,7 +227,7 @@ func (b *Bridge) takePending(ctx context.Context, log *zap.Logger, id, user stri
 	if !ok {
 		return pending{}, false, true
 	}
-	f, known := b.cat.Load().flows[s.Flow]
+	f, known := b.set.cat.Load().flows[s.Flow]
 	if !known {
 		f = &Flow{Name: s.Flow}
 	}

@@ -20,7 +20,7 @@ func (b *Bridge) agentCommand(ctx context.Context, log *zap.Logger, ev Event, ar
 	if len(words) > 0 {
 		sub = strings.ToLower(words[0])
 	}
-	cat := b.cat.Load()
+	cat := b.set.cat.Load()
 	switch sub {
 	case "", "help":
 		b.tell(ctx, log, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: agentHelp(cat, ev.Reply)})

@@ -42,7 +42,7 @@ func (b *Bridge) open(ctx context.Context, log *zap.Logger, ev Event) {
 		b.answered(ctx, log, ev, "", nil)
 		return
 	}
-	agent, err := b.conversationAgent(ctx, b.cat.Load(), ev)
+	agent, err := b.conversationAgent(ctx, b.set.cat.Load(), ev)
 	var r Reply
 	switch {
 	case err != nil:

@@ -141,41 +141,68 @@ type Bridge struct {
 	ws      Workspace
 	store   Store
 	metrics *Metrics
-	cat     atomic.Pointer[catalog]
-	slots   chan struct{} // in-flight API calls
-	// schedSlots are the scheduled runs', apart from slots.
-	schedSlots chan struct{}
-	limits     atomic.Pointer[rateLimits]
-	lim        atomic.Pointer[Limits]     // the limits in force; SetLimits replaces them
-	fault      atomic.Pointer[storeFault] // set while the latest begun store write to end failed
-	writes     storeWrites                // numbers store writes, for fault
-	outage     outage                     // the probe of a failing store
-	disp       *replicas                  // takes events in and runs them under their leases
-	notices    busyNotices                // one "still working" notice per conversation and user
+	set     settings    // what a reload replaces
+	slots   slots       // bounds on the API calls running at once
+	health  storeHealth // whether the store takes writes
+	disp    *dispatcher // takes events in and runs them under their leases
+	notices busyNotices // one "still working" notice per conversation and user
 	// contextMu makes a context record's read and write one step, for
 	// keepContext and the told mark of withContext, which a thread's
 	// message makes on its parent's record outside the parent's order.
 	contextMu sync.Mutex
 
-	// schedules are listed for admins in /flow help (SetSchedules).
-	schedules atomic.Pointer[[]Scheduled]
-
 	// ctx is the parent of all work; cancel cuts it off when the shutdown grace ends.
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu     sync.Mutex
-	closed bool
-	keys   atomic.Uint64 // numbers the keys given to events that came without one
-	wg     sync.WaitGroup
+	mu   sync.Mutex // guards the start of work against Shutdown, and the dispatcher's maps
+	work workers
+}
+
+// settings are what SetCatalog, SetLimits and SetSchedules replace while the
+// bridge runs; work already running keeps what it started with.
+type settings struct {
+	cat    atomic.Pointer[catalog]
+	lim    atomic.Pointer[Limits]     // the limits in force
+	limits atomic.Pointer[rateLimits] // their per-user buckets
+	// schedules are listed for admins in /flow help.
+	schedules atomic.Pointer[[]Scheduled]
+}
+
+// slots bound the API calls running at once: people's, and scheduled
+// runs' apart, so that neither can starve the other.
+type slots struct {
+	api, scheduled chan struct{}
+}
+
+// storeHealth is whether the store takes writes, for readiness.
+type storeHealth struct {
+	fault  atomic.Pointer[storeFault] // set while the latest begun store write to end failed
+	writes storeWrites                // numbers store writes, for fault
+	outage outage                     // the probe of a failing store
+}
+
+// workers are the goroutines the bridge owns, and what ends them.
+type workers struct {
+	wg sync.WaitGroup
 	// late counts the events recorded after Shutdown began, for the next
 	// start to answer; Close waits for them.
 	late sync.WaitGroup
-
 	// handoff passes work to an idle worker goroutine; quit, closed by
-	// Shutdown, sends idle workers home.
+	// Shutdown, sends idle workers home and says the bridge is closing.
 	handoff chan func()
 	quit    chan struct{}
+}
+
+// closingLocked reports whether Shutdown has begun; b.mu is held, so no
+// work can start after Shutdown began.
+func (b *Bridge) closingLocked() bool {
+	select {
+	case <-b.work.quit:
+		return true
+	default:
+		return false
+	}
 }
 
 // workerIdle is how long a worker goroutine waits for more work once its own
@@ -198,20 +225,18 @@ func New(cfg Config, ws Workspace, st Store, log *zap.Logger) (*Bridge, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Bridge{
-		cfg:        cfg,
-		log:        log,
-		ws:         ws,
-		store:      st,
-		metrics:    cfg.Metrics,
-		slots:      make(chan struct{}, cfg.MaxInFlight),
-		schedSlots: make(chan struct{}, cfg.ScheduledInFlight),
-		ctx:        ctx,
-		cancel:     cancel,
-		handoff:    make(chan func()),
-		quit:       make(chan struct{}),
+		cfg:     cfg,
+		log:     log,
+		ws:      ws,
+		store:   st,
+		metrics: cfg.Metrics,
+		slots:   slots{api: make(chan struct{}, cfg.MaxInFlight), scheduled: make(chan struct{}, cfg.ScheduledInFlight)},
+		ctx:     ctx,
+		cancel:  cancel,
+		work:    workers{handoff: make(chan func()), quit: make(chan struct{})},
 	}
-	b.disp = newReplicas(b, st, cfg.Replicas)
-	b.cat.Store(cat)
+	b.disp = newDispatcher(b, st, cfg.Replicas)
+	b.set.cat.Store(cat)
 	b.SetLimits(cfg.Limits)
 	return b, nil
 }
@@ -220,11 +245,11 @@ func New(cfg Config, ws Workspace, st Store, log *zap.Logger) (*Bridge, error) {
 // their defaults. Per-user rate buckets start afresh.
 func (b *Bridge) SetLimits(l Limits) {
 	l.setDefaults()
-	b.lim.Store(&l)
-	b.limits.Store(newRateLimits(l, b.cfg.Now))
+	b.set.lim.Store(&l)
+	b.set.limits.Store(newRateLimits(l, b.cfg.Now))
 }
 
-func (b *Bridge) limitsNow() Limits { return *b.lim.Load() }
+func (b *Bridge) limitsNow() Limits { return *b.set.lim.Load() }
 
 // SetCatalog replaces the flows, agents and admins (on reload). Work already
 // running keeps the definitions it started with.
@@ -233,7 +258,7 @@ func (b *Bridge) SetCatalog(flows []Flow, agents []Agent, admins []string) error
 	if err != nil {
 		return err
 	}
-	b.cat.Store(cat)
+	b.set.cat.Store(cat)
 	return nil
 }
 
@@ -243,11 +268,11 @@ func (b *Bridge) SetCatalog(flows []Flow, agents []Agent, admins []string) error
 func (b *Bridge) Refused(reason string) { b.metrics.refused(reason) }
 
 // Flows returns the flows users may run, sorted by name.
-func (b *Bridge) Flows() []Flow { return b.cat.Load().flowList() }
+func (b *Bridge) Flows() []Flow { return b.set.cat.Load().flowList() }
 
 // Flow returns the flow with the given command word.
 func (b *Bridge) Flow(name string) (Flow, bool) {
-	f, ok := b.cat.Load().flows[strings.ToLower(name)]
+	f, ok := b.set.cat.Load().flows[strings.ToLower(name)]
 	if !ok {
 		return Flow{}, false
 	}
@@ -255,7 +280,7 @@ func (b *Bridge) Flow(name string) (Flow, bool) {
 }
 
 // Agents returns the agents, sorted by name.
-func (b *Bridge) Agents() []Agent { return b.cat.Load().agentList() }
+func (b *Bridge) Agents() []Agent { return b.set.cat.Load().agentList() }
 
 // job is an event with its route decided.
 type job struct {
@@ -391,16 +416,16 @@ func (b *Bridge) Receive(ev Event) *Receipt {
 	if ev.Key == "" {
 		// The same path for every event: one the platform gave no key of
 		// its own (the console's lines) gets one no other event has.
-		ev.Key = fmt.Sprintf("%s/local/%s/%d", ev.Platform, b.disp.cfg.Holder, b.keys.Add(1))
+		ev.Key = fmt.Sprintf("%s/local/%s/%d", ev.Platform, b.disp.cfg.Holder, b.disp.keys.Add(1))
 	}
 	ev.entry = &entry{key: ev.Key}
 	j := classify(ev)
 	j.rec = rec
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
+	if b.closingLocked() {
 		// Recorded and left Received: the next start answers it.
-		b.late.Go(func() {
+		b.work.late.Go(func() {
 			err := b.record(&j)
 			if err == nil {
 				err = ErrClosed
@@ -455,9 +480,9 @@ func (b *Bridge) busy(j *job) {
 // is held, so the goroutine is counted before Shutdown can wait.
 func (b *Bridge) goLocked(f func()) {
 	select {
-	case b.handoff <- f:
+	case b.work.handoff <- f:
 	default:
-		b.wg.Go(func() { b.worker(f) })
+		b.work.wg.Go(func() { b.worker(f) })
 	}
 }
 
@@ -470,10 +495,10 @@ func (b *Bridge) worker(f func()) {
 		f()
 		idle.Reset(workerIdle)
 		select {
-		case f = <-b.handoff:
+		case f = <-b.work.handoff:
 		case <-idle.C:
 			return
-		case <-b.quit:
+		case <-b.work.quit:
 			return
 		}
 	}
@@ -535,7 +560,7 @@ func (b *Bridge) run(j job) {
 // acquire takes an in-flight API slot, or reports false when all are taken.
 func (b *Bridge) acquire() bool {
 	select {
-	case b.slots <- struct{}{}:
+	case b.slots.api <- struct{}{}:
 		b.metrics.inflight(1)
 		return true
 	default:
@@ -545,7 +570,7 @@ func (b *Bridge) acquire() bool {
 }
 
 func (b *Bridge) release() {
-	<-b.slots
+	<-b.slots.api
 	b.metrics.inflight(-1)
 }
 
@@ -595,14 +620,13 @@ func (b *Bridge) replace(ctx context.Context, ev Event, ref MessageRef, r Reply)
 // start, and Shutdown returns ctx's error once that is done.
 func (b *Bridge) Shutdown(ctx context.Context) error {
 	b.mu.Lock()
-	if !b.closed {
-		b.closed = true
-		close(b.quit)
+	if !b.closingLocked() {
+		close(b.work.quit)
 	}
 	b.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
-		b.wg.Wait()
+		b.work.wg.Wait()
 		close(done)
 	}()
 	var err error
@@ -620,11 +644,11 @@ func (b *Bridge) Shutdown(ctx context.Context) error {
 
 // ClosingSignal is closed when Shutdown begins: from then on no new work
 // starts.
-func (b *Bridge) ClosingSignal() <-chan struct{} { return b.quit }
+func (b *Bridge) ClosingSignal() <-chan struct{} { return b.work.quit }
 
 // Close waits for the events recorded after Shutdown began. Call it after
 // the adapters have stopped and before the store closes.
 func (b *Bridge) Close() {
-	b.late.Wait()
-	b.outage.probes.Wait()
+	b.work.late.Wait()
+	b.health.outage.probes.Wait()
 }

@@ -660,6 +660,7 @@ func TestFloodGetsOneBusyNotice(t *testing.T) {
 				t.Fatalf("%d of %d messages refused, want all but the queue's and the running one", refused, flood)
 			}
 			close(release)
+			p.waitReplies(t, flood-refused, "answer to")
 			if err := h.b.Shutdown(t.Context()); err != nil {
 				t.Fatal(err)
 			}

@@ -114,7 +114,7 @@ func (b *Bridge) tellBusy(ev Event) (MessageRef, bool) {
 	}
 	n.mu.Unlock()
 	b.mu.Lock()
-	b.wg.Go(func() { b.updateBusy(note) })
+	b.work.wg.Go(func() { b.updateBusy(note) })
 	b.mu.Unlock()
 	return ref, true
 }
@@ -130,7 +130,7 @@ func (b *Bridge) updateBusy(note *busyNotice) {
 		t := time.NewTimer(busyUpdateEvery)
 		select {
 		case <-t.C:
-		case <-b.quit:
+		case <-b.work.quit:
 		}
 		t.Stop()
 		n.mu.Lock()

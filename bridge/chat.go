@@ -32,7 +32,7 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Text: fmt.Sprintf(msgTooLong, len(text), b.limitsNow().MaxMessageBytes)})
 		return
 	}
-	cat := b.cat.Load()
+	cat := b.set.cat.Load()
 	var agent *Agent
 	err := b.readStore(ctx, log, ev, "agent_lookup", func() (err error) {
 		agent, err = b.conversationAgent(ctx, cat, ev)
@@ -55,7 +55,7 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Text: fmt.Sprintf(msgAgentChannel, agent.Name)})
 		return
 	}
-	if ok, wait := b.limits.Load().allowChat(ev.Platform, ev.User.ID); !ok {
+	if ok, wait := b.set.limits.Load().allowChat(ev.Platform, ev.User.ID); !ok {
 		b.metrics.refused("chat_rate")
 		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Text: fmt.Sprintf(msgChatRate, humanWait(wait))})
 		return

@@ -100,7 +100,7 @@ func (b *Bridge) vote(ctx context.Context, log *zap.Logger, ev Event) {
 		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgVoteNotSaved})
 		return
 	}
-	_, configured := b.cat.Load().agents[a.Agent]
+	_, configured := b.set.cat.Load().agents[a.Agent]
 	if !ok || a.Agent != agent || a.Session != session || !configured {
 		log.Debug("vote on an unknown answer", zap.String("value", ev.Action.Value), zap.Bool("recorded", ok), zap.Bool("configured", configured))
 		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgVoteUnknown})

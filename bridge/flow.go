@@ -38,7 +38,7 @@ func (b *Bridge) flow(ctx context.Context, log *zap.Logger, ev Event, args strin
 		}
 		name, params, err = ParseFlowArgs(args)
 	}
-	cat := b.cat.Load()
+	cat := b.set.cat.Load()
 	if err != nil && name == "" {
 		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: err.Error() + " Type `/flow help` for the flows and their parameters."})
 		return
@@ -61,7 +61,7 @@ func (b *Bridge) flow(ctx context.Context, log *zap.Logger, ev Event, args strin
 		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: refusalText(f, rule)})
 		return
 	}
-	if ok, wait := b.limits.Load().allowFlow(ev.Platform, ev.User.ID); !ok {
+	if ok, wait := b.set.limits.Load().allowFlow(ev.Platform, ev.User.ID); !ok {
 		b.metrics.refused("flow_rate")
 		entry.Outcome, entry.Detail = OutcomeRefused, "rate limit"
 		b.audit(ctx, log, entry)
@@ -368,7 +368,7 @@ func (b *Bridge) Ephemeral(ev Event) bool {
 		if name == "" {
 			name, _, _ = ParseFlowArgs(sanitize(j.args))
 		}
-		if f, ok := b.cat.Load().flows[strings.ToLower(name)]; ok {
+		if f, ok := b.set.cat.Load().flows[strings.ToLower(name)]; ok {
 			return !f.Public
 		}
 	case CommandAgent:

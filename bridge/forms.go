@@ -10,7 +10,7 @@ import (
 // FormFlows returns the flows the event's user may run there (the same
 // rules as /flow help), sorted by name, for a form that offers them.
 func (b *Bridge) FormFlows(ev Event) []Flow {
-	allowed := b.allowedFlows(b.cat.Load(), ev)
+	allowed := b.allowedFlows(b.set.cat.Load(), ev)
 	out := make([]Flow, len(allowed))
 	for i, f := range allowed {
 		out[i] = *f
@@ -23,7 +23,7 @@ func (b *Bridge) FormFlows(ev Event) []Flow {
 // form as a whole (no such flow, not allowed to run it, too many values).
 // It returns nil when the submission may run; the run checks it once more.
 func (b *Bridge) CheckFlowForm(ev Event, name string, params map[string]string) map[string]string {
-	cat := b.cat.Load()
+	cat := b.set.cat.Load()
 	f, ok := cat.flows[strings.ToLower(sanitize(name))]
 	if !ok {
 		if name == "" {

@@ -131,6 +131,31 @@ func (r *recorder) Send(_ context.Context, rep bridge.Reply) (bridge.MessageRef,
 	return bridge.MessageRef(fmt.Sprint(n)), nil
 }
 
+// waitReplies returns once r has sent n replies containing substr: the
+// answers a test must see before it shuts the bridge down, since a
+// shutdown starts nothing new.
+func (r *recorder) waitReplies(t *testing.T, n int, substr string) {
+	t.Helper()
+	for {
+		r.mu.Lock()
+		got := 0
+		for _, rep := range r.replies {
+			if strings.Contains(rep.Text, substr) {
+				got++
+			}
+		}
+		r.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-r.notify:
+		case <-t.Context().Done():
+			t.Fatalf("%d replies with %q, want %d", got, substr, n)
+		}
+	}
+}
+
 func (r *recorder) Update(ctx context.Context, _ bridge.MessageRef, rep bridge.Reply) error {
 	r.mu.Lock()
 	r.updates++

@@ -367,7 +367,7 @@ func (b *Bridge) noteWrite(write func() error) error {
 }
 
 // writeBegins numbers a store write about to begin, for noteStore.
-func (b *Bridge) writeBegins() uint64 { return b.writes.begun.Add(1) }
+func (b *Bridge) writeBegins() uint64 { return b.health.writes.begun.Add(1) }
 
 // noteStore keeps the outcome of store write w (numbered by writeBegins):
 // a failure makes StoreReady fail until a write begun later succeeds or
@@ -386,20 +386,20 @@ func (b *Bridge) noteStore(w uint64, err error) {
 // keepOutcome is noteStore's bookkeeping: it returns the fault in force
 // after write w's outcome err, and the fault it cleared, if any.
 func (b *Bridge) keepOutcome(w uint64, err error) (fault, cleared *storeFault) {
-	b.writes.mu.Lock()
-	defer b.writes.mu.Unlock()
-	f := b.fault.Load()
-	if w < b.writes.latest {
+	b.health.writes.mu.Lock()
+	defer b.health.writes.mu.Unlock()
+	f := b.health.fault.Load()
+	if w < b.health.writes.latest {
 		return f, nil
 	}
-	b.writes.latest = w
+	b.health.writes.latest = w
 	switch {
 	case err == nil && f != nil:
-		b.fault.Store(nil)
+		b.health.fault.Store(nil)
 		return nil, f
 	case err != nil && f == nil:
 		f = &storeFault{err: err, since: b.cfg.Now()}
-		b.fault.Store(f)
+		b.health.fault.Store(f)
 	}
 	return f, nil
 }
@@ -408,7 +408,7 @@ func (b *Bridge) keepOutcome(w uint64, err error) (fault, cleared *storeFault) {
 // latest write, until one succeeds again. A bridge that cannot record events
 // takes none (their users are told), so it must not be sent traffic.
 func (b *Bridge) StoreReady() error {
-	if f := b.fault.Load(); f != nil {
+	if f := b.health.fault.Load(); f != nil {
 		return fmt.Errorf("store writes failing since %s: %w", f.since.UTC().Format(time.RFC3339), f.err)
 	}
 	return nil

@@ -218,13 +218,42 @@ type dmResponder struct {
 	mu      sync.Mutex
 	sends   []bridge.Reply
 	rewrite []string
+	changed chan struct{} // closed and replaced at each send
 }
 
 func (d *dmResponder) Send(_ context.Context, r bridge.Reply) (bridge.MessageRef, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.sends = append(d.sends, r)
+	if d.changed != nil {
+		close(d.changed)
+	}
+	d.changed = make(chan struct{})
 	return bridge.MessageRef(fmt.Sprint(len(d.sends))), nil
+}
+
+// waitFor returns once d has sent at least notices busy notices and
+// answers answers: what a test must see before it shuts a bridge down,
+// since a shutdown starts nothing new.
+func (d *dmResponder) waitFor(t *testing.T, notices, answers int) {
+	t.Helper()
+	for {
+		n, a := d.busyNotices()
+		if len(n) >= notices && len(a) >= answers {
+			return
+		}
+		d.mu.Lock()
+		if d.changed == nil {
+			d.changed = make(chan struct{})
+		}
+		ch := d.changed
+		d.mu.Unlock()
+		select {
+		case <-ch:
+		case <-t.Context().Done():
+			t.Fatalf("%d busy notices and %d answers, want %d and %d", len(n), len(a), notices, answers)
+		}
+	}
 }
 
 func (d *dmResponder) Progress(_ context.Context, _ bridge.MessageRef, r bridge.Reply) error {
@@ -312,6 +341,7 @@ func TestFloodOfFiveThousandGetsAFewNotices(t *testing.T) {
 		t.Fatalf("%d of %d refused, want all but the running one and the queue's", refused, n)
 	}
 	close(release)
+	d.waitFor(t, 1, n-refused)
 	if err := b.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -356,6 +386,7 @@ func TestFloodKilledMidwayToldOnceMore(t *testing.T) {
 	before, _ := d.busyNotices()
 	close(release)
 	first.Shutdown(t.Context())
+	_, answered := d.busyNotices()
 
 	next, err := bridge.New(defaultConfig(), mustWorkspace(t, fake), st, zaptest.NewLogger(t).Named("next"))
 	if err != nil {
@@ -364,6 +395,10 @@ func TestFloodKilledMidwayToldOnceMore(t *testing.T) {
 	if _, _, err := next.Attach("test", d); err != nil {
 		t.Fatal(err)
 	}
+	// The kept refusals told; the taken answered: those the first process
+	// answered (their entries left open) posted again from the outbox, the
+	// others (left received by the shutdown) run here.
+	d.waitFor(t, len(before)+1, len(answered)+n-refused)
 	if err := next.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -458,6 +493,7 @@ func TestBusyNoticeNotDeliveredKeptForNextStart(t *testing.T) {
 		t.Fatalf("the refused message's entry: open %v, kept %v; want it open with its refusal kept: its user was not told", open, kept)
 	}
 	releaseOnce()
+	d.waitFor(t, 0, 2) // m0 and m1 answered
 	if err := first.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -470,6 +506,7 @@ func TestBusyNoticeNotDeliveredKeptForNextStart(t *testing.T) {
 	if _, _, err := next.Attach("test", d); err != nil {
 		t.Fatal(err)
 	}
+	d.waitFor(t, 1, 2) // the refused message told
 	if err := next.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}

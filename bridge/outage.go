@@ -39,24 +39,24 @@ type outage struct {
 // time the store answers again after failed writes: the Discord adapter
 // then fetches what it could not record meanwhile.
 func (b *Bridge) OnStoreRecovered(f func()) {
-	b.outage.mu.Lock()
-	defer b.outage.mu.Unlock()
-	b.outage.recovered = append(b.outage.recovered, f)
+	b.health.outage.mu.Lock()
+	defer b.health.outage.mu.Unlock()
+	b.health.outage.recovered = append(b.health.outage.recovered, f)
 }
 
 // probeStore starts, once per outage, the probe that clears the store fault
 // when the store answers again.
 func (b *Bridge) probeStore() {
-	if !b.outage.probing.CompareAndSwap(false, true) {
+	if !b.health.outage.probing.CompareAndSwap(false, true) {
 		return
 	}
-	b.outage.probes.Go(func() {
+	b.health.outage.probes.Go(func() {
 		t := time.NewTicker(probeEvery)
 		defer t.Stop()
 		for {
 			select {
-			case <-b.quit:
-				b.outage.probing.Store(false)
+			case <-b.work.quit:
+				b.health.outage.probing.Store(false)
 				return
 			case <-t.C:
 			}
@@ -68,12 +68,12 @@ func (b *Bridge) probeStore() {
 				continue
 			}
 			_, cleared := b.keepOutcome(w, nil)
-			b.outage.probing.Store(false)
-			if b.fault.Load() != nil {
+			b.health.outage.probing.Store(false)
+			if b.health.fault.Load() != nil {
 				// A write begun after this probe's failed: the outage goes
 				// on, and so does a probe (this one, unless that write's
 				// started another meanwhile).
-				if b.outage.probing.CompareAndSwap(false, true) {
+				if b.health.outage.probing.CompareAndSwap(false, true) {
 					continue
 				}
 				return
@@ -81,9 +81,9 @@ func (b *Bridge) probeStore() {
 			if cleared != nil {
 				b.log.Info("store answers again", zap.Duration("after", b.cfg.Now().Sub(cleared.since)))
 			}
-			b.outage.mu.Lock()
-			hooks := append([]func(){}, b.outage.recovered...)
-			b.outage.mu.Unlock()
+			b.health.outage.mu.Lock()
+			hooks := append([]func(){}, b.health.outage.recovered...)
+			b.health.outage.mu.Unlock()
 			for _, f := range hooks {
 				f()
 			}
@@ -178,14 +178,38 @@ var errLeft = errors.New("left in the inbox")
 func (b *Bridge) readStore(ctx context.Context, log *zap.Logger, ev Event, op string, read func() error) error {
 	e := ev.entry
 	keep := func() bool { return e == nil || b.disp.holds(e) }
-	err := b.retryWrite(ctx, log, op, read, func(error) bool { return false }, keep, storeRetries)
-	if err == nil || !b.storeDown(ctx) && ctx.Err() == nil && keep() {
-		return err
+	wait := storeRetryMin
+	for attempt := 1; ; attempt++ {
+		// A read's outcome is not noted for readiness: a read that works
+		// says nothing of whether the store takes writes.
+		err := read()
+		if err == nil {
+			if attempt > 1 {
+				log.Info("store read done once the store came back", zap.String("op", op), zap.Int("attempts", attempt))
+			}
+			return nil
+		}
+		if attempt == 1 {
+			log.Warn("store read failed; retrying while the store is down", zap.String("op", op), zap.Error(err))
+			b.metrics.storeFailed(op)
+		}
+		if attempt >= storeRetries && !b.storeDown(ctx) {
+			return err // the store answers: no outage to wait out
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		if ctx.Err() != nil || !keep() {
+			log.Warn("store read not answered; the message is left in the inbox for whoever runs it next", zap.String("op", op), zap.Error(err))
+			if e != nil {
+				e.done, e.leaseLost = true, true
+				b.disp.letGo(e)
+			}
+			return errLeft
+		}
+		wait = min(2*wait, storeRetryMax)
 	}
-	log.Warn("store read not answered; the message is left in the inbox for whoever runs it next", zap.String("op", op), zap.Error(err))
-	if e != nil {
-		e.done, e.leaseLost = true, true
-		b.disp.letGo(e)
-	}
-	return errLeft
 }

@@ -37,7 +37,7 @@ var ErrUnknownFlow = errors.New("no such flow")
 // SetSchedules replaces the schedules /flow help lists for admins.
 func (b *Bridge) SetSchedules(list []Scheduled) {
 	list = slices.Clone(list)
-	b.schedules.Store(&list)
+	b.set.schedules.Store(&list)
 }
 
 // ErrScheduleBusy is returned by RunScheduled for a run that found every
@@ -57,7 +57,7 @@ var ErrScheduleBusy = errors.New("every scheduled slot stayed taken")
 // then, the channel hears that the run did not happen and why: a scheduled
 // run is never dropped in silence.
 func (b *Bridge) RunScheduled(ctx context.Context, s Scheduled, conversation string, r Responder, giveUp time.Time) error {
-	f, ok := b.cat.Load().flows[strings.ToLower(s.Flow)]
+	f, ok := b.set.cat.Load().flows[strings.ToLower(s.Flow)]
 	log := b.log.With(zap.String("schedule", s.Name), zap.String("flow", s.Flow), zap.String("platform", s.Platform), zap.String("channel", s.Channel))
 	ev := Event{
 		Kind: KindCommand, Platform: s.Platform, Conversation: conversation, Channel: s.Channel,
@@ -83,8 +83,8 @@ func (b *Bridge) RunScheduled(ctx context.Context, s Scheduled, conversation str
 		if ctx.Err() != nil {
 			return fmt.Errorf("schedule %s: %w", s.Name, ctx.Err())
 		}
-		log.Warn("scheduled run not started: every scheduled slot stayed taken", zap.Int("scheduled_in_flight", cap(b.schedSlots)))
-		b.send(ctx, ev, Reply{Kind: ReplyError, Text: fmt.Sprintf(msgScheduleBusy, s.Name, cap(b.schedSlots))})
+		log.Warn("scheduled run not started: every scheduled slot stayed taken", zap.Int("scheduled_in_flight", cap(b.slots.scheduled)))
+		b.send(ctx, ev, Reply{Kind: ReplyError, Text: fmt.Sprintf(msgScheduleBusy, s.Name, cap(b.slots.scheduled))})
 		return fmt.Errorf("schedule %s: %w", s.Name, ErrScheduleBusy)
 	}
 	defer b.releaseScheduled()
@@ -96,7 +96,7 @@ func (b *Bridge) RunScheduled(ctx context.Context, s Scheduled, conversation str
 // (zero: until ctx ends).
 func (b *Bridge) acquireScheduled(ctx context.Context, giveUp time.Time) bool {
 	select {
-	case b.schedSlots <- struct{}{}:
+	case b.slots.scheduled <- struct{}{}:
 		b.metrics.inflight(1)
 		return true
 	default:
@@ -108,7 +108,7 @@ func (b *Bridge) acquireScheduled(ctx context.Context, giveUp time.Time) bool {
 		expired = t.C
 	}
 	select {
-	case b.schedSlots <- struct{}{}:
+	case b.slots.scheduled <- struct{}{}:
 		b.metrics.inflight(1)
 		return true
 	case <-expired:
@@ -119,7 +119,7 @@ func (b *Bridge) acquireScheduled(ctx context.Context, giveUp time.Time) bool {
 }
 
 func (b *Bridge) releaseScheduled() {
-	<-b.schedSlots
+	<-b.slots.scheduled
 	b.metrics.inflight(-1)
 }
 
@@ -139,7 +139,7 @@ func (b *Bridge) ReportMissed(ctx context.Context, s Scheduled, r Responder, fir
 
 // scheduleHelp lists the schedules for an admin's /flow help.
 func (b *Bridge) scheduleHelp(cat *catalog, ev Event) string {
-	p := b.schedules.Load()
+	p := b.set.schedules.Load()
 	if p == nil || len(*p) == 0 || !cat.isAdmin(ev.User) {
 		return ""
 	}

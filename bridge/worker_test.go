@@ -11,7 +11,7 @@ import (
 // when the bridge shuts down.
 func TestWorkersIdleThenLeave(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := &Bridge{handoff: make(chan func()), quit: make(chan struct{})}
+		b := &Bridge{work: workers{handoff: make(chan func()), quit: make(chan struct{})}}
 		ran := make(chan int, 2)
 		b.goLocked(func() { ran <- 1 })
 		<-ran
@@ -19,7 +19,7 @@ func TestWorkersIdleThenLeave(t *testing.T) {
 		start := time.Now()
 		b.goLocked(func() { ran <- 2 })
 		<-ran
-		b.wg.Wait() // returns once the worker has been idle for workerIdle
+		b.work.wg.Wait() // returns once the worker has been idle for workerIdle
 		if idle := time.Since(start); idle != workerIdle {
 			t.Errorf("the idle worker left after %s, want %s", idle, workerIdle)
 		}
@@ -27,8 +27,8 @@ func TestWorkersIdleThenLeave(t *testing.T) {
 		b.goLocked(func() {})
 		synctest.Wait()
 		start = time.Now()
-		close(b.quit)
-		b.wg.Wait()
+		close(b.work.quit)
+		b.work.wg.Wait()
 		if waited := time.Since(start); waited != 0 {
 			t.Errorf("an idle worker outlived shutdown by %s", waited)
 		}
