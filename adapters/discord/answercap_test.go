@@ -43,12 +43,17 @@ func TestHugeAnswerIsCut(t *testing.T) {
 }
 
 func TestRenderCapsAnAnswer(t *testing.T) {
-	huge := strings.Repeat("A line of a very long answer, one of many.\n", 100_000)
-	msgs := render(bridge.Reply{Text: huge, Footer: "helper · 3 s"})
-	if len(msgs) > maxParts {
-		t.Errorf("render(4 MB) = %d messages, want at most %d", len(msgs), maxParts)
-	}
-	if last := msgs[len(msgs)-1].Content; !strings.Contains(last, "too long for chat") || !strings.HasSuffix(last, "-# helper · 3 s") {
-		t.Errorf("render(4 MB): last message …%q, want the cut line and the footer", last[max(0, len(last)-300):])
+	table := "| host | status | note |\n|---|---|---|\n" + strings.Repeat("| web1 | ok | fine |\n", 100_000)
+	for name, huge := range map[string]string{
+		"4 MB of lines":       strings.Repeat("A line of a very long answer, one of many.\n", 100_000),
+		"a 100,000-row table": table,
+	} {
+		msgs := render(bridge.Reply{Text: huge, Footer: "helper · 3 s"})
+		if len(msgs) > maxParts {
+			t.Errorf("render(%s) = %d messages, want at most %d", name, len(msgs), maxParts)
+		}
+		if last := msgs[len(msgs)-1].Content; !strings.Contains(last, "too long for chat") || !strings.HasSuffix(last, "-# helper · 3 s") {
+			t.Errorf("render(%s): last message …%q, want the cut line and the footer", name, last[max(0, len(last)-300):])
+		}
 	}
 }

@@ -37,15 +37,20 @@ func TestE2EHugeAnswerIsCut(t *testing.T) {
 }
 
 func TestRenderCapsAnAnswer(t *testing.T) {
-	huge := strings.Repeat("A line of a very long answer, one of many.\n", 100_000)
-	for _, markdownBlock := range []bool{true, false} {
-		msgs := render(bridge.Reply{Text: huge, Footer: "helper · 3 s"}, markdownBlock)
-		if len(msgs) > 5 {
-			t.Errorf("render(4 MB, markdown block %v) = %d messages, want at most 5", markdownBlock, len(msgs))
-		}
-		last, _ := json.Marshal(msgs[len(msgs)-1].Blocks)
-		if !strings.Contains(string(last), "too long for chat") || !strings.Contains(string(last), "helper · 3 s") {
-			t.Errorf("render(4 MB, markdown block %v): last message %.300s…, want the cut line and the footer", markdownBlock, last)
+	table := "| host | status | note |\n|---|---|---|\n" + strings.Repeat("| web1 | ok | fine |\n", 100_000)
+	for name, huge := range map[string]string{
+		"4 MB of lines":       strings.Repeat("A line of a very long answer, one of many.\n", 100_000),
+		"a 100,000-row table": table,
+	} {
+		for _, markdownBlock := range []bool{true, false} {
+			msgs := render(bridge.Reply{Text: huge, Footer: "helper · 3 s"}, markdownBlock)
+			if len(msgs) > 5 {
+				t.Errorf("render(%s, markdown block %v) = %d messages, want at most 5", name, markdownBlock, len(msgs))
+			}
+			last, _ := json.Marshal(msgs[len(msgs)-1].Blocks)
+			if !strings.Contains(string(last), "too long for chat") || !strings.Contains(string(last), "helper · 3 s") {
+				t.Errorf("render(%s, markdown block %v): last message %.300s…, want the cut line and the footer", name, markdownBlock, last)
+			}
 		}
 	}
 }
