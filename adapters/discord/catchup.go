@@ -83,9 +83,9 @@ const (
 	discordEpoch = 1420070400000
 )
 
-// catchUpCore is implemented by a core whose inbox can say how far each
+// CatchUpCore is implemented by a core whose inbox can say how far each
 // conversation was recorded (*bridge.Bridge).
-type catchUpCore interface {
+type CatchUpCore interface {
 	LastSeen(ctx context.Context, keyPrefix string, maxAge time.Duration) (map[string]int64, error)
 	OnStoreRecovered(f func())
 }
@@ -261,7 +261,7 @@ func (a *Adapter) probeLocked(ctx context.Context, sh *shard, m *discordgo.Messa
 			return false // read by the session's catch-up
 		}
 	}
-	if _, ok := a.core.(catchUpCore); !ok {
+	if _, ok := a.core.(CatchUpCore); !ok {
 		return false
 	}
 	scope := probeScope(m)
@@ -428,7 +428,7 @@ func (a *Adapter) onReady(ctx context.Context, sh *shard, r *discordgo.Ready) {
 // before a resume of a session whose catch-up never ended (resume.go),
 // whose GUILD_CREATEs Discord replays.
 func (a *Adapter) beginCatchUp(ctx context.Context, sh *shard, guilds []string) *lastSeen {
-	cc, ok := a.core.(catchUpCore)
+	cc, ok := a.core.(CatchUpCore)
 	if !ok {
 		return nil
 	}
@@ -465,7 +465,7 @@ func (a *Adapter) onGuildCreate(ctx context.Context, sh *shard, g *discordgo.Gui
 	if g == nil || g.Guild == nil || g.Unavailable || g.ID == "" {
 		return
 	}
-	if _, ok := a.core.(catchUpCore); !ok {
+	if _, ok := a.core.(CatchUpCore); !ok {
 		return
 	}
 	// Copied on the read loop, which alone changes the state's guilds.
@@ -767,7 +767,7 @@ func (m *missed) take() map[string]missedChannel {
 // answers (Discord will not send it again).
 func (a *Adapter) received(ev bridge.Event, guild, channel, id string) {
 	rec := a.core.Receive(ev)
-	if _, ok := a.core.(catchUpCore); !ok {
+	if _, ok := a.core.(CatchUpCore); !ok {
 		return
 	}
 	n, err := strconv.ParseInt(id, 10, 64)
@@ -784,7 +784,7 @@ func (a *Adapter) received(ev bridge.Event, guild, channel, id string) {
 // watchStore registers the catch-up of what the store refused, run each
 // time it answers again while ctx lives.
 func (a *Adapter) watchStore(ctx context.Context) {
-	cc, ok := a.core.(catchUpCore)
+	cc, ok := a.core.(CatchUpCore)
 	if !ok {
 		return
 	}

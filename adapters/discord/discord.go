@@ -319,7 +319,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	for _, sh := range a.shards {
 		// Before the first Open: it resumes the session the store holds.
 		a.loadSession(runCtx, sh)
-		if rc, ok := a.core.(resumeCore); ok {
+		if rc, ok := a.core.(ResumeCore); ok {
 			supervisors.Go(func() { a.keepSession(runCtx, sh, rc) })
 		}
 		supervisors.Go(func() {

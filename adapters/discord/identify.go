@@ -244,7 +244,7 @@ func (r budgetRecord) known(now time.Time) bool {
 func (b *identifyBudget) load(ctx context.Context, a *Adapter, gb *discordgo.GatewayBotResponse) {
 	now := time.Now()
 	var rec budgetRecord
-	if rc, ok := a.core.(resumeCore); ok {
+	if rc, ok := a.core.(ResumeCore); ok {
 		text, ok, err := rc.AdapterState(ctx, budgetState, budgetWindow)
 		switch {
 		case err != nil:
@@ -300,7 +300,7 @@ func (b *identifyBudget) spend(a *Adapter, log *zap.Logger) (refused *identifyRe
 		b.rec.Remaining--
 	}
 	b.rec.Identifies++
-	rc, ok := a.core.(resumeCore)
+	rc, ok := a.core.(ResumeCore)
 	if !ok {
 		return nil, false
 	}

@@ -20,7 +20,7 @@ import (
 // 6: session_id and the last sequence number, on the session's
 // resume_gateway_url), and keeps a session whose socket merely dropped
 // resumable for a while. So each shard keeps its session in the store,
-// through the core (resumeCore): its ID and URL when READY arrives, its
+// through the core (ResumeCore): its ID and URL when READY arrives, its
 // sequence number at most every saveSessionEvery and at stop. The next
 // process that holds the shard (a restart, or the replica that takes the
 // shard over) resumes it when it is younger than resumeWithin, and gets
@@ -49,9 +49,9 @@ const (
 	saveSessionWithin = 2 * time.Second
 )
 
-// resumeCore is implemented by a core that keeps state for the adapter
+// ResumeCore is implemented by a core that keeps state for the adapter
 // in the store (*bridge.Bridge).
-type resumeCore interface {
+type ResumeCore interface {
 	AdapterState(ctx context.Context, name string, maxAge time.Duration) (string, bool, error)
 	SaveAdapterState(ctx context.Context, name, text string) error
 }
@@ -136,7 +136,7 @@ func (a *Adapter) onDispatch(ctx context.Context, sh *shard, e *discordgo.Event)
 // at once, not caught up; then, every saveSessionEvery, the sequence
 // number seen one tick earlier, whose events have been handed to the core
 // and recorded since; none while the shard holds messages for a catch-up.
-func (a *Adapter) keepSession(ctx context.Context, sh *shard, rc resumeCore) {
+func (a *Adapter) keepSession(ctx context.Context, sh *shard, rc ResumeCore) {
 	tick := time.NewTicker(a.saveSessionEvery)
 	defer tick.Stop()
 	var prev gatewaySession
@@ -170,7 +170,7 @@ func (a *Adapter) keepSession(ctx context.Context, sh *shard, rc resumeCore) {
 
 // saveSession writes s as the shard's session (none: forgets it), unless
 // it was the last written.
-func (a *Adapter) saveSession(ctx context.Context, sh *shard, rc resumeCore, s gatewaySession) {
+func (a *Adapter) saveSession(ctx context.Context, sh *shard, rc ResumeCore, s gatewaySession) {
 	if s == sh.saved {
 		return
 	}
@@ -197,7 +197,7 @@ func (a *Adapter) saveSession(ctx context.Context, sh *shard, rc resumeCore, s g
 // what this one handed over; not when messages were held for a catch-up,
 // as the next process would skip them (what was saved before stays).
 func (a *Adapter) saveLastSession(ctx context.Context, sh *shard) {
-	rc, ok := a.core.(resumeCore)
+	rc, ok := a.core.(ResumeCore)
 	if !ok || sh.holding() {
 		return
 	}
@@ -214,7 +214,7 @@ func (a *Adapter) saveLastSession(ctx context.Context, sh *shard) {
 // store holds for it, when one was saved within resumeWithin, and starts
 // the catch-up of a session whose catch-up never ended.
 func (a *Adapter) loadSession(ctx context.Context, sh *shard) {
-	rc, ok := a.core.(resumeCore)
+	rc, ok := a.core.(ResumeCore)
 	if !ok {
 		return
 	}

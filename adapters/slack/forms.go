@@ -44,8 +44,8 @@ const (
 	maxViewIDLength = 64
 )
 
-// formCore is what flow forms need of the core; *bridge.Bridge has it.
-type formCore interface {
+// FormCore is what flow forms need of the core; *bridge.Bridge has it.
+type FormCore interface {
 	FormFlows(ev bridge.Event) []bridge.Flow
 	CheckFlowForm(ev bridge.Event, name string, params map[string]string) map[string]string
 }
@@ -68,8 +68,8 @@ func (m formMeta) check() error {
 }
 
 // forms returns the core's form methods, or nil when forms are off.
-func (a *Adapter) forms() formCore {
-	fc, ok := a.core.(formCore)
+func (a *Adapter) forms() FormCore {
+	fc, ok := a.core.(FormCore)
 	if !ok || !a.cfg.FlowForms {
 		return nil
 	}

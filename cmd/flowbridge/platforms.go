@@ -20,6 +20,14 @@ var (
 	_ adapter       = (*slack.Adapter)(nil)
 	_ adapter       = (*discord.Adapter)(nil)
 	_ commandSyncer = (*discord.Adapter)(nil)
+
+	// The capabilities the adapters find on their core by type assertion:
+	// claimed here, so that a method renamed on either side fails the
+	// build instead of quietly turning Discord's RESUME and catch-up or
+	// Slack's flow forms off.
+	_ discord.ResumeCore  = (*bridge.Bridge)(nil)
+	_ discord.CatchUpCore = (*bridge.Bridge)(nil)
+	_ slack.FormCore      = (*bridge.Bridge)(nil)
 )
 
 // commandSyncer is an adapter whose platform registers commands from the
