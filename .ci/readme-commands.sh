@@ -46,8 +46,14 @@ run_block() {
       continue
     fi
     echo "\$ $cmd"
-    # run reads the console from standard input; an empty one ends it at once.
-    eval "$cmd" </dev/null
+    if [[ $cmd == "./flowbridge run "* ]]; then
+      # run chats on the console, reading standard input: a first message
+      # the core answers itself, then the end of input ends it (an empty
+      # input, with the console its only adapter, is refused as a mistake).
+      eval "$cmd" <<<'/agent help'
+    else
+      eval "$cmd" </dev/null
+    fi
   done <<<"$lines"
 }
 

@@ -153,6 +153,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 			}
 		}
 	}()
+	taken := 0
 	for {
 		a.showPrompt()
 		select {
@@ -162,8 +163,14 @@ func (a *Adapter) Run(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("console: read: %w", err)
 			}
+			if taken == 0 {
+				a.log.Warn("the console's input ended before any line was read: nothing to chat with, the console stops (is standard input a terminal?)")
+			} else {
+				a.log.Info("end of the console's input; the console stops", zap.Int("lines", taken))
+			}
 			return nil
 		case line := <-lines:
+			taken++
 			a.take(ctx, line)
 		}
 	}

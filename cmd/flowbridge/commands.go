@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 	"unicode"
@@ -70,7 +71,43 @@ func cmdRun(ctx context.Context, env *environment, args []string) error {
 	for _, w := range cfg.warnings() {
 		log.Warn(w)
 	}
-	return cfg.refs.error(serve(ctx, env, cfg, log, serveOptions{configPath: *path, prompt: isTerminal(env.stdin)}))
+	terminal := isTerminal(env.stdin)
+	in := &countingReader{r: env.stdin}
+	senv := *env
+	senv.stdin = in
+	if err := serve(ctx, &senv, cfg, log, serveOptions{configPath: *path, prompt: terminal}); err != nil {
+		return cfg.refs.error(err)
+	}
+	if consoleOnly(cfg) && !terminal && in.n.Load() == 0 && ctx.Err() == nil {
+		return errNoConsoleInput
+	}
+	return nil
+}
+
+// errNoConsoleInput is run's end when the console was all it served and
+// its input was empty: started in a container without a terminal (docker
+// run without -it), it would otherwise exit 0 at once, silently, and be
+// restarted forever.
+var errNoConsoleInput = errors.New("the console is the only adapter enabled, and its input (standard input, not a terminal) " +
+	"ended before a line was read: there is nothing to serve.\n" +
+	"  To chat in the console, run flowbridge in a terminal (with Docker: docker run -it …).\n" +
+	"  To serve Slack or Discord, enable [slack] or [discord] and set [console] enabled = false")
+
+// consoleOnly reports whether the console is the one adapter cfg enables.
+func consoleOnly(cfg *Config) bool {
+	return cfg.Console.Enabled && !cfg.Slack.Enabled && !cfg.Discord.Enabled
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 // logOutput is where run writes its log: log.file when set; else standard
@@ -79,13 +116,21 @@ func cmdRun(ctx context.Context, env *environment, args []string) error {
 // flowbridge.log beside the config. A file's path is told once.
 func logOutput(env *environment, cfg *Config, configPath string) (io.Writer, func(), error) {
 	path := cfg.Log.File
-	if path == "" && cfg.Console.Enabled && (sameTerminal(env.stderr, env.stdin) || sameTerminal(env.stderr, env.stdout)) {
+	beside := path == "" && cfg.Console.Enabled && (sameTerminal(env.stderr, env.stdin) || sameTerminal(env.stderr, env.stdout))
+	if beside {
 		path = filepath.Join(filepath.Dir(configPath), "flowbridge.log")
 	}
 	if path == "" {
 		return env.stderr, func() {}, nil
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil && beside {
+		// No file was asked for: the config's directory may be read-only
+		// (a config mounted into a container), which must not stop the
+		// console. The log then shares the terminal.
+		fmt.Fprintf(env.stderr, "flowbridge: cannot write the log beside the config (%v); logging here, between the prompts ([log] file chooses a file)\n", cfg.refs.error(err))
+		return env.stderr, func() {}, nil
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("log.file: %w", err)
 	}

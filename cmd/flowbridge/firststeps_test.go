@@ -51,3 +51,28 @@ func TestAuditRefusesUnknownOutcome(t *testing.T) {
 		t.Errorf("audit -outcome ok = %v, want it listed", err)
 	}
 }
+
+// TestRunConsoleOnlyWithoutInputSaysWhy: the README's Docker line with the
+// example config (the console on, no -it) gives run an empty standard
+// input that is no terminal. With the console its only adapter, run fails
+// saying why and what to change, instead of exiting 0 at once in silence;
+// a script on standard input is still answered and ends run with 0.
+func TestRunConsoleOnlyWithoutInputSaysWhy(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, testConfig("", "[store]\npath = \""+filepath.ToSlash(filepath.Join(t.TempDir(), "store.db"))+"\"\n[admin]\nlisten = \"off\"\n"))
+	_, errOut, err := runCmd(t, nil, "", "run", "-config", path)
+	if !errors.Is(err, errNoConsoleInput) {
+		t.Fatalf("run with the console only and no input = %v, want errNoConsoleInput", err)
+	}
+	for _, want := range []string{"not a terminal", "docker run -it", "[console] enabled = false"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("run's error %q does not say %q", err, want)
+		}
+	}
+	if !strings.Contains(errOut, "input ended before any line was read") {
+		t.Errorf("run's log does not say the console's input ended:\n%s", errOut)
+	}
+	if out, errOut, err := runCmd(t, nil, "/agent help\n", "run", "-config", path); err != nil || !strings.Contains(out, "/agent") {
+		t.Errorf("run with a line of input = %v, output %q (log %s), want the line answered and 0", err, out, errOut)
+	}
+}

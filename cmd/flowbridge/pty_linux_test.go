@@ -232,3 +232,28 @@ func varying(s string) string {
 	s = trailing.ReplaceAllString(s, "")
 	return tookText.ReplaceAllString(s, "${1}DURATION")
 }
+
+// TestRunInTheTerminalConfigDirReadOnly: where the log file beside the config
+// cannot be written (a config mounted read-only into a container, run with
+// docker run -it), run still chats in the terminal, saying the log shares it.
+func TestRunInTheTerminalConfigDirReadOnly(t *testing.T) {
+	t.Parallel()
+	term := openTerminal(t)
+	path := exampleWith(t, map[string]string{"admin.listen": `"127.0.0.1:0"`})
+	// A directory in the log file's place: no one can open it for writing,
+	// not even root.
+	if err := os.Mkdir(filepath.Join(filepath.Dir(path), "flowbridge.log"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"run", "-config", path}, mapEnv(map[string]string{"FLOWBRIDGE_API_TOKEN": "t"}), term.tty, term.tty, term.tty)
+	}()
+	term.waitFor(t, 0, "cannot write the log beside the config")
+	term.waitFor(t, 0, "> ")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run = %v\n%s", err, term.text())
+	}
+}
