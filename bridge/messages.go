@@ -58,6 +58,10 @@ const (
 	msgScheduleMissed  = "The schedule *%s* missed its run at %s while flowbridge was down%s; it was not run late. The next run is at %s."
 )
 
+// msgBadAddressTail ends the sentence for a workspace address that leads
+// nowhere (no such host, connection refused): waiting does not help.
+const msgBadAddressTail = "No such host, or nothing answering there: most likely a configuration problem, which trying again will not fix. Please tell an admin (`flowbridge check-config -online` shows what is wrong)."
+
 // chatErrorText is the user's sentence for a failed chat message.
 func chatErrorText(ctx context.Context, err error) string {
 	if ctx.Err() != nil {
@@ -117,6 +121,8 @@ func flowErrorText(ctx context.Context, err error, flow string, timeout time.Dur
 		return fmt.Sprintf("The flow *%s* did not finish within %s. It may still be running in the AI workspace; check there before running it again.", flow, humanDuration(timeout))
 	case errors.Is(err, workspace.ErrNotFound):
 		return fmt.Sprintf("The flow *%s* was not found in the AI workspace (its UUID may be wrong). Please tell an admin.", flow)
+	case errors.Is(err, workspace.ErrBadAddress):
+		return fmt.Sprintf("The AI workspace could not be reached at the address flowbridge is configured with, so *%s* was not run. "+msgBadAddressTail, flow)
 	case errors.Is(err, workspace.ErrNotSent):
 		return fmt.Sprintf("The AI workspace could not be reached, so *%s* was not run. Please try again in a moment.", flow)
 	case errors.Is(err, workspace.ErrUnreachable):
@@ -142,6 +148,8 @@ func commonErrorText(err error, what string) string {
 		return fmt.Sprintf("The AI workspace refused the request to %s as invalid.", what)
 	case errors.Is(err, workspace.ErrTimeout):
 		return fmt.Sprintf("The AI workspace took too long to answer for %s. Please try again.", what)
+	case errors.Is(err, workspace.ErrBadAddress):
+		return "The AI workspace could not be reached at the address flowbridge is configured with. " + msgBadAddressTail
 	case errors.Is(err, workspace.ErrUnreachable):
 		return "The AI workspace could not be reached. Please try again in a moment."
 	case errors.Is(err, workspace.ErrBadResponse):

@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -349,10 +350,22 @@ func transportError(ctx, dctx context.Context, limit time.Duration, err error) e
 	if errors.Is(context.Cause(dctx), errClientDeadline) {
 		return fmt.Errorf("%w: no complete response within %s: %w", ErrUnreachable, limit, context.DeadlineExceeded)
 	}
+	if notSent(err) && badAddress(err) {
+		return fmt.Errorf("%w: %w: %w: %w", ErrUnreachable, ErrNotSent, ErrBadAddress, err)
+	}
 	if notSent(err) {
 		return fmt.Errorf("%w: %w: %w", ErrUnreachable, ErrNotSent, err)
 	}
 	return fmt.Errorf("%w: %w", ErrUnreachable, err)
+}
+
+// badAddress reports whether err, a request that was not sent, says the
+// address leads nowhere: no such host, or connection refused.
+func badAddress(err error) bool {
+	if dnsErr, ok := errors.AsType[*net.DNSError](err); ok && dnsErr.IsNotFound {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // notSent reports whether err proves the request never left: a failed dial

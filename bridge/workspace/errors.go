@@ -35,6 +35,13 @@ var ErrUnreachable = errors.New("workspace API unreachable")
 // acted on it, so a flow can be reported as not run.
 var ErrNotSent = errors.New("request not sent")
 
+// ErrBadAddress marks, beside ErrUnreachable and ErrNotSent, a request that
+// could not be sent because the configured address leads nowhere: its host
+// name does not exist ("no such host") or nothing accepts connections at its
+// port (connection refused). Unlike a timeout or a reset this is, most
+// likely, a wrong base URL: trying again in a moment does not help.
+var ErrBadAddress = errors.New("workspace API address leads nowhere")
+
 // ErrBadResponse marks a 2xx response the client cannot use: not JSON, not
 // the expected shape, larger than MaxResponseSize, or (Create Session) a
 // session ID that is not a UUID.
