@@ -255,9 +255,10 @@ func sameTerminal(a, b any) bool {
 	return erra == nil && errb == nil && os.SameFile(fa, fb)
 }
 
-func cmdCheckConfig(env *environment, args []string) error {
-	fs := newFlagSet(env, "check-config", "check-config -config FILE")
+func cmdCheckConfig(ctx context.Context, env *environment, args []string) error {
+	fs := newFlagSet(env, "check-config", "check-config -config FILE [-online]")
 	path := configFlag(fs, env)
+	online := fs.Bool("online", false, "also reach the workspace API with the token and say what is wrong (sends one chat request to no session)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -281,6 +282,18 @@ func cmdCheckConfig(env *environment, args []string) error {
 	for _, n := range cfg.needs() {
 		fmt.Fprintf(stdout, "  needs: %s\n", n)
 	}
+	if !*online {
+		return nil
+	}
+	hc := env.httpClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	said, err := probeWorkspace(ctx, cfg, hc)
+	if err != nil {
+		return fmt.Errorf("check-config -online: %w", err)
+	}
+	fmt.Fprintf(stdout, "  online: %s\n", said)
 	return nil
 }
 

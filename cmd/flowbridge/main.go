@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -40,7 +41,7 @@ const usage = `flowbridge connects Slack, Discord and a terminal to an AI worksp
 Usage:
   flowbridge dev [-replicas N]            try it: fake workspace + terminal chat, no account needed
   flowbridge run -config FILE             run the bridge with everything the config enables
-  flowbridge check-config -config FILE    validate a config and print what it enables
+  flowbridge check-config -config FILE    validate a config and print what it enables (-online: and reach the workspace)
   flowbridge sessions list|bind|reset     inspect or change conversation -> session mappings
   flowbridge audit -config FILE           list audited flow runs
   flowbridge feedback -config FILE        list or export the votes on agent replies
@@ -74,7 +75,7 @@ func runCommand(ctx context.Context, env *environment, args []string) error {
 	case "dev":
 		return cmdDev(ctx, env, rest)
 	case "check-config":
-		return cmdCheckConfig(env, rest)
+		return cmdCheckConfig(ctx, env, rest)
 	case "sessions":
 		return cmdSessions(ctx, env, rest)
 	case "audit":
@@ -110,6 +111,9 @@ type environment struct {
 	stderr io.Writer
 	// onServe, when set (tests), is told the running server's addresses.
 	onServe func(serveInfo)
+	// httpClient, when set (tests), reaches the workspace for
+	// check-config -online.
+	httpClient *http.Client
 	// refs are the ${VAR} references of the config the command loaded
 	// (config), which run redacts from the command's error.
 	refs *references
