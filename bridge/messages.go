@@ -60,7 +60,7 @@ const (
 
 // msgBadAddressTail ends the sentence for a workspace address that leads
 // nowhere (no such host, connection refused): waiting does not help.
-const msgBadAddressTail = "No such host, or nothing answering there: most likely a configuration problem, which trying again will not fix. Please tell an admin (`flowbridge check-config -online` shows what is wrong)."
+const msgBadAddressTail = "Most likely a configuration problem (no such host, or nothing listening) that trying again will not fix: please tell an admin (`flowbridge check-config -online` shows why)."
 
 // chatErrorText is the user's sentence for a failed chat message.
 func chatErrorText(ctx context.Context, err error) string {
@@ -122,7 +122,7 @@ func flowErrorText(ctx context.Context, err error, flow string, timeout time.Dur
 	case errors.Is(err, workspace.ErrNotFound):
 		return fmt.Sprintf("The flow *%s* was not found in the AI workspace (its UUID may be wrong). Please tell an admin.", flow)
 	case errors.Is(err, workspace.ErrBadAddress):
-		return fmt.Sprintf("The AI workspace could not be reached at the address flowbridge is configured with, so *%s* was not run. "+msgBadAddressTail, flow)
+		return fmt.Sprintf("The AI workspace could not be reached at its configured address, so *%s* was not run. "+msgBadAddressTail, flow)
 	case errors.Is(err, workspace.ErrNotSent):
 		return fmt.Sprintf("The AI workspace could not be reached, so *%s* was not run. Please try again in a moment.", flow)
 	case errors.Is(err, workspace.ErrUnreachable):
@@ -149,7 +149,7 @@ func commonErrorText(err error, what string) string {
 	case errors.Is(err, workspace.ErrTimeout):
 		return fmt.Sprintf("The AI workspace took too long to answer for %s. Please try again.", what)
 	case errors.Is(err, workspace.ErrBadAddress):
-		return "The AI workspace could not be reached at the address flowbridge is configured with. " + msgBadAddressTail
+		return "The AI workspace could not be reached at its configured address. " + msgBadAddressTail
 	case errors.Is(err, workspace.ErrUnreachable):
 		return "The AI workspace could not be reached. Please try again in a moment."
 	case errors.Is(err, workspace.ErrBadResponse):
