@@ -411,6 +411,7 @@ func (r *dispatcher) process(c *leasedConv) {
 	b := r.b
 	log := b.log.With(zap.String("conversation", c.key))
 	handled := make(map[string]bool) // run or set aside by this goroutine
+	var wait time.Duration           // awaitOwn's backoff
 	var seen map[string]time.Time    // when this goroutine first saw each pending entry
 	var pw parentWait                // the wait of an entry for its parent's
 	for {
@@ -429,11 +430,21 @@ func (r *dispatcher) process(c *leasedConv) {
 			// holder may have let go before it was committed, so claim
 			// once more. A holder that still has the lease then looks at
 			// the inbox after letting go, and finds it.
+			// While events this process recorded are still unanswered,
+			// it waits for the lease rather than let them go at once: the
+			// holder lets go once it has drained, and its own adapter's
+			// callbacks (the console's end of a line) then follow the
+			// answer, not the hand-over.
+			if d := r.awaitOwn(c, &wait); d > 0 {
+				r.pause(d)
+				continue
+			}
 			if r.endUnlessAgain(c) {
 				continue
 			}
 			return
 		}
+		wait = 0
 		ctx, cancel := r.opCtx()
 		entries, err := r.st.PendingOf(ctx, c.key)
 		cancel()
@@ -687,6 +698,44 @@ func (r *dispatcher) runsNext(c *leasedConv, handled map[string]bool) bool {
 		return runs
 	}
 	return true
+}
+
+// awaitOwn returns how long c's process should wait before it claims c's
+// lease again, or 0 to let c go: while events this process recorded (c.live)
+// are unanswered and the bridge takes work, it waits, backing off to
+// LeaseTTL/3; those answered meanwhile (by the lease's holder) are done
+// here.
+func (r *dispatcher) awaitOwn(c *leasedConv, wait *time.Duration) time.Duration {
+	b := r.b
+	b.mu.Lock()
+	keys := make([]string, 0, len(c.live))
+	for k := range c.live {
+		keys = append(keys, k)
+	}
+	closing := b.closingLocked()
+	b.mu.Unlock()
+	if closing || len(keys) == 0 {
+		return 0
+	}
+	pending := 0
+	for _, k := range keys {
+		if _, ok := r.entryState(k); ok {
+			pending++
+			continue
+		}
+		b.mu.Lock()
+		j := c.live[k]
+		delete(c.live, k)
+		b.mu.Unlock()
+		if j != nil && j.ev.Done != nil {
+			j.ev.Done() // answered by the holder
+		}
+	}
+	if pending == 0 {
+		return 0
+	}
+	*wait = min(max(2**wait, 5*time.Millisecond), r.cfg.LeaseTTL/3)
+	return *wait
 }
 
 // endUnlessAgain ends c's process and reports false, or reports true (look
