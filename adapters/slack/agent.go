@@ -24,7 +24,7 @@ func (a *Adapter) receiveHome(log *zap.Logger, team, eventID string, e *slackeve
 		log.Debug("app_home_opened ignored", zap.String("tab", truncate.Bytes(e.Tab, 16)))
 		return nil
 	}
-	return a.receiveAgent(log, team, eventID, bridge.KindOpen, e.Channel, e.User, e.Context)
+	return a.receiveAgent(log, team, eventID, e.EventTimeStamp, bridge.KindOpen, e.Channel, e.User, e.Context)
 }
 
 // receiveAppContext hands the core what the user of an agent_view app's DM
@@ -34,10 +34,12 @@ func (a *Adapter) receiveAppContext(log *zap.Logger, team, eventID string, e *sl
 		log.Debug("app_context_changed while slack.agent_view is off")
 		return nil
 	}
-	return a.receiveAgent(log, team, eventID, bridge.KindContext, e.Channel, e.User, &e.Context)
+	return a.receiveAgent(log, team, eventID, e.EventTimestamp, bridge.KindContext, e.Channel, e.User, &e.Context)
 }
 
-func (a *Adapter) receiveAgent(log *zap.Logger, team, eventID string, kind bridge.Kind, channel, user string, ac *slackevents.AppContext) *bridge.Receipt {
+// receiveAgent hands the core an agent_view DM's opening or context change,
+// in the DM's order by its event_ts (see receiveAssistant).
+func (a *Adapter) receiveAgent(log *zap.Logger, team, eventID, eventTS string, kind bridge.Kind, channel, user string, ac *slackevents.AppContext) *bridge.Receipt {
 	err := checkFields(
 		field{"team_id", team, optional(isID)},
 		field{"event_id", eventID, isTrigger},
@@ -56,7 +58,8 @@ func (a *Adapter) receiveAgent(log *zap.Logger, team, eventID string, kind bridg
 		User:         bridge.User{ID: user},
 		Text:         appContextText(ac),
 		// Each delivery is its own event; the core greets a DM once.
-		Key: "slack/ctx/" + eventID,
+		Key:   "slack/ctx/" + eventID,
+		Order: tsOrder(eventTS),
 	}, route{Kind: kindChat, Channel: channel, User: user, Agent: true})
 }
 

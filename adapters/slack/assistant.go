@@ -46,7 +46,13 @@ const AssistantScope = "assistant:write"
 // receiveAssistant hands an assistant thread event to the core: a thread
 // the user opened (bridge.KindOpen) or what they view beside it changed
 // (bridge.KindContext). Without slack.assistant both are ignored (nil).
-func (a *Adapter) receiveAssistant(log *zap.Logger, team, eventID string, kind bridge.Kind, at slackevents.AssistantThread) *bridge.Receipt {
+//
+// Its place in the conversation's order is its event_ts, on the clock of
+// the messages' ts: a context change and the message the user sends after
+// it run in that order, whatever the skew between Slack's clock and this
+// machine's (the core would otherwise order it by the time it was
+// received, on this machine's clock).
+func (a *Adapter) receiveAssistant(log *zap.Logger, team, eventID, eventTS string, kind bridge.Kind, at slackevents.AssistantThread) *bridge.Receipt {
 	if !a.cfg.Assistant {
 		log.Debug("assistant event while slack.assistant is off")
 		return nil
@@ -78,6 +84,7 @@ func (a *Adapter) receiveAssistant(log *zap.Logger, team, eventID string, kind b
 		User:         bridge.User{ID: at.UserID},
 		Text:         contextText(at.Context.ChannelID),
 		Key:          key,
+		Order:        tsOrder(eventTS),
 	}, route{Kind: kindChat, Channel: at.ChannelID, Thread: at.ThreadTimeStamp, User: at.UserID, Assistant: true})
 }
 

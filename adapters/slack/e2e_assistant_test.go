@@ -193,3 +193,26 @@ func TestE2EAssistantThreadOverHTTP(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestE2EContextChangeOrderedOnSlacksClock: Slack's clock is ten seconds
+// behind this machine's. A context change and the message the user sends
+// after it reach the agent in that order: the change is placed by its
+// event_ts, on the clock of the messages' ts. Placed by the time this
+// machine received it, as on the build before this one, the change sorted
+// after the message and the agent heard the message without it.
+func TestE2EContextChangeOrderedOnSlacksClock(t *testing.T) {
+	t.Parallel()
+	behind := func() time.Time { return time.Now().Add(-10 * time.Second) }
+	s, ws := newFakesOpts(t, nil, slacktest.Options{Now: behind, PostBurst: -1})
+	e := startE2E(t, e2eOptions{cfg: withAssistant, slack: s, ws: ws})
+	e.assistantOn()
+	ctx := waitCtx(t)
+	first := e.thread(ctx, e2eChannel)
+	e.sent(e.slack.SendAssistantThreadContextChanged(ctx, slacktest.AssistantThreadEvent{User: e2eUser, Channel: e2eDM, ThreadTS: first, ContextChannel: "C0OTHER"}))
+	e.sent(e.slack.SendMessage(ctx, slacktest.MessageEvent{Channel: e2eDM, User: e2eUser, ThreadTS: first, Text: "and apache?"}))
+	e.reply(ctx, e2eDM, "and apache?")
+	want := [][]string{{"[Context: The user is viewing the Slack channel <#C0OTHER>.]\n\nand apache?"}}
+	if got := e.agentSessions(); !slices.EqualFunc(got, want, slices.Equal[[]string]) {
+		t.Errorf("agent sessions = %q, want %q", got, want)
+	}
+}

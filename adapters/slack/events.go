@@ -54,9 +54,9 @@ func (a *Adapter) receiveEventsAPI(ev slackevents.EventsAPIEvent, retry int) *br
 	case *slackevents.MessageEvent:
 		in, err = a.fromMessage(cb.TeamID, e)
 	case *slackevents.AssistantThreadStartedEvent:
-		return a.receiveAssistant(log, cb.TeamID, cb.EventID, bridge.KindOpen, e.AssistantThread)
+		return a.receiveAssistant(log, cb.TeamID, cb.EventID, e.EventTimestamp, bridge.KindOpen, e.AssistantThread)
 	case *slackevents.AssistantThreadContextChangedEvent:
-		return a.receiveAssistant(log, cb.TeamID, cb.EventID, bridge.KindContext, e.AssistantThread)
+		return a.receiveAssistant(log, cb.TeamID, cb.EventID, e.EventTimestamp, bridge.KindContext, e.AssistantThread)
 	case *slackevents.AppHomeOpenedEvent:
 		return a.receiveHome(log, cb.TeamID, cb.EventID, e)
 	case *slackevents.AppContextChangedEvent:
