@@ -33,14 +33,29 @@ const maxContextBytes = 2000
 
 // open greets a conversation the platform opened for the bot with its
 // agent's greeting and suggested prompts, and keeps its context. A
-// conversation opened before is not greeted again (Slack's Messages tab
-// opens the same DM each time the user looks at it).
+// conversation greeted before is not greeted again (Slack's Messages tab
+// opens the same DM each time the user looks at it). The greeting is
+// remembered apart from the context, which an opening with nothing in
+// view, or a context change to nothing, forgets: remembered with it, every
+// such opening greeted again.
 func (b *Bridge) open(ctx context.Context, log *zap.Logger, ev Event) {
 	known := b.keepContext(ctx, log, ev)
-	if known {
+	_, greeted, err := b.store.ConversationContext(ctx, greetedKey(ev.Conversation))
+	if err != nil {
+		log.Warn("greeting record not read", zap.Error(err))
+	}
+	if known || greeted {
 		log.Debug("conversation opened again; not greeted")
 		b.answered(ctx, log, ev, "", nil)
 		return
+	}
+	err = b.noteWrite(func() error {
+		return b.store.PutConversationContext(ctx, store.Context{Key: greetedKey(ev.Conversation), Text: "greeted", Updated: b.cfg.Now()})
+	})
+	if err != nil {
+		// Greeted all the same; the next opening may greet again.
+		b.metrics.storeFailed("save_greeted")
+		log.Warn("greeting not remembered", zap.Error(err))
 	}
 	agent, err := b.conversationAgent(ctx, b.set.cat.Load(), ev)
 	var r Reply
@@ -60,6 +75,10 @@ func (b *Bridge) open(ctx context.Context, log *zap.Logger, ev Event) {
 	}
 	b.deliver(ctx, log, ev, "", r, nil)
 }
+
+// greetedKey is where the greeting of conversation is remembered: a key
+// no conversation has (conversation keys never contain "#").
+func greetedKey(conversation string) string { return conversation + "#greeted" }
 
 // keepContext records what the user of the event's conversation has open
 // beside it (ev.Text), for the agent to hear with the next message, and

@@ -303,3 +303,35 @@ func TestThreadUsesTheAgentItsChannelChoseBefore(t *testing.T) {
 		}
 	})
 }
+
+// TestOpenedWithNothingInViewGreetsOnce: Slack's agent view opens the
+// Messages tab with nothing in view, often; the user is greeted once,
+// however often it is opened and whatever context changes come between.
+// On 32a4bef the empty context deleted the record that remembered the
+// greeting, and every opening greeted again (10 openings, 10 greetings).
+func TestOpenedWithNothingInViewGreetsOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, defaultConfig(), nil)
+	rec := newRecorder()
+	for i := range 10 {
+		if err := h.do(event("dm/g", bridge.KindOpen, "", rec)); err != nil {
+			t.Fatal(err)
+		}
+		text := ""
+		if i%2 == 0 {
+			text = "The user is viewing <#C1>."
+		}
+		if err := h.do(event("dm/g", bridge.KindContext, text, rec)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	greetings := 0
+	for _, r := range rec.all() {
+		if strings.Contains(r.Text, "*helper*") {
+			greetings++
+		}
+	}
+	if greetings != 1 {
+		t.Errorf("%d greetings in 10 openings, want 1", greetings)
+	}
+}
