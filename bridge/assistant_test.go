@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -333,5 +334,56 @@ func TestOpenedWithNothingInViewGreetsOnce(t *testing.T) {
 	}
 	if greetings != 1 {
 		t.Errorf("%d greetings in 10 openings, want 1", greetings)
+	}
+}
+
+// TestOpeningStormTellsNobodyBusy: a storm of openings of an agent_view
+// DM while its conversation is busy answering: the user, who sent
+// nothing, is neither greeted again nor told that messages were not taken
+// (on 32a4bef a storm of 2,000 gave 38 greetings and a "16 waiting"
+// notice).
+func TestOpeningStormTellsNobodyBusy(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	cfg := defaultConfig()
+	cfg.QueueSize = 2
+	h := newHarness(t, cfg, func(s *workspacetest.Server) {
+		s.AddAgent(workspacetest.Agent{UUID: agentUUID, Reply: func(_ int, msg string) string {
+			<-release
+			return "answer to " + msg
+		}})
+	})
+	rec := newRecorder()
+	if err := h.do(event("dm/s", bridge.KindOpen, "", rec)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.b.Handle(event("dm/s", bridge.KindMessage, "work", rec)); err != nil {
+		t.Fatal(err)
+	}
+	for range 200 {
+		switch err := h.b.Handle(event("dm/s", bridge.KindOpen, "", rec)); {
+		case err == nil, errors.Is(err, bridge.ErrBusy):
+		default:
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	rec.waitReplies(t, 1, "answer to work")
+	if err := h.b.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rec.all() {
+		if strings.Contains(r.Text, "still working") {
+			t.Errorf("a busy notice for openings nobody sent: %q", r.Text)
+		}
+	}
+	greetings := 0
+	for _, r := range rec.all() {
+		if strings.Contains(r.Text, "*helper*") {
+			greetings++
+		}
+	}
+	if greetings != 1 {
+		t.Errorf("%d greetings, want 1", greetings)
 	}
 }

@@ -459,6 +459,17 @@ func (b *Bridge) busy(j *job) {
 		return
 	}
 	j.rec.settle(ErrBusy)
+	if j.kind == KindOpen || j.kind == KindContext {
+		// Nobody sent it: a platform's opening or a change of what the
+		// user views, in a storm (Slack's Messages tab opened again and
+		// again). Told "busy", its user would hear of messages they never
+		// sent; the next change, or opening, brings the view anew.
+		b.disp.alone(ev.Key, func() { b.answered(b.ctx, b.log, ev, "", nil) })
+		if ev.Done != nil {
+			ev.Done()
+		}
+		return
+	}
 	ran := b.disp.alone(ev.Key, func() {
 		if b.keepBusy(b.ctx, b.log, ev) {
 			if ref, told := b.tellBusy(ev); told {

@@ -790,6 +790,7 @@ const (
 	entryNone = iota // nothing of the conversation's order is left
 	entryRun         // the job to run next
 	entryStop        // the next entry cannot run here; let the conversation go
+	entrySkip        // the entry is left for another process; go on with the next
 )
 
 // nextEntry returns the job of the first entry of c's order not yet run,
@@ -821,6 +822,9 @@ func (r *dispatcher) nextEntry(log *zap.Logger, c *leasedConv, entries []store.I
 			var next int
 			if j, next = r.restoreEntry(log, e); next == entryStop {
 				return nil, entryStop
+			} else if next == entrySkip {
+				handled[e.Key] = true // left as it is
+				continue
 			} else if j == nil {
 				handled[e.Key] = true // dropped
 				continue
@@ -882,6 +886,12 @@ func (r *dispatcher) restoreEntry(log *zap.Logger, e store.InboxEntry) (*job, in
 	b.mu.Lock()
 	rs := r.restorers[ev.Platform]
 	b.mu.Unlock()
+	if rs == nil && ev.alone {
+		// An entry outside the conversation's order (a refusal kept for
+		// its busy notice) this process cannot answer: it is left for one
+		// that can, and the conversation's own events go on here.
+		return nil, entrySkip
+	}
 	if rs == nil {
 		// This process does not run the platform (or not yet): a replica
 		// that does takes the conversation in a sweep.
