@@ -940,7 +940,8 @@ func (e *replicaEnv) inbox(ctx context.Context) (map[string]int64, error) {
 }
 
 // settle waits, at most settleTimeout (or -reply-timeout if longer), until
-// every acknowledged message is answered or told, the bridges have called
+// every acknowledged message, and every Discord message offered, is
+// answered or told, the bridges have called
 // no fake for quietFor, an event left on a socket that died has had its
 // deadline to be redelivered, and every replica is ready again: a shard
 // that was dropped has resumed, and so been replayed what it missed.
@@ -960,6 +961,15 @@ func (e *replicaEnv) settle(ctx context.Context) error {
 		waiting := 0
 		for o := range acked {
 			if !o.t.resolved() {
+				waiting++
+			}
+		}
+		// A Discord message posted while its shard was away is not
+		// recorded until the gateway replays it or a catch-up reads it
+		// from the channel's history, which waits out Discord's rate
+		// limits: it is still on its way, not lost, until the deadline.
+		for _, o := range e.offers {
+			if o.msgID != "" && !acked[o] && !o.t.resolved() {
 				waiting++
 			}
 		}
