@@ -126,6 +126,9 @@ func (s *Store) Receive(ctx context.Context, e store.InboxEntry) (bool, error) {
 		if err := pending.Put(seqKey(seq), k); err != nil {
 			return err
 		}
+		if err := tx.Bucket(bucketInboxConv).Put(convSeqKey(e.Conversation, seq), k); err != nil {
+			return err
+		}
 		fresh = true
 		return addCounter(tx, metaInbox, 1)
 	})
@@ -223,10 +226,15 @@ func (s *Store) Finish(ctx context.Context, key, reply string, turn *store.Turn,
 		if err != nil {
 			return err
 		}
+		// Before the Put: r's bytes are bbolt's until the bucket is written.
+		byConv := convSeqKey(string(r.conversation), r.seq)
 		if err := inbox.Put(k, v); err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketInboxSeq).Delete(seqKey(r.seq)); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketInboxConv).Delete(byConv); err != nil {
 			return err
 		}
 		if err := dropReply(tx, k); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -130,24 +131,30 @@ func (s *Store) usable(ctx context.Context) error {
 }
 
 // PendingOf returns the conversation's unanswered entries in the platform's
-// order: by Order, ties by Seq. It reads the pending index, which holds only
-// the entries in flight, and decodes the events of the conversation's alone.
+// order: by Order, ties by Seq. It reads the conversation's part of the
+// inbox_conv index (conversation, 0, seq -> key), which holds the entries
+// in flight only, so a call costs the conversation's entries, not every
+// conversation's.
 func (s *Store) PendingOf(ctx context.Context, conversation string) ([]store.InboxEntry, error) {
 	if err := s.usable(ctx); err != nil {
 		return nil, fmt.Errorf("pending inbox of %q: %w", conversation, err)
 	}
-	conv := []byte(conversation)
+	prefix := append([]byte(conversation), 0)
 	var out []store.InboxEntry
-	err := s.eachPending(func(tx *bolt.Tx, key []byte, r inboxRecord) error {
-		if !bytes.Equal(r.conversation, conv) {
-			return nil
+	err := s.view(func(tx *bolt.Tx) error {
+		inbox := tx.Bucket(bucketInbox)
+		c := tx.Bucket(bucketInboxConv).Cursor()
+		for k, key := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, key = c.Next() {
+			e, err := getInbox(inbox, key)
+			if err != nil {
+				return fmt.Errorf("%w: conversation index names inbox entry %q: %w", ErrCorrupt, key, err)
+			}
+			if e.State == store.Answered || e.Conversation != conversation {
+				return fmt.Errorf("%w: conversation index names inbox entry %q of %q, %v", ErrCorrupt, key, e.Conversation, e.State)
+			}
+			e.Outbox = keptReply(tx, key)
+			out = append(out, e)
 		}
-		e, err := getInbox(tx.Bucket(bucketInbox), key)
-		if err != nil {
-			return err
-		}
-		e.Outbox = keptReply(tx, key)
-		out = append(out, e)
 		return nil
 	})
 	if err != nil {
@@ -157,6 +164,28 @@ func (s *Store) PendingOf(ctx context.Context, conversation string) ([]store.Inb
 		return cmp.Or(cmp.Compare(a.Order, b.Order), cmp.Compare(a.Seq, b.Seq))
 	})
 	return out, nil
+}
+
+// convSeqKey is an entry's key in inbox_conv: its conversation, a 0 byte
+// (no conversation key holds one) and its seq.
+func convSeqKey(conversation string, seq uint64) []byte {
+	k := make([]byte, 0, len(conversation)+9)
+	k = append(k, conversation...)
+	k = append(k, 0)
+	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+// indexPendingByConversation fills inbox_conv from inbox_seq, for a store
+// written before the index.
+func indexPendingByConversation(tx *bolt.Tx) error {
+	inbox, byConv := tx.Bucket(bucketInbox), tx.Bucket(bucketInboxConv)
+	return tx.Bucket(bucketInboxSeq).ForEach(func(k, key []byte) error {
+		r, err := lookInbox(inbox, key)
+		if err != nil {
+			return fmt.Errorf("%w: pending seq %x: %w", ErrCorrupt, k, err)
+		}
+		return byConv.Put(convSeqKey(string(r.conversation), r.seq), bytes.Clone(key))
+	})
 }
 
 // eachPending calls fn with every unanswered entry's key and parsed record,

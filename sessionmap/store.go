@@ -90,10 +90,11 @@ var (
 	bucketFeedback  = []byte("feedback")   // reply, platform, user -> vote, see feedback.go
 	bucketSchedules = []byte("schedules")  // schedule name -> latest run claimed, see schedule.go
 	bucketOutbox    = []byte("outbox")     // platform key -> answer not yet posted, see outbox.go
+	bucketInboxConv = []byte("inbox_conv") // conversation, 0, seq -> key, of entries not yet answered, see shared.go
 	bucketTokens    = []byte("tokens")     // token ID -> expiry, data: what a button names, see shared.go
 	bucketTokensExp = []byte("tokens_exp") // expiry, token ID -> nothing, see shared.go
 
-	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketAgents, bucketReplies, bucketInbox, bucketInboxSeq, bucketInboxDone, bucketAudit, bucketContexts, bucketFeedback, bucketSchedules, bucketOutbox, bucketTokens, bucketTokensExp}
+	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketAgents, bucketReplies, bucketInbox, bucketInboxSeq, bucketInboxDone, bucketAudit, bucketContexts, bucketFeedback, bucketSchedules, bucketOutbox, bucketTokens, bucketTokensExp, bucketInboxConv}
 
 	// The de-duplication buckets of formats 1 (events, events_by_expiry)
 	// and 2 (dedupe, whose generations are nested buckets), dropped on
@@ -378,6 +379,7 @@ func initBuckets(db *bolt.DB, cur **bolt.Tx) error {
 			}
 			return nil
 		}
+		convIndexed := tx.Bucket(bucketInboxConv) != nil
 		for _, name := range allBuckets {
 			b, err := tx.CreateBucketIfNotExists(name)
 			if err != nil {
@@ -385,6 +387,13 @@ func initBuckets(db *bolt.DB, cur **bolt.Tx) error {
 			}
 			if err := checkRoot(b, string(name)); err != nil {
 				return err
+			}
+		}
+		if !convIndexed {
+			// A store from before the index: its entries in flight are
+			// indexed by conversation once, here.
+			if err := indexPendingByConversation(tx); err != nil {
+				return fmt.Errorf("index the inbox by conversation: %w", err)
 			}
 		}
 
