@@ -189,7 +189,11 @@ func (s *stack) start(t *testing.T) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	r := &running{stdin: pw, out: &syncBuffer{}, errOut: &syncBuffer{}, done: make(chan error, 1), cancel: cancel}
-	go func() { r.done <- run(ctx, []string{"run", "-config", s.path}, mapEnv(s.env), pr, r.out, r.errOut) }()
+	// The admin listener moves to the next free port when another test
+	// took the configured one meanwhile: the stack asks where it is.
+	admin := make(chan string, 1)
+	e := &environment{getenv: mapEnv(s.env), stdin: pr, stdout: r.out, stderr: r.errOut, onServe: func(i serveInfo) { admin <- i.AdminAddr }}
+	go func() { r.done <- cmdRun(ctx, e, []string{"-config", s.path}) }()
 	t.Cleanup(func() {
 		cancel()
 		pw.Close()
@@ -200,6 +204,13 @@ func (s *stack) start(t *testing.T) *running {
 		}
 	})
 	r.errOut.waitFor(t, "flowbridge running", r.done)
+	select {
+	case a := <-admin:
+		if a != "" {
+			s.admin = a
+		}
+	default:
+	}
 	return r
 }
 
