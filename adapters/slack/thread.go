@@ -288,8 +288,20 @@ type cappedBody struct {
 }
 
 func (b *cappedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
+	if b.left < 0 {
 		return 0, errPageTooLarge
+	}
+	if b.left == 0 {
+		// Exactly max read so far: a body that ends here is within the
+		// limit, whether its end comes with the last bytes or (chunked)
+		// in a read of its own; one byte more is over it.
+		var one [1]byte
+		n, err := b.ReadCloser.Read(one[:])
+		if n > 0 {
+			b.left -= int64(n)
+			return 0, errPageTooLarge
+		}
+		return 0, err
 	}
 	if int64(len(p)) > b.left {
 		p = p[:b.left+1] // one byte more tells a body of exactly max from a longer one
