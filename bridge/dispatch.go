@@ -351,6 +351,17 @@ func (r *dispatcher) recordInOrder(c *leasedConv) {
 	b.mu.Unlock()
 }
 
+// recordingKey reports whether this process is recording the event key
+// of c; b.mu is held.
+func (c *leasedConv) recordingKey(key string) bool {
+	for _, j := range c.recording {
+		if j != nil && j.ev.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
 // kickLocked makes sure c's inbox entries are looked at: by its running
 // process goroutine once more, or by a new one.
 func (r *dispatcher) kickLocked(c *leasedConv) {
@@ -810,7 +821,15 @@ func (r *dispatcher) nextEntry(log *zap.Logger, c *leasedConv, entries []store.I
 		j := c.live[e.Key]
 		delete(c.live, e.Key)
 		ownRun := r.alones[e.Key]
+		recording := j == nil && c.recordingKey(e.Key)
 		b.mu.Unlock()
+		if recording {
+			// Committed, and this process's recorder is about to hand it
+			// over with its callbacks (and kick this worker): taken now,
+			// it would be restored instead, or, where this process has no
+			// Restorer for the platform, stop the conversation.
+			return nil, entryNone
+		}
 		if ownRun {
 			// This process runs it on its own already (a flow, a press, a
 			// busy refusal): it is neither this conversation's turn nor
