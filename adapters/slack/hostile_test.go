@@ -1,6 +1,8 @@
 package slack
 
 import (
+	"github.com/flowbridge/flowbridge/internal/netlimit"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -179,7 +181,7 @@ func TestLimitListenerCapsConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := newLimitListener(inner, 2)
+	ln := netlimit.Listen(inner, 2)
 	defer ln.Close()
 	for range 3 {
 		c, err := net.Dial("tcp", inner.Addr().String())
@@ -215,7 +217,7 @@ func TestLimitListenerCapsConnections(t *testing.T) {
 	} else {
 		c.Close()
 	}
-	if n := len(ln.slots); n != 1 {
+	if n := ln.Open(); n != 1 {
 		t.Errorf("%d slots taken with one connection open, want 1", n)
 	}
 }

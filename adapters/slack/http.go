@@ -1,6 +1,8 @@
 package slack
 
 import (
+	"github.com/flowbridge/flowbridge/internal/netlimit"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -272,48 +274,6 @@ func (b *byteBudget) give(n int64) {
 	b.mu.Unlock()
 }
 
-// limitListener caps the connections open at once: Accept waits until one
-// closes. Connections waiting in the kernel's backlog cost the process nothing.
-type limitListener struct {
-	net.Listener
-	slots  chan struct{}
-	closed chan struct{}
-	once   sync.Once
-}
-
-func newLimitListener(ln net.Listener, n int) *limitListener {
-	return &limitListener{Listener: ln, slots: make(chan struct{}, n), closed: make(chan struct{})}
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
-	}
-	return &limitConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
-}
-
-func (l *limitListener) Close() error {
-	l.once.Do(func() { close(l.closed) })
-	return l.Listener.Close()
-}
-
-type limitConn struct {
-	net.Conn
-	release func()
-}
-
-func (c *limitConn) Close() error {
-	c.release()
-	return c.Conn.Close()
-}
-
 func writeJSON(w http.ResponseWriter, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -348,7 +308,7 @@ func (a *Adapter) runHTTP(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	serveErr := make(chan error, 1)
-	wg.Go(func() { serveErr <- srv.Serve(newLimitListener(ln, a.maxConns)) })
+	wg.Go(func() { serveErr <- srv.Serve(netlimit.Listen(ln, a.maxConns)) })
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/flowbridge/flowbridge/internal/netlimit"
+
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -83,7 +85,7 @@ func startAdminLimited(cfg AdminConfig, lim adminLimits, starting func() string,
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := srv.Serve(newLimitListener(ln, lim.maxConns)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(netlimit.Listen(ln, lim.maxConns)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("admin listener stopped", zap.Error(err))
 		}
 	})

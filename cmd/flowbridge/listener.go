@@ -1,8 +1,6 @@
 package main
 
 import (
-	"net"
-	"sync"
 	"time"
 )
 
@@ -34,47 +32,4 @@ var defaultAdminLimits = adminLimits{
 	read:       30 * time.Second,
 	idle:       10 * time.Second,
 	write:      5 * time.Minute,
-}
-
-// limitListener accepts at most cap(slots) connections open at once; Accept
-// waits for one to close before it accepts another.
-type limitListener struct {
-	net.Listener
-	slots  chan struct{}
-	closed chan struct{}
-	once   sync.Once
-}
-
-func newLimitListener(ln net.Listener, n int) *limitListener {
-	return &limitListener{Listener: ln, slots: make(chan struct{}, n), closed: make(chan struct{})}
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
-	}
-	return &limitConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
-}
-
-func (l *limitListener) Close() error {
-	l.once.Do(func() { close(l.closed) })
-	return l.Listener.Close()
-}
-
-// limitConn gives its slot back when closed, once.
-type limitConn struct {
-	net.Conn
-	release func()
-}
-
-func (c *limitConn) Close() error {
-	c.release()
-	return c.Conn.Close()
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/flowbridge/flowbridge/internal/netlimit"
+
 	"bufio"
 	"errors"
 	"io"
@@ -128,7 +130,7 @@ func TestLimitListenerBounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := newLimitListener(inner, 2)
+	ln := netlimit.Listen(inner, 2)
 	defer ln.Close()
 	accepted := make(chan net.Conn, 3)
 	go func() {
