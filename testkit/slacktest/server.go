@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -145,8 +146,25 @@ type Options struct {
 	AgentView bool
 
 	// Scopes are the bot token's scopes the file methods and downloads check
-	// (files:read, files:write), answering missing_scope without them. Nil grants every scope.
+	// (files:read, files:write), and the agent sessions methods (chat:write;
+	// chat:write.customize for icon and username overrides), answering
+	// missing_scope without them. Nil grants every scope.
 	Scopes []string
+
+	// Agent declares the app an agent (App settings, Agents & AI Apps; it
+	// adds the assistant:write scope): only then do agents.sessions.setStatus
+	// and agents.sessions.rename work, else they answer not_authorized. It is
+	// apart from AgentView, which is how the agent shows in Slack: a test of
+	// sessions in agent view sets both. SetAgent changes it.
+	Agent bool
+
+	// BotEvents are the bot events the app subscribes to (the manifest's
+	// settings.event_subscriptions.bot_events); nil subscribes it to every
+	// event. Without agent_session_stopped, setStatus warns
+	// missing_agent_session_stopped_event_subscription and PressStop finds
+	// no Stop button; without agent_session_title_changed, RenameSession
+	// delivers nothing. SetBotEvents changes them.
+	BotEvents []string
 }
 
 // DeliveryPolicy chooses the live socket an envelope goes to.
@@ -238,6 +256,9 @@ type Server struct {
 
 	assistant map[msgKey]*AssistantThread // see assistant.go
 
+	sessions     map[msgKey]*AgentSession // agent sessions by thread, see sessions.go
+	sessionOrder []msgKey
+
 	triggers  map[string]*trigger // trigger IDs handed to the app, see views.go
 	views     map[string]*View
 	viewOrder []string
@@ -307,6 +328,7 @@ func New(opts Options) *Server {
 		s.posts = NewPostLimiter(opts.PostBurst)
 	}
 	s.stopped, s.stop = context.WithCancel(context.Background())
+	opts.BotEvents = slices.Clone(opts.BotEvents)
 	for _, c := range opts.Channels {
 		s.channels[c.ID] = c
 	}

@@ -22,7 +22,10 @@ type Call struct {
 	Token  string     // the token the request carried
 	Status int        // HTTP status the fake answered
 	Error  string     // Slack error code of the answer; "" when ok
-	At     time.Time
+	// Warning is the warning code of a successful answer, e.g.
+	// missing_agent_session_stopped_event_subscription; "" for none.
+	Warning string
+	At      time.Time
 }
 
 // Fault is a scripted answer that replaces a method's normal one.
@@ -170,6 +173,9 @@ var botMethods = map[string]apiMethod{
 	"assistant.threads.setTitle":            (*Server).assistantSetTitle,
 	"assistant.threads.setSuggestedPrompts": (*Server).assistantSetSuggestedPrompts,
 
+	"agents.sessions.setStatus": (*Server).agentsSessionsSetStatus,
+	"agents.sessions.rename":    (*Server).agentsSessionsRename,
+
 	"views.open":   (*Server).viewsOpen,
 	"views.update": (*Server).viewsUpdate,
 }
@@ -196,6 +202,7 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 	if e, _ := res.body["error"].(string); res.body["ok"] != true {
 		call.Error = e
 	}
+	call.Warning, _ = res.body["warning"].(string)
 	call.Seq = s.bumpLocked()
 	s.calls = append(s.calls, call)
 	s.mu.Unlock()
