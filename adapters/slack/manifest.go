@@ -45,8 +45,9 @@ func strs(ss ...string) *node {
 // events the adapter uses, interactivity for the Share button, and Socket Mode
 // or, in HTTP mode, request URLs under public_url. With agent_view, the
 // agent's description, the default agent's suggested prompts and one action
-// per flow. format is "yaml" or "json". It needs no token; settings it
-// cannot be made from are an error (ValidateManifest's).
+// per flow, and the agent session events (AgentSessionEvents). format is
+// "yaml" or "json". It needs no token; settings it cannot be made from are
+// an error (ValidateManifest's).
 func Manifest(cfg Config, flows []bridge.Flow, agents []bridge.Agent, botName, format string) ([]byte, error) {
 	cfg, err := cfg.resolve(forManifest)
 	if err != nil {
@@ -154,6 +155,11 @@ func manifestTree(cfg Config, flows []bridge.Flow, prompts []bridge.Prompt, botN
 	}
 	if cfg.AgentView {
 		botEvents = append(botEvents, "app_home_opened", "app_context_changed")
+		// features.agent_view declares the app an agent, which agent sessions
+		// need; a user's Stop and renames of a session arrive as these events.
+		// Without agent_session_stopped, Slack shows users a spinner they
+		// cannot stop and setStatus warns.
+		botEvents = append(botEvents, AgentSessionEvents...)
 	}
 
 	events := mapping()

@@ -9,7 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	slackgo "github.com/slack-go/slack"
+
 	"github.com/flowbridge/flowbridge/bridge"
+	"github.com/flowbridge/flowbridge/testkit/slacktest"
 )
 
 // manifestAgents give the manifest its suggested prompts.
@@ -64,6 +67,68 @@ func TestManifest(t *testing.T) {
 	}
 	if _, err := Manifest(Config{}, nil, nil, "", "toml"); err == nil {
 		t.Error(`Manifest(format "toml") = nil error, want one`)
+	}
+}
+
+// TestManifestDeclaresAgentSessions installs the generated manifest on the
+// fake Slack, which holds agent sessions to Slack's documented rules: with
+// agent_view the app is an agent, setStatus gives no warning and a user can
+// press Stop and rename; without it, sessions are refused.
+func TestManifestDeclaresAgentSessions(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []Config{{AgentView: true}, {AgentView: true, Mode: ModeHTTP, PublicURL: "https://bot.example.com"}, {}} {
+		t.Run(fmt.Sprintf("agent_view=%v/%s", cfg.AgentView, cfg.withDefaults().Mode), func(t *testing.T) {
+			t.Parallel()
+			js, err := Manifest(cfg, nil, nil, "", "json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m slackgo.Manifest
+			if err := json.Unmarshal(js, &m); err != nil {
+				t.Fatal(err)
+			}
+			srv := slacktest.New(slacktest.Options{
+				// The Agents & AI Apps feature (agent_view or assistant_view) is the declaration.
+				Agent:     m.Features.AgentView != nil || m.Features.AssistantView != nil,
+				BotEvents: m.Settings.EventSubscriptions.BotEvents,
+				Scopes:    m.OAuthConfig.Scopes.Bot,
+				Channels:  []slacktest.Channel{{ID: "D1", IsIM: true, User: "U1"}},
+			})
+			t.Cleanup(srv.Close)
+			api := slackgo.New(srv.BotToken(), slackgo.OptionAPIURL(srv.APIURL()), slackgo.OptionHTTPClient(srv.Client()))
+			const thread = "1784744767.192879"
+			res, err := api.SetAgentSessionStatusContext(t.Context(), slackgo.AgentSessionSetStatusParameters{
+				Status: slackgo.AgentSessionStatusProcessing, ChannelID: "D1", ThreadTS: thread, Title: "Deploy"})
+			if !cfg.AgentView {
+				if err == nil || err.Error() != "not_authorized" {
+					t.Errorf("SetAgentSessionStatus() without agent_view = %v, want not_authorized", err)
+				}
+				return
+			}
+			if err != nil || res.Warning != "" {
+				t.Fatalf("SetAgentSessionStatus() = %+v, %v; want no error, no warning", res, err)
+			}
+			if _, _, err := srv.PressStopBody(slacktest.StopPress{Channel: "D1", ThreadTS: thread, User: "U1"}); err != nil {
+				t.Errorf("PressStopBody() = %v, want a Stop button", err)
+			}
+			body, _, err := srv.RenameSessionBody(slacktest.SessionRename{Channel: "D1", ThreadTS: thread, User: "U1", Title: "Deploy api"})
+			if err != nil || body == nil {
+				t.Errorf("RenameSessionBody() = %s, %v, want the event", body, err)
+			}
+		})
+	}
+}
+
+func TestRequirementsNameAgentSessionEvents(t *testing.T) {
+	t.Parallel()
+	reqs := strings.Join(Requirements(Config{AgentView: true}), "\n")
+	for _, e := range AgentSessionEvents {
+		if !strings.Contains(reqs, e) {
+			t.Errorf("Requirements(agent_view) = %q, want %s named", reqs, e)
+		}
+	}
+	if reqs := strings.Join(Requirements(Config{Assistant: true}), "\n"); strings.Contains(reqs, "agent_session") {
+		t.Errorf("Requirements(assistant) = %q, want no agent session events", reqs)
 	}
 }
 
@@ -140,7 +205,7 @@ func checkManifest(t *testing.T, cfg Config, m map[string]any) {
 			t.Errorf("bot event %s in %v, want %v", e, events, cfg.Assistant)
 		}
 	}
-	for _, e := range []string{"app_home_opened", "app_context_changed"} {
+	for _, e := range []string{"app_home_opened", "app_context_changed", "agent_session_stopped", "agent_session_title_changed"} {
 		if slices.Contains(events, e) != cfg.AgentView {
 			t.Errorf("bot event %s in %v, want %v", e, events, cfg.AgentView)
 		}

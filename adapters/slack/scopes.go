@@ -8,6 +8,12 @@ var baseScopes = []string{
 	"groups:history", "im:history", "mpim:history", "users:read",
 }
 
+// AgentSessionEvents are the bot events of Slack's agent sessions an
+// agent_view app subscribes to: a user pressed a session's Stop button, or
+// renamed the session. Agent sessions need no scope beyond chat:write and the
+// assistant:write that declaring the app an agent (features.agent_view) adds.
+var AgentSessionEvents = []string{"agent_session_stopped", "agent_session_title_changed"}
+
 // Scopes returns the bot scopes the configuration needs, those of the
 // features it turns on included, in the order the manifest lists them.
 func Scopes(cfg Config) []string {
@@ -47,7 +53,8 @@ func Requirements(cfg Config) []string {
 	}
 	if cfg.AgentView {
 		out = append(out, "slack.agent_view needs the "+AssistantScope+" scope, the Agent messaging experience (features.agent_view, "+
-			"App Home's Messages tab) and the app_home_opened, app_context_changed and message.im bot events")
+			"which declares the app an agent, and App Home's Messages tab) and the app_home_opened, app_context_changed and message.im bot events, "+
+			"and, for agent sessions, the "+strings.Join(AgentSessionEvents, " and ")+" bot events (without agent_session_stopped, users see a spinner they cannot stop)")
 	}
 	if cfg.Files {
 		out = append(out, "slack.files needs the "+strings.Join(FileScopes, ", ")+" scopes")
