@@ -1,6 +1,9 @@
 package bridge_test
 
 import (
+	"errors"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,5 +44,40 @@ func TestAdapterState(t *testing.T) {
 	}
 	if _, ok, err := b.AdapterState(ctx, name, time.Hour); err != nil || ok {
 		t.Errorf("AdapterState() after saving \"\" = %v, %v; want none", ok, err)
+	}
+}
+
+// TestUpdateAdapterStateCounts: changes made at once, each a
+// read-modify-write of one count, all count; a change is given what was
+// saved within the age asked, and its error writes nothing.
+func TestUpdateAdapterStateCounts(t *testing.T) {
+	b, _, _ := newBubbleBridgeStore(t, defaultConfig(), workspacetest.Agent{})
+	ctx := t.Context()
+	const name, writers, adds = "discord/identify-budget", 4, 10
+	add := func(text string, ok bool) (string, error) {
+		n, _ := strconv.Atoi(text)
+		return strconv.Itoa(n + 1), nil
+	}
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() {
+			for range adds {
+				if _, err := b.UpdateAdapterState(ctx, name, time.Hour, add); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if text, ok, err := b.AdapterState(ctx, name, time.Hour); err != nil || !ok || text != strconv.Itoa(writers*adds) {
+		t.Errorf("AdapterState() after %d additions at once = %q, %v, %v", writers*adds, text, ok, err)
+	}
+	refuse := errors.New("refused")
+	if _, err := b.UpdateAdapterState(ctx, name, time.Hour, func(string, bool) (string, error) { return "x", refuse }); !errors.Is(err, refuse) {
+		t.Errorf("UpdateAdapterState(a change that fails) = %v, want its error", err)
+	}
+	if text, _, _ := b.AdapterState(ctx, name, time.Hour); text != strconv.Itoa(writers*adds) {
+		t.Errorf("a failed change wrote %q", text)
 	}
 }

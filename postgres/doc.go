@@ -3,8 +3,8 @@
 // # Tables
 //
 // One table per record of bridge/store: sessions, conversation_agents,
-// last_replies, inbox, audit, conversation_contexts; and leases and tokens,
-// which replicas share. They live in the first schema of the connection's
+// last_replies, inbox, audit, conversation_contexts, adapter_states; and
+// leases and tokens, which replicas share. They live in the first schema of the connection's
 // search_path, so a deployment that shares a database gives flowbridge a
 // schema of its own through the DSN
 // (postgres://…/db?search_path=flowbridge). Keys are text compared as bytes

@@ -281,6 +281,14 @@ var apiCalls = []apiCall{
 		_, err := s.PruneAudit(ctx, fixTime.Add(time.Hour))
 		return err
 	}, nil},
+	{"AdapterState", func(ctx context.Context, s *Store) error {
+		_, _, err := s.AdapterState(ctx, "discord/gateway/0-of-1")
+		return err
+	}, nil},
+	{"PutAdapterState", func(ctx context.Context, s *Store) error {
+		_, err := s.PutAdapterState(ctx, "discord/gateway/0-of-1", "x", time.Now(), 0)
+		return err
+	}, nil},
 	{"Check", func(ctx context.Context, s *Store) error { return s.Check() }, nil},
 	{"Health", func(ctx context.Context, s *Store) error { return s.Health() }, nil},
 }

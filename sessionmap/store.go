@@ -65,6 +65,10 @@ const DefaultTimeout = time.Second
 // (see upgradeDedupe).
 //
 // Format 3 (this one) keeps platform events in the inbox (see inbox.go).
+// Buckets added since (inbox_conv, tokens, adapter_states) did not change
+// the number: each is created, and filled from what the file holds, at
+// open, and a flowbridge of before that opens the file ignores it (without
+// adapter_states, a Discord shard identifies rather than resumes).
 // Formats 1 and 2 had no inbox but de-duplication entries instead: format 2
 // in generations of hashed keys under the bucket dedupe, format 1 by raw ID
 // in two buckets, events and events_by_expiry.
@@ -78,23 +82,24 @@ const defaultChunk = 1024
 // Bucket names. Short, since they are stored once and read on every
 // transaction.
 var (
-	bucketMeta      = []byte("meta")
-	bucketSessions  = []byte("sessions")
-	bucketAgents    = []byte("agents")
-	bucketReplies   = []byte("replies")
-	bucketInbox     = []byte("inbox")      // platform key -> entry, see inbox.go
-	bucketInboxSeq  = []byte("inbox_seq")  // seq -> key, of entries not yet answered
-	bucketInboxDone = []byte("inbox_done") // updated time, seq -> key, of answered entries
-	bucketAudit     = []byte("audit")
-	bucketContexts  = []byte("contexts")   // conversation key -> context, see context.go
-	bucketFeedback  = []byte("feedback")   // reply, platform, user -> vote, see feedback.go
-	bucketSchedules = []byte("schedules")  // schedule name -> latest run claimed, see schedule.go
-	bucketOutbox    = []byte("outbox")     // platform key -> answer not yet posted, see outbox.go
-	bucketInboxConv = []byte("inbox_conv") // conversation, 0, seq -> key, of entries not yet answered, see shared.go
-	bucketTokens    = []byte("tokens")     // token ID -> expiry, data: what a button names, see shared.go
-	bucketTokensExp = []byte("tokens_exp") // expiry, token ID -> nothing, see shared.go
+	bucketMeta          = []byte("meta")
+	bucketSessions      = []byte("sessions")
+	bucketAgents        = []byte("agents")
+	bucketReplies       = []byte("replies")
+	bucketInbox         = []byte("inbox")      // platform key -> entry, see inbox.go
+	bucketInboxSeq      = []byte("inbox_seq")  // seq -> key, of entries not yet answered
+	bucketInboxDone     = []byte("inbox_done") // updated time, seq -> key, of answered entries
+	bucketAudit         = []byte("audit")
+	bucketContexts      = []byte("contexts")       // conversation key -> context, see context.go
+	bucketFeedback      = []byte("feedback")       // reply, platform, user -> vote, see feedback.go
+	bucketSchedules     = []byte("schedules")      // schedule name -> latest run claimed, see schedule.go
+	bucketOutbox        = []byte("outbox")         // platform key -> answer not yet posted, see outbox.go
+	bucketInboxConv     = []byte("inbox_conv")     // conversation, 0, seq -> key, of entries not yet answered, see shared.go
+	bucketTokens        = []byte("tokens")         // token ID -> expiry, data: what a button names, see shared.go
+	bucketTokensExp     = []byte("tokens_exp")     // expiry, token ID -> nothing, see shared.go
+	bucketAdapterStates = []byte("adapter_states") // name -> an adapter's own state, see adapterstate.go
 
-	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketAgents, bucketReplies, bucketInbox, bucketInboxSeq, bucketInboxDone, bucketAudit, bucketContexts, bucketFeedback, bucketSchedules, bucketOutbox, bucketTokens, bucketTokensExp, bucketInboxConv}
+	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketAgents, bucketReplies, bucketInbox, bucketInboxSeq, bucketInboxDone, bucketAudit, bucketContexts, bucketFeedback, bucketSchedules, bucketOutbox, bucketTokens, bucketTokensExp, bucketInboxConv, bucketAdapterStates}
 
 	// The de-duplication buckets of formats 1 (events, events_by_expiry)
 	// and 2 (dedupe, whose generations are nested buckets), dropped on
@@ -388,6 +393,9 @@ func initBuckets(db *bolt.DB, cur **bolt.Tx) error {
 			if err := checkRoot(b, string(name)); err != nil {
 				return err
 			}
+		}
+		if err := moveLegacyAdapterStates(tx); err != nil {
+			return fmt.Errorf("move adapter state out of the context records: %w", err)
 		}
 		if !convIndexed {
 			// A store from before the index: its entries in flight are

@@ -9,9 +9,8 @@ import (
 // platform reports it (Slack's assistant thread context: the channel they
 // are viewing), in a sentence for the agent.
 type Context struct {
-	// Key is the conversation key. The core also keeps an adapter's own
-	// state in these records, under keys no conversation has
-	// (bridge.Bridge.SaveAdapterState): a key, a text and a time.
+	// Key is the conversation key. (Adapters' own state is a record of
+	// its own: AdapterStates.)
 	Key string
 	// Text is the sentence; never empty in a stored record.
 	Text string

@@ -285,6 +285,7 @@ type Store interface {
 	RecentInbox
 	Audit
 	Contexts
+	AdapterStates
 	Feedback
 	Schedules
 	Prober

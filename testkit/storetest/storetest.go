@@ -32,9 +32,9 @@ type Opener struct {
 }
 
 // Run runs the suite against the stores o makes, one subtest per behaviour:
-// Sessions, Inbox, Outbox, LastOrders, Audit, Contexts, Feedback, Schedules,
-// Ping, Clock, Shared (leases, the inbox by conversation, tokens),
-// Concurrency and Reopen.
+// Sessions, Inbox, Outbox, LastOrders, Audit, Contexts, AdapterStates,
+// Feedback, Schedules, Ping, Clock, Shared (leases, the inbox by
+// conversation, tokens), Concurrency and Reopen.
 func Run(t *testing.T, o Opener) {
 	if o.Open == nil {
 		t.Fatal("storetest.Run: Opener.Open is nil")
@@ -45,6 +45,7 @@ func Run(t *testing.T, o Opener) {
 	t.Run("LastOrders", func(t *testing.T) { testLastOrders(t, o) })
 	t.Run("Audit", func(t *testing.T) { testAudit(t, o) })
 	t.Run("Contexts", func(t *testing.T) { testContexts(t, o) })
+	t.Run("AdapterStates", func(t *testing.T) { testAdapterStates(t, o) })
 	t.Run("Feedback", func(t *testing.T) { testFeedback(t, o) })
 	t.Run("Schedules", func(t *testing.T) { testSchedules(t, o) })
 	t.Run("Ping", func(t *testing.T) { testPing(t, o) })
