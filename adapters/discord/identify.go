@@ -30,6 +30,8 @@ import (
 //     (through the core's adapter state, like the gateway session) with
 //     what GET /gateway/bot last said of session_start_limit, so that
 //     every process of the bot counts, and a restart does not forget;
+//     each count is a compare-and-set of the kept record, so replicas
+//     identifying at once each count;
 //     when only identifyReserve are left it is refused, and the shard
 //     stays down until Discord resets the budget, saying so in Ready and
 //     the log.
@@ -238,34 +240,93 @@ func (r budgetRecord) known(now time.Time) bool {
 	return r.Total > 0 && now.Before(r.ResetAt)
 }
 
+// sameWindow reports whether r and o count the same day of Discord's:
+// their reset times, each read as now plus reset_after, agree within a
+// minute.
+func (r budgetRecord) sameWindow(o budgetRecord) bool {
+	d := r.ResetAt.Sub(o.ResetAt)
+	return d <= time.Minute && d >= -time.Minute
+}
+
+// spend returns the record after one more IDENTIFY at now, or the
+// refusal of one the budget cannot pay for, leaving the reserve.
+func (r budgetRecord) spend(now time.Time) (budgetRecord, *identifyRefusedError) {
+	if r.Total > 0 && !now.Before(r.ResetAt) {
+		// Renewed by Discord: the count starts over.
+		r = budgetRecord{Total: r.Total, Remaining: r.Total, ResetAt: r.ResetAt.Add(budgetWindow)}
+		for !now.Before(r.ResetAt) {
+			r.ResetAt = r.ResetAt.Add(budgetWindow)
+		}
+	}
+	if r.Total > 0 && r.Remaining <= identifyReserve {
+		return r, &identifyRefusedError{remaining: r.Remaining, total: r.Total, resetAt: r.ResetAt}
+	}
+	if r.Total > 0 {
+		r.Remaining--
+	}
+	r.Identifies++
+	return r, nil
+}
+
+// decodeBudget decodes a kept record; one that cannot be read is logged
+// and counts as none.
+func decodeBudget(log *zap.Logger, text string) budgetRecord {
+	var rec budgetRecord
+	if text == "" {
+		return rec
+	}
+	if err := json.Unmarshal([]byte(text), &rec); err != nil {
+		log.Warn("IDENTIFY count in the store unusable; ignored", zap.String("stored", text), zap.Error(err))
+		return budgetRecord{}
+	}
+	return rec
+}
+
+// errBudgetRefused ends a change of the kept count that would spend the
+// reserve: nothing is written.
+var errBudgetRefused = errors.New("identify budget refused")
+
 // load reads the kept count, then GET /gateway/bot's session_start_limit,
-// which is the truth when Discord answers; gb is that answer, nil when it
-// could not be read.
+// which is the truth when Discord answers (gb is that answer, nil when it
+// could not be read): it is then kept, with the IDENTIFYs counted in its
+// window, for every process of the bot to count from.
 func (b *identifyBudget) load(ctx context.Context, a *Adapter, gb *discordgo.GatewayBotResponse) {
 	now := time.Now()
-	var rec budgetRecord
-	if rc, ok := a.core.(ResumeCore); ok {
-		text, ok, err := rc.AdapterState(ctx, budgetState, budgetWindow)
-		switch {
-		case err != nil:
-			a.log.Warn("IDENTIFY count not read from the store", zap.Error(err))
-		case ok && text != "":
-			if err := json.Unmarshal([]byte(text), &rec); err != nil {
-				a.log.Warn("IDENTIFY count in the store unusable; ignored", zap.String("stored", text), zap.Error(err))
-				rec = budgetRecord{}
+	apply := func(rec budgetRecord) budgetRecord {
+		if !rec.known(now) {
+			rec = budgetRecord{}
+		}
+		if gb != nil && gb.SessionStartLimit.Total > 0 {
+			l := gb.SessionStartLimit
+			read := budgetRecord{Total: l.Total, Remaining: l.Remaining, ResetAt: now.Add(time.Duration(l.ResetAfter) * time.Millisecond)}
+			if rec.known(now) && read.sameWindow(rec) {
+				read.Identifies = rec.Identifies
 			}
+			rec = read
 		}
+		return rec
 	}
-	if !rec.known(now) {
-		rec = budgetRecord{}
-	}
-	if gb != nil && gb.SessionStartLimit.Total > 0 {
-		l := gb.SessionStartLimit
-		reset := now.Add(time.Duration(l.ResetAfter) * time.Millisecond)
-		if !rec.known(now) || reset.Sub(rec.ResetAt) > time.Minute {
-			rec.Identifies = 0 // a new window
+	var rec budgetRecord
+	rc, ok := a.core.(ResumeCore)
+	switch {
+	case !ok:
+		rec = apply(budgetRecord{})
+	case gb != nil && gb.SessionStartLimit.Total > 0:
+		_, err := rc.UpdateAdapterState(ctx, budgetState, budgetWindow, func(text string, _ bool) (string, error) {
+			rec = apply(decodeBudget(a.log, text))
+			out, err := json.Marshal(rec)
+			return string(out), err
+		})
+		if err != nil {
+			a.log.Warn("IDENTIFY budget not kept in the store", zap.Error(err))
+			rec = apply(budgetRecord{})
 		}
-		rec.Total, rec.Remaining, rec.ResetAt = l.Total, l.Remaining, reset
+	default:
+		text, _, err := rc.AdapterState(ctx, budgetState, budgetWindow)
+		if err != nil {
+			a.log.Warn("IDENTIFY count not read from the store", zap.Error(err))
+		}
+		rec = apply(decodeBudget(a.log, text))
 	}
 	b.mu.Lock()
 	b.rec = rec
@@ -277,48 +338,57 @@ func (b *identifyBudget) load(ctx context.Context, a *Adapter, gb *discordgo.Gat
 
 // spend counts one IDENTIFY, and keeps the count in the store before it
 // leaves; it refuses one the budget cannot pay for, leaving the reserve,
-// first set when the budget was not refusing before.
+// first set when the budget was not refusing before. The count is a
+// read-modify-write of the kept record by compare-and-set
+// (UpdateAdapterState), so that replicas identifying at once each count;
+// the kept record is the base, unless this process read a newer window
+// from Discord. When the store cannot be written, it counts in memory and
+// identifies anyway.
 func (b *identifyBudget) spend(a *Adapter, log *zap.Logger) (refused *identifyRefusedError, first bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := time.Now()
-	if b.rec.Total > 0 && !now.Before(b.rec.ResetAt) {
-		// Renewed by Discord: the count starts over.
-		b.rec = budgetRecord{Total: b.rec.Total, Remaining: b.rec.Total, ResetAt: b.rec.ResetAt.Add(budgetWindow)}
-		for !now.Before(b.rec.ResetAt) {
-			b.rec.ResetAt = b.rec.ResetAt.Add(budgetWindow)
-		}
-	}
-	if b.rec.Total > 0 && b.rec.Remaining <= identifyReserve {
-		err := &identifyRefusedError{remaining: b.rec.Remaining, total: b.rec.Total, resetAt: b.rec.ResetAt}
-		first = b.blocked == nil
-		b.blocked = err
-		return err, first
-	}
-	b.blocked = nil
-	if b.rec.Total > 0 {
-		b.rec.Remaining--
-	}
-	b.rec.Identifies++
+	var next budgetRecord
 	rc, ok := a.core.(ResumeCore)
 	if !ok {
-		return nil, false
-	}
-	text, err := json.Marshal(b.rec)
-	if err == nil {
+		next, refused = b.rec.spend(now)
+	} else {
 		// Not cut by a stop: an IDENTIFY on its way is counted.
 		ctx, cancel := context.WithTimeout(context.Background(), budgetSaveWithin)
-		err = rc.SaveAdapterState(ctx, budgetState, string(text))
+		_, err := rc.UpdateAdapterState(ctx, budgetState, budgetWindow, func(text string, _ bool) (string, error) {
+			base := b.rec
+			if kept := decodeBudget(log, text); kept.Total > 0 || kept.Identifies > 0 {
+				if !(base.Total > 0 && kept.Total > 0 && base.ResetAt.Sub(kept.ResetAt) > time.Minute) {
+					base = kept
+				}
+			}
+			next, refused = base.spend(now)
+			if refused != nil {
+				return "", errBudgetRefused
+			}
+			out, err := json.Marshal(next)
+			return string(out), err
+		})
 		cancel()
-	}
-	if err != nil {
-		if !b.saveFailing {
-			log.Warn("IDENTIFY count not saved; identifying anyway", zap.Error(err))
+		switch {
+		case errors.Is(err, errBudgetRefused):
+		case err != nil:
+			if !b.saveFailing {
+				log.Warn("IDENTIFY count not saved; identifying anyway", zap.Error(err))
+			}
+			b.saveFailing = true
+			next, refused = b.rec.spend(now)
+		default:
+			b.saveFailing = false
 		}
-		b.saveFailing = true
-		return nil, false
 	}
-	b.saveFailing = false
+	b.rec = next
+	if refused != nil {
+		first = b.blocked == nil
+		b.blocked = refused
+		return refused, first
+	}
+	b.blocked = nil
 	return nil, false
 }
 

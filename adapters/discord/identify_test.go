@@ -5,14 +5,18 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/bwmarrin/discordgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/flowbridge/flowbridge/testkit/discordtest"
+	"github.com/flowbridge/flowbridge/testkit/pgtest"
 )
 
 // stormScale divides the identify timing and the storm of
@@ -230,5 +234,73 @@ func TestReconnectBackoff(t *testing.T) {
 	}
 	if got := a.reconnectBackoff(backoff, defaultIdentifyTiming.stableAfter); got != 0 {
 		t.Errorf("after a connection that held %s: wait %s, want 0", defaultIdentifyTiming.stableAfter, got)
+	}
+}
+
+// TestIdentifyBudgetCountsEveryReplica: two processes of one bot (two
+// adapters on one store: on bbolt one core, on PostgreSQL two replicas)
+// identify at once, many times; every IDENTIFY is counted in the kept
+// budget, none lost to the other's write.
+func TestIdentifyBudgetCountsEveryReplica(t *testing.T) {
+	t.Parallel()
+	for _, pg := range []bool{false, true} {
+		name := "bbolt"
+		if pg {
+			name = "postgres"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, func(e *env) {
+				if pg {
+					e.dsn = pgtest.Schema(t)
+				}
+			})
+			var adapters []*Adapter
+			for range 2 {
+				if !pg && len(adapters) == 1 {
+					a, err := New(e.cfg, adapters[0].core, zaptest.NewLogger(t))
+					if err != nil {
+						t.Fatal(err)
+					}
+					adapters = append(adapters, a)
+					continue
+				}
+				r := e.build(t)
+				t.Cleanup(func() {
+					r.core.Close()
+					if err := r.store.Close(); err != nil {
+						t.Error(err)
+					}
+				})
+				adapters = append(adapters, r.a)
+			}
+			ctx := testCtx(t)
+			gb := &discordgo.GatewayBotResponse{SessionStartLimit: discordgo.SessionInformation{Total: 1000, Remaining: 1000, ResetAfter: int(time.Hour / time.Millisecond)}}
+			for _, a := range adapters {
+				a.budget.load(ctx, a, gb)
+			}
+			const each = 15
+			var wg sync.WaitGroup
+			for _, a := range adapters {
+				wg.Go(func() {
+					for range each {
+						if refused, _ := a.budget.spend(a, a.log); refused != nil {
+							t.Error(refused)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			text, ok, err := adapters[0].core.(ResumeCore).AdapterState(ctx, budgetState, budgetWindow)
+			if err != nil || !ok {
+				t.Fatalf("budget not kept: %q, %v, %v", text, ok, err)
+			}
+			var rec budgetRecord
+			if err := json.Unmarshal([]byte(text), &rec); err != nil || rec.Identifies != 2*each || rec.Remaining != 1000-2*each {
+				t.Errorf("kept budget %q (%v) after %d IDENTIFYs by two processes at once, want each counted: %d identifies, %d remaining",
+					text, err, 2*each, 2*each, 1000-2*each)
+			}
+		})
 	}
 }

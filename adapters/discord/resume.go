@@ -54,6 +54,11 @@ const (
 type ResumeCore interface {
 	AdapterState(ctx context.Context, name string, maxAge time.Duration) (string, bool, error)
 	SaveAdapterState(ctx context.Context, name, text string) error
+	// UpdateAdapterState is a read-modify-write of name's text by
+	// compare-and-set: change is called again with what another process
+	// wrote in between, so that a count every replica adds to loses no
+	// addition.
+	UpdateAdapterState(ctx context.Context, name string, maxAge time.Duration, change func(text string, ok bool) (string, error)) (string, error)
 }
 
 // gatewaySession is what RESUMEs a shard's session.
