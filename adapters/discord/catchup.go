@@ -41,18 +41,17 @@ import (
 //   - A DM channel cannot be listed by a bot: a new DM's first message,
 //     posted while no session of shard 0 was connected, is not found.
 //
-// Reads are bounded: messages posted within the catch-up age (at most
-// catchUpAge, and no longer than the inbox remembers answered messages, so
-// nothing read can be one answered and forgotten), catchUpPages pages of
-// catchUpLimit per channel, catchUpChannels channels per guild, the newest
-// first, catchUpReaders at once; a 429 is waited out (Retry-After) at most
+// Reads are bounded: messages posted within the catch-up age
+// (Config.CatchUpAge, which the process keeps within how long the inbox
+// remembers answered messages, so nothing read can be one answered and
+// forgotten), catchUpPages pages of catchUpLimit per channel,
+// catchUpChannels channels per guild, the newest first, catchUpReaders at
+// once; a 429 is waited out (Retry-After) at most
 // catchUpRetries times per page. The inbox key answers each message once.
 //
 // The same reads serve the channels whose messages the store refused while
 // it was down, once it answers again.
 const (
-	// catchUpAge is the default catch-up age (Config.CatchUpAge).
-	catchUpAge = 10 * time.Minute
 	// catchUpLimit is the messages read per page (Discord's most).
 	catchUpLimit = 100
 	// catchUpPages bounds the pages read per channel.
@@ -708,12 +707,12 @@ func (a *Adapter) historyPage(ctx context.Context, channel string, after int64) 
 	}
 }
 
-// catchUpAge is how far back catch-up reads.
+// catchUpAge is how far back catch-up reads (Config.CatchUpAge).
 func (a *Adapter) catchUpAge() time.Duration {
-	if d := a.cfg.CatchUpAge; d > 0 && d < catchUpAge {
+	if d := time.Duration(a.cfg.CatchUpAge); d > 0 {
 		return d
 	}
-	return catchUpAge
+	return DefaultCatchUpAge
 }
 
 // catchUpFloor is the oldest snowflake catch-up reads.

@@ -32,6 +32,9 @@ const (
 	MaxOpenTimeout = 5 * time.Minute
 )
 
+// DefaultCatchUpAge is catch_up_age's default.
+const DefaultCatchUpAge = 10 * time.Minute
+
 // MaxShardCount is the largest shard_count. 1024 shards of at most 2,500
 // guilds each hold 2.5 million guilds; a bot beyond that is moved by Discord
 // to large bot sharding (shard counts in multiples of its max_concurrency,
@@ -93,12 +96,12 @@ type Config struct {
 	// commands (no guild_ids). Off by default.
 	UserInstall bool `toml:"user_install"`
 	// CatchUpAge bounds how far back a new gateway session reads the
-	// channels' history for messages posted while none was connected
-	// (at most, and by default, 10 minutes). The process sets it to how
-	// long the inbox remembers answered messages (bridge.dedupe_ttl), so
-	// that nothing read can be a message answered and forgotten. Not in
-	// the file.
-	CatchUpAge time.Duration `toml:"-"`
+	// channels' history for messages posted while none was connected,
+	// default DefaultCatchUpAge. It must not exceed how long the inbox
+	// remembers answered messages (bridge.dedupe_ttl), or a message read
+	// could be one answered and forgotten, and be answered again: the
+	// process refuses such a configuration.
+	CatchUpAge Duration `toml:"catch_up_age"`
 }
 
 // Duration is a time.Duration written in config as a string such as "30s".
@@ -120,7 +123,7 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d)
 // DefaultConfig returns the configuration defaults; withDefaults fills any
 // key left empty with them.
 func DefaultConfig() Config {
-	return Config{SessionScope: ScopeThread, APIURL: DefaultAPIURL, OpenTimeout: Duration(DefaultOpenTimeout), ShardCount: 1}
+	return Config{SessionScope: ScopeThread, APIURL: DefaultAPIURL, OpenTimeout: Duration(DefaultOpenTimeout), ShardCount: 1, CatchUpAge: Duration(DefaultCatchUpAge)}
 }
 
 // withDefaults fills the keys left empty.
@@ -137,6 +140,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ShardCount == 0 {
 		c.ShardCount = d.ShardCount
+	}
+	if c.CatchUpAge <= 0 {
+		c.CatchUpAge = d.CatchUpAge
 	}
 	if len(c.ShardIDs) == 0 && c.ShardCount >= 1 && c.ShardCount <= MaxShardCount {
 		c.ShardIDs = make([]int, c.ShardCount)

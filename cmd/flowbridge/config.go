@@ -372,6 +372,7 @@ func parse(data []byte, getenv func(string) string, sc scope) (*Config, error) {
 	}
 	refs := &references{}
 	envProblems := expandEnv(reflect.ValueOf(&cfg).Elem(), "", getenv, sc, refs)
+	followDefaults(&cfg, doc)
 	if cfg.Workspace.MaxRetries == -1 { // how "none" was written before 0 meant it
 		cfg.Workspace.MaxRetries = 0
 	}
@@ -1182,6 +1183,10 @@ func (c *Config) checkAdapters(ps *problems) {
 		ps.add("", "no adapter is enabled: set enabled = true in [console] (this terminal), [slack] or [discord]")
 	}
 	ps.addErr(checkPlatforms(c))
+	if c.Discord.Enabled && c.Discord.CatchUpAge > discord.Duration(c.Bridge.DedupeTTL) {
+		ps.add("discord.catch_up_age", "%s is longer than bridge.dedupe_ttl (%s): catch-up could read a message the inbox has forgotten answering, and answer it again; "+
+			"lower catch_up_age or raise dedupe_ttl", fmtDuration(time.Duration(c.Discord.CatchUpAge)), fmtDuration(c.Bridge.DedupeTTL.D()))
+	}
 	if c.Discord.Enabled {
 		// The adapter takes any digits (its fakes use short IDs); a server
 		// ID in a file is a real snowflake, and a short one a typo.

@@ -726,3 +726,40 @@ func TestOrderHoldReachesTheBridge(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigDiscordCatchUpAge: discord.catch_up_age is 10m by default, or
+// bridge.dedupe_ttl when that is shorter and the file leaves it out; set,
+// it is range-checked, and refused beyond dedupe_ttl (catch-up would then
+// answer again what the inbox forgot answering); it reaches the adapter.
+func TestConfigDiscordCatchUpAge(t *testing.T) {
+	for _, tt := range []struct {
+		name, discord, bridge string
+		want                  time.Duration
+		err                   string
+	}{
+		{name: "default", want: 10 * time.Minute},
+		{name: "follows a shorter dedupe_ttl", bridge: `dedupe_ttl = "5m"`, want: 5 * time.Minute},
+		{name: "not a longer one", bridge: `dedupe_ttl = "1h"`, want: 10 * time.Minute},
+		{name: "set", discord: `catch_up_age = "3m"`, want: 3 * time.Minute},
+		{name: "set up to dedupe_ttl", discord: `catch_up_age = "1h"`, bridge: `dedupe_ttl = "1h"`, want: time.Hour},
+		{name: "beyond dedupe_ttl", discord: `catch_up_age = "20m"`,
+			err: "discord.catch_up_age: 20m is longer than bridge.dedupe_ttl (10m): catch-up could read a message the inbox has forgotten answering"},
+		{name: "too short", discord: `catch_up_age = "30s"`, err: "discord.catch_up_age: 30s is out of range: allowed 1m to 168h"},
+		{name: "zero", discord: `catch_up_age = "0s"`, err: "discord.catch_up_age: 0s is out of range"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			text := testConfig("", discordOn+tt.discord+"\n[bridge]\n"+tt.bridge+"\n")
+			cfg, err := parseConfig([]byte(text), mapEnv(nil))
+			switch {
+			case tt.err != "":
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Errorf("parseConfig() = %v, want %q", err, tt.err)
+				}
+			case err != nil:
+				t.Fatalf("parseConfig() = %v\n%s", err, text)
+			case time.Duration(cfg.Discord.CatchUpAge) != tt.want:
+				t.Errorf("discord.catch_up_age = %s, want %s", time.Duration(cfg.Discord.CatchUpAge), tt.want)
+			}
+		})
+	}
+}

@@ -71,6 +71,17 @@ func defaultConfig() Config {
 	}
 }
 
+// followDefaults sets the defaults that follow another key, for the keys
+// the file (doc, as decoded) leaves out: discord.catch_up_age is at most
+// bridge.dedupe_ttl, so a shorter dedupe_ttl shortens its default (as it
+// did when dedupe_ttl set the catch-up age), rather than make the file
+// wrong.
+func followDefaults(cfg *Config, doc map[string]any) {
+	if dc, _ := doc["discord"].(map[string]any); dc["catch_up_age"] == nil {
+		cfg.Discord.CatchUpAge = min(cfg.Discord.CatchUpAge, discord.Duration(cfg.Bridge.DedupeTTL))
+	}
+}
+
 // bounds is the allowed range of every numeric key, by its path without
 // list indices ("flows.timeout" is each flow's). Validate checks each value
 // against it; config.example.toml and the README say each next to its key.
@@ -110,6 +121,10 @@ var bounds = map[string]bound{
 	// brings the agent: Slack reads the newest, in at most four calls.
 	"bridge.thread_context_messages": intRange{zero: "off", min: 1, max: 200},
 	"bridge.thread_context_chars":    intRange{min: 200, max: 100000},
+
+	// Discord's catch-up reads back at most this far, and no further than
+	// bridge.dedupe_ttl (checkAdapters).
+	"discord.catch_up_age": durationRange{min: time.Minute, max: 7 * 24 * time.Hour},
 
 	"flows.timeout": durationRange{zero: "bridge.default_flow_timeout", min: time.Second, max: time.Hour},
 }

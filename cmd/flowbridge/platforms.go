@@ -47,11 +47,9 @@ func platformAdapters(cfg *Config, b *bridge.Bridge, log *zap.Logger) ([]namedAd
 		out = append(out, namedAdapter{"slack", a})
 	}
 	if cfg.Discord.Enabled {
-		dc := cfg.Discord
-		// Catch-up must not read back past what the inbox remembers as
-		// answered.
-		dc.CatchUpAge = cfg.Bridge.DedupeTTL.D()
-		a, err := discord.New(dc, b, log)
+		// Validate keeps catch_up_age within dedupe_ttl: catch-up must
+		// not read back past what the inbox remembers as answered.
+		a, err := discord.New(cfg.Discord, b, log)
 		if err != nil {
 			return nil, fmt.Errorf("discord: %w", err)
 		}
