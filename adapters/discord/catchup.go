@@ -269,7 +269,7 @@ func (a *Adapter) probeLocked(ctx context.Context, sh *shard, m *discordgo.Messa
 		sh.held = make(map[string]*hold)
 	}
 	sh.held[scope] = h
-	read := historyRead{guild: m.GuildID, channel: m.ChannelID, after: p.from}
+	read := historyRead{guild: m.GuildID, channel: m.ChannelID, after: p.from, floor: p.from}
 	if !a.spawn(func() {
 		a.shardLog(sh).Info("a channel not served lately: reading its history since the gap", zap.String("channel", m.ChannelID))
 		a.catchUpScope(ctx, sh, scope, h, []historyRead{read})
@@ -283,13 +283,24 @@ func (a *Adapter) probeLocked(ctx context.Context, sh *shard, m *discordgo.Messa
 // startProbe begins probing the channels not served lately: a new
 // session's DMs (shard 0), or after a gap every channel (guilds set).
 func (a *Adapter) startProbe(sh *shard, guilds bool) {
+	a.startProbeFrom(sh, guilds, a.catchUpFloor())
+}
+
+// startProbeFrom is startProbe reading the channels after from, a
+// snowflake.
+func (a *Adapter) startProbeFrom(sh *shard, guilds bool, from int64) {
 	if sh.id != 0 && !guilds {
 		return
 	}
 	now := time.Now()
 	sh.holdMu.Lock()
 	defer sh.holdMu.Unlock()
-	sh.probe = &probe{from: a.catchUpFloor(), until: now.Add(a.catchUpAge()), guilds: guilds, done: make(map[string]bool)}
+	if p := sh.probe; p != nil && now.Before(p.until) {
+		// An earlier probe (a session's, a gap's) still runs: a channel
+		// it has not probed yet may hide a message since it began.
+		from, guilds = min(from, p.from), guilds || p.guilds
+	}
+	sh.probe = &probe{from: from, until: now.Add(a.catchUpAge()), guilds: guilds, done: make(map[string]bool)}
 }
 
 // narrow makes scope's hold h keep only the messages of channels in only
@@ -427,14 +438,23 @@ func (a *Adapter) onReady(ctx context.Context, sh *shard, r *discordgo.Ready) {
 // before a resume of a session whose catch-up never ended (resume.go),
 // whose GUILD_CREATEs Discord replays.
 func (a *Adapter) beginCatchUp(ctx context.Context, sh *shard, guilds []string) *lastSeen {
+	return a.beginCatchUpFrom(ctx, sh, guilds, a.catchUpFloor())
+}
+
+// beginCatchUpFrom is beginCatchUp reading the DMs after floor, a
+// snowflake: the catch-up age back, or where a sequence gap began (gap.go).
+func (a *Adapter) beginCatchUpFrom(ctx context.Context, sh *shard, guilds []string, floor int64) *lastSeen {
 	cc, ok := a.core.(CatchUpCore)
 	if !ok {
 		return nil
 	}
+	// The conversations recorded since floor, at least within the
+	// catch-up age.
+	age := max(a.catchUpAge(), time.Since(snowflakeTime(floor)))
 	last := newLastSeen(func() (map[string]int64, error) {
 		qctx, cancel := context.WithTimeout(ctx, a.catchUpWithin)
 		defer cancel()
-		return cc.LastSeen(qctx, messageEventKey(""), a.catchUpAge())
+		return cc.LastSeen(qctx, messageEventKey(""), age)
 	})
 	var scopes []string
 	if sh.id == 0 {
@@ -443,7 +463,7 @@ func (a *Adapter) beginCatchUp(ctx context.Context, sh *shard, guilds []string) 
 	scopes = append(scopes, guilds...)
 	holds := sh.holdScopes(last, scopes...)
 	if h := holds[dmScope]; h != nil {
-		a.spawn(func() { a.catchUpDMs(ctx, sh, h, last) })
+		a.spawn(func() { a.catchUpDMs(ctx, sh, h, last, floor) })
 	}
 	return last
 }
@@ -491,12 +511,14 @@ type historyRead struct {
 	guild, channel string
 	after          int64
 	last           int64 // its last_message_id, when known: the newest first
+	// floor is the oldest snowflake read; 0: the catch-up age back.
+	floor int64
 }
 
 // catchUpDMs reads the DM conversations served within the catch-up age
 // after their last recorded message. Until the inbox has said which they
 // are, every DM's messages are held; then only theirs.
-func (a *Adapter) catchUpDMs(ctx context.Context, sh *shard, h *hold, last *lastSeen) {
+func (a *Adapter) catchUpDMs(ctx context.Context, sh *shard, h *hold, last *lastSeen, floor int64) {
 	seen, err := last.get()
 	if err != nil {
 		a.shardLog(sh).Warn("messages missed while away not looked for", zap.Error(err))
@@ -507,7 +529,7 @@ func (a *Adapter) catchUpDMs(ctx context.Context, sh *shard, h *hold, last *last
 	only := make(map[string]bool)
 	for conv, after := range seen {
 		if guild, channel, ok := conversationChannel(conv); ok && guild == "" {
-			reads = append(reads, historyRead{channel: channel, after: max(after, a.catchUpFloor())})
+			reads = append(reads, historyRead{channel: channel, after: max(after, floor), floor: floor})
 			only[channel] = true
 		}
 	}
@@ -521,13 +543,18 @@ func (a *Adapter) catchUpDMs(ctx context.Context, sh *shard, h *hold, last *last
 // recorded message, and the other channels listed with anything newer than
 // the guild's watermark after it.
 func (a *Adapter) catchUpGuild(ctx context.Context, sh *shard, guild string, joined time.Time, listed []listedChannel, h *hold, last *lastSeen) {
+	a.catchUpGuildFrom(ctx, sh, guild, joined, listed, h, last, a.catchUpFloor())
+}
+
+// catchUpGuildFrom is catchUpGuild reading nothing older than floor, a
+// snowflake.
+func (a *Adapter) catchUpGuildFrom(ctx context.Context, sh *shard, guild string, joined time.Time, listed []listedChannel, h *hold, last *lastSeen, floor int64) {
 	seen, err := last.get()
 	if err != nil {
 		a.shardLog(sh).Warn("messages missed while away not looked for", zap.String("guild", guild), zap.Error(err))
 		a.release(ctx, sh, guild, h, nil)
 		return
 	}
-	floor := a.catchUpFloor()
 	if !joined.IsZero() {
 		// Nothing posted before the bot joined was for it.
 		floor = max(floor, snowflakeAt(joined))
@@ -553,12 +580,12 @@ func (a *Adapter) catchUpGuild(ctx context.Context, sh *shard, guild string, joi
 		delete(served, ch.id)
 		after = max(after, floor)
 		if ch.last > after {
-			reads = append(reads, historyRead{guild: guild, channel: ch.id, after: after, last: ch.last})
+			reads = append(reads, historyRead{guild: guild, channel: ch.id, after: after, last: ch.last, floor: floor})
 		}
 	}
 	// Served, not listed: an archived thread, say, which a message revives.
 	for channel, after := range served {
-		reads = append(reads, historyRead{guild: guild, channel: channel, after: max(after, floor)})
+		reads = append(reads, historyRead{guild: guild, channel: channel, after: max(after, floor), floor: floor})
 	}
 	slices.SortFunc(reads, func(x, y historyRead) int { return cmp.Compare(y.last, x.last) })
 	if len(reads) > catchUpChannels {
@@ -654,7 +681,10 @@ func (a *Adapter) readHistory(ctx context.Context, r historyRead) ([]*discordgo.
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	floor := a.catchUpFloor()
+	floor := r.floor
+	if floor == 0 {
+		floor = a.catchUpFloor()
+	}
 	after := r.after
 	var out []*discordgo.Message
 	for range catchUpPages {
@@ -718,6 +748,11 @@ func (a *Adapter) catchUpAge() time.Duration {
 // catchUpFloor is the oldest snowflake catch-up reads.
 func (a *Adapter) catchUpFloor() int64 {
 	return snowflakeAt(time.Now().Add(-a.catchUpAge()))
+}
+
+// snowflakeTime is the time of snowflake id, to the millisecond.
+func snowflakeTime(id int64) time.Time {
+	return time.UnixMilli(id>>22 + discordEpoch)
 }
 
 // snowflakeAt is the first snowflake of t's millisecond.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"reflect"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/bwmarrin/discordgo"
@@ -20,6 +21,19 @@ import (
 // runs the handlers, so the jump is seen, on the read loop, before the
 // first event after it is handed over: nothing after the gap overtakes
 // what the gap hid.
+//
+// The catch-up reads from where the gap began: after the newest message
+// the session was handed before it (lastMsg), rather than the catch-up
+// age back, which would miss a gap that began earlier and spend a busy
+// channel's pages on messages answered already. That may be further back
+// than the catch-up age: nothing after lastMsg reached this session, so
+// nothing there can be one it answered and forgot. It is bounded by
+// gapReadMost, and by the pages read per channel. A gap before the first
+// message of a session (or of a process: a RESUME whose replay starts
+// with it) starts the catch-up age back, as the session's catch-up does.
+
+// gapReadMost bounds how far back a gap's catch-up reads.
+const gapReadMost = 24 * time.Hour
 
 // sequenceOf returns discordgo's sequence number of s, the s of the
 // dispatch being handled; discordgo v0.29.0 keeps it in an unexported
@@ -45,6 +59,28 @@ func (a *Adapter) onAnyEvent(ctx context.Context, sh *shard, ev any) {
 	}
 	_, ready := ev.(*discordgo.Ready)
 	a.noteSeq(ctx, sh, atomic.LoadInt64(sh.seqp), ready)
+	switch ev := ev.(type) {
+	case *discordgo.MessageCreate:
+		// After noteSeq: a gap this message reveals starts before it.
+		if ev.Message != nil {
+			noteMax(&sh.lastMsg, snowflakeOrder(ev.ID))
+		}
+	case *discordgo.Ready:
+		// A new session: what was posted before it is its catch-up's,
+		// and a gap before its first message starts the catch-up age
+		// back, as that catch-up does.
+		sh.lastMsg.Store(0)
+	}
+}
+
+// noteMax raises v to n.
+func noteMax(v *atomic.Int64, n int64) {
+	for {
+		cur := v.Load()
+		if n <= cur || v.CompareAndSwap(cur, n) {
+			return
+		}
+	}
 }
 
 // noteSeq notes the sequence number of a dispatch, and catches up when it
@@ -63,10 +99,15 @@ func (a *Adapter) noteSeq(ctx context.Context, sh *shard, seq int64, ready bool)
 }
 
 // catchUpGap catches up the shard's conversations served lately, as at the
-// start of a session: the DMs' (shard 0) and those of each guild the
-// state knows; their gateway messages are held until it has. Every other
-// channel is probed at its next message (probeLocked).
+// start of a session, from where the gap began: the DMs' (shard 0) and
+// those of each guild the state knows; their gateway messages are held
+// until it has. Every other channel is probed at its next message
+// (probeLocked), from there too.
 func (a *Adapter) catchUpGap(ctx context.Context, sh *shard) {
+	floor := a.catchUpFloor()
+	if from := sh.lastMsg.Load(); from > 0 {
+		floor = max(from, snowflakeAt(time.Now().Add(-gapReadMost)))
+	}
 	var guilds []string
 	if st := sh.session.State; st != nil {
 		st.RLock()
@@ -77,16 +118,16 @@ func (a *Adapter) catchUpGap(ctx context.Context, sh *shard) {
 		}
 		st.RUnlock()
 	}
-	last := a.beginCatchUp(ctx, sh, nil)
+	last := a.beginCatchUpFrom(ctx, sh, nil, floor)
 	if last == nil {
 		return
 	}
 	// A message the gap hid in a channel not served lately is found when
 	// the channel's next message comes.
-	a.startProbe(sh, true)
+	a.startProbeFrom(sh, true, floor)
 	holds := sh.holdScopes(nil, guilds...)
 	for _, g := range guilds {
 		h := holds[g]
-		a.spawn(func() { a.catchUpGuild(ctx, sh, g, zeroTime, nil, h, last) })
+		a.spawn(func() { a.catchUpGuildFrom(ctx, sh, g, zeroTime, nil, h, last, floor) })
 	}
 }

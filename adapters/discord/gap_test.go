@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/bwmarrin/discordgo"
 	"go.uber.org/zap"
@@ -108,5 +110,64 @@ func TestReplayGapCaughtUp(t *testing.T) {
 		if fmt.Sprint(order[ch]) != fmt.Sprint(w) {
 			t.Errorf("answers in %s: %q, want %q", ch, order[ch], w)
 		}
+	}
+}
+
+// TestReplayGapCaughtUpFromItsStart: a gap that began longer ago than the
+// catch-up age (10 minutes) of message time is caught up from where it
+// began, the last message seen before it, rather than 10 minutes back:
+// a message posted 20 minutes ago, after the last one seen 30 minutes
+// ago, which the RESUME's replay leaves out, is answered once, before the
+// message whose arrival revealed the gap.
+func TestReplayGapCaughtUpFromItsStart(t *testing.T) {
+	t.Parallel()
+	var offset atomic.Int64 // the fake Discord's clock, behind the bridge's
+	offset.Store(int64(-30 * time.Minute))
+	opts := discordtest.Options{Now: func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }}
+	core, logs := observer.New(zapcore.InfoLevel)
+	e := newEnvWith(t, opts, func(e *env) { e.log = zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core())) })
+	down := e.killable()
+	bot := e.fake.BotUser().ID
+	ctx := testCtx(t)
+	e.start(t)
+	post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Content: mention(bot, "seen 30m ago")})
+	e.waitBot(t, channelID, "You said: seen 30m ago")
+
+	down.Store(true)
+	conns := len(e.fake.Connections())
+	if err := e.fake.DropConnection(ctx); err != nil {
+		t.Fatal(err)
+	}
+	offset.Store(int64(-20 * time.Minute))
+	hidden := post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Content: mention(bot, "hidden 20m ago")})
+	offset.Store(int64(-time.Minute))
+	post(t, e, discordtest.MessageCreate{GuildID: guildID, ChannelID: channelID, Content: mention(bot, "replayed 1m ago")})
+	e.fake.SetReplayGap(func(d discordtest.Dispatch) bool {
+		return d.Type == "MESSAGE_CREATE" && strings.Contains(string(d.Data), hidden.ID)
+	})
+	down.Store(false)
+	h, err := e.fake.WaitHandshake(ctx, func(h discordtest.Handshake) bool { return h.Conn > conns && h.Resumed })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Skipped) == 0 {
+		t.Fatalf("the replay left nothing out: %v", brief([]discordtest.Handshake{h}))
+	}
+	e.waitBot(t, channelID, "You said: replayed 1m ago")
+	waitLog(t, logs, "gateway sequence gap")
+	e.waitBot(t, channelID, "You said: hidden 20m ago")
+	for s, n := range answers(e) {
+		if n != 1 {
+			t.Errorf("%q answered %d times, want once", s, n)
+		}
+	}
+	var order []string
+	for _, m := range e.fake.Messages() {
+		if _, said, ok := strings.Cut(m.Content, "You said: "); ok && m.Author.ID == bot && m.ChannelID == channelID {
+			order = append(order, said)
+		}
+	}
+	if want := []string{"seen 30m ago", "hidden 20m ago", "replayed 1m ago"}; fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Errorf("answers in order %q, want %q", order, want)
 	}
 }

@@ -46,6 +46,10 @@ type shard struct {
 	// be read; lastSeq is the last one the read loop noted (gap.go).
 	seqp    *int64
 	lastSeq atomic.Int64
+	// lastMsg is the snowflake of the newest message of the session the
+	// read loop was handed, 0 before the first: where a sequence gap's
+	// catch-up starts (gap.go).
+	lastMsg atomic.Int64
 	// readied tells keepSession of a new session (READY).
 	readied chan struct{}
 	// saved is the session last written, saveFailing whether the last
