@@ -16,9 +16,12 @@ func TestE2EReplicasAnswerOnceInOrder(t *testing.T) {
 	// Two replicas on one PostgreSQL, each with its own Socket Mode
 	// connection: the fake Slack spreads a DM's messages over both sockets,
 	// and each message is answered once, the agent reading them in order.
+	// The fake's post limit is lifted: six answers into one DM would wait
+	// out its message a second for 4 s, and replicas contending for that
+	// limit are TestBurstFromThreeProcessesWaitsOutPostLimit's subject.
 	t.Parallel()
 	dsn := pgtest.Schema(t)
-	s, ws := newFakes(t, nil)
+	s, ws := newFakesOpts(t, nil, slacktest.Options{PostBurst: -1})
 	var es []*e2e
 	for range 2 {
 		pg, err := postgres.Open(t.Context(), dsn, postgres.Options{MaxConns: 4})

@@ -401,13 +401,14 @@ func TestE2ESlackUnreachableAtStartIsRetried(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &e2e{t: t, slack: s, ws: ws, a: a, err: make(chan error, 1)}
 	go func() { e.err <- a.Run(ctx) }()
-	t.Cleanup(func() {
+	e.stop = sync.OnceFunc(func() {
 		cancel()
 		if err := <-e.err; err != nil {
 			t.Errorf("Run() = %v, want nil after cancel", err)
 		}
 		core.close(t)
 	})
+	t.Cleanup(e.stop)
 
 	wctx := waitCtx(t)
 	for range 2 {
@@ -428,6 +429,10 @@ func TestE2ESlackUnreachableAtStartIsRetried(t *testing.T) {
 		t.Fatalf("reopen %s: %v", addr, err)
 	}
 	proxy(t, ln, strings.TrimPrefix(s.URL(), "http://"))
+	// The bridge stops before the proxy closes (cleanups run last first):
+	// a reply still being edited when the test ends would otherwise meet
+	// a closed proxy and be retried until the core gives it up, 12 s on.
+	t.Cleanup(e.stop)
 	e.waitReady()
 	d := e.sent(s.SendMessage(wctx, slacktest.MessageEvent{Channel: e2eDM, User: e2eUser, Text: "hello"}))
 	e.ack(wctx, d)
