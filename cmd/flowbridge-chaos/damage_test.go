@@ -23,6 +23,7 @@ import (
 // again), or serve; whatever it serves is held to the run's three promises
 // like any other restart. An empty or deleted file is always refused.
 func TestKillDamage(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	p := killParams(t, tmp)
 	p.Kills = len(damageKinds)

@@ -8,9 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,10 +22,8 @@ import (
 // by default; the README's longer run:
 //
 //	go test ./cmd/flowbridge-chaos -run 'TestRunKill$' -v -args -kill-every 2s -kills 25 -kill-conversations 300 -kill-rate 100
-//
-// It is not parallel (nor is TestKillDamage): the processes of other
-// tests' runs would be taken for its own.
 func TestRunKill(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	p := killParams(t, tmp)
 	p.KillEvery, p.Kills, p.Conversations, p.Rate = *killEvery, *kills, *killConversations, *killRate
@@ -84,35 +80,13 @@ func checkKill(t *testing.T, got *killResult, kills int, tmp string) {
 	if left, _ := os.ReadDir(tmp); len(left) > 0 {
 		t.Errorf("left in the temporary directory: %v", left)
 	}
-	if kids := children(t); len(kids) > 0 {
-		t.Errorf("processes left behind: %v", kids)
+	// Every process of the run names its configuration under tmp, so the
+	// processes of the tests running beside this one are not taken for
+	// its own; one that exited unreaped would leave loadkit.Start's Wait
+	// goroutine behind, which TestMain's goleak fails on.
+	if procs := processesUnder(t, tmp); len(procs) > 0 {
+		t.Errorf("processes left behind: %v", procs)
 	}
-}
-
-// children lists this process's child processes, zombies included.
-func children(t *testing.T) []string {
-	t.Helper()
-	stats, err := filepath.Glob("/proc/[0-9]*/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	self := strconv.Itoa(os.Getpid())
-	var kids []string
-	for _, p := range stats {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// pid (comm) state ppid …; comm may hold spaces.
-		i := bytes.LastIndexByte(data, ')')
-		if i < 0 {
-			continue
-		}
-		if f := strings.Fields(string(data[i+1:])); len(f) > 1 && f[1] == self {
-			kids = append(kids, string(data[:i+1]))
-		}
-	}
-	return kids
 }
 
 func TestFlags(t *testing.T) {
