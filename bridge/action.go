@@ -38,13 +38,13 @@ func (b *Bridge) shareResult(ctx context.Context, log *zap.Logger, ev Event) {
 		return
 	}
 	footer := s.footer + " · shared by " + displayName(ev.User)
-	if _, err := ev.Reply.Send(ctx, b.asFile(ev, Reply{Kind: ReplyFlow, Text: s.text, Footer: footer}, "result", nil)); err != nil {
+	if _, err := ev.reply.Send(ctx, b.asFile(ev, Reply{Kind: ReplyFlow, Text: s.text, Footer: footer}, "result", nil)); err != nil {
 		log.Warn("share not posted", zap.Error(err))
 		b.putShare(ctx, log, s) // let the user try again
 		b.send(ctx, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: "The result could not be posted to the channel. Please try again."})
 		return
 	}
-	if d, ok := ev.Reply.(Dismisser); ok {
+	if d, ok := ev.reply.(Dismisser); ok {
 		if err := d.Dismiss(ctx); err != nil {
 			log.Debug("private copy not removed", zap.Error(err))
 		}

@@ -23,7 +23,7 @@ func (b *Bridge) agentCommand(ctx context.Context, log *zap.Logger, ev Event, ar
 	cat := b.set.cat.Load()
 	switch sub {
 	case "", "help":
-		b.tell(ctx, log, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: agentHelp(cat, ev.Reply)})
+		b.tell(ctx, log, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: agentHelp(cat, ev.reply)})
 	case "status":
 		b.agentStatus(ctx, log, ev, cat)
 	case "reset":

@@ -159,7 +159,7 @@ func (b *Bridge) withContext(ctx context.Context, log *zap.Logger, ev Event, tex
 // first of its conversation's session, so the conversation takes its name
 // from it; otherwise nil.
 func (b *Bridge) titler(ctx context.Context, log *zap.Logger, ev Event) Titler {
-	t, ok := ev.Reply.(Titler)
+	t, ok := ev.reply.(Titler)
 	if !ok {
 		return nil
 	}

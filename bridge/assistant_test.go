@@ -121,7 +121,7 @@ func TestFirstMessageNamesTheConversation(t *testing.T) {
 	say := func(text string) {
 		t.Helper()
 		ev := event("t/title", bridge.KindMessage, text, rec.recorder)
-		ev.Reply = rec
+		ev = via(ev, rec)
 		if err := h.do(ev); err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +150,7 @@ func TestThreadHearsTheContextItsParentReceivedBefore(t *testing.T) {
 		const dm = "dm/ctx"
 		open := keyed(dm, "test/open/1", "The user is viewing <#C1>.", newRecorder())
 		open.Kind = bridge.KindOpen
-		if err := b.Receive(open).Wait(t.Context()); err != nil {
+		if err := receive(b, open).Wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait() // greeted, the view kept
@@ -158,19 +158,19 @@ func TestThreadHearsTheContextItsParentReceivedBefore(t *testing.T) {
 		held := make(chan struct{})
 		change := keyed(dm, "test/ctx/2", "The user is viewing the canvas F1.", newRecorder())
 		change.Kind = bridge.KindContext
-		change.Prepare = func(context.Context, *bridge.Event) bool {
+		change = withPrepare(change, func(context.Context, *bridge.Event) bool {
 			<-held
 			return true
-		}
-		if err := b.Receive(change).Wait(t.Context()); err != nil {
+		})
+		if err := receive(b, change).Wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		rec := newRecorder()
 		ask := keyed(dm+"/t/1", "test/msg/1", "what is this?", rec)
 		ask.Parent = dm
 		answered := make(chan struct{})
-		ask.Done = func() { close(answered) }
-		if err := b.Receive(ask).Wait(t.Context()); err != nil {
+		ask = onDone(ask, func() { close(answered) })
+		if err := receive(b, ask).Wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait() // the message waits for the context event, or was answered before it
@@ -202,14 +202,14 @@ func TestThreadDoesNotWaitForItsParentsGreeting(t *testing.T) {
 		defer close(posted)
 		open := keyed(dm, "test/open/1", "The user is viewing <#C1>.", gatedResponder{newRecorder(), posted})
 		open.Kind = bridge.KindOpen
-		if err := b.Receive(open).Wait(t.Context()); err != nil {
+		if err := receive(b, open).Wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		ask := keyed(dm+"/t/1", "test/msg/1", "what is this?", newRecorder())
 		ask.Parent = dm
 		answered := make(chan struct{})
-		ask.Done = func() { close(answered) }
-		if err := b.Receive(ask).Wait(t.Context()); err != nil {
+		ask = onDone(ask, func() { close(answered) })
+		if err := receive(b, ask).Wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		<-answered // a deadlock of the bubble if it waited for the greeting
@@ -236,8 +236,8 @@ func TestContextChangedWhileTheAgentAnswersIsToldNext(t *testing.T) {
 		do := func(ev bridge.Event, hold func()) {
 			t.Helper()
 			done := make(chan struct{})
-			ev.Done = func() { close(done) }
-			if err := b.Receive(ev).Wait(t.Context()); err != nil {
+			ev = onDone(ev, func() { close(done) })
+			if err := receive(b, ev).Wait(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			if hold != nil {
@@ -282,18 +282,18 @@ func TestThreadUsesTheAgentItsChannelChoseBefore(t *testing.T) {
 		held := make(chan struct{})
 		use := keyed("c/use", "test/cmd/1", "use other", newRecorder())
 		use.Kind, use.Command, use.User.ID = bridge.KindCommand, bridge.CommandAgent, "U-admin"
-		use.Prepare = func(context.Context, *bridge.Event) bool {
+		use = withPrepare(use, func(context.Context, *bridge.Event) bool {
 			<-held
 			return true
-		}
-		if err := b.Receive(use).Wait(t.Context()); err != nil {
+		})
+		if err := receive(b, use).Wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		ask := keyed("c/use/t/1", "test/msg/1", "hello", newRecorder())
 		ask.Parent = "c/use"
 		answered := make(chan struct{})
-		ask.Done = func() { close(answered) }
-		if err := b.Receive(ask).Wait(t.Context()); err != nil {
+		ask = onDone(ask, func() { close(answered) })
+		if err := receive(b, ask).Wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait() // the message waits for the command, or was answered before it
@@ -357,11 +357,11 @@ func TestOpeningStormTellsNobodyBusy(t *testing.T) {
 	if err := h.do(event("dm/s", bridge.KindOpen, "", rec)); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.b.Handle(event("dm/s", bridge.KindMessage, "work", rec)); err != nil {
+	if err := handle(h.b, event("dm/s", bridge.KindMessage, "work", rec)); err != nil {
 		t.Fatal(err)
 	}
 	for range 200 {
-		switch err := h.b.Handle(event("dm/s", bridge.KindOpen, "", rec)); {
+		switch err := handle(h.b, event("dm/s", bridge.KindOpen, "", rec)); {
 		case err == nil, errors.Is(err, bridge.ErrBusy):
 		default:
 			t.Fatal(err)

@@ -61,12 +61,24 @@ func benchBridge(b *testing.B, cfg bridge.Config) *bridge.Bridge {
 	return br
 }
 
+// fixedPlatform answers every event through r, as a platform whose
+// responder costs nothing to build.
+type fixedPlatform struct {
+	testPlatform
+	r bridge.Responder
+}
+
+func (p fixedPlatform) Responder(bridge.Event) (bridge.Responder, error) { return p.r, nil }
+
 // BenchmarkChatRoundTrip measures one chat message in, reply out: routing,
 // session lookup and store writes, the real HTTP client and the fake API in
 // memory (no sockets), across 100 conversations.
 func BenchmarkChatRoundTrip(b *testing.B) {
 	br := benchBridge(b, defaultConfig())
 	reply := make(chanResponder, 1)
+	if _, _, err := br.Attach("bench", fixedPlatform{r: reply}); err != nil {
+		b.Fatal(err)
+	}
 	convs := make([]string, 100)
 	for i := range convs {
 		convs[i] = fmt.Sprintf("bench/%d", i)
@@ -74,8 +86,8 @@ func BenchmarkChatRoundTrip(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		ev := bridge.Event{Kind: bridge.KindMessage, Platform: "bench", Conversation: convs[i%len(convs)], User: bridge.User{ID: "U1"}, Text: "hello", Reply: reply}
-		if err := br.Handle(ev); err != nil {
+		ev := bridge.Event{Kind: bridge.KindMessage, Platform: "bench", Conversation: convs[i%len(convs)], User: bridge.User{ID: "U1"}, Text: "hello"}
+		if err := br.Receive(ev).Wait(context.Background()); err != nil {
 			b.Fatal(err)
 		}
 		<-reply
@@ -95,6 +107,9 @@ func BenchmarkChatRoundTripInbox(b *testing.B) {
 	cfg.Flows, cfg.Agents, cfg.Admins = def.Flows, def.Agents, def.Admins
 	br := benchBridge(b, cfg)
 	reply := platformResponder{make(chanResponder, 1)}
+	if _, _, err := br.Attach("bench", fixedPlatform{r: reply}); err != nil {
+		b.Fatal(err)
+	}
 	convs := make([]string, 100)
 	for i := range convs {
 		convs[i] = fmt.Sprintf("bench/%d", i)
@@ -103,8 +118,8 @@ func BenchmarkChatRoundTripInbox(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		ev := bridge.Event{Kind: bridge.KindMessage, Platform: "bench", Conversation: convs[i%len(convs)], User: bridge.User{ID: "U1"}, Text: "hello", Key: "bench/msg/" + strconv.Itoa(i), Route: route, Reply: reply}
-		if err := br.Handle(ev); err != nil {
+		ev := bridge.Event{Kind: bridge.KindMessage, Platform: "bench", Conversation: convs[i%len(convs)], User: bridge.User{ID: "U1"}, Text: "hello", Key: "bench/msg/" + strconv.Itoa(i), Route: route}
+		if err := br.Receive(ev).Wait(context.Background()); err != nil {
 			b.Fatal(err)
 		}
 		<-reply.chanResponder

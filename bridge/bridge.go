@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -52,7 +53,7 @@ type Config struct {
 	// Limits on user input.
 	Limits Limits
 	// ThreadContext bounds what the agent hears of a thread its
-	// conversation starts in (see Event.Earlier); Messages 0 turns it off.
+	// conversation starts in (see Platform.Earlier); Messages 0 turns it off.
 	ThreadContext ThreadContext
 	// Files is the policy for attached files and replies posted as files.
 	Files FileLimits
@@ -408,16 +409,22 @@ func (j job) waitsForParent() bool {
 // user that it is busy; nothing is dropped in silence.
 func (b *Bridge) Receive(ev Event) *Receipt {
 	rec := newReceipt()
-	if ev.Reply == nil {
-		rec.settle(errors.New("bridge: event has no responder"))
-		return rec
-	}
-	b.metrics.event(ev.Platform, ev.Kind)
 	if ev.Key == "" {
 		// The same path for every event: one the platform gave no key of
 		// its own (the console's lines) gets one no other event has.
 		ev.Key = fmt.Sprintf("%s/local/%s/%d", ev.Platform, b.disp.cfg.Holder, b.disp.keys.Add(1))
 	}
+	p := b.disp.platform(ev.Platform)
+	err := ErrNotAttached
+	if p != nil {
+		err = bind(p, &ev)
+	}
+	if err != nil {
+		rec.settle(fmt.Errorf("bridge: %s event: %w", ev.Platform, err))
+		rec.finish()
+		return rec
+	}
+	b.metrics.event(ev.Platform, ev.Kind)
 	ev.entry = &entry{key: ev.Key}
 	j := classify(ev)
 	j.rec = rec
@@ -431,6 +438,7 @@ func (b *Bridge) Receive(ev Event) *Receipt {
 				err = ErrClosed
 			}
 			rec.settle(err)
+			rec.finish()
 		})
 		return rec
 	}
@@ -438,24 +446,15 @@ func (b *Bridge) Receive(ev Event) *Receipt {
 	return rec
 }
 
-// Handle is Receive for callers that acknowledge nothing (the console): it
-// returns once the event is recorded and queued, or refused with its user
-// told (ErrBusy, ErrClosed, ErrDuplicate, ErrNotSaved).
-func (b *Bridge) Handle(ev Event) error {
-	return b.Receive(ev).Wait(context.Background())
-}
-
 // busy answers an event its conversation's full queue cannot take. It is
 // recorded first, so a platform retry of it is not answered a second time,
 // and its entry is closed only once its user's busy notice was delivered.
 func (b *Bridge) busy(j *job) {
 	ev := j.ev
+	defer j.rec.finish()
 	defer b.disp.disown(ev.Key)
 	if err := b.record(j); err != nil {
 		j.rec.settle(err)
-		if ev.Done != nil {
-			ev.Done()
-		}
 		return
 	}
 	j.rec.settle(ErrBusy)
@@ -465,12 +464,10 @@ func (b *Bridge) busy(j *job) {
 		// again). Told "busy", its user would hear of messages they never
 		// sent; the next change, or opening, brings the view anew.
 		b.disp.alone(ev.Key, func() { b.answered(b.ctx, b.log, ev, "", nil) })
-		if ev.Done != nil {
-			ev.Done()
-		}
 		return
 	}
-	ran := b.disp.alone(ev.Key, func() {
+	// Not run when taken by another replica's sweep: that one answers it.
+	b.disp.alone(ev.Key, func() {
 		if b.keepBusy(b.ctx, b.log, ev) {
 			if ref, told := b.tellBusy(ev); told {
 				b.answered(b.ctx, b.log, ev, ref, nil)
@@ -478,13 +475,7 @@ func (b *Bridge) busy(j *job) {
 				b.keptBusy(b.log, ev)
 			}
 		}
-		if ev.Done != nil {
-			ev.Done()
-		}
 	})
-	if !ran && ev.Done != nil {
-		ev.Done()
-	}
 }
 
 // goLocked runs f on an idle worker, or on a new one when none is idle. b.mu
@@ -518,17 +509,13 @@ func (b *Bridge) worker(f func()) {
 // leave gives up on a job that was never started because the shutdown grace
 // ended first.
 func (b *Bridge) leave(j job) {
-	if j.ev.Done != nil {
-		j.ev.Done()
-	}
+	j.rec.finish()
 }
 
 func (b *Bridge) run(j job) {
 	// WithLazy: most events log nothing, so the fields are encoded only if they do.
 	log := b.log.WithLazy(zap.String("platform", j.ev.Platform), zap.String("conversation", j.ev.Conversation), zap.String("user", j.ev.User.ID))
-	if j.ev.Done != nil {
-		defer j.ev.Done()
-	}
+	defer j.rec.finish()
 	defer func() {
 		// A bug in one event's handling must not take the bridge down with it.
 		if r := recover(); r != nil {
@@ -546,8 +533,8 @@ func (b *Bridge) run(j job) {
 		b.post(ctx, log, j.ev, *j.out, true)
 		return
 	}
-	if j.ev.Prepare != nil && !j.ev.Prepare(ctx, &j.ev) {
-		b.answered(ctx, log, j.ev, "", nil) // not for the bot
+	if !b.prepare(ctx, log, &j.ev) {
+		b.answered(ctx, log, j.ev, "", nil) // not for the bot, or its route is broken
 		return
 	}
 	switch {
@@ -566,6 +553,25 @@ func (b *Bridge) run(j job) {
 	}
 	// Whatever did not close its entry with a reply of its own is done now.
 	b.answered(ctx, log, j.ev, "", nil)
+}
+
+// prepare has the event's platform complete it before it runs, and binds
+// it anew when that changed its route (a thread started for the answer).
+// It reports false when the event is not for the bot, or its new route
+// cannot be answered.
+func (b *Bridge) prepare(ctx context.Context, log *zap.Logger, ev *Event) bool {
+	route := ev.Route
+	if !ev.platform.Prepare(ctx, ev) {
+		return false
+	}
+	if bytes.Equal(route, ev.Route) {
+		return true
+	}
+	if err := bind(ev.platform, ev); err != nil {
+		log.Error("event prepared with a route it cannot be answered by; dropped", zap.Error(err))
+		return false
+	}
+	return true
 }
 
 // acquire takes an in-flight API slot, or reports false when all are taken.
@@ -600,7 +606,7 @@ func (b *Bridge) sendNow(ctx context.Context, ev Event, r Reply) MessageRef {
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), noticeTimeout)
 		defer cancel()
 	}
-	ref, err := ev.Reply.Send(ctx, r)
+	ref, err := ev.reply.Send(ctx, r)
 	if err != nil {
 		b.log.Warn("reply not delivered", zap.String("platform", ev.Platform), zap.String("conversation", ev.Conversation), zap.Error(err))
 	}
@@ -609,7 +615,7 @@ func (b *Bridge) sendNow(ctx context.Context, ev Event, r Reply) MessageRef {
 
 // replace updates a sent message where the platform can, and sends otherwise.
 func (b *Bridge) replace(ctx context.Context, ev Event, ref MessageRef, r Reply) MessageRef {
-	if u, ok := ev.Reply.(Updater); ok && ref != "" {
+	if u, ok := ev.reply.(Updater); ok && ref != "" {
 		if ctx.Err() != nil {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), noticeTimeout)

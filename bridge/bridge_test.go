@@ -127,8 +127,8 @@ func TestMessagesOfAConversationRunInOrder(t *testing.T) {
 	var wg sync.WaitGroup
 	send := func(ev bridge.Event) {
 		wg.Add(1)
-		ev.Done = wg.Done
-		if err := h.b.Handle(ev); err != nil {
+		ev = onDone(ev, wg.Done)
+		if err := handle(h.b, ev); err != nil {
 			t.Fatalf("Handle: %v", err)
 		}
 	}
@@ -140,8 +140,8 @@ func TestMessagesOfAConversationRunInOrder(t *testing.T) {
 	flowRec := newRecorder()
 	flowDone := make(chan struct{})
 	fev := command("c/1", bridge.CommandFlow, "healthcheck host=a", flowRec)
-	fev.Done = func() { close(flowDone) }
-	if err := h.b.Handle(fev); err != nil {
+	fev = onDone(fev, func() { close(flowDone) })
+	if err := handle(h.b, fev); err != nil {
 		t.Fatal(err)
 	}
 	<-flowDone
@@ -174,8 +174,8 @@ func TestConversationsRunInParallel(t *testing.T) {
 	for _, c := range []string{"c/a", "c/b"} {
 		wg.Add(1)
 		ev := event(c, bridge.KindMessage, c, newRecorder())
-		ev.Done = wg.Done
-		if err := h.b.Handle(ev); err != nil {
+		ev = onDone(ev, wg.Done)
+		if err := handle(h.b, ev); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -204,8 +204,8 @@ func TestQueueOverflowIsAnsweredBusy(t *testing.T) {
 	handle := func(text string, rec *recorder) error {
 		wg.Add(1)
 		ev := event("c/1", bridge.KindMessage, text, rec)
-		ev.Done = wg.Done
-		return h.b.Handle(ev)
+		ev = onDone(ev, wg.Done)
+		return handle(h.b, ev)
 	}
 	if err := handle("m0", newRecorder()); err != nil {
 		t.Fatal(err)
@@ -246,8 +246,8 @@ func TestInFlightLimit(t *testing.T) {
 	})
 	done := make(chan struct{})
 	ev := event("c/1", bridge.KindMessage, "slow", newRecorder())
-	ev.Done = func() { close(done) }
-	if err := h.b.Handle(ev); err != nil {
+	ev = onDone(ev, func() { close(done) })
+	if err := handle(h.b, ev); err != nil {
 		t.Fatal(err)
 	}
 	<-started
@@ -328,7 +328,7 @@ func TestFlowRunAcknowledgesThenReplaces(t *testing.T) {
 		t.Errorf("shared = %+v (dismissed %d), want public copy shared by bob, dismissed once", posted, share.dismiss)
 	}
 	again := newRecorder()
-	ev.Reply = again
+	ev = via(ev, again)
 	if err := h.do(ev); err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +429,7 @@ func TestAgentUseIsForAdmins(t *testing.T) {
 
 	ev = command("c/1", bridge.CommandAgent, "use nobody", newRecorder())
 	ev.User.ID = "U-admin"
-	rec = ev.Reply.(*recorder)
+	rec = replyOf(ev).(*recorder)
 	if err := h.do(ev); err != nil {
 		t.Fatal(err)
 	}
@@ -575,8 +575,8 @@ func TestShutdownFinishesWorkAndKeepsNew(t *testing.T) {
 		rec := newRecorder()
 		done := make(chan struct{})
 		ev := event("c/1", bridge.KindMessage, "work", rec)
-		ev.Done = func() { close(done) }
-		if err := b.Handle(ev); err != nil {
+		ev = onDone(ev, func() { close(done) })
+		if err := handle(b, ev); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait() // the message is with the agent
@@ -585,7 +585,7 @@ func TestShutdownFinishesWorkAndKeepsNew(t *testing.T) {
 		synctest.Wait() // Shutdown is waiting for the message
 
 		late := newRecorder()
-		if err := b.Handle(event("c/2", bridge.KindMessage, "late", late)); !errors.Is(err, bridge.ErrClosed) {
+		if err := handle(b, event("c/2", bridge.KindMessage, "late", late)); !errors.Is(err, bridge.ErrClosed) {
 			t.Errorf("Handle after Shutdown = %v, want ErrClosed: recorded for the next start", err)
 		}
 		close(release)
@@ -611,8 +611,8 @@ func TestShutdownGraceCutsOff(t *testing.T) {
 	rec := newRecorder()
 	done := make(chan struct{})
 	ev := command("c/1", bridge.CommandFlow, "healthcheck host=a", rec)
-	ev.Done = func() { close(done) }
-	if err := h.b.Handle(ev); err != nil {
+	ev = onDone(ev, func() { close(done) })
+	if err := handle(h.b, ev); err != nil {
 		t.Fatal(err)
 	}
 	<-rec.notify // the progress reply: the flow is running
@@ -648,8 +648,8 @@ func TestFloodGetsOneBusyNotice(t *testing.T) {
 			began := time.Now()
 			for i := range flood {
 				ev := event("dm/1", bridge.KindMessage, fmt.Sprint("m", i), nil)
-				ev.Reply = p
-				switch err := h.b.Handle(ev); {
+				ev = via(ev, p)
+				switch err := handle(h.b, ev); {
 				case errors.Is(err, bridge.ErrBusy):
 					refused++
 				case err != nil:

@@ -159,7 +159,7 @@ func (b *Bridge) busyReply(refused int) Reply {
 func (b *Bridge) sendBusy(note *busyNotice, refused int) (MessageRef, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 10*time.Second)
 	defer cancel()
-	ref, err := note.first.Reply.Send(ctx, b.busyReply(refused))
+	ref, err := note.first.reply.Send(ctx, b.busyReply(refused))
 	if err != nil {
 		b.log.Warn("busy notice not delivered; its messages stay kept as refused for the next start",
 			zap.String("platform", note.first.Platform), zap.String("conversation", note.first.Conversation), zap.Error(err))
@@ -170,7 +170,7 @@ func (b *Bridge) sendBusy(note *busyNotice, refused int) (MessageRef, error) {
 // rewriteBusy updates note, sent as ref, with the count refused, and
 // reports whether it cannot be updated (again).
 func (b *Bridge) rewriteBusy(note *busyNotice, ref MessageRef, refused int) (fixed bool) {
-	p, ok := note.first.Reply.(Progresser)
+	p, ok := note.first.reply.(Progresser)
 	if !ok {
 		return true
 	}

@@ -81,12 +81,9 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 		}
 		return // nothing the agent could read
 	}
-	// The thread is read before the entry is marked sent, like the files:
-	// a crash while reading it leaves the message to be run again.
-	lead := b.threadLead(ctx, log, ev)
-	// The session is read before the entry is marked sent too: a store
-	// that does not answer then leaves the message received, to be run
-	// again, rather than lost as "sent".
+	// The session is read before the entry is marked sent: a store that
+	// does not answer then leaves the message received, to be run again,
+	// rather than lost as "sent".
 	var sess Session
 	var have bool
 	err = b.readStore(ctx, log, ev, "load_session", func() (err error) {
@@ -101,10 +98,13 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Text: msgStoreFailed})
 		return
 	}
+	// The thread is read before the entry is marked sent too, like the
+	// files: a crash while reading it leaves the message to be run again.
+	lead := b.threadLead(ctx, log, ev, have)
 	if !b.markSent(ctx, log, ev) {
 		return
 	}
-	stop := b.indicate(ctx, ev.Reply)
+	stop := b.indicate(ctx, ev.reply)
 	log = log.WithLazy(zap.String("agent", agent.Name))
 	if ce := log.Check(zap.DebugLevel, "chat message"); ce != nil {
 		// Checked first: Debug(msg, fields...) allocates its fields for every message, at any level.
@@ -112,7 +112,7 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	}
 	titler := b.titler(ctx, log, ev)
 	asked, told := b.withContext(ctx, log, ev, lead+text)
-	stopProgress := b.progress(ctx, log, ev.Reply, "", thinkingProgress)
+	stopProgress := b.progress(ctx, log, ev.reply, "", thinkingProgress)
 	out, sess, renewed, err := b.ask(ctx, log, ev.Conversation, agent, sess, have, asked)
 	stopProgress()
 	stop()

@@ -76,7 +76,7 @@ type dispatcher struct {
 	// conversation's holder here leaves them be, since a lease does not
 	// tell apart two goroutines of one holder.
 	alones    map[string]bool
-	restorers map[string]Restorer // by platform, from Attach
+	platforms map[string]Platform // by name, from Attach
 	// keys numbers the keys given to events that came without one.
 	keys atomic.Uint64
 
@@ -107,7 +107,7 @@ func newDispatcher(b *Bridge, st store.Store, cfg ReplicaConfig) *dispatcher {
 		convs:     make(map[string]*leasedConv),
 		held:      make(map[string]time.Time),
 		alones:    make(map[string]bool),
-		restorers: make(map[string]Restorer),
+		platforms: make(map[string]Platform),
 		sweep:     make(chan struct{}, 1),
 	}
 }
@@ -342,8 +342,8 @@ func (r *dispatcher) recordInOrder(c *leasedConv) {
 		if err == nil {
 			c.live[j.ev.Key] = j
 			r.kickLocked(c)
-		} else if j.ev.Done != nil {
-			j.ev.Done()
+		} else {
+			j.rec.finish()
 		}
 	}
 	c.recorder = false
@@ -489,9 +489,7 @@ func (r *dispatcher) process(c *leasedConv) {
 				// grace. The entry stays received, for the next start or
 				// another replica, and its user is told nothing untrue.
 				log.Debug("shutting down; the next message is left for the next start", zap.String("event_key", j.ev.Key))
-				if j.ev.Done != nil {
-					j.ev.Done()
-				}
+				j.rec.finish()
 				r.endProcess(c)
 				return
 			}
@@ -499,9 +497,7 @@ func (r *dispatcher) process(c *leasedConv) {
 				// The lease lapsed (renewals went unanswered): the entry,
 				// still pending, is whoever's claims the conversation next.
 				log.Warn("conversation lease lapsed; its work is left to the next holder")
-				if j.ev.Done != nil {
-					j.ev.Done()
-				}
+				j.rec.finish()
 				r.endProcess(c)
 				return
 			}
@@ -674,7 +670,7 @@ func (r *dispatcher) pause(d time.Duration) {
 
 // runsNext reports whether this process may claim c's lease to run its
 // next entry, read without the lease: false when it holds none of c's
-// events and that entry's platform has no Restorer here (a replica
+// events and that entry's platform is not attached here (a replica
 // without the platform's adapter, or whose adapter has not attached yet).
 // Such a replica must not take the lease even for the moment it takes to
 // find that out: the replicas' sweeps come together, and one that runs
@@ -704,7 +700,7 @@ func (r *dispatcher) runsNext(c *leasedConv, handled map[string]bool) bool {
 			return true // dropped, logged, by whoever runs it
 		}
 		b.mu.Lock()
-		runs := r.restorers[ev.Platform] != nil
+		runs := r.platforms[ev.Platform] != nil
 		b.mu.Unlock()
 		return runs
 	}
@@ -738,8 +734,8 @@ func (r *dispatcher) awaitOwn(c *leasedConv, wait *time.Duration) time.Duration 
 		j := c.live[k]
 		delete(c.live, k)
 		b.mu.Unlock()
-		if j != nil && j.ev.Done != nil {
-			j.ev.Done() // answered by the holder
+		if j != nil {
+			j.rec.finish() // answered by the holder
 		}
 	}
 	if pending == 0 {
@@ -778,9 +774,7 @@ func (r *dispatcher) endProcess(c *leasedConv) {
 func (r *dispatcher) endLocked(c *leasedConv) {
 	for key, j := range c.live {
 		delete(c.live, key)
-		if j.ev.Done != nil {
-			j.ev.Done()
-		}
+		j.rec.finish()
 	}
 	c.running = false
 	r.dropIdleLocked(c)
@@ -827,7 +821,7 @@ func (r *dispatcher) nextEntry(log *zap.Logger, c *leasedConv, entries []store.I
 			// Committed, and this process's recorder is about to hand it
 			// over with its callbacks (and kick this worker): taken now,
 			// it would be restored instead, or, where this process has no
-			// Restorer for the platform, stop the conversation.
+			// platform attached, stop the conversation.
 			return nil, entryNone
 		}
 		if ownRun {
@@ -891,7 +885,7 @@ func (r *dispatcher) answeredAlready(key string) bool {
 }
 
 // restoreEntry rebuilds the job of an entry this process did not record,
-// through its platform's Restorer, as after a restart. It returns nil and
+// through its platform, as after a restart. It returns nil and
 // entryStop when the platform does not run here, nil and entryNone when
 // the entry could not be restored and was dropped.
 func (r *dispatcher) restoreEntry(log *zap.Logger, e store.InboxEntry) (*job, int) {
@@ -903,23 +897,20 @@ func (r *dispatcher) restoreEntry(log *zap.Logger, e store.InboxEntry) (*job, in
 		return nil, entryNone
 	}
 	b.mu.Lock()
-	rs := r.restorers[ev.Platform]
+	p := r.platforms[ev.Platform]
 	b.mu.Unlock()
-	if rs == nil && ev.alone {
+	if p == nil && ev.alone {
 		// An entry outside the conversation's order (a refusal kept for
 		// its busy notice) this process cannot answer: it is left for one
 		// that can, and the conversation's own events go on here.
 		return nil, entrySkip
 	}
-	if rs == nil {
+	if p == nil {
 		// This process does not run the platform (or not yet): a replica
 		// that does takes the conversation in a sweep.
 		return nil, entryStop
 	}
-	if err = rs.Restore(&ev); err == nil && ev.Reply == nil {
-		err = errors.New("restored without a responder")
-	}
-	if err != nil {
+	if err = bind(p, &ev); err != nil {
 		log.Error("inbox entry cannot be resumed; dropped", zap.String("event_key", e.Key), zap.Error(err))
 		r.finishDropped(log, e.Key)
 		return nil, entryNone
@@ -948,9 +939,7 @@ func (r *dispatcher) runTaken(log *zap.Logger, j *job) {
 	} else if j.ev.entry != nil && j.ev.entry.sent {
 		b.metrics.recoveredEvent(j.ev.Platform, "told")
 		b.tellRestartedNow(log.With(zap.String("platform", j.ev.Platform)), j.ev)
-		if j.ev.Done != nil {
-			j.ev.Done()
-		}
+		j.rec.finish()
 		return
 	}
 	if b.ctx.Err() != nil {
@@ -970,9 +959,7 @@ func (r *dispatcher) runAlone(j *job) {
 	err := b.record(j)
 	j.rec.settle(err)
 	if err != nil {
-		if j.ev.Done != nil {
-			j.ev.Done()
-		}
+		j.rec.finish()
 		return
 	}
 	r.startReplicas()
@@ -990,23 +977,23 @@ func (r *dispatcher) runAlone(j *job) {
 		}
 		b.run(*j)
 	})
-	if !ran && j.ev.Done != nil {
+	if !ran {
 		// Taken by a sweep of another replica: that one answers it.
-		j.ev.Done()
+		j.rec.finish()
 	}
 }
 
-// attach registers the platform's Restorer and takes up at once the
+// attach registers the platform and takes up at once the
 // platform's work that no live process holds a lease on: a previous
 // process's unfinished entries (on bbolt, all of them) or a dead replica's.
 // It reports how many of them run (resumed, or a kept answer posted) and
 // how many are told the request may have been lost. Entries a live replica
 // works on are left to it, so no user hears of a restart that did not
 // happen.
-func (r *dispatcher) attach(platform string, rs Restorer) (resumed, told int, err error) {
+func (r *dispatcher) attach(name string, p Platform) (resumed, told int, err error) {
 	b := r.b
 	b.mu.Lock()
-	r.restorers[platform] = rs
+	r.platforms[name] = p
 	closed := b.closingLocked()
 	b.mu.Unlock()
 	if closed {
@@ -1022,7 +1009,7 @@ func (r *dispatcher) attach(platform string, rs Restorer) (resumed, told int, er
 	if err == nil && len(convs) > 0 {
 		var pending []store.InboxEntry
 		if pending, err = r.st.Pending(ctx); err == nil {
-			resumed, told, convs = platformWork(platform, convs, pending)
+			resumed, told, convs = platformWork(name, convs, pending)
 		}
 	}
 	if err != nil {
@@ -1036,7 +1023,7 @@ func (r *dispatcher) attach(platform string, rs Restorer) (resumed, told int, er
 	}
 	b.mu.Unlock()
 	if resumed+told > 0 {
-		b.log.Info("unfinished events from before the restart", zap.String("platform", platform), zap.Int("resumed", resumed), zap.Int("told", told))
+		b.log.Info("unfinished events from before the restart", zap.String("platform", name), zap.Int("resumed", resumed), zap.Int("told", told))
 	}
 	return resumed, told, nil
 }
@@ -1136,3 +1123,25 @@ func (r *dispatcher) letGo(e *entry) {
 // shutdown ends the loops; only now, since the leases of the work that
 // ran until here were renewed.
 func (r *dispatcher) shutdown() { r.stopReplicas() }
+
+// bind gives ev what its platform derives from its route: its responder
+// and the platform that prepares and acknowledges it. A live event and a
+// restored one are bound alike.
+func bind(p Platform, ev *Event) error {
+	reply, err := p.Responder(*ev)
+	if err == nil && reply == nil {
+		err = errors.New("no responder")
+	}
+	if err != nil {
+		return fmt.Errorf("route of %s: %w", ev.Key, err)
+	}
+	ev.platform, ev.reply = p, reply
+	return nil
+}
+
+// platform returns the platform attached under name, or nil.
+func (r *dispatcher) platform(name string) Platform {
+	r.b.mu.Lock()
+	defer r.b.mu.Unlock()
+	return r.platforms[name]
+}

@@ -102,8 +102,8 @@ type Event struct {
 	// "slack/msg/C0456/1716212345.000100" or "discord/int/1234". An event
 	// with a key is recorded in the inbox before the platform is
 	// acknowledged, answered once however often the platform delivers it,
-	// and carried across a crash. Events without one (the console) are kept
-	// in memory only.
+	// and carried across a crash. An event without one gets one from the
+	// core, unique to this process, and is kept all the same.
 	Key string
 	// Order is the event's place in the platform's own order of its
 	// conversation, where the platform gives one: a Slack message's ts in
@@ -113,31 +113,18 @@ type Event struct {
 	// scale of Slack's ts).
 	Order int64
 	// Route is the adapter's own record of where and how to answer (JSON).
-	// It is kept with the event in the inbox, so that the adapter's Restore
-	// can rebuild the responder after a restart.
+	// It is kept with the event in the inbox; everything the core asks the
+	// adapter about the event (Platform) is derived from it, after a
+	// restart as on the event's first run.
 	Route json.RawMessage
 
-	// Reply answers the event. It may also implement Updater, Typist and Dismisser.
-	Reply Responder
-	// Ack, when set, acknowledges the event to the platform (Discord's
-	// deferred response). The core calls it once the event is recorded and
-	// before it runs, so the answer never overtakes the acknowledgement.
-	Ack func(ctx context.Context) error
-	// Prepare, when set, completes the event on the dispatcher, in the
-	// conversation's order, just before it runs: the lookups an
-	// acknowledgement must not wait for (the user's name and groups, whether
-	// the bot takes part in a thread). It returns false when the event turns
-	// out not to be for the bot; it is then dropped without a reply.
-	Prepare func(ctx context.Context, ev *Event) bool
-	// Earlier, when set, reads what was said before this message in the
-	// place it was written (a Slack thread it mentions the bot in, the
-	// Discord messages it replies to): at most max messages, oldest first.
-	// The core calls it only for the first message of a conversation's
-	// session, and tells the agent what it returns.
-	Earlier func(ctx context.Context, max int) ([]Earlier, error)
-	// Done, when set, is called once the bridge has finished with the event:
-	// replied, failed or refused. The console uses it to take one line at a time.
-	Done func()
+	// reply answers the event: built by its platform (Platform.Responder)
+	// from Route, for a live event and a restored one alike. It is the
+	// core's, never stored.
+	reply Responder
+	// platform is the adapter the event came through (Attach), asked to
+	// acknowledge, prepare and read before it.
+	platform Platform
 
 	// entry follows the event's inbox entry through its states.
 	entry *entry
@@ -165,6 +152,44 @@ type Action struct {
 	Message string `json:",omitempty"`
 	Link    string `json:",omitempty"`
 }
+
+// Platform is what the core asks of an adapter about one of its events.
+// Every answer is derived from the event itself, its Route above all, so
+// that an event received this moment and one read back from the inbox after
+// a restart, or run by another replica, are the same value on the same
+// path. An adapter hands its Platform to the core with Attach before it
+// hands it events.
+type Platform interface {
+	// Responder returns what answers ev, built from its Route. It may also
+	// implement Updater, Typist, Dismisser, Fetcher, FileSender, Titler,
+	// Progresser and Talker. An error drops the event: its route cannot
+	// be answered.
+	Responder(ev Event) (Responder, error)
+	// Acknowledge tells the platform that ev is taken, where the platform
+	// needs telling beyond the adapter's own acknowledgement of the
+	// delivery (Discord's deferred interaction response). The core calls it
+	// once ev is recorded and before it runs, so the answer never overtakes
+	// it; an adapter with nothing to tell returns nil.
+	Acknowledge(ctx context.Context, ev Event) error
+	// Prepare completes ev on the dispatcher, in the conversation's order,
+	// just before it runs: the lookups an acknowledgement must not wait for
+	// (the user's name and groups, whether the bot takes part in a thread).
+	// It returns false when ev turns out not to be for the bot; it is then
+	// dropped without a reply. It may change ev's Conversation, Parent,
+	// User and Route (a thread started for the answer); the core then
+	// builds the responder anew from the route.
+	Prepare(ctx context.Context, ev *Event) bool
+	// Earlier reads what was said before ev in the place it was written (a
+	// Slack thread it mentions the bot in, the Discord messages it replies
+	// to): at most max messages, oldest first, and nil where there is
+	// nothing to read. The core asks only for the first message of a
+	// conversation's session, and tells the agent what it returns.
+	Earlier(ctx context.Context, ev Event, max int) ([]Earlier, error)
+}
+
+// ErrNotAttached refuses an event of a platform whose adapter has not
+// called Attach.
+var ErrNotAttached = errors.New("platform not attached")
 
 // Talker is implemented by responders of a platform that is not talked to
 // as Slack and Discord are (mentions, DMs, threads, text commands in

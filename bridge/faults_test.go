@@ -49,6 +49,7 @@ func newHarnessWith(t *testing.T, cfg bridge.Config, wcfg workspace.Config, setu
 			t.Errorf("Shutdown: %v", err)
 		}
 	})
+	attachTest(t, b)
 	return &harness{t: t, b: b, fake: fake, store: st, path: path}
 }
 

@@ -125,7 +125,7 @@ func (b *Bridge) readFiles(ctx context.Context, ev Event, text string) (string, 
 	}
 	lim := b.cfg.Files
 	var skipped []skippedFile
-	f, ok := ev.Reply.(Fetcher)
+	f, ok := ev.reply.(Fetcher)
 	var out strings.Builder
 	out.WriteString(text)
 	read := 0
@@ -278,7 +278,7 @@ func skippedText(skipped []skippedFile, textGoes bool) string {
 // name is the file's name without extension.
 func (b *Bridge) asFile(ev Event, r Reply, name string, jsonResult []byte) Reply {
 	lim := b.cfg.Files
-	fs, ok := ev.Reply.(FileSender)
+	fs, ok := ev.reply.(FileSender)
 	if !ok || lim.ReplyOver <= 0 {
 		return r
 	}

@@ -45,7 +45,7 @@ func TestFilesReachTheAgentFramedAndTheRestIsReported(t *testing.T) {
 		"u/two": "second", "u/three": "third",
 	}}
 	ev := event("t/c1", bridge.KindMessage, "what broke?", nil)
-	ev.Reply = rec
+	ev = via(ev, rec)
 	ev.Files = []bridge.Attachment{
 		{Name: "app.log", URL: "u/log", Size: 16, MIME: "text/plain"},
 		{Name: "photo.png", URL: "u/png", Size: 10, MIME: "image/png"},
@@ -90,7 +90,7 @@ func TestOnlyUnreadableFilesSendNothing(t *testing.T) {
 	h := newHarness(t, defaultConfig(), nil)
 	rec := &fileRecorder{recorder: newRecorder()}
 	ev := event("t/c2", bridge.KindMessage, "", nil)
-	ev.Reply = rec
+	ev = via(ev, rec)
 	ev.Files = []bridge.Attachment{{Name: "x.png", URL: "u", MIME: "image/png"}}
 	if err := h.do(ev); err != nil {
 		t.Fatal(err)
@@ -117,7 +117,7 @@ func TestLongReplyAndJSONResultArePostedAsFiles(t *testing.T) {
 
 	rec := &fileRecorder{recorder: newRecorder()}
 	ev := event("t/c3", bridge.KindMessage, "tell me", nil)
-	ev.Reply = rec
+	ev = via(ev, rec)
 	if err := h.do(ev); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestLongReplyAndJSONResultArePostedAsFiles(t *testing.T) {
 
 	rec = &fileRecorder{recorder: newRecorder()}
 	ev = command("t/c3", bridge.CommandFlow, "inventory", nil)
-	ev.Reply = rec
+	ev = via(ev, rec)
 	if err := h.do(ev); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestLongReplyAndJSONResultArePostedAsFiles(t *testing.T) {
 	// A responder that cannot take the file gets the text, whole.
 	rec = &fileRecorder{recorder: newRecorder(), noFiles: true}
 	ev = event("t/c4", bridge.KindMessage, "again", nil)
-	ev.Reply = rec
+	ev = via(ev, rec)
 	if err := h.do(ev); err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestFileDownloadStopsAtTheLimitWhateverTheAdapterDoes(t *testing.T) {
 			h := newHarness(t, cfg, nil)
 			f := &endlessFetcher{recorder: newRecorder(), ignoreErrors: ignore}
 			ev := event("t/endless", bridge.KindMessage, "read this", nil)
-			ev.Reply = f
+			ev = via(ev, f)
 			ev.Files = []bridge.Attachment{{Name: "small.txt", URL: "u", Size: 10, MIME: "text/plain"}}
 			if err := h.do(ev); err != nil {
 				t.Fatal(err)

@@ -125,7 +125,7 @@ func (b *Bridge) runFlowHeld(ctx context.Context, log *zap.Logger, ev Event, f *
 	ref := b.send(ctx, ev, first)
 
 	start := b.cfg.Now()
-	stopProgress := b.progress(ctx, log, ev.Reply, ref, func(elapsed time.Duration) Reply { return flowProgress(note, f, f.Public, elapsed) })
+	stopProgress := b.progress(ctx, log, ev.reply, ref, func(elapsed time.Duration) Reply { return flowProgress(note, f, f.Public, elapsed) })
 	run, err := b.ws.RunFlowSync(ctx, f.UUID, params, timeout)
 	stopProgress()
 	elapsed := b.cfg.Now().Sub(start)

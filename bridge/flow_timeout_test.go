@@ -31,9 +31,9 @@ func TestFlowTimeoutHolds(t *testing.T) {
 				rec := newRecorder()
 				done := make(chan struct{})
 				ev := command("c/slow", bridge.CommandFlow, "slow", rec)
-				ev.Done = func() { close(done) }
+				ev = onDone(ev, func() { close(done) })
 				start := time.Now()
-				if err := b.Handle(ev); err != nil {
+				if err := handle(b, ev); err != nil {
 					t.Fatal(err)
 				}
 				<-done

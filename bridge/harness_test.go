@@ -2,10 +2,12 @@ package bridge_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,8 +66,16 @@ func openStore(t *testing.T) (*sessionmap.Store, string) {
 }
 
 // restart shuts the bridge down and starts a new one with cfg on the same
-// store and API, as a process restart would.
+// store and API, as a process restart would, and attaches the test
+// platform.
 func (h *harness) restart(cfg bridge.Config) {
+	h.t.Helper()
+	h.restartBare(cfg)
+	attachTest(h.t, h.b)
+}
+
+// restartBare is restart for a test that attaches a platform of its own.
+func (h *harness) restartBare(cfg bridge.Config) {
 	h.t.Helper()
 	if err := h.b.Shutdown(context.Background()); err != nil {
 		h.t.Fatal(err)
@@ -108,6 +118,7 @@ func newBubbleBridgeStore(t *testing.T, cfg bridge.Config, agent workspacetest.A
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Shutdown(context.Background()) })
+	attachTest(t, b)
 	return b, fake, st
 }
 
@@ -186,9 +197,168 @@ func (r *recorder) last(t *testing.T) bridge.Reply {
 	return all[len(all)-1]
 }
 
-// event builds an event in conversation conv from user U1.
+// event builds an event in conversation conv from user U1, answered by rec.
 func event(conv string, kind bridge.Kind, text string, rec *recorder) bridge.Event {
-	return bridge.Event{Kind: kind, Platform: "test", Conversation: conv, Channel: "C1", User: bridge.User{ID: "U1", Name: "ann"}, Text: text, Reply: rec}
+	ev := bridge.Event{Kind: kind, Platform: "test", Conversation: conv, Channel: "C1", User: bridge.User{ID: "U1", Name: "ann"}, Text: text}
+	if rec == nil {
+		return ev
+	}
+	return via(ev, rec)
+}
+
+// testPlatform is the tests' adapter for the platform "test": an event's
+// route names what via registered for it (its responder, and the Prepare,
+// Earlier and Acknowledge a test gives it), so that an event read back
+// from the inbox finds the same ones, as a real adapter's route does.
+type testPlatform struct{}
+
+var _ bridge.Platform = testPlatform{}
+
+// testRoute is what via registered for an event.
+type testRoute struct {
+	reply   bridge.Responder
+	done    func() // called once the bridge has finished with the event (receive)
+	prepare func(context.Context, *bridge.Event) bool
+	earlier func(context.Context, int) ([]bridge.Earlier, error)
+	ack     func(context.Context) error
+	// bound says a platform bound the event to reply once already (see
+	// chatPlatform.Responder).
+	bound *atomic.Bool
+}
+
+var (
+	testRoutes   sync.Map // route number → *testRoute
+	testRouteSeq atomic.Int64
+)
+
+// via routes ev to r through the test platform, keeping what its route
+// held already (a "to" a custom platform reads).
+func via(ev bridge.Event, r bridge.Responder) bridge.Event {
+	return update(ev, func(tr *testRoute) { tr.reply = r })
+}
+
+// update registers, for ev, what f makes of what was registered for it.
+func update(ev bridge.Event, f func(*testRoute)) bridge.Event {
+	fields := map[string]any{}
+	if len(ev.Route) > 0 {
+		if err := json.Unmarshal(ev.Route, &fields); err != nil {
+			panic(err)
+		}
+	}
+	var tr testRoute
+	if old := routeOf(ev); old != nil {
+		tr = *old
+	}
+	f(&tr)
+	return register(ev, fields, &tr)
+}
+
+func register(ev bridge.Event, fields map[string]any, tr *testRoute) bridge.Event {
+	n := testRouteSeq.Add(1)
+	tr.bound = new(atomic.Bool)
+	testRoutes.Store(n, tr)
+	fields["test"] = n
+	ev.Route, _ = json.Marshal(fields)
+	return ev
+}
+
+// routeOf returns what via registered for ev, or nil.
+func routeOf(ev bridge.Event) *testRoute {
+	var f struct {
+		Test int64 `json:"test"`
+	}
+	if json.Unmarshal(ev.Route, &f) != nil || f.Test == 0 {
+		return nil
+	}
+	tr, ok := testRoutes.Load(f.Test)
+	if !ok {
+		return nil
+	}
+	return tr.(*testRoute)
+}
+
+// replyOf is the responder via gave ev.
+func replyOf(ev bridge.Event) bridge.Responder {
+	if tr := routeOf(ev); tr != nil {
+		return tr.reply
+	}
+	return nil
+}
+
+// withPrepare gives a routed event a Prepare.
+func withPrepare(ev bridge.Event, f func(context.Context, *bridge.Event) bool) bridge.Event {
+	return update(ev, func(tr *testRoute) { tr.prepare = f })
+}
+
+// withEarlier gives a routed event what precedes it.
+func withEarlier(ev bridge.Event, f func(context.Context, int) ([]bridge.Earlier, error)) bridge.Event {
+	return update(ev, func(tr *testRoute) { tr.earlier = f })
+}
+
+func (testPlatform) Responder(ev bridge.Event) (bridge.Responder, error) {
+	if tr := routeOf(ev); tr != nil && tr.reply != nil {
+		return tr.reply, nil
+	}
+	return nil, fmt.Errorf("test route %s names no responder", ev.Route)
+}
+
+func (testPlatform) Acknowledge(ctx context.Context, ev bridge.Event) error {
+	if tr := routeOf(ev); tr != nil && tr.ack != nil {
+		return tr.ack(ctx)
+	}
+	return nil
+}
+
+func (testPlatform) Prepare(ctx context.Context, ev *bridge.Event) bool {
+	if tr := routeOf(*ev); tr != nil && tr.prepare != nil {
+		return tr.prepare(ctx, ev)
+	}
+	return true
+}
+
+func (testPlatform) Earlier(ctx context.Context, ev bridge.Event, max int) ([]bridge.Earlier, error) {
+	if tr := routeOf(ev); tr != nil && tr.earlier != nil {
+		return tr.earlier(ctx, max)
+	}
+	return nil, nil
+}
+
+// onDone has receive call done once the bridge has finished with ev.
+func onDone(ev bridge.Event, done func()) bridge.Event {
+	return update(ev, func(tr *testRoute) { tr.done = done })
+}
+
+// receive hands ev to b and, when the test gave ev a done (onDone), calls it
+// once the receipt is finished.
+func receive(b *bridge.Bridge, ev bridge.Event) *bridge.Receipt {
+	rec := b.Receive(ev)
+	if tr := routeOf(ev); tr != nil && tr.done != nil {
+		go func() {
+			<-rec.Finished()
+			tr.done()
+		}()
+	}
+	return rec
+}
+
+// handle is receive that waits for the receipt, as Bridge.Handle does.
+func handle(b *bridge.Bridge, ev bridge.Event) error {
+	return receive(b, ev).Wait(context.Background())
+}
+
+// attachTest attaches the test platform to b, as an adapter does at its
+// start.
+func attachTest(t testing.TB, b *bridge.Bridge) {
+	t.Helper()
+	attach(t, b, testPlatform{})
+}
+
+// attach attaches p as the platform "test" of b.
+func attach(t testing.TB, b *bridge.Bridge, p bridge.Platform) {
+	t.Helper()
+	if _, _, err := b.Attach("test", p); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func command(conv, cmd, args string, rec *recorder) bridge.Event {
@@ -200,11 +370,10 @@ func command(conv, cmd, args string, rec *recorder) bridge.Event {
 // do hands ev to the bridge and waits until the bridge is done with it.
 func (h *harness) do(ev bridge.Event) error {
 	h.t.Helper()
-	done := make(chan struct{})
-	ev.Done = sync.OnceFunc(func() { close(done) })
-	err := h.b.Handle(ev)
+	rec := receive(h.b, ev)
+	err := rec.Wait(context.Background())
 	select {
-	case <-done:
+	case <-rec.Finished():
 	case <-time.After(30 * time.Second):
 		h.t.Fatalf("event %q not finished", ev.Text)
 	}

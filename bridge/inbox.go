@@ -44,9 +44,36 @@ type Receipt struct {
 	once sync.Once
 	done chan struct{}
 	err  error
+
+	finishOnce sync.Once
+	finished   chan struct{}
 }
 
-func newReceipt() *Receipt { return &Receipt{done: make(chan struct{})} }
+func newReceipt() *Receipt {
+	return &Receipt{done: make(chan struct{}), finished: make(chan struct{})}
+}
+
+// SettledReceipt returns a receipt settled with err and finished: what a
+// core that has dealt with an event before it returns (an adapter test's
+// stand-in for the bridge) hands back.
+func SettledReceipt(err error) *Receipt {
+	r := newReceipt()
+	r.settle(err)
+	r.finish()
+	return r
+}
+
+// finish says the bridge has finished with the event here. The first call
+// wins, as with settle.
+func (r *Receipt) finish() {
+	r.finishOnce.Do(func() { close(r.finished) })
+}
+
+// Finished is closed once this process has finished with the event:
+// answered it, refused it, found it a duplicate, left it for the next start
+// or for the replica that runs its conversation. The console takes one line
+// at a time by it.
+func (r *Receipt) Finished() <-chan struct{} { return r.finished }
 
 // settle gives the receipt its outcome. The first call wins; a later one
 // changes nothing, so no path can close done twice (issue 32's replica
@@ -126,7 +153,7 @@ func decodeEvent(key string, data []byte) (Event, error) {
 }
 
 // record writes the job's event to the inbox and, when it is new,
-// acknowledges it through ev.Ack. It returns nil when the event may run.
+// acknowledges it through its platform. It returns nil when the event may run.
 func (b *Bridge) record(j *job) error {
 	ev := j.ev
 	if ev.Key == "" {
@@ -166,16 +193,13 @@ func (b *Bridge) inboxEntry(ev Event, data []byte) store.InboxEntry {
 	return store.InboxEntry{Key: ev.Key, Conversation: ev.Conversation, Order: cmp.Or(ev.Order, now.UnixMicro()), Event: data, Received: now}
 }
 
-// ack runs the adapter's acknowledgement, if any. A failed one is logged: the
+// ack runs the platform's acknowledgement. A failed one is logged: the
 // event is recorded and runs all the same, and its reply tells the user more
 // than a missing acknowledgement would.
 func (b *Bridge) ack(ev Event) error {
-	if ev.Ack == nil {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), ackTimeout)
 	defer cancel()
-	if err := ev.Ack(ctx); err != nil {
+	if err := ev.platform.Acknowledge(ctx, ev); err != nil {
 		b.log.Warn("event not acknowledged", zap.String("platform", ev.Platform), zap.String("event_key", ev.Key), zap.Error(err))
 	}
 	return nil
@@ -277,16 +301,11 @@ func (b *Bridge) answered(ctx context.Context, log *zap.Logger, ev Event, ref Me
 	}
 }
 
-// Restorer is implemented by adapters. Restore completes an event read back
-// from the inbox after a restart: its Reply, and its Prepare and Ack where the
-// adapter uses them, rebuilt from the event's Route.
-type Restorer interface {
-	Restore(ev *Event) error
-}
-
-// Attach hands a platform's unfinished events from before a restart to the
-// dispatcher. An adapter calls it once it can answer (before it takes new
-// events, so these queue ahead of them). Events still Received run as if just
+// Attach registers an adapter's Platform under its name and hands the
+// platform's unfinished events from before a restart to the dispatcher. An
+// adapter calls it once it can answer and before it hands the core events:
+// the core refuses events of a platform not attached, and the unfinished
+// ones queue ahead of new ones. Events still Received run as if just
 // delivered; events already Sent are never sent again: their answers, when
 // the outbox kept them, are posted (once), and otherwise their users are
 // told flowbridge restarted while answering. Later calls for the same platform
@@ -296,8 +315,8 @@ type Restorer interface {
 // on (on bbolt, all of it; among replicas, entries a live replica is
 // answering are left to it) and returns how many entries it found to run
 // (resumed, answers kept included) and to tell.
-func (b *Bridge) Attach(platform string, r Restorer) (resumed, told int, err error) {
-	return b.disp.attach(platform, r)
+func (b *Bridge) Attach(platform string, p Platform) (resumed, told int, err error) {
+	return b.disp.attach(platform, p)
 }
 
 // tellRestartedNow is tellRestarted on the caller's goroutine.

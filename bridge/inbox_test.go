@@ -23,20 +23,23 @@ import (
 // keyed is a chat event with a platform key, as the Slack and Discord
 // adapters send them.
 func keyed(conv, key, text string, rec bridge.Responder) bridge.Event {
-	return bridge.Event{Kind: bridge.KindMessage, Platform: "test", Conversation: conv, Channel: "C1",
-		User: bridge.User{ID: "U1", Name: "ann"}, Text: text, Key: key, Reply: rec,
+	ev := bridge.Event{Kind: bridge.KindMessage, Platform: "test", Conversation: conv, Channel: "C1",
+		User: bridge.User{ID: "U1", Name: "ann"}, Text: text, Key: key,
 		Route: []byte(fmt.Sprintf(`{"to":%q}`, key))}
+	if rec == nil {
+		return ev
+	}
+	return via(ev, rec)
 }
 
 // receive hands ev to the bridge, waits for its receipt and then until the
 // bridge is done with it (when it runs at all).
 func (h *harness) receive(ev bridge.Event) error {
 	h.t.Helper()
-	done := make(chan struct{})
-	ev.Done = sync.OnceFunc(func() { close(done) })
-	err := h.b.Receive(ev).Wait(h.t.Context())
+	rec := receive(h.b, ev)
+	err := rec.Wait(h.t.Context())
 	select {
-	case <-done:
+	case <-rec.Finished():
 	case <-time.After(30 * time.Second):
 		h.t.Fatalf("event %q not finished", ev.Text)
 	}
@@ -109,7 +112,7 @@ func TestConversationOrderWithInbox(t *testing.T) {
 	rec := newRecorder()
 	var receipts []*bridge.Receipt
 	for i := range n {
-		receipts = append(receipts, h.b.Receive(keyed("c/order", fmt.Sprintf("test/msg/%d", i), fmt.Sprintf("m%02d", i), rec)))
+		receipts = append(receipts, receive(h.b, keyed("c/order", fmt.Sprintf("test/msg/%d", i), fmt.Sprintf("m%02d", i), rec)))
 	}
 	for i, r := range receipts {
 		if err := r.Wait(t.Context()); err != nil {
@@ -129,22 +132,22 @@ func TestConversationOrderWithInbox(t *testing.T) {
 
 // restorer rebuilds responders after a restart from the test's Route.
 type restorer struct {
+	testPlatform
 	mu   sync.Mutex
 	recs map[string]*recorder // by key
 	err  error
 }
 
-func (r *restorer) Restore(ev *bridge.Event) error {
+func (r *restorer) Responder(ev bridge.Event) (bridge.Responder, error) {
 	if r.err != nil {
-		return r.err
+		return nil, r.err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !strings.Contains(string(ev.Route), ev.Key) {
-		return fmt.Errorf("route %s lost", ev.Route)
+		return nil, fmt.Errorf("route %s lost", ev.Route)
 	}
-	ev.Reply = r.recLocked(ev.Key)
-	return nil
+	return r.recLocked(ev.Key), nil
 }
 
 // rec is the recorder of the event key, made by whichever comes first:
@@ -196,7 +199,7 @@ func TestRecoveryAfterCrash(t *testing.T) {
 	sent = append(sent, flow)
 	crashedStore(t, h.store, received, sent)
 
-	h.restart(defaultConfig())
+	h.restartBare(defaultConfig())
 	r := &restorer{recs: map[string]*recorder{}}
 	// Another platform's entries are not this adapter's to resume.
 	if resumed, told, err := h.b.Attach("other", r); err != nil || resumed+told != 0 {
@@ -237,7 +240,7 @@ func TestRecoveryAfterCrash(t *testing.T) {
 		t.Errorf("audit = %+v, %v; want one interrupted entry", entries, err)
 	}
 	// A second Attach finds nothing more; a redelivery is a duplicate.
-	h.restart(defaultConfig())
+	h.restartBare(defaultConfig())
 	if resumed, told, _ := h.b.Attach("test", r); resumed+told != 0 {
 		t.Errorf("Attach after a clean restart = %d, %d; want 0, 0", resumed, told)
 	}
@@ -249,7 +252,7 @@ func TestRecoveryAfterCrash(t *testing.T) {
 func TestUnrestorableEntryIsDropped(t *testing.T) {
 	h := newHarness(t, defaultConfig(), nil)
 	crashedStore(t, h.store, []bridge.Event{keyed("c/x", "test/msg/x", "lost", nil)}, nil)
-	h.restart(defaultConfig())
+	h.restartBare(defaultConfig())
 	// Attach finds the entry to run; its run finds it cannot be restored.
 	if resumed, told, err := h.b.Attach("test", &restorer{err: errors.New("channel gone")}); err != nil || resumed != 1 || told != 0 {
 		t.Fatalf("Attach = %d, %d, %v; want 1, 0, nil", resumed, told, err)
@@ -284,7 +287,7 @@ func TestQueueOverflowAnswersBusy(t *testing.T) {
 	// One running and two waiting fill the conversation; the fourth is busy.
 	var receipts []*bridge.Receipt
 	for i := range 4 {
-		receipts = append(receipts, h.b.Receive(keyed("c/full", fmt.Sprintf("test/msg/f%d", i), fmt.Sprint("m", i), rec)))
+		receipts = append(receipts, receive(h.b, keyed("c/full", fmt.Sprintf("test/msg/f%d", i), fmt.Sprint("m", i), rec)))
 		if i == 0 {
 			<-asked // the first is with the agent, out of the queue
 		}
@@ -356,6 +359,7 @@ func bridgeOnStore(t *testing.T, wrap func(*sessionmap.Store) bridge.Store) (*br
 	if err != nil {
 		t.Fatal(err)
 	}
+	attachTest(t, b)
 	return b, fake
 }
 
@@ -365,7 +369,7 @@ func TestStoreFullRefusesAndTellsNothing(t *testing.T) {
 	// told nothing, since that retry may well be answered.
 	b, fake := bridgeOnStore(t, func(st *sessionmap.Store) bridge.Store { return failingStore{st} })
 	rec := newRecorder()
-	if err := b.Receive(keyed("c/1", "test/msg/1", "hello", rec)).Wait(t.Context()); !errors.Is(err, bridge.ErrNotSaved) {
+	if err := receive(b, keyed("c/1", "test/msg/1", "hello", rec)).Wait(t.Context()); !errors.Is(err, bridge.ErrNotSaved) {
 		t.Fatalf("Receive on a full store = %v, want ErrNotSaved", err)
 	}
 	if err := b.StoreReady(); err == nil || !strings.Contains(err.Error(), "no space left") {
@@ -451,8 +455,8 @@ func TestStoreOutageWaitsAndTellsOnlyTheAnswer(t *testing.T) {
 	rec := newRecorder()
 	done := make(chan struct{})
 	ev := keyed("c/1", "test/msg/1", "hello", rec)
-	ev.Done = func() { close(done) }
-	if err := b.Receive(ev).Wait(t.Context()); err != nil {
+	ev = onDone(ev, func() { close(done) })
+	if err := receive(b, ev).Wait(t.Context()); err != nil {
 		t.Fatalf("Receive = %v", err)
 	}
 	<-done
@@ -466,8 +470,8 @@ func TestStoreOutageWaitsAndTellsOnlyTheAnswer(t *testing.T) {
 	failures.Store(1) // the answer's Finish fails once more
 	done = make(chan struct{})
 	ev = keyed("c/1", "test/msg/2", "again", rec)
-	ev.Done = func() { close(done) }
-	if err := b.Receive(ev).Wait(t.Context()); err != nil {
+	ev = onDone(ev, func() { close(done) })
+	if err := receive(b, ev).Wait(t.Context()); err != nil {
 		t.Fatalf("Receive = %v", err)
 	}
 	<-done
@@ -495,7 +499,7 @@ func TestStoreReadyRecoversWithoutTraffic(t *testing.T) {
 	t.Cleanup(func() { b.Shutdown(context.Background()); b.Close() })
 	recovered := make(chan struct{}, 1)
 	b.OnStoreRecovered(func() { recovered <- struct{}{} })
-	if err := b.Receive(keyed("c/1", "test/msg/1", "hello", newRecorder())).Wait(t.Context()); !errors.Is(err, bridge.ErrNotSaved) {
+	if err := receive(b, keyed("c/1", "test/msg/1", "hello", newRecorder())).Wait(t.Context()); !errors.Is(err, bridge.ErrNotSaved) {
 		t.Fatalf("Receive while the database is down = %v, want ErrNotSaved", err)
 	}
 	if err := b.StoreReady(); err == nil {
@@ -566,11 +570,11 @@ func TestStoreReadyKeepsAFaultALateSuccessBegunBefore(t *testing.T) {
 	t.Cleanup(func() { b.Shutdown(context.Background()); b.Close() })
 	done := make(chan struct{})
 	ev := keyed("c/1", "test/msg/1", "hello", newRecorder())
-	ev.Done = func() { close(done) }
-	first := b.Receive(ev)
+	ev = onDone(ev, func() { close(done) })
+	first := receive(b, ev)
 	<-late.committed
 	full.Store(true)
-	if err := b.Receive(keyed("c/2", "test/msg/2", "refused", newRecorder())).Wait(t.Context()); !errors.Is(err, bridge.ErrNotSaved) {
+	if err := receive(b, keyed("c/2", "test/msg/2", "refused", newRecorder())).Wait(t.Context()); !errors.Is(err, bridge.ErrNotSaved) {
 		t.Fatalf("Receive on a full disk = %v, want ErrNotSaved", err)
 	}
 	close(late.release)
@@ -595,7 +599,7 @@ func TestPrepareDropsEventsNotForTheBot(t *testing.T) {
 	h := newHarness(t, defaultConfig(), nil)
 	rec := newRecorder()
 	ev := keyed("c/1", "test/msg/p", "not for me", rec)
-	ev.Prepare = func(context.Context, *bridge.Event) bool { return false }
+	ev = withPrepare(ev, func(context.Context, *bridge.Event) bool { return false })
 	if err := h.receive(ev); err != nil {
 		t.Fatal(err)
 	}
@@ -607,7 +611,7 @@ func TestPrepareDropsEventsNotForTheBot(t *testing.T) {
 	}
 	// Prepare completes the event before it runs, in order.
 	ev = keyed("c/1", "test/msg/q", "for me", rec)
-	ev.Prepare = func(_ context.Context, e *bridge.Event) bool { e.User.Name = "looked up"; e.Text += "!"; return true }
+	ev = withPrepare(ev, func(_ context.Context, e *bridge.Event) bool { e.User.Name = "looked up"; e.Text += "!"; return true })
 	if err := h.receive(ev); err != nil {
 		t.Fatal(err)
 	}
@@ -636,15 +640,16 @@ func TestShutdownTellsCutOffUsers(t *testing.T) {
 	})
 	t.Cleanup(func() { close(hold) }) // runs before the fake closes
 	chatRec, flowRec, queuedRec := ctxRecorder{newRecorder()}, ctxRecorder{newRecorder()}, ctxRecorder{newRecorder()}
-	if err := h.b.Receive(keyed("c/chat", "test/msg/slow", "slow question", chatRec)).Wait(t.Context()); err != nil {
+	if err := receive(h.b, keyed("c/chat", "test/msg/slow", "slow question", chatRec)).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.b.Receive(keyed("c/chat", "test/msg/queued", "after it", queuedRec)).Wait(t.Context()); err != nil {
+	if err := receive(h.b, keyed("c/chat", "test/msg/queued", "after it", queuedRec)).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	flow := command("c/flow", bridge.CommandFlow, "healthcheck host=a", nil)
-	flow.Reply, flow.Key = flowRec, "test/cmd/slow"
-	if err := h.b.Receive(flow).Wait(t.Context()); err != nil {
+	flow.Key = "test/cmd/slow"
+	flow = via(flow, flowRec)
+	if err := receive(h.b, flow).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	<-flowRec.notify // "Running healthcheck…": the flow is on its way to the API
@@ -774,11 +779,12 @@ func TestFlowNeverSentIsReportedNotRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Shutdown(context.Background()) })
+	attachTest(t, b)
 	rec := newRecorder()
 	done := make(chan struct{})
 	ev := command("c/1", bridge.CommandFlow, "healthcheck host=web1", rec)
-	ev.Done = func() { close(done) }
-	if err := b.Handle(ev); err != nil {
+	ev = onDone(ev, func() { close(done) })
+	if err := handle(b, ev); err != nil {
 		t.Fatal(err)
 	}
 	<-done
@@ -883,8 +889,8 @@ func TestStoreDownThroughShutdownTellsNothingUntrue(t *testing.T) {
 	rec := newRecorder()
 	done := make(chan struct{})
 	ev := keyed("c/1", "test/msg/1", "hello", rec)
-	ev.Done = func() { close(done) }
-	if err := b.Receive(ev).Wait(t.Context()); err != nil {
+	ev = onDone(ev, func() { close(done) })
+	if err := receive(b, ev).Wait(t.Context()); err != nil {
 		t.Fatalf("Receive = %v", err)
 	}
 	<-tried

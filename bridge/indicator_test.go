@@ -66,10 +66,10 @@ func TestWorkingIndicatorWaitsForSlowAnswers(t *testing.T) {
 					ty := &typist{recorder: newRecorder()}
 					done := make(chan struct{})
 					ev := event("c/1", bridge.KindMessage, text, ty.recorder)
-					ev.Reply = ty
-					ev.Done = func() { close(done) }
+					ev = via(ev, ty)
+					ev = onDone(ev, func() { close(done) })
 					start := time.Now()
-					if err := b.Handle(ev); err != nil {
+					if err := handle(b, ev); err != nil {
 						t.Fatal(err)
 					}
 					<-done

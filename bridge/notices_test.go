@@ -112,6 +112,7 @@ func TestRefusalToldOnceAfterCrash(t *testing.T) {
 			p := newChatPlatform()
 			var killed atomic.Bool
 			first := refusalBridge(t, r, fake, killable{st, &killed}, "first")
+			attach(t, first, p)
 			h := &harness{t: t, b: first}
 			if r.first != "" {
 				if err := h.receive(p.event("c/1", "test/msg/0", r.first)); err != nil {
@@ -170,6 +171,7 @@ func TestRefusalKeptAcrossShutdown(t *testing.T) {
 			st, _ := openStore(t)
 			p := newChatPlatform()
 			first := refusalBridge(t, r, fake, st, "first")
+			attach(t, first, p)
 			if r.first != "" {
 				h := &harness{t: t, b: first}
 				if err := h.receive(p.event("c/1", "test/msg/0", r.first)); err != nil {
@@ -178,11 +180,11 @@ func TestRefusalKeptAcrossShutdown(t *testing.T) {
 			}
 			stuck := cutOffResponder{sent: make(chan bridge.Reply, 1)}
 			ev := r.event(p, "test/msg/1")
-			ev.Reply = stuck
+			ev = via(ev, stuck)
 			var done sync.WaitGroup
 			done.Add(1)
-			ev.Done = done.Done
-			if err := first.Receive(ev).Wait(t.Context()); err != nil {
+			ev = onDone(ev, done.Done)
+			if err := receive(first, ev).Wait(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			<-stuck.sent // the refusal is being posted
@@ -215,6 +217,7 @@ func TestRefusalKeptAcrossShutdown(t *testing.T) {
 // (Progresser): every event of the DM answers through it, before and after
 // a restart (Restore).
 type dmResponder struct {
+	testPlatform
 	mu      sync.Mutex
 	sends   []bridge.Reply
 	rewrite []string
@@ -263,10 +266,8 @@ func (d *dmResponder) Progress(_ context.Context, _ bridge.MessageRef, r bridge.
 	return nil
 }
 
-func (d *dmResponder) Restore(ev *bridge.Event) error {
-	ev.Reply = d
-	return nil
-}
+// Responder answers every event of the DM through d, as its platform.
+func (d *dmResponder) Responder(bridge.Event) (bridge.Responder, error) { return d, nil }
 
 // busyNotices returns the busy notices sent, and the answers.
 func (d *dmResponder) busyNotices() (notices, answers []bridge.Reply) {
@@ -289,7 +290,7 @@ func flood(t *testing.T, b *bridge.Bridge, d *dmResponder, n int) int {
 	receipts := make([]*bridge.Receipt, n)
 	for i := range n {
 		ev := keyed("dm/flood", fmt.Sprintf("test/msg/%d", i), fmt.Sprint("m", i), d)
-		receipts[i] = b.Receive(ev)
+		receipts[i] = receive(b, ev)
 	}
 	refused := 0
 	for i, r := range receipts {
@@ -322,6 +323,7 @@ func floodBridge(t *testing.T, st bridge.Store, release chan struct{}, log *zap.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Shutdown(context.Background()) })
+	attachTest(t, b)
 	return b, fake
 }
 
@@ -471,21 +473,22 @@ func TestBusyNoticeNotDeliveredKeptForNextStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { first.Shutdown(context.Background()) })
+	attachTest(t, first)
 	releaseOnce := sync.OnceFunc(func() { close(release) })
 	t.Cleanup(releaseOnce) // before the Shutdown above, when the test fails early
 	d := &dmResponder{}
-	if err := first.Receive(keyed("dm/1", "test/msg/0", "m0", d)).Wait(t.Context()); err != nil {
+	if err := receive(first, keyed("dm/1", "test/msg/0", "m0", d)).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	<-asked // m0 runs; m1 fills the queue
-	if err := first.Receive(keyed("dm/1", "test/msg/1", "m1", d)).Wait(t.Context()); err != nil {
+	if err := receive(first, keyed("dm/1", "test/msg/1", "m1", d)).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	down := &refusingResponder{down: true}
 	refused := keyed("dm/1", "test/msg/2", "m2", down)
 	done := make(chan struct{})
-	refused.Done = func() { close(done) }
-	if err := first.Receive(refused).Wait(t.Context()); !errors.Is(err, bridge.ErrBusy) {
+	refused = onDone(refused, func() { close(done) })
+	if err := receive(first, refused).Wait(t.Context()); !errors.Is(err, bridge.ErrBusy) {
 		t.Fatalf("Receive beyond the queue = %v, want ErrBusy", err)
 	}
 	<-done
@@ -564,11 +567,11 @@ func TestBusyRefusalsWaitForTheNoticeUnderWay(t *testing.T) {
 				}})
 				defer close(release)
 				d := &dmResponder{}
-				if err := b.Receive(keyed("dm/1", "test/msg/0", "m0", d)).Wait(t.Context()); err != nil {
+				if err := receive(b, keyed("dm/1", "test/msg/0", "m0", d)).Wait(t.Context()); err != nil {
 					t.Fatal(err)
 				}
 				synctest.Wait() // m0 is with the agent; m1 fills the queue
-				if err := b.Receive(keyed("dm/1", "test/msg/1", "m1", d)).Wait(t.Context()); err != nil {
+				if err := receive(b, keyed("dm/1", "test/msg/1", "m1", d)).Wait(t.Context()); err != nil {
 					t.Fatal(err)
 				}
 				held := &heldNotice{open: make(chan struct{}), ok: delivered}
@@ -577,8 +580,8 @@ func TestBusyRefusalsWaitForTheNoticeUnderWay(t *testing.T) {
 					t.Helper()
 					ev := keyed("dm/1", key, key, held)
 					done.Add(1)
-					ev.Done = done.Done
-					if err := b.Receive(ev).Wait(t.Context()); !errors.Is(err, bridge.ErrBusy) {
+					ev = onDone(ev, done.Done)
+					if err := receive(b, ev).Wait(t.Context()); !errors.Is(err, bridge.ErrBusy) {
 						t.Fatalf("Receive beyond the queue = %v, want ErrBusy", err)
 					}
 					synctest.Wait()

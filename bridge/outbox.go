@@ -141,7 +141,7 @@ func (b *Bridge) post(ctx context.Context, log *zap.Logger, ev Event, out outbou
 			// have it shown twice, if the next one gives up on the answer
 			// too.
 			nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), noticeTimeout)
-			_, terr := ev.Reply.Send(nctx, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotDelivered})
+			_, terr := ev.reply.Send(nctx, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotDelivered})
 			cancel()
 			if terr != nil && !errors.Is(terr, ErrNotPosted) {
 				// Neither answered nor told: the entry is not done. Its
@@ -188,14 +188,14 @@ func (b *Bridge) postOnce(ctx context.Context, ev Event, replace MessageRef, r R
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), noticeTimeout)
 		defer cancel()
 	}
-	if u, ok := ev.Reply.(Updater); ok && replace != "" {
+	if u, ok := ev.reply.(Updater); ok && replace != "" {
 		err := u.Update(ctx, replace, r)
 		if err == nil || ctx.Err() != nil {
 			return replace, err
 		}
 		b.log.Debug("update failed; sending instead", zap.Error(err))
 	}
-	return ev.Reply.Send(ctx, r)
+	return ev.reply.Send(ctx, r)
 }
 
 // finishEntry closes the entry of key, whose answer was posted (ref) or

@@ -46,9 +46,9 @@ func TestOutboxToldAfterRetryBudget(t *testing.T) {
 		r := &refusingResponder{}
 		done := make(chan struct{})
 		ev := keyed("c/1", "test/msg/1", "hello", r)
-		ev.Done = func() { close(done) }
+		ev = onDone(ev, func() { close(done) })
 		start := time.Now()
-		if err := b.Receive(ev).Wait(t.Context()); err != nil {
+		if err := receive(b, ev).Wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		<-done
@@ -73,8 +73,8 @@ func TestOutboxKeptWhenNotToldEither(t *testing.T) {
 		r := &refusingResponder{down: true}
 		done := make(chan struct{})
 		ev := keyed("c/1", "test/msg/1", "hello", r)
-		ev.Done = func() { close(done) }
-		if err := b.Receive(ev).Wait(t.Context()); err != nil {
+		ev = onDone(ev, func() { close(done) })
+		if err := receive(b, ev).Wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		<-done

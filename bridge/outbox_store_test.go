@@ -82,6 +82,7 @@ func outboxBubble(t *testing.T, fails int32, down bool) (*bridge.Bridge, *keptRe
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Shutdown(context.Background()) })
+	attachTest(t, b)
 	return b, &keptResponder{st: st}, logs
 }
 
@@ -94,8 +95,8 @@ func TestOutboxWriteWaitsForTheStore(t *testing.T) {
 		b, r, _ := outboxBubble(t, 8, false)
 		done := make(chan struct{})
 		ev := keyed("c/1", "test/msg/1", "hello", r)
-		ev.Done = func() { close(done) }
-		if err := b.Receive(ev).Wait(t.Context()); err != nil {
+		ev = onDone(ev, func() { close(done) })
+		if err := receive(b, ev).Wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		<-done
@@ -113,7 +114,7 @@ func TestOutboxWriteWaitsForTheStore(t *testing.T) {
 func TestOutboxWriteLastResortAtShutdown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, r, logs := outboxBubble(t, 0, true)
-		if err := b.Receive(keyed("c/1", "test/msg/1", "hello", r)).Wait(t.Context()); err != nil {
+		if err := receive(b, keyed("c/1", "test/msg/1", "hello", r)).Wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Minute) // the bubble's clock: a minute of a failing store

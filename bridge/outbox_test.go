@@ -69,10 +69,11 @@ func keepsAnswersAcrossShutdown(t *testing.T, refused bool) {
 	const n = 5
 	stuck := stuckResponder{sent: make(chan bridge.Reply, n), refused: refused}
 	p := newChatPlatform()
+	attach(t, first, p)
 	for i := range n {
 		ev := p.event(fmt.Sprintf("c/%d", i), fmt.Sprintf("test/msg/%d", i), fmt.Sprintf("q%d", i))
-		ev.Reply = stuck
-		if err := first.Receive(ev).Wait(t.Context()); err != nil {
+		ev = via(ev, stuck)
+		if err := receive(first, ev).Wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -142,8 +143,8 @@ func TestOutboxPostedByAnotherReplica(t *testing.T) {
 	dying := newReplica(t, dsn, fake, p, rc)
 	stuck := stuckResponder{sent: make(chan bridge.Reply, 1)}
 	ev := p.event("c/1", "test/msg/1", "q1")
-	ev.Reply = stuck
-	if err := dying.b.Receive(ev).Wait(t.Context()); err != nil {
+	ev = via(ev, stuck)
+	if err := receive(dying.b, ev).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	<-stuck.sent

@@ -58,8 +58,8 @@ func (p *progresser) updates() ([]time.Duration, []bridge.MessageRef, []string) 
 func handleToEnd(t *testing.T, b *bridge.Bridge, ev bridge.Event) {
 	t.Helper()
 	done := make(chan struct{})
-	ev.Done = func() { close(done) }
-	if err := b.Handle(ev); err != nil {
+	ev = onDone(ev, func() { close(done) })
+	if err := handle(b, ev); err != nil {
 		t.Fatal(err)
 	}
 	<-done
@@ -85,7 +85,7 @@ func TestFlowProgressEvery15s(t *testing.T) {
 		b := slowFlowBridge(t, cfg)
 		p := newProgresser()
 		ev := command("c/p", bridge.CommandFlow, "healthcheck host=web1", p.recorder)
-		ev.Reply = p
+		ev = via(ev, p)
 		handleToEnd(t, b, ev)
 		all := p.all()
 		if len(all) != 2 || all[1].Kind != bridge.ReplyFlow {
@@ -134,7 +134,7 @@ func TestFlowProgressInterval(t *testing.T) {
 				p := newProgresser()
 				p.refuse = tc.refuse
 				ev := command("c/p", bridge.CommandFlow, "healthcheck host=web1", p.recorder)
-				ev.Reply = p
+				ev = via(ev, p)
 				handleToEnd(t, b, ev)
 				if at, _, _ := p.updates(); len(at) != tc.want {
 					t.Errorf("progress asked at %v, want %d times", at, tc.want)
@@ -156,7 +156,7 @@ func TestSlowAnswerProgress(t *testing.T) {
 		b, _ := newBubbleBridge(t, cfg, workspacetest.Agent{Delay: 40 * time.Second})
 		p := newProgresser()
 		ev := event("c/slow", bridge.KindMessage, "hello", p.recorder)
-		ev.Reply = p
+		ev = via(ev, p)
 		handleToEnd(t, b, ev)
 		wantContains(t, "answer", p.last(t).Text, "You said: hello")
 		at, refs, texts := p.updates()

@@ -63,8 +63,8 @@ func TestStoreReadsRideOutAnOutage(t *testing.T) {
 	rec := newRecorder()
 	done := make(chan struct{})
 	ev := keyed("c/1", "test/msg/1", "hello", rec)
-	ev.Done = func() { close(done) }
-	if err := b.Receive(ev).Wait(t.Context()); err != nil {
+	ev = onDone(ev, func() { close(done) })
+	if err := receive(b, ev).Wait(t.Context()); err != nil {
 		t.Fatalf("Receive = %v", err)
 	}
 	<-tried // the run met the outage

@@ -39,6 +39,7 @@ func openShared(t *testing.T, dsn string) *postgres.Store {
 // chatPlatform is the platform the replicas answer: one responder per
 // event, found by the event's route, whichever replica answers it.
 type chatPlatform struct {
+	testPlatform // Prepare and Earlier as a test gives them (via)
 	mu      sync.Mutex
 	replies map[string][]bridge.Reply // by event key
 	notify  chan string
@@ -62,18 +63,23 @@ func (r keyResponder) Send(_ context.Context, rep bridge.Reply) (bridge.MessageR
 	return bridge.MessageRef(fmt.Sprintf("%s#%d", r.key, n)), nil
 }
 
-// Restore rebuilds an event's responder from its route, as an adapter does.
-func (p *chatPlatform) Restore(ev *bridge.Event) error {
+// Responder rebuilds an event's responder from its route, as an adapter
+// does. A responder a test gave the event (via) answers it where it is
+// received, live, and only there: a run after a restart, or on another
+// replica, rebuilds it from the route.
+func (p *chatPlatform) Responder(ev bridge.Event) (bridge.Responder, error) {
+	if tr := routeOf(ev); tr != nil && tr.reply != nil && tr.bound.CompareAndSwap(false, true) {
+		return tr.reply, nil
+	}
 	var rt struct{ To string }
 	if err := json.Unmarshal(ev.Route, &rt); err != nil || rt.To == "" {
-		return fmt.Errorf("route %s: %v", ev.Route, err)
+		return nil, fmt.Errorf("route %s: %v", ev.Route, err)
 	}
-	ev.Reply = keyResponder{p, rt.To}
-	return nil
+	return keyResponder{p, rt.To}, nil
 }
 
 func (p *chatPlatform) event(conv, key, text string) bridge.Event {
-	return keyed(conv, key, text, keyResponder{p, key})
+	return keyed(conv, key, text, nil) // answered through its route's "to"
 }
 
 func (p *chatPlatform) repliesTo(key string) []bridge.Reply {
@@ -220,7 +226,7 @@ func TestReplicasKeepOrderAndAnswerOnce(t *testing.T) {
 				ev := p.event(fmt.Sprintf("c/%d", c), fmt.Sprintf("test/msg/%d/%d", c, m), fmt.Sprintf("c%d m%d", c, m))
 				// Each delivery is acknowledged before the platform sends the
 				// next, as Slack and Discord deliver a conversation's events.
-				if err := rs[(c+m)%2].b.Receive(ev).Wait(t.Context()); err != nil {
+				if err := receive(rs[(c+m)%2].b, ev).Wait(t.Context()); err != nil {
 					t.Errorf("Receive(%s) = %v", ev.Key, err)
 				}
 			}
@@ -241,7 +247,7 @@ func TestReplicasKeepOrderAndAnswerOnce(t *testing.T) {
 	}
 	// A redelivery to either replica is recognised.
 	for _, r := range rs {
-		if err := r.b.Receive(p.event("c/0", "test/msg/0/0", "c0 m0")).Wait(t.Context()); err != bridge.ErrDuplicate {
+		if err := receive(r.b, p.event("c/0", "test/msg/0/0", "c0 m0")).Wait(t.Context()); err != bridge.ErrDuplicate {
 			t.Errorf("redelivery = %v, want ErrDuplicate", err)
 		}
 	}
@@ -273,7 +279,7 @@ func TestReplicasKeepThePlatformsOrder(t *testing.T) {
 	if err := r1.Receive(second).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := r0.b.Receive(first).Wait(t.Context()); err != nil {
+	if err := receive(r0.b, first).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	close(gate.open)
@@ -298,7 +304,7 @@ func TestReplicaTakesOverFromDeadOne(t *testing.T) {
 	dying := fast
 	dying.Holder = "dying"
 	r1 := newReplica(t, dsn, fake, p, dying)
-	if err := r1.b.Receive(p.event("c/1", "test/msg/1", "slow")).Wait(t.Context()); err != nil {
+	if err := receive(r1.b, p.event("c/1", "test/msg/1", "slow")).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if got := <-started; got != "slow" {
@@ -311,7 +317,7 @@ func TestReplicaTakesOverFromDeadOne(t *testing.T) {
 	r2 := newReplica(t, dsn, fake, p, survivor)
 	// First of the cleanups: the replicas' shutdowns do not wait for it.
 	t.Cleanup(func() { close(unblock) })
-	if err := r2.b.Receive(p.event("c/1", "test/msg/2", "next")).Wait(t.Context()); err != nil {
+	if err := receive(r2.b, p.event("c/1", "test/msg/2", "next")).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	r1.st.Close() // dies: no renewal, no release
@@ -343,13 +349,13 @@ func TestStartingReplicaLeavesLiveWork(t *testing.T) {
 	p := newChatPlatform()
 	live := newReplica(t, dsn, fake, p, bridge.ReplicaConfig{Holder: "live"})
 	t.Cleanup(func() { close(unblock) }) // first: the shutdowns do not wait for it
-	if err := live.b.Receive(p.event("c/live", "test/msg/live", "slow")).Wait(t.Context()); err != nil {
+	if err := receive(live.b, p.event("c/live", "test/msg/live", "slow")).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	// A flow, which runs beside its conversation's order, under its own lease.
 	run := command("c/live", bridge.CommandFlow, "healthcheck host=web9", nil)
-	run.Key, run.Route, run.Reply = "test/cmd/live", []byte(`{"to":"test/cmd/live"}`), keyResponder{p, "test/cmd/live"}
-	if err := live.b.Receive(run).Wait(t.Context()); err != nil {
+	run.Key, run.Route = "test/cmd/live", []byte(`{"to":"test/cmd/live"}`)
+	if err := receive(live.b, run).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	asked := []string{<-started, <-started}
@@ -420,8 +426,7 @@ func TestReplicasShareButtons(t *testing.T) {
 		seq++
 		ev.Key = fmt.Sprintf("test/int/%d", seq)
 		ev.Route = fmt.Appendf(nil, `{"to":%q}`, ev.Key)
-		ev.Reply = keyResponder{p, ev.Key}
-		if err := r.b.Receive(ev).Wait(t.Context()); err != nil {
+		if err := receive(r.b, ev).Wait(t.Context()); err != nil {
 			t.Fatalf("Receive(%s) = %v", ev.Key, err)
 		}
 		p.waitReplies(t, ev.Key)
@@ -496,32 +501,32 @@ func TestReplicaBusyReplyIsNotRun(t *testing.T) {
 			close(unblock)
 		}
 	})
-	receive := func(key, text string) error {
+	deliver := func(key, text string) error {
 		t.Helper()
-		return r.b.Receive(p.event("c/1", key, text)).Wait(t.Context())
+		return receive(r.b, p.event("c/1", key, text)).Wait(t.Context())
 	}
-	if err := receive("test/msg/1", "first"); err != nil {
+	if err := deliver("test/msg/1", "first"); err != nil {
 		t.Fatal(err)
 	}
 	if got := <-started; got != "first" {
 		t.Fatalf("agent asked %q", got)
 	}
-	if err := receive("test/msg/2", "second"); err != nil {
+	if err := deliver("test/msg/2", "second"); err != nil {
 		t.Fatal(err)
 	}
 	// The busy reply waits until the holder has looked at the inbox with
 	// the busy event in it, and answered the second message.
 	busyMayGo := make(chan struct{})
 	third := p.event("c/1", "test/msg/3", "third")
-	third.Reply = gatedResponder{third.Reply, busyMayGo}
-	if err := r.b.Receive(third).Wait(t.Context()); err != bridge.ErrBusy {
+	third = via(third, gatedResponder{keyResponder{p, third.Key}, busyMayGo})
+	if err := receive(r.b, third).Wait(t.Context()); err != bridge.ErrBusy {
 		t.Fatalf("Receive beyond the queue = %v, want ErrBusy", err)
 	}
 	close(unblock)
 	p.waitReplies(t, "test/msg/1", "test/msg/2")
 	// The holder runs a later message while the busy event is unanswered
 	// in the inbox.
-	if err := receive("test/msg/4", "fourth"); err != nil {
+	if err := deliver("test/msg/4", "fourth"); err != nil {
 		t.Fatal(err)
 	}
 	p.waitReplies(t, "test/msg/4")
@@ -556,19 +561,19 @@ func TestReplicaBusyNoticeNotDeliveredToldBySweep(t *testing.T) {
 		LeaseTTL: 500 * time.Millisecond, SweepEvery: 50 * time.Millisecond, ClaimGrace: 50 * time.Millisecond})
 	release := sync.OnceFunc(func() { close(unblock) })
 	t.Cleanup(release)
-	if err := r.b.Receive(p.event("c/1", "test/msg/1", "first")).Wait(t.Context()); err != nil {
+	if err := receive(r.b, p.event("c/1", "test/msg/1", "first")).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	<-started
-	if err := r.b.Receive(p.event("c/1", "test/msg/2", "second")).Wait(t.Context()); err != nil {
+	if err := receive(r.b, p.event("c/1", "test/msg/2", "second")).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	down := &refusingResponder{down: true}
 	third := p.event("c/1", "test/msg/3", "third")
-	third.Reply = down
+	third = via(third, down)
 	done := make(chan struct{})
-	third.Done = func() { close(done) }
-	if err := r.b.Receive(third).Wait(t.Context()); !errors.Is(err, bridge.ErrBusy) {
+	third = onDone(third, func() { close(done) })
+	if err := receive(r.b, third).Wait(t.Context()); !errors.Is(err, bridge.ErrBusy) {
 		t.Fatalf("Receive beyond the queue = %v, want ErrBusy", err)
 	}
 	<-done
@@ -606,6 +611,7 @@ func (g gatedResponder) Send(ctx context.Context, r bridge.Reply) (bridge.Messag
 // mortal is a platform seen from one replica: once dead is set, what the
 // replica sends is lost, as a killed process sends nothing.
 type mortal struct {
+	testPlatform
 	p    *chatPlatform
 	dead *atomic.Bool
 }
@@ -622,12 +628,12 @@ func (m mortalResponder) Send(ctx context.Context, r bridge.Reply) (bridge.Messa
 	return m.Responder.Send(ctx, r)
 }
 
-func (m mortal) Restore(ev *bridge.Event) error {
-	if err := m.p.Restore(ev); err != nil {
-		return err
+func (m mortal) Responder(ev bridge.Event) (bridge.Responder, error) {
+	r, err := m.p.Responder(ev)
+	if err != nil {
+		return nil, err
 	}
-	ev.Reply = mortalResponder{ev.Reply, m.dead}
-	return nil
+	return mortalResponder{r, m.dead}, nil
 }
 
 func TestReplicasSurviveAKilledOne(t *testing.T) {
@@ -665,7 +671,7 @@ func TestReplicasSurviveAKilledOne(t *testing.T) {
 			b.Shutdown(ctx)
 			b.Close()
 		})
-		if _, _, err := b.Attach("test", mortal{p, &dead[i]}); err != nil {
+		if _, _, err := b.Attach("test", mortal{p: p, dead: &dead[i]}); err != nil {
 			t.Fatal(err)
 		}
 		rs = append(rs, &replica{b: b, st: st})
@@ -701,8 +707,8 @@ func TestReplicasSurviveAKilledOne(t *testing.T) {
 					default:
 					}
 					ev := p.event(fmt.Sprintf("c/%d", c), key, fmt.Sprintf("c%d m%d", c, m))
-					ev.Reply = mortalResponder{ev.Reply, &dead[i]}
-					err := rs[i].b.Receive(ev).Wait(t.Context())
+					// The replica's platform answers through the replica.
+					err := receive(rs[i].b, ev).Wait(t.Context())
 					if err == nil || err == bridge.ErrDuplicate {
 						break
 					}
@@ -774,16 +780,18 @@ func TestReplicasSurviveAKilledOne(t *testing.T) {
 	t.Logf("%d messages: %d told, %d answered and told", convs*perConv, told, both)
 }
 
-// stallingResponder is a keyResponder whose file download stalls until
-// released: a replica held up between taking an entry and sending it.
+// stallingResponder is a keyResponder whose first file download stalls
+// until released: a replica held up between taking an entry and sending
+// it. Later downloads (the entry run again) do not stall.
 type stallingResponder struct {
 	keyResponder
 	fetching chan struct{}
 	release  chan struct{}
+	once     *sync.Once
 }
 
 func (r stallingResponder) Fetch(_ context.Context, _ bridge.Attachment, w io.Writer) error {
-	close(r.fetching)
+	r.once.Do(func() { close(r.fetching) })
 	<-r.release
 	_, err := io.WriteString(w, "notes")
 	return err
@@ -806,11 +814,11 @@ func TestReplicaStalledPastItsLeaseSendsNothing(t *testing.T) {
 	r := newReplica(t, dsn, fake, p, bridge.ReplicaConfig{Holder: "a", LeaseTTL: time.Minute, SweepEvery: 50 * time.Millisecond, ClaimGrace: 50 * time.Millisecond})
 	ev := p.event("c/1", "test/msg/1", "read this")
 	ev.Files = []bridge.Attachment{{Name: "notes.txt", MIME: "text/plain", Size: 5, URL: "https://files.example/notes.txt"}}
-	stall := stallingResponder{keyResponder: keyResponder{p, "test/msg/1"}, fetching: make(chan struct{}), release: make(chan struct{})}
-	ev.Reply = stall
+	stall := stallingResponder{keyResponder: keyResponder{p, "test/msg/1"}, fetching: make(chan struct{}), release: make(chan struct{}), once: new(sync.Once)}
+	ev = via(ev, stall)
 	done := make(chan struct{})
-	ev.Done = sync.OnceFunc(func() { close(done) })
-	if err := r.b.Receive(ev).Wait(t.Context()); err != nil {
+	ev = onDone(ev, sync.OnceFunc(func() { close(done) }))
+	if err := receive(r.b, ev).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	<-stall.fetching
@@ -914,12 +922,12 @@ func TestReplicaThreadWaitsForItsParentsContext(t *testing.T) {
 	held, running := make(chan struct{}), make(chan struct{})
 	change := p.event("dm/1", "test/ctx/1", "The user is viewing the canvas F1.")
 	change.Kind = bridge.KindContext
-	change.Prepare = func(context.Context, *bridge.Event) bool {
+	change = withPrepare(change, func(context.Context, *bridge.Event) bool {
 		close(running)
 		<-held
 		return true
-	}
-	if err := r0.b.Receive(change).Wait(t.Context()); err != nil {
+	})
+	if err := receive(r0.b, change).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	<-running // r0 holds the DM
@@ -961,12 +969,12 @@ func TestReplicaThreadRunsItsUnheldParentFirst(t *testing.T) {
 	change := p.event("dm/2", "test/ctx/1", "The user is viewing the canvas F2.")
 	change.Kind = bridge.KindContext
 	// Recorded by a replica shutting down, for whoever runs it next.
-	if err := r0.b.Receive(change).Wait(t.Context()); !errors.Is(err, bridge.ErrClosed) {
+	if err := receive(r0.b, change).Wait(t.Context()); !errors.Is(err, bridge.ErrClosed) {
 		t.Fatalf("Receive on a replica shutting down = %v, want ErrClosed", err)
 	}
 	ask := p.event("dm/2/t/1", "test/msg/1", "what is this?")
 	ask.Parent = "dm/2"
-	if err := r1.b.Receive(ask).Wait(t.Context()); err != nil {
+	if err := receive(r1.b, ask).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	p.waitReplies(t, ask.Key)

@@ -61,7 +61,7 @@ func (b *Bridge) RunScheduled(ctx context.Context, s Scheduled, conversation str
 	log := b.log.With(zap.String("schedule", s.Name), zap.String("flow", s.Flow), zap.String("platform", s.Platform), zap.String("channel", s.Channel))
 	ev := Event{
 		Kind: KindCommand, Platform: s.Platform, Conversation: conversation, Channel: s.Channel,
-		User: s.User(), Flow: s.Flow, Params: s.Params, Reply: publicOnly{r},
+		User: s.User(), Flow: s.Flow, Params: s.Params, reply: publicOnly{r},
 	}
 	if !ok {
 		log.Error("scheduled flow is not configured")

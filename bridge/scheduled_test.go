@@ -94,15 +94,15 @@ func TestSchedulesHaveTheirOwnCapacity(t *testing.T) {
 		defer close(release)
 
 		// Chat takes the one in-flight slot; a person's flow is refused.
-		if err := b.Handle(event("c/chat", bridge.KindMessage, "hold on", newRecorder())); err != nil {
+		if err := handle(b, event("c/chat", bridge.KindMessage, "hold on", newRecorder())); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
 		person := newRecorder()
 		done := make(chan struct{})
 		ev := command("c/person", bridge.CommandFlow, "healthcheck host=web1", person)
-		ev.Done = func() { close(done) }
-		if err := b.Handle(ev); err != nil {
+		ev = onDone(ev, func() { close(done) })
+		if err := handle(b, ev); err != nil {
 			t.Fatal(err)
 		}
 		<-done

@@ -35,11 +35,12 @@ func TestShutdownStartsNothingNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	attachTest(t, first)
 	r := &restorer{recs: map[string]*recorder{}}
 	for c := range convs {
 		for m := range each {
 			key := fmt.Sprintf("test/msg/%d-%d", c, m)
-			if err := first.Receive(keyed(fmt.Sprintf("c/%d", c), key, fmt.Sprintf("c%d-m%d", c, m), r.rec(key))).Wait(t.Context()); err != nil {
+			if err := receive(first, keyed(fmt.Sprintf("c/%d", c), key, fmt.Sprintf("c%d-m%d", c, m), r.rec(key))).Wait(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 		}

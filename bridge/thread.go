@@ -12,7 +12,7 @@ import (
 )
 
 // Earlier is one message said before the one that starts a conversation,
-// in the thread it starts in (see Event.Earlier).
+// in the thread it starts in (see Platform.Earlier).
 type Earlier struct {
 	// Author is the writer's display name (their ID where it is unknown).
 	Author string
@@ -43,18 +43,16 @@ const earlierBudget = 10 * time.Second
 // threadLead returns what the agent reads before the first message of a
 // conversation's session about the thread it starts in ("" for nothing).
 // Where the platform cannot say (rate limited, no access), the agent hears
-// the message alone.
-func (b *Bridge) threadLead(ctx context.Context, log *zap.Logger, ev Event) string {
+// the message alone. hasSession says the conversation has a session already:
+// then there is nothing to read.
+func (b *Bridge) threadLead(ctx context.Context, log *zap.Logger, ev Event, hasSession bool) string {
 	tc := b.cfg.ThreadContext
-	if ev.Earlier == nil || tc.Messages <= 0 {
+	if hasSession || tc.Messages <= 0 || ev.platform == nil {
 		return ""
-	}
-	if _, has, err := b.store.Session(ctx, ev.Conversation); err != nil || has {
-		return "" // not the session's first message, or it cannot be told
 	}
 	ctx, cancel := context.WithTimeout(ctx, earlierBudget)
 	defer cancel()
-	msgs, err := ev.Earlier(ctx, tc.Messages)
+	msgs, err := ev.platform.Earlier(ctx, ev, tc.Messages)
 	if err != nil {
 		log.Warn("thread not read; the agent gets the message without it", zap.Error(err))
 		return ""

@@ -44,25 +44,36 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Core is what the console needs of the bridge. Handle returns an error
-// only for an event it refused after telling the user why (bridge.ErrBusy,
-// ErrClosed, ErrNotSaved) or one it answered before (ErrDuplicate).
+// Core is what the console needs of the bridge. Receive's receipt says
+// when a line is recorded (nil, or an error for a line it refused after
+// telling the user why: bridge.ErrBusy, ErrClosed, ErrNotSaved; or one it
+// answered before: ErrDuplicate) and when the core has finished with it.
 type Core interface {
-	Handle(bridge.Event) error
-	// Attach hands the console's lines left unanswered by a previous
-	// process (a store kept with dev -store) to the core, which answers
-	// them here through Restore.
-	Attach(platform string, r bridge.Restorer) (resumed, told int, err error)
+	Receive(bridge.Event) *bridge.Receipt
+	// Attach registers the console with the core and hands it the lines
+	// left unanswered by a previous process (a store kept with dev
+	// -store), which it answers here.
+	Attach(platform string, p bridge.Platform) (resumed, told int, err error)
 }
 
-// The console restores its own unanswered lines after a restart.
-var _ bridge.Restorer = (*Adapter)(nil)
+// The console is the core's platform for its lines.
+var _ bridge.Platform = (*Adapter)(nil)
 
-// Restore completes a line read back from the inbox: it is answered in
-// this terminal.
-func (a *Adapter) Restore(ev *bridge.Event) error {
-	ev.Reply = &responder{a: a}
-	return nil
+// Responder answers a line in this terminal, whether typed now or read back
+// from the inbox after a restart.
+func (a *Adapter) Responder(bridge.Event) (bridge.Responder, error) {
+	return &responder{a: a}, nil
+}
+
+// Acknowledge has nothing to tell: a terminal waits for the answer itself.
+func (a *Adapter) Acknowledge(context.Context, bridge.Event) error { return nil }
+
+// Prepare has nothing to look up: the console's user is the configured one.
+func (a *Adapter) Prepare(context.Context, *bridge.Event) bool { return true }
+
+// Earlier has nothing to read: the console's lines start no thread.
+func (a *Adapter) Earlier(context.Context, bridge.Event, int) ([]bridge.Earlier, error) {
+	return nil, nil
 }
 
 // Platform is the console's platform name in events.
@@ -193,19 +204,18 @@ func (a *Adapter) take(ctx context.Context, line inputLine) {
 	}
 	a.lines++
 	ev.Key = fmt.Sprintf("%s/line/%s/%d", Platform, a.run, a.lines)
-	done := make(chan struct{})
-	ev.Done = sync.OnceFunc(func() { close(done) })
-	switch err := a.core.Handle(ev); {
+	rec := a.core.Receive(ev)
+	switch err := rec.Wait(context.Background()); {
 	case errors.Is(err, bridge.ErrClosed):
 		// Kept for the next start; nothing of it runs in this process.
 		a.print(bridge.Reply{Kind: bridge.ReplyError, Text: msgKeptForRestart})
 		return
 	case err == nil, errors.Is(err, bridge.ErrBusy):
 		// Answered, or refused with a notice the core sends; either way the
-		// core calls Done once it is written.
+		// receipt is finished once it is written.
 	case errors.Is(err, bridge.ErrDuplicate), errors.Is(err, bridge.ErrNotSaved):
-		// Answered before, or the user told already. The core does not
-		// promise Done for these, so the console does not wait for it.
+		// Answered before, or the user told already: nothing more of it
+		// is written here.
 		a.log.Debug("line refused by the core", zap.Error(err))
 		return
 	default:
@@ -214,7 +224,7 @@ func (a *Adapter) take(ctx context.Context, line inputLine) {
 		return
 	}
 	select {
-	case <-done:
+	case <-rec.Finished():
 	case <-ctx.Done():
 	}
 }
@@ -234,7 +244,6 @@ func (a *Adapter) route(line string) (ev bridge.Event, local *bridge.Reply, ok b
 		Conversation: Conversation,
 		Channel:      "console",
 		User:         bridge.User{ID: a.cfg.User, Name: a.cfg.Name},
-		Reply:        &responder{a: a},
 	}
 	pressed := func(id string) bool {
 		act, ok := a.press(id)

@@ -69,34 +69,40 @@ type scriptedCore struct {
 	replies map[string][]bridge.Reply
 	refuse  map[string]error
 
-	mu  sync.Mutex
-	got []bridge.Event
+	mu       sync.Mutex
+	got      []bridge.Event
+	platform bridge.Platform
 }
 
-func (c *scriptedCore) Attach(string, bridge.Restorer) (int, int, error) { return 0, 0, nil }
+func (c *scriptedCore) Attach(_ string, p bridge.Platform) (int, int, error) {
+	c.mu.Lock()
+	c.platform = p
+	c.mu.Unlock()
+	return 0, 0, nil
+}
 
-func (c *scriptedCore) Handle(ev bridge.Event) error {
+func (c *scriptedCore) Receive(ev bridge.Event) *bridge.Receipt {
 	c.mu.Lock()
 	c.got = append(c.got, ev)
+	p := c.platform
 	c.mu.Unlock()
 	ctx := context.Background()
+	reply, err := p.Responder(ev)
+	if err != nil {
+		return bridge.SettledReceipt(err)
+	}
 	if err, ok := c.refuse[ev.Text]; ok {
-		ev.Reply.Send(ctx, bridge.Reply{Kind: bridge.ReplyError, Text: fmt.Sprintf("refused %q: %v", ev.Text, err)})
-		// The core promises Done for the refusals it answers later.
-		if errors.Is(err, bridge.ErrBusy) || errors.Is(err, bridge.ErrClosed) {
-			ev.Done()
-		}
-		return err
+		reply.Send(ctx, bridge.Reply{Kind: bridge.ReplyError, Text: fmt.Sprintf("refused %q: %v", ev.Text, err)})
+		return bridge.SettledReceipt(err)
 	}
 	replies, ok := c.replies[ev.Text]
 	if !ok {
 		replies = []bridge.Reply{{Kind: bridge.ReplyAgent, Text: describe(ev)}}
 	}
 	for _, r := range replies {
-		ev.Reply.Send(ctx, r)
+		reply.Send(ctx, r)
 	}
-	ev.Done()
-	return nil
+	return bridge.SettledReceipt(nil)
 }
 
 func (c *scriptedCore) events() []string {

@@ -32,14 +32,12 @@ type Core interface {
 	Receive(bridge.Event) *bridge.Receipt
 	// Refused counts what the adapter refused before the core saw it.
 	Refused(reason string)
-	Attach(platform string, r bridge.Restorer) (resumed, told int, err error)
+	Attach(platform string, p bridge.Platform) (resumed, told int, err error)
 	Ephemeral(bridge.Event) bool
 	Flows() []bridge.Flow
 	Flow(name string) (bridge.Flow, bool)
 	Agents() []bridge.Agent
 }
-
-var _ bridge.Restorer = (*Adapter)(nil)
 
 // Timing the adapter relies on.
 const (

@@ -15,7 +15,7 @@ import (
 // maxHistory is Discord's most messages one Get Channel Messages returns.
 const maxHistory = 100
 
-// earlierOf returns the Event.Earlier of a message on its route: the reply
+// earlierOf returns the reading of what a message on its route follows: the reply
 // chain it answers, else, in a thread, the thread's messages before it; nil
 // for neither.
 func (a *Adapter) earlierOf(rt route) func(ctx context.Context, max int) ([]bridge.Earlier, error) {
@@ -28,7 +28,7 @@ func (a *Adapter) earlierOf(rt route) func(ctx context.Context, max int) ([]brid
 	return nil
 }
 
-// threadHistory returns the Event.Earlier of a message in a thread people
+// threadHistory returns the reading of what came before a message in a thread people
 // were already talking in: the thread's messages before it, oldest first,
 // from one Get Channel Messages (at most 100, newest first as Discord
 // returns them).
@@ -49,7 +49,7 @@ func (a *Adapter) threadHistory(rt route) func(ctx context.Context, max int) ([]
 	}
 }
 
-// earlier returns the Event.Earlier of a message that replies to another
+// earlier returns the reading of what came before a message that replies to another
 // (rt.ReplyTo): the chain of replies it answers, read message by message
 // (GET /channels/{channel}/messages/{message}, which names the message each
 // one replies to), oldest first. A hop that fails after the first ends the

@@ -287,25 +287,23 @@ func (a *Adapter) receiveInteraction(i *discordgo.Interaction, ev bridge.Event, 
 		a.refuse("INTERACTION_CREATE", err)
 		return
 	}
-	a.core.Receive(ev) // the core acknowledges it (Ack) once it is recorded
+	a.core.Receive(ev) // the core acknowledges it (Acknowledge) once it is recorded
 }
 
 // prepareInteraction places an interaction from a channel the gateway state
 // did not know: a thread's conversation and its parent for access rules.
-func (a *Adapter) prepareInteraction(rt route) func(context.Context, *bridge.Event) bool {
-	return func(ctx context.Context, ev *bridge.Event) bool {
-		if info := a.lookupChannel(ctx, rt.Channel); info.thread {
-			a.threadPlace(ev, rt.Guild, rt.Channel, info)
-		}
-		return true
+func (a *Adapter) prepareInteraction(ctx context.Context, ev *bridge.Event, rt route) bool {
+	if info := a.lookupChannel(ctx, rt.Channel); info.thread {
+		a.threadPlace(ev, rt.Guild, rt.Channel, info)
 	}
+	return true
 }
 
 // deferral is an interaction's acknowledgement: a deferred response (type 5)
 // for a command, ephemeral as the core decided, so that the answer replaces
 // it; a deferred update (type 6) for a button press. Discord drops an
 // interaction not acknowledged within 3 seconds.
-func (a *Adapter) deferral(rt route) func(context.Context) error {
+func (a *Adapter) deferral(ctx context.Context, rt route) error {
 	i := rt.interaction()
 	resp := &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate}
 	if !rt.Interaction.Component {
@@ -317,12 +315,10 @@ func (a *Adapter) deferral(rt route) func(context.Context) error {
 			resp.Data.Flags = discordgo.MessageFlagsEphemeral
 		}
 	}
-	return func(ctx context.Context) error {
-		if err := a.session.InteractionRespond(i, resp, discordgo.WithContext(ctx)); err != nil {
-			return fmt.Errorf("acknowledge interaction %s: %w", i.ID, err)
-		}
-		return nil
+	if err := a.session.InteractionRespond(i, resp, discordgo.WithContext(ctx)); err != nil {
+		return fmt.Errorf("acknowledge interaction %s: %w", i.ID, err)
 	}
+	return nil
 }
 
 // interaction is what discordgo's interaction calls read of one: its ID,

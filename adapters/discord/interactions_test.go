@@ -23,7 +23,7 @@ func (c catalogCore) Refused(string)                       {}
 func (c catalogCore) Ephemeral(bridge.Event) bool          { return true }
 func (c catalogCore) Flows() []bridge.Flow                 { return c.flows }
 func (c catalogCore) Agents() []bridge.Agent               { return c.agents }
-func (c catalogCore) Attach(string, bridge.Restorer) (int, int, error) {
+func (c catalogCore) Attach(string, bridge.Platform) (int, int, error) {
 	return 0, 0, nil
 }
 func (c catalogCore) Flow(n string) (bridge.Flow, bool) {

@@ -180,41 +180,37 @@ func (a *Adapter) threadPlace(ev *bridge.Event, guildID, threadID string, info c
 // scope "channel" a thread found here answers in its parent's session, but
 // was ordered apart from the parent's messages. Only the first messages of
 // a channel are unknown; the lookup is cached.
-func (a *Adapter) prepareMessage(rt route, r *messageResponder) func(context.Context, *bridge.Event) bool {
-	return func(ctx context.Context, ev *bridge.Event) bool {
-		if rt.Lookup {
-			info := a.lookupChannel(ctx, rt.Channel)
-			cmd, _ := bridge.TextCommand(ev.Text)
-			addressed := rt.Mention || cmd != ""
-			switch {
-			case info.thread:
-				if !addressed && info.owner != a.bot() && !a.isFollowed(rt.Channel) {
-					return false
-				}
-				a.threadPlace(ev, rt.Guild, rt.Channel, info)
-				a.follow(rt.Channel)
-				in := rt
-				in.InThread = true
-				ev.Earlier = a.earlierOf(in)
-			case !addressed:
+func (a *Adapter) prepareMessage(ctx context.Context, ev *bridge.Event, rt *route) bool {
+	if rt.Lookup {
+		info := a.lookupChannel(ctx, rt.Channel)
+		cmd, _ := bridge.TextCommand(ev.Text)
+		addressed := rt.Mention || cmd != ""
+		switch {
+		case info.thread:
+			if !addressed && info.owner != a.bot() && !a.isFollowed(rt.Channel) {
 				return false
-			case a.startsThread(rt.Mention, cmd):
-				rt.Thread = true
-				ev.Conversation, ev.Parent = channelKey(rt.Guild, rt.Message), channelKey(rt.Guild, rt.Channel)
 			}
+			a.threadPlace(ev, rt.Guild, rt.Channel, info)
+			a.follow(rt.Channel)
+			rt.InThread = true
+		case !addressed:
+			return false
+		case a.startsThread(rt.Mention, cmd):
+			rt.Thread = true
+			ev.Conversation, ev.Parent = channelKey(rt.Guild, rt.Message), channelKey(rt.Guild, rt.Channel)
 		}
-		if rt.Thread {
-			thread, err := a.startThread(ctx, rt.Channel, rt.Message, ev.Text)
-			if err != nil {
-				a.log.Warn("thread not started; answering in the channel", zap.String("message", rt.Message), zap.Error(err))
-				ev.Conversation, ev.Parent = channelKey(rt.Guild, rt.Channel), ""
-				return true
-			}
-			r.moveTo(thread) // the thread opens on the user's message already
-			a.follow(thread)
-		}
-		return true
 	}
+	if rt.Thread && rt.AnswerIn == "" {
+		thread, err := a.startThread(ctx, rt.Channel, rt.Message, ev.Text)
+		if err != nil {
+			a.log.Warn("thread not started; answering in the channel", zap.String("message", rt.Message), zap.Error(err))
+			ev.Conversation, ev.Parent = channelKey(rt.Guild, rt.Channel), ""
+			return true
+		}
+		rt.AnswerIn = thread // the thread opens on the user's message already
+		a.follow(thread)
+	}
+	return true
 }
 
 // knownChannel reads the gateway state of each shard (filled by
@@ -365,17 +361,12 @@ type messageResponder struct {
 }
 
 func (a *Adapter) messageResponder(rt route) *messageResponder {
+	if rt.AnswerIn != "" {
+		return &messageResponder{a: a, channel: rt.AnswerIn}
+	}
 	return &messageResponder{a: a, channel: rt.Channel, ref: &discordgo.MessageReference{
 		MessageID: rt.Message, ChannelID: rt.Channel, GuildID: rt.Guild, FailIfNotExists: new(false),
 	}}
-}
-
-// moveTo sends the replies to a thread started on the user's message,
-// which needs no reference to it.
-func (r *messageResponder) moveTo(thread string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.channel, r.ref = thread, nil
 }
 
 var (

@@ -1,18 +1,21 @@
 package discord
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"go.uber.org/zap"
 
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/internal/truncate"
 )
 
 // route is the adapter's record of where and how an event is answered. It is
-// kept with the event in the core's inbox (Event.Route), so that after a
-// restart Restore rebuilds the same responder, acknowledgement and
-// preparation as the live event had: both go through withRoute.
+// kept with the event in the core's inbox (Event.Route): everything the core
+// asks of an event (bridge.Platform) is derived from it, so a live event and
+// one read back after a restart are answered alike.
 type route struct {
 	// Channel is where the event happened and replies go; Guild is empty in
 	// a DM.
@@ -39,6 +42,10 @@ type route struct {
 	// conversation's session, and replies to nothing, the agent hears the
 	// thread's messages before it.
 	InThread bool `json:"in_thread,omitempty"`
+	// AnswerIn is the thread Prepare started on Message (Thread): the
+	// replies go there, with no reference to the user's message, which
+	// the thread opens on already.
+	AnswerIn string `json:"answer_in,omitempty"`
 }
 
 // interactionRoute is what answering an interaction takes.
@@ -75,6 +82,7 @@ func (rt route) check() error {
 	ids.may("message id", rt.Message)
 	ids.may("replied-to message id", rt.ReplyTo)
 	ids.may("replied-to channel id", rt.ReplyChannel)
+	ids.may("thread id", rt.AnswerIn)
 	if in := rt.Interaction; in != nil {
 		ids.need("interaction id", in.ID)
 		ids.need("application id", in.AppID)
@@ -86,7 +94,7 @@ func (rt route) check() error {
 	return ids.err
 }
 
-// complete gives a new event its route and what follows from it.
+// complete gives a new event its route.
 func (a *Adapter) complete(ev *bridge.Event, rt route) error {
 	if err := rt.check(); err != nil {
 		return err
@@ -96,41 +104,86 @@ func (a *Adapter) complete(ev *bridge.Event, rt route) error {
 		return fmt.Errorf("route: %w", err)
 	}
 	ev.Route = raw
-	a.withRoute(ev, rt)
 	return nil
 }
 
-// Restore rebuilds an event of the previous process from its route: the
-// core calls it (through Attach) for the events it had not finished.
-func (a *Adapter) Restore(ev *bridge.Event) error {
+// The adapter is the core's platform for Discord's events: what the core
+// asks of an event is derived from its route, for a live event and one read
+// back from the inbox alike.
+var _ bridge.Platform = (*Adapter)(nil)
+
+// routeOf reads the route an event was received with.
+func routeOf(ev bridge.Event) (route, error) {
 	var rt route
 	if err := json.Unmarshal(ev.Route, &rt); err != nil {
-		return fmt.Errorf("discord route: %w", err)
+		return rt, fmt.Errorf("discord route: %w", err)
 	}
 	if err := rt.check(); err != nil {
-		return fmt.Errorf("discord route: %w", err)
+		return rt, fmt.Errorf("discord route: %w", err)
 	}
-	a.withRoute(ev, rt)
-	return nil
+	return rt, nil
 }
 
-// withRoute sets the event's responder, and its acknowledgement and
-// preparation where the route needs them.
-func (a *Adapter) withRoute(ev *bridge.Event, rt route) {
+// Responder returns what answers the event: the interaction's webhook for
+// a slash command or a button, else messages in the channel (or the thread
+// Prepare started).
+func (a *Adapter) Responder(ev bridge.Event) (bridge.Responder, error) {
+	rt, err := routeOf(ev)
+	if err != nil {
+		return nil, err
+	}
 	if rt.Interaction != nil {
-		ev.Reply = a.interactionResponder(rt)
-		ev.Ack = a.deferral(rt)
-		if rt.Lookup {
-			ev.Prepare = a.prepareInteraction(rt)
-		}
-		return
+		return a.interactionResponder(rt), nil
 	}
-	r := a.messageResponder(rt)
-	ev.Reply = r
-	if rt.Lookup || rt.Thread {
-		ev.Prepare = a.prepareMessage(rt, r)
+	return a.messageResponder(rt), nil
+}
+
+// Acknowledge defers an interaction's response (see deferral); a message
+// needs none.
+func (a *Adapter) Acknowledge(ctx context.Context, ev bridge.Event) error {
+	rt, err := routeOf(ev)
+	if err != nil {
+		return err
 	}
-	ev.Earlier = a.earlierOf(rt)
+	if rt.Interaction == nil {
+		return nil
+	}
+	return a.deferral(ctx, rt)
+}
+
+// Prepare places an event from a channel the gateway state did not know,
+// and starts the thread a message is to be answered in (see
+// prepareMessage). What it learns goes into the event's route.
+func (a *Adapter) Prepare(ctx context.Context, ev *bridge.Event) bool {
+	rt, err := routeOf(*ev)
+	if err != nil {
+		a.log.Error("event prepared without a route", zap.Error(err))
+		return false
+	}
+	var ok bool
+	if rt.Interaction != nil {
+		ok = !rt.Lookup || a.prepareInteraction(ctx, ev, rt)
+	} else {
+		ok = !(rt.Lookup || rt.Thread) || a.prepareMessage(ctx, ev, &rt)
+	}
+	if ok {
+		ev.Route, _ = json.Marshal(rt) // strings and booleans: it cannot fail
+	}
+	return ok
+}
+
+// Earlier reads what the message answers: the reply chain, or the thread
+// before it (see earlierOf).
+func (a *Adapter) Earlier(ctx context.Context, ev bridge.Event, max int) ([]bridge.Earlier, error) {
+	rt, err := routeOf(ev)
+	if err != nil {
+		return nil, err
+	}
+	read := a.earlierOf(rt)
+	if read == nil {
+		return nil, nil
+	}
+	return read(ctx, max)
 }
 
 // idCheck keeps the first platform ID found not to be a Discord ID.

@@ -21,15 +21,14 @@ type Core interface {
 	// Receive takes an event in arrival order and returns at once; its
 	// receipt says when Slack may be acknowledged.
 	Receive(ev bridge.Event) *bridge.Receipt
-	// Attach hands the core's unfinished events of the previous process to
-	// the adapter's Restore, to run ahead of new ones.
-	Attach(platform string, r bridge.Restorer) (resumed, told int, err error)
+	// Attach registers the adapter as the core's platform for Slack and
+	// hands the core's unfinished events of the previous process to the
+	// dispatcher, to run ahead of new ones.
+	Attach(platform string, p bridge.Platform) (resumed, told int, err error)
 	// Refused counts an event or request the adapter refused before it
 	// reached the core, by reason.
 	Refused(reason string)
 }
-
-var _ bridge.Restorer = (*Adapter)(nil)
 
 const (
 	// apiTimeout bounds each Web API call; slack-go's default client has none.

@@ -96,56 +96,53 @@ func appContextText(ac *slackevents.AppContext) string {
 // earlierPage is the most messages one conversations.replies page asks for.
 const earlierPage = 200
 
-// earlier returns the Event.Earlier of a message in the thread rooted at
-// rt.ContextOf: the thread's messages just before it (readThreadEnd), with
+// earlier reads, for a message in the thread rooted at rt.ContextOf, the thread's messages just before it (readThreadEnd), with
 // the names of their authors and of the people they mention from the
 // adapter's cache, at most maxNameLookups users.info calls for those it
 // does not know. conversations.replies is
 // Tier 3, but once a minute and 15 messages a page for a commercially
 // distributed app outside the Slack Marketplace: a failed first call is the
 // core's "no context", a later one ends the reading with what was read.
-func (a *Adapter) earlier(rt route) func(ctx context.Context, max int) ([]bridge.Earlier, error) {
-	return func(ctx context.Context, max int) ([]bridge.Earlier, error) {
-		end, err := a.readThreadEnd(ctx, rt, max)
-		if err != nil {
-			return nil, err
-		}
-		// Authors first, the newest first, then the people they mention.
-		ids := make([]string, 0, len(end.msgs))
-		for i := len(end.msgs) - 1; i >= 0; i-- {
-			ids = append(ids, end.msgs[i].User)
-		}
-		for i := len(end.msgs) - 1; i >= 0; i-- {
-			ids = append(ids, mentionedUsers(end.msgs[i].Text)...)
-		}
-		names := a.users.nameAll(ctx, ids, maxNameLookups)
-		self := a.identity()
-		out := make([]bridge.Earlier, 0, len(end.msgs))
-		for _, m := range end.msgs {
-			e := bridge.Earlier{Self: a.isSelf(m.User, m.BotID), Text: inboundText(labelMentions(m.Text, names), self.userID)}
-			switch {
-			case m.User != "":
-				e.Author = names[m.User]
-				if e.Author == "" {
-					e.Author = m.User
-				}
-			case m.Username != "":
-				e.Author = m.Username
-			}
-			for _, f := range m.Files {
-				name := f.Name
-				if name == "" {
-					name = f.Title
-				}
-				e.Files = append(e.Files, name)
-			}
-			out = append(out, e)
-		}
-		if len(out) > 0 {
-			out[0].LeftOut = end.leftOut
-		}
-		return out, nil
+func (a *Adapter) earlier(ctx context.Context, rt route, max int) ([]bridge.Earlier, error) {
+	end, err := a.readThreadEnd(ctx, rt, max)
+	if err != nil {
+		return nil, err
 	}
+	// Authors first, the newest first, then the people they mention.
+	ids := make([]string, 0, len(end.msgs))
+	for i := len(end.msgs) - 1; i >= 0; i-- {
+		ids = append(ids, end.msgs[i].User)
+	}
+	for i := len(end.msgs) - 1; i >= 0; i-- {
+		ids = append(ids, mentionedUsers(end.msgs[i].Text)...)
+	}
+	names := a.users.nameAll(ctx, ids, maxNameLookups)
+	self := a.identity()
+	out := make([]bridge.Earlier, 0, len(end.msgs))
+	for _, m := range end.msgs {
+		e := bridge.Earlier{Self: a.isSelf(m.User, m.BotID), Text: inboundText(labelMentions(m.Text, names), self.userID)}
+		switch {
+		case m.User != "":
+			e.Author = names[m.User]
+			if e.Author == "" {
+				e.Author = m.User
+			}
+		case m.Username != "":
+			e.Author = m.Username
+		}
+		for _, f := range m.Files {
+			name := f.Name
+			if name == "" {
+				name = f.Title
+			}
+			e.Files = append(e.Files, name)
+		}
+		out = append(out, e)
+	}
+	if len(out) > 0 {
+		out[0].LeftOut = end.leftOut
+	}
+	return out, nil
 }
 
 // mentionedUsers lists the users text mentions without a label (<@U…>).

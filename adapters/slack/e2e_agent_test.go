@@ -269,18 +269,20 @@ func TestRestoreKeepsThreadContext(t *testing.T) {
 		{`{"kind":"chat","channel":"D0ALICE","thread":"1700000000.000100","agent":true}`, false, true},
 	} {
 		ev := bridge.Event{Key: "k", Route: []byte(tt.route)}
-		if err := a.Restore(&ev); err != nil {
-			t.Fatalf("Restore(%s) = %v", tt.route, err)
+		reply, err := a.Responder(ev)
+		if err != nil {
+			t.Fatalf("Responder(%s) = %v", tt.route, err)
 		}
-		if (ev.Earlier != nil) != tt.earlier {
-			t.Errorf("Restore(%s): Earlier set = %v, want %v", tt.route, ev.Earlier != nil, tt.earlier)
+		rt, _ := routeOf(ev)
+		if rt.readsThread() != tt.earlier {
+			t.Errorf("route %s reads its thread = %v, want %v", tt.route, rt.readsThread(), tt.earlier)
 		}
-		if _, ok := ev.Reply.(*statusResponder); ok != tt.statusReply {
-			t.Errorf("Restore(%s): responder %T", tt.route, ev.Reply)
+		if _, ok := reply.(*statusResponder); ok != tt.statusReply {
+			t.Errorf("Responder(%s) = %T", tt.route, reply)
 		}
 	}
-	if err := a.Restore(&bridge.Event{Key: "k", Route: []byte(`{"kind":"chat","channel":"C0GENERAL","context_of":"nope"}`)}); err == nil {
-		t.Error("Restore accepted a malformed context_of")
+	if _, err := a.Responder(bridge.Event{Key: "k", Route: []byte(`{"kind":"chat","channel":"C0GENERAL","context_of":"nope"}`)}); err == nil {
+		t.Error("Responder accepted a malformed context_of")
 	}
 }
 

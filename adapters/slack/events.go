@@ -360,60 +360,87 @@ func (a *Adapter) receiveInteraction(cb slackgo.InteractionCallback) *bridge.Rec
 func (a *Adapter) receive(log *zap.Logger, ev bridge.Event, rt route) *bridge.Receipt {
 	ev.Platform = platform
 	ev.Route, _ = json.Marshal(rt) // strings and booleans: it cannot fail
-	a.complete(&ev, rt)
 	if ce := log.Check(zap.DebugLevel, "event handed to core"); ce != nil {
 		ce.Write(zap.String("conversation", ev.Conversation), zap.Stringer("kind", ev.Kind), zap.String("user", ev.User.ID), zap.String("text", ev.Text))
 	}
 	return a.core.Receive(ev)
 }
 
-// complete gives an event its responder and Prepare, from its route.
-func (a *Adapter) complete(ev *bridge.Event, rt route) {
-	switch {
-	case rt.Assistant:
-		ev.Reply = &assistantResponder{&statusResponder{responder: a.newResponder(rt)}}
-	case rt.Agent:
-		ev.Reply = &statusResponder{responder: a.newResponder(rt), agent: true}
-	default:
-		ev.Reply = a.newResponder(rt)
-	}
-	ev.Prepare = a.prepare(rt)
-	if rt.ContextOf != "" && rt.UserTS != "" {
-		ev.Earlier = a.earlier(rt)
-	}
-}
+// The adapter is the core's platform for Slack's events: what the core asks
+// of an event is derived from its route, for a live event and one read back
+// from the inbox alike.
+var _ bridge.Platform = (*Adapter)(nil)
 
-// prepare returns the event's Prepare: what runs on the core's dispatcher,
-// in the conversation's order, after Slack has been acknowledged and just
-// before the event runs. It holds the lookups an acknowledgement must not
-// wait for.
-func (a *Adapter) prepare(rt route) func(context.Context, *bridge.Event) bool {
-	return func(ctx context.Context, ev *bridge.Event) bool {
-		if rt.CheckThread && !a.threads.isBots(ctx, a.api, a.identity(), rt.Channel, rt.Thread, a.log) {
-			a.log.Debug("message in a thread the bot is not part of", zap.String("conversation", ev.Conversation))
-			return false
-		}
-		if rt.JoinThread {
-			a.threads.add(rt.Channel, rt.Thread)
-		}
-		ev.User = a.users.lookup(ctx, ev.User.ID, ev.User.Name)
-		return true
-	}
-}
-
-// Restore rebuilds the responder and Prepare of an event read back from the
-// core's inbox after a restart, from the route it was stored with.
-func (a *Adapter) Restore(ev *bridge.Event) error {
+// routeOf reads the route an event was received with.
+func routeOf(ev bridge.Event) (route, error) {
 	var rt route
 	if err := json.Unmarshal(ev.Route, &rt); err != nil {
-		return fmt.Errorf("route of %s: %w", ev.Key, err)
+		return rt, fmt.Errorf("route of %s: %w", ev.Key, err)
 	}
 	if err := rt.check(); err != nil {
-		return fmt.Errorf("route of %s: %w", ev.Key, err)
+		return rt, fmt.Errorf("route of %s: %w", ev.Key, err)
 	}
-	a.complete(ev, rt)
-	return nil
+	return rt, nil
 }
+
+// Responder returns what answers the event: a message responder, wrapped
+// for the assistant thread's or the agent view's status where the route
+// says so.
+func (a *Adapter) Responder(ev bridge.Event) (bridge.Responder, error) {
+	rt, err := routeOf(ev)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case rt.Assistant:
+		return &assistantResponder{&statusResponder{responder: a.newResponder(rt)}}, nil
+	case rt.Agent:
+		return &statusResponder{responder: a.newResponder(rt), agent: true}, nil
+	}
+	return a.newResponder(rt), nil
+}
+
+// Acknowledge has nothing to tell Slack: the adapter acknowledges each
+// delivery itself once its receipt settles.
+func (a *Adapter) Acknowledge(context.Context, bridge.Event) error { return nil }
+
+// Prepare runs on the core's dispatcher, in the conversation's order, after
+// Slack has been acknowledged and just before the event runs. It holds the
+// lookups an acknowledgement must not wait for: whether the bot takes part
+// in the thread, and the user's name and groups.
+func (a *Adapter) Prepare(ctx context.Context, ev *bridge.Event) bool {
+	rt, err := routeOf(*ev)
+	if err != nil {
+		a.log.Error("event prepared without a route", zap.Error(err))
+		return false
+	}
+	if rt.CheckThread && !a.threads.isBots(ctx, a.api, a.identity(), rt.Channel, rt.Thread, a.log) {
+		a.log.Debug("message in a thread the bot is not part of", zap.String("conversation", ev.Conversation))
+		return false
+	}
+	if rt.JoinThread {
+		a.threads.add(rt.Channel, rt.Thread)
+	}
+	ev.User = a.users.lookup(ctx, ev.User.ID, ev.User.Name)
+	return true
+}
+
+// Earlier reads the thread a message mentions the bot in, before it (see
+// earlier); a message in no thread has nothing before it.
+func (a *Adapter) Earlier(ctx context.Context, ev bridge.Event, max int) ([]bridge.Earlier, error) {
+	rt, err := routeOf(ev)
+	if err != nil {
+		return nil, err
+	}
+	if !rt.readsThread() {
+		return nil, nil
+	}
+	return a.earlier(ctx, rt, max)
+}
+
+// readsThread says whether a message on the route has a thread to read
+// before it: it mentions the bot in a thread it did not start.
+func (rt route) readsThread() bool { return rt.ContextOf != "" && rt.UserTS != "" }
 
 // refuse drops an event whose payload is malformed. It is still
 // acknowledged, so Slack does not send it again; only the count of

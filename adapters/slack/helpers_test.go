@@ -31,7 +31,7 @@ func (c idleCore) Receive(ev bridge.Event) *bridge.Receipt {
 	return nil
 }
 
-func (idleCore) Attach(string, bridge.Restorer) (int, int, error) { return 0, 0, nil }
+func (idleCore) Attach(string, bridge.Platform) (int, int, error) { return 0, 0, nil }
 
 func (idleCore) Refused(string) {}
 

@@ -116,12 +116,15 @@ func TestHTTPHandler(t *testing.T) {
 				t.Fatalf("core got %d events, want 1", len(events))
 			}
 			got, want := events[0], *tt.wantEvent
-			if got.Prepare == nil || !got.Prepare(t.Context(), &got) {
-				t.Fatal("event has no Prepare, or Prepare dropped it")
+			if !a.Prepare(t.Context(), &got) {
+				t.Fatal("Prepare dropped the event")
+			}
+			if reply, err := a.Responder(got); err != nil || reply == nil {
+				t.Fatalf("Responder = %v, %v", reply, err)
 			}
 			if got.Kind != want.Kind || got.Command != want.Command || got.Text != want.Text ||
 				got.Conversation != want.Conversation || got.Action != want.Action || got.Key != tt.wantKey ||
-				got.User.ID != want.User.ID || got.User.Name != want.User.Name || got.Platform != "slack" || got.Reply == nil {
+				got.User.ID != want.User.ID || got.User.Name != want.User.Name || got.Platform != "slack" {
 				t.Errorf("core got %+v, want %+v with key %q", got, want, tt.wantKey)
 			}
 		})

@@ -44,7 +44,7 @@ const (
 
 // route is where and how an event is answered, and what Prepare checks
 // first. It is the event's bridge.Event.Route, kept with it in the inbox,
-// so that Restore can rebuild the responder after a restart.
+// so that the responder is rebuilt from it after a restart.
 type route struct {
 	Kind    responderKind `json:"kind"`
 	Channel string        `json:"channel"`
