@@ -120,6 +120,9 @@ type InboxEntry struct {
 	// answered. After a crash the core posts it, once, instead of telling
 	// the user the request may be lost.
 	Outbox []byte
+	// StoppedBy is who stopped the entry's work (Stops.Stop); "" when
+	// nobody did.
+	StoppedBy string
 	// Received is when the entry was recorded; Updated when its state last changed.
 	Received, Updated time.Time
 }
@@ -184,8 +187,9 @@ type Outbox interface {
 	// which becomes Sent with Outbox set to reply, replacing any answer
 	// recorded before. When turn is not nil it is applied in the same
 	// write, by Finish's rule. An Answered entry gives an error wrapping
-	// ErrAlreadySent, and a key the inbox does not hold one wrapping
-	// ErrUnknownEntry; either way nothing is written.
+	// ErrAlreadySent, a stopped one (Stops) one wrapping ErrStopped, and a
+	// key the inbox does not hold one wrapping ErrUnknownEntry; in each
+	// case nothing is written.
 	PutReply(ctx context.Context, key string, reply []byte, turn *Turn, now time.Time) error
 }
 
