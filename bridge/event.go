@@ -29,6 +29,10 @@ const (
 	// as a sentence for the agent in Text; "" when nothing. The core keeps
 	// it and passes it to the agent with the next message.
 	KindContext
+	// KindTitle says the user renamed the conversation (Slack's agent
+	// session title): Text holds the new title. The core keeps it, and
+	// "/agent status" shows it.
+	KindTitle
 )
 
 func (k Kind) String() string {
@@ -43,6 +47,8 @@ func (k Kind) String() string {
 		return "open"
 	case KindContext:
 		return "context"
+	case KindTitle:
+		return "title"
 	}
 	return "unknown"
 }
@@ -58,6 +64,11 @@ const (
 	ActionShare   = "share"
 	ActionConfirm = "confirm"
 	ActionCancel  = "cancel"
+	// ActionStop stops a running agent turn or flow run. Its Value is the
+	// inbox key of the entry to stop (the core puts it on the Stop button of
+	// the working message); "" stops whatever of the user's runs in the
+	// conversation (Slack's native Stop in agent view, the console's /stop).
+	ActionStop = "stop"
 )
 
 // Event is one thing that happened on a platform, already translated by its adapter.
@@ -190,6 +201,31 @@ type Platform interface {
 // ErrNotAttached refuses an event of a platform whose adapter has not
 // called Attach.
 var ErrNotAttached = errors.New("platform not attached")
+
+// SessionStatus is the state of a conversation's agent session as the
+// platform shows it (Slack's agent sessions): it follows the inbox.
+type SessionStatus string
+
+// The statuses the core sets (Slack's enum).
+const (
+	// SessionProcessing: a turn or flow runs; the platform offers Stop.
+	SessionProcessing SessionStatus = "processing"
+	// SessionSuspended: a flow waits for someone's approval.
+	SessionSuspended SessionStatus = "suspended"
+	// SessionActive: answered, waiting for the user.
+	SessionActive SessionStatus = "active"
+	// SessionClosed: the conversation was reset (/agent reset).
+	SessionClosed SessionStatus = "closed"
+)
+
+// SessionStatuser is implemented by responders of a platform that shows a
+// conversation's agent session and its status (Slack's agent view). The
+// core sets the status as the conversation's inbox moves: processing when a
+// turn or flow starts, suspended while an approval waits, active once
+// answered or stopped, closed on reset. A failure is the adapter's to log.
+type SessionStatuser interface {
+	SetSessionStatus(ctx context.Context, status SessionStatus)
+}
 
 // Talker is implemented by responders of a platform that is not talked to
 // as Slack and Discord are (mentions, DMs, threads, text commands in
