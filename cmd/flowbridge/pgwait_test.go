@@ -107,7 +107,7 @@ func TestRunWaitsForPostgres(t *testing.T) {
 	done := make(chan error, 1)
 	e := &environment{getenv: mapEnv(env), stdin: pr, stdout: out, stderr: errOut}
 	go func() { done <- cmdRun(ctx, e, []string{"-config", path}) }()
-	t.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		cancel()
 		pw.Close()
 		select {
@@ -119,6 +119,7 @@ func TestRunWaitsForPostgres(t *testing.T) {
 			t.Error("run did not return after cancel")
 		}
 	})
+	t.Cleanup(stop)
 	errOut.waitFor(t, "PostgreSQL not reachable; waiting for it", done)
 	code, body := adminGet(t, admin, "/readyz", "")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "waiting for PostgreSQL") || !strings.Contains(body, later) || !strings.Contains(body, "next try in") {
@@ -130,6 +131,10 @@ func TestRunWaitsForPostgres(t *testing.T) {
 
 	release()
 	startProxy(t, later, real)
+	// run stops before the proxy to the database closes (cleanups run
+	// last first): a shutdown that finds the database gone waits for it
+	// (30 s, one run in three), which is not this test's subject.
+	t.Cleanup(stop)
 	errOut.waitFor(t, "flowbridge running", done)
 	pw.Write([]byte("hello\n"))
 	out.waitFor(t, "[turn 1] You said: hello", done)
