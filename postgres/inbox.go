@@ -286,7 +286,8 @@ const turnAfterMoved = `
 // turn.Session.SessionUUID. A key the inbox does not hold gives an error
 // wrapping store.ErrUnknownEntry, and an entry answered already an error;
 // either way nothing is written, the turn included. A zero now is
-// refused (store.ErrNoTime).
+// refused (store.ErrNoTime). A stopped entry (Stop) is answered all the
+// same, whether or not an answer was kept for it before the stop.
 func (s *Store) Finish(ctx context.Context, key, reply string, turn *store.Turn, now time.Time) error {
 	if turn != nil {
 		if err := checkTurn(*turn); err != nil {
@@ -317,23 +318,26 @@ func (s *Store) Finish(ctx context.Context, key, reply string, turn *store.Turn,
 }
 
 // putReply keeps an entry's answer until it is posted; the entry becomes
-// Sent, so that no process sends its request again.
-const putReply = `UPDATE inbox SET state = $2, outbox = $3, updated = $4 WHERE key = $1 AND state < $5`
+// Sent, so that no process sends its request again. A stopped entry is
+// left alone, in the same statement as Stop's compare-and-set (stopEntry)
+// on the same row, so that of the two exactly one goes first.
+const putReply = `UPDATE inbox SET state = $2, outbox = $3, updated = $4 WHERE key = $1 AND state < $5 AND stopped_by = ''`
 
 // putReplyWithTurn is putReply and applyTurn in one statement, as
 // finishWithTurn is.
 const putReplyWithTurn = `
 	WITH moved AS (
 		UPDATE inbox SET state = $2, outbox = $3, updated = $4
-		WHERE key = $1 AND state < $12
+		WHERE key = $1 AND state < $12 AND stopped_by = ''
 		RETURNING key),` + turnAfterMoved
 
 // PutReply keeps reply as the answer of the entry (Received or Sent) until
 // it is posted: the entry becomes Sent with reply in its outbox column,
 // and turn, when not nil, is applied in the same statement by Finish's
 // rule. An answered entry gives an error wrapping store.ErrAlreadySent, a
-// key the inbox does not hold one wrapping store.ErrUnknownEntry; either
-// way nothing is written. A zero now is refused (store.ErrNoTime).
+// stopped one (Stop) one wrapping store.ErrStopped, a key the inbox does
+// not hold one wrapping store.ErrUnknownEntry; in each case nothing is
+// written. A zero now is refused (store.ErrNoTime).
 func (s *Store) PutReply(ctx context.Context, key string, reply []byte, turn *store.Turn, now time.Time) error {
 	if turn != nil {
 		if err := checkTurn(*turn); err != nil {
@@ -371,15 +375,7 @@ func (s *Store) PutReply(ctx context.Context, key string, reply []byte, turn *st
 	if n > 0 {
 		return nil
 	}
-	var v int16
-	err = s.pool.QueryRow(ctx, `SELECT state FROM inbox WHERE key = $1`, key).Scan(&v)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		err = store.ErrUnknownEntry
-	case err == nil:
-		err = fmt.Errorf("%w: %w", store.ErrAlreadySent, errAnswered)
-	}
-	return fmt.Errorf("put reply %q: %w", key, err)
+	return fmt.Errorf("put reply %q: %w", key, s.whyNoReply(ctx, key))
 }
 
 // moved runs move, a state change of the entry of key to state that reports
@@ -431,7 +427,7 @@ func (s *Store) Pending(ctx context.Context) ([]store.InboxEntry, error) {
 	}
 	defer cancel()
 	out, err := s.pending(ctx, `
-		SELECT key, seq, conversation, ord, state, event, reply, outbox, received, updated
+		SELECT key, seq, conversation, ord, state, event, reply, outbox, stopped_by, received, updated
 		FROM inbox WHERE state < $1 ORDER BY seq`, int16(store.Answered))
 	if err != nil {
 		return nil, fmt.Errorf("pending inbox: %w", err)
@@ -450,7 +446,7 @@ func (s *Store) PendingOf(ctx context.Context, conversation string) ([]store.Inb
 		return nil, nil
 	}
 	out, err := s.pending(ctx, `
-		SELECT key, seq, conversation, ord, state, event, reply, outbox, received, updated
+		SELECT key, seq, conversation, ord, state, event, reply, outbox, stopped_by, received, updated
 		FROM inbox WHERE conversation = $2 AND state < $1 ORDER BY ord, seq`, int16(store.Answered), conversation)
 	if err != nil {
 		return nil, fmt.Errorf("pending inbox of %q: %w", conversation, err)
@@ -467,7 +463,7 @@ func (s *Store) pending(ctx context.Context, q string, args ...any) ([]store.Inb
 		var e store.InboxEntry
 		var seq int64
 		var state int16
-		err := row.Scan(&e.Key, &seq, &e.Conversation, &e.Order, &state, &e.Event, &e.Reply, &e.Outbox, &e.Received, &e.Updated)
+		err := row.Scan(&e.Key, &seq, &e.Conversation, &e.Order, &state, &e.Event, &e.Reply, &e.Outbox, &e.StoppedBy, &e.Received, &e.Updated)
 		e.Seq, e.State = uint64(seq), store.InboxState(state)
 		return e, err
 	})

@@ -29,9 +29,9 @@ import (
 // not. An entry is in exactly one of the two indexes, and every write that
 // moves it does so in the same transaction as the entry.
 //
-// Entry record, version 3:
+// Entry record, version 3 (4 while the entry is stopped):
 //
-//	version       byte (3)
+//	version       byte (3, or 4)
 //	state         byte (store.InboxState)
 //	seq           8 bytes big-endian
 //	received      varint Unix nanoseconds
@@ -39,6 +39,7 @@ import (
 //	conversation  uvarint length, bytes
 //	reply         uvarint length, bytes
 //	order         varint (store.InboxEntry.Order)
+//	stopped by    uvarint length, bytes (version 4 only: store.InboxEntry.StoppedBy)
 //	event         the bytes up to the checksum
 //	checksum      CRC-32C (Castagnoli) of all the bytes before it, 4 bytes big-endian
 //
@@ -55,21 +56,32 @@ import (
 // transaction and only writes the seq in. An answered entry drops its event:
 // only Pending returns events, and it never returns answered entries, which
 // are kept only so that a late retry is recognised.
+//
+// Version 4 is version 3 with who stopped the entry (Stop), and is written
+// only for an entry that is stopped and not yet answered: Finish drops the
+// stop with the event (nothing reads it once the entry is answered, and a
+// stopped entry cannot be stopped again nor take an answer), so the record
+// is version 3 again. An older flowbridge, which reads versions 1 to 3,
+// takes a version 4 record for damage: its Open refuses the file while it
+// holds an entry stopped and not yet answered (and, with the check off,
+// Pending fails), rather than post the answer of an entry a user stopped.
+// Once the stopped entries are answered, it opens the file as before.
 const (
 	inboxV1     = 1
 	inboxV2     = 2
 	inboxV3     = 3
+	inboxV4     = 4
 	inboxSeqAt  = 2 // offset of seq in the record
-	inboxSumLen = 4 // the checksum ending a version 3 record
+	inboxSumLen = 4 // the checksum ending a version 3 or 4 record
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // inboxVersionKnown reports whether an inbox record of version ver can be
 // read: the current one, or one the next change rewrites.
-func inboxVersionKnown(ver byte) bool { return ver >= inboxV1 && ver <= inboxV3 }
+func inboxVersionKnown(ver byte) bool { return ver >= inboxV1 && ver <= inboxV4 }
 
-// sealInbox writes the checksum of a version 3 record into its last bytes,
+// sealInbox writes the checksum of a version 3 or 4 record into its last bytes,
 // over all the bytes before them.
 func sealInbox(v []byte) {
 	n := len(v) - inboxSumLen
@@ -97,7 +109,7 @@ func (s *Store) Receive(ctx context.Context, e store.InboxEntry) (bool, error) {
 	if err := checkTime(e.Received); err != nil {
 		return false, fmt.Errorf("receive %q: %w", e.Key, err)
 	}
-	e.State, e.Seq, e.Updated, e.Reply = store.Received, 0, e.Received, ""
+	e.State, e.Seq, e.Updated, e.Reply, e.StoppedBy = store.Received, 0, e.Received, "", ""
 	v, err := appendInbox(nil, e)
 	if err != nil {
 		return false, fmt.Errorf("receive %q: %w", e.Key, err)
@@ -195,7 +207,9 @@ func (s *Store) markSent(ctx context.Context, key string, now time.Time, guard f
 // turn.Session.SessionUUID. A key the inbox does not hold gives an error
 // wrapping store.ErrUnknownEntry, and an entry answered already an error;
 // either way nothing is written, the turn included. A zero now is
-// refused (store.ErrNoTime).
+// refused (store.ErrNoTime). A stopped entry (Stop) is answered all the
+// same, whether or not an answer was kept for it before the stop: its stop
+// is dropped with its event, since nothing reads it once answered.
 func (s *Store) Finish(ctx context.Context, key, reply string, turn *store.Turn, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("finish %q: %w", key, err)
@@ -260,7 +274,8 @@ func (s *Store) Finish(ctx context.Context, key, reply string, turn *store.Turn,
 var errAnswered = errors.New("inbox entry is answered already")
 
 // Pending returns the entries not yet answered (Received or Sent), in Seq
-// order, with their events and the answers kept for them (outbox.go). It reads in chunks of short transactions, so an entry answered meanwhile may
+// order, with their events, the answers kept for them (outbox.go) and who
+// stopped them (stop.go). It reads in chunks of short transactions, so an entry answered meanwhile may
 // or may not be in the result.
 func (s *Store) Pending(ctx context.Context) ([]store.InboxEntry, error) {
 	var out []store.InboxEntry
@@ -392,7 +407,7 @@ func appendInbox(dst []byte, e store.InboxEntry) ([]byte, error) {
 			return nil, err
 		}
 	}
-	return appendInboxRecord(dst, e.State, e.Seq, e.Received.UnixNano(), e.Updated.UnixNano(), e.Conversation, e.Reply, e.Order, e.Event)
+	return appendInboxRecord(dst, e.State, e.Seq, e.Received.UnixNano(), e.Updated.UnixNano(), e.Conversation, e.Reply, e.Order, e.StoppedBy, e.Event)
 }
 
 // checkNanoTime refuses a time a record cannot hold.
@@ -403,15 +418,20 @@ func checkNanoTime(name string, t time.Time) error {
 	return nil
 }
 
-// appendInboxRecord encodes an entry record (version 3) from its fields,
-// the text ones given as strings (a new entry) or as a stored record's bytes
-// (see inboxRecord.restate and .answer).
-func appendInboxRecord[C, R string | []byte](dst []byte, state store.InboxState, seq uint64, received, updated int64, conversation C, reply R, order int64, event []byte) ([]byte, error) {
+// appendInboxRecord encodes an entry record from its fields, the text ones
+// given as strings (a new entry) or as a stored record's bytes (see
+// inboxRecord.restate and .answer): version 3, or version 4 when
+// stoppedBy is set.
+func appendInboxRecord[C, R, W string | []byte](dst []byte, state store.InboxState, seq uint64, received, updated int64, conversation C, reply R, order int64, stoppedBy W, event []byte) ([]byte, error) {
 	// One allocation for the whole record: its size is known up to the
 	// varints, counted at their longest.
-	dst = slices.Grow(dst, 2+8+5*binary.MaxVarintLen64+len(conversation)+len(reply)+len(event)+inboxSumLen)
+	dst = slices.Grow(dst, 2+8+6*binary.MaxVarintLen64+len(conversation)+len(reply)+len(stoppedBy)+len(event)+inboxSumLen)
 	start := len(dst)
-	dst = append(dst, inboxV3, byte(state))
+	ver := byte(inboxV3)
+	if len(stoppedBy) > 0 {
+		ver = inboxV4
+	}
+	dst = append(dst, ver, byte(state))
 	dst = binary.BigEndian.AppendUint64(dst, seq)
 	dst = binary.AppendVarint(dst, received)
 	dst = binary.AppendVarint(dst, updated)
@@ -420,6 +440,10 @@ func appendInboxRecord[C, R string | []byte](dst []byte, state store.InboxState,
 	dst = binary.AppendUvarint(dst, uint64(len(reply)))
 	dst = append(dst, reply...)
 	dst = binary.AppendVarint(dst, order)
+	if ver == inboxV4 {
+		dst = binary.AppendUvarint(dst, uint64(len(stoppedBy)))
+		dst = append(dst, stoppedBy...)
+	}
 	if size := len(dst) - start + len(event) + inboxSumLen; size > bolt.MaxValueSize {
 		return nil, fmt.Errorf("entry of %d bytes is too large", size)
 	}
@@ -438,6 +462,7 @@ type inboxRecord struct {
 	received, updated   int64
 	conversation, reply []byte
 	order               int64
+	stoppedBy           []byte // "" unless version 4
 	event               []byte
 }
 
@@ -449,7 +474,7 @@ func parseInbox(v []byte) (inboxRecord, error) {
 	if d.err == nil && !inboxVersionKnown(ver) {
 		return inboxRecord{}, fmt.Errorf("%w: inbox record version %d", errRecord, ver)
 	}
-	if ver == inboxV3 {
+	if ver >= inboxV3 {
 		n := len(v) - inboxSumLen
 		if n < 1 {
 			return inboxRecord{}, fmt.Errorf("%w: inbox record of %d bytes", errRecord, len(v))
@@ -472,6 +497,12 @@ func parseInbox(v []byte) (inboxRecord, error) {
 	r.reply = d.lenBytes()
 	if ver != inboxV1 {
 		r.order = d.varint()
+	}
+	if ver == inboxV4 {
+		if r.stoppedBy = d.lenBytes(); d.err == nil && len(r.stoppedBy) == 0 {
+			// Version 4 is written only for a stop, which names its user.
+			return inboxRecord{}, fmt.Errorf("%w: inbox record version 4 stopped by nobody", errRecord)
+		}
 	}
 	if d.err != nil {
 		return inboxRecord{}, fmt.Errorf("%w: inbox record: %w", errRecord, d.err)
@@ -497,22 +528,33 @@ func lookInbox(inbox *bolt.Bucket, key []byte) (inboxRecord, error) {
 	return r, nil
 }
 
-// restate encodes r afresh (as version 3) in state, updated at now,
-// with its other fields unchanged.
+// restate encodes r afresh (as version 3, or 4 while stopped) in state,
+// updated at now, with its other fields unchanged.
 func (r inboxRecord) restate(state store.InboxState, now time.Time) ([]byte, error) {
 	if err := checkNanoTime("updated", now); err != nil {
 		return nil, err
 	}
-	return appendInboxRecord(nil, state, r.seq, r.received, now.UnixNano(), r.conversation, r.reply, r.order, r.event)
+	return appendInboxRecord(nil, state, r.seq, r.received, now.UnixNano(), r.conversation, r.reply, r.order, r.stoppedBy, r.event)
+}
+
+// stop encodes r afresh (as version 4) stopped by who, updated at now,
+// with its other fields unchanged.
+func (r inboxRecord) stop(who string, now time.Time) ([]byte, error) {
+	if err := checkNanoTime("updated", now); err != nil {
+		return nil, err
+	}
+	return appendInboxRecord(nil, r.state, r.seq, r.received, now.UnixNano(), r.conversation, r.reply, r.order, who, r.event)
 }
 
 // answer encodes r afresh (as version 3) Answered by reply at now, without
-// its event, which only Pending returns and never for an answered entry.
+// its event, which only Pending returns and never for an answered entry,
+// and without its stop, which nothing reads once the entry is answered
+// (and whose version 4 an older flowbridge could not read).
 func (r inboxRecord) answer(reply string, now time.Time) ([]byte, error) {
 	if err := checkNanoTime("updated", now); err != nil {
 		return nil, err
 	}
-	return appendInboxRecord(nil, store.Answered, r.seq, r.received, now.UnixNano(), r.conversation, reply, r.order, nil)
+	return appendInboxRecord(nil, store.Answered, r.seq, r.received, now.UnixNano(), r.conversation, reply, r.order, "", nil)
 }
 
 // decodeInbox decodes a record, copying every byte out of v (which may be
@@ -526,6 +568,7 @@ func decodeInbox(v []byte) (store.InboxEntry, error) {
 		State: r.state, Seq: r.seq,
 		Received: time.Unix(0, r.received), Updated: time.Unix(0, r.updated),
 		Conversation: string(r.conversation), Reply: string(r.reply), Order: r.order,
+		StoppedBy: string(r.stoppedBy),
 	}
 	if len(r.event) > 0 {
 		e.Event = bytes.Clone(r.event)

@@ -347,7 +347,7 @@ func TestDecodeInboxErrors(t *testing.T) {
 	}{
 		{"empty", nil},
 		{"version only", []byte{inboxV1}},
-		{"unknown version", append([]byte{inboxV3 + 1}, valid[1:]...)},
+		{"unknown version", append([]byte{inboxV4 + 1}, valid[1:]...)},
 		{"a byte of the event changed", func() []byte { v := bytes.Clone(valid); v[len(v)-inboxSumLen-1] ^= 1; return v }()},
 		{"checksum cut short", valid[:len(valid)-1]},
 		{"order missing", tiny[:len(tiny)-1]},
@@ -414,6 +414,7 @@ func FuzzDecodeInbox(f *testing.F) {
 	for _, e := range []store.InboxEntry{
 		{State: store.Received, Seq: 1, Received: time.Unix(1716212345, 100), Updated: time.Unix(1716212345, 100), Conversation: "slack/T/C/1.2", Event: []byte(`{"text":"hi"}`)},
 		{State: store.Answered, Seq: 1 << 40, Received: time.Unix(-5, 0), Updated: time.Unix(7, 0), Reply: "msg-ref", Order: 1 << 62},
+		{State: store.Sent, Seq: 3, Received: time.Unix(1716212345, 0), Updated: time.Unix(1716212346, 0), Conversation: "c", StoppedBy: "U0ALICE", Event: []byte("ev")},
 	} {
 		v, err := appendInbox(nil, e)
 		if err != nil {
@@ -436,7 +437,7 @@ func FuzzDecodeInbox(f *testing.F) {
 		}
 		e2, err := decodeInbox(again)
 		if err != nil || e2.State != e.State || e2.Seq != e.Seq || !e2.Received.Equal(e.Received) || !e2.Updated.Equal(e.Updated) ||
-			e2.Conversation != e.Conversation || e2.Reply != e.Reply || e2.Order != e.Order || !bytes.Equal(e2.Event, e.Event) {
+			e2.Conversation != e.Conversation || e2.Reply != e.Reply || e2.Order != e.Order || e2.StoppedBy != e.StoppedBy || !bytes.Equal(e2.Event, e.Event) {
 			t.Fatalf("decodeInbox(appendInbox(%+v)) = %+v, %v", e, e2, err)
 		}
 		if state, seq, ok := peekInbox(v); !ok || state != e.State || seq != e.Seq {

@@ -19,9 +19,9 @@ import (
 // PutReply keeps reply as the answer of the entry (Received or Sent) until
 // it is posted: the entry becomes Sent, reply is written beside it, and
 // turn, when not nil, is applied by Finish's rule, all in one transaction.
-// An answered entry gives an error wrapping store.ErrAlreadySent, a key the
-// inbox does not hold one wrapping store.ErrUnknownEntry; either way
-// nothing is written. A zero now is refused (store.ErrNoTime).
+// An answered entry gives an error wrapping store.ErrAlreadySent, a stopped
+// one (Stop) one wrapping store.ErrStopped, a key the inbox does not hold
+// one wrapping store.ErrUnknownEntry; in each case nothing is written. A zero now is refused (store.ErrNoTime).
 func (s *Store) PutReply(ctx context.Context, key string, reply []byte, turn *store.Turn, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("put reply %q: %w", key, err)
@@ -49,6 +49,11 @@ func (s *Store) PutReply(ctx context.Context, key string, reply []byte, turn *st
 		}
 		if r.state == store.Answered {
 			return fmt.Errorf("%w: %w", store.ErrAlreadySent, errAnswered)
+		}
+		if len(r.stoppedBy) > 0 {
+			// Checked in the transaction that would write the answer: a
+			// Stop commits before it or after it, never between.
+			return fmt.Errorf("%w by %s", store.ErrStopped, r.stoppedBy)
 		}
 		v, err := r.restate(store.Sent, now)
 		if err != nil {

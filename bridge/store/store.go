@@ -286,6 +286,7 @@ type Store interface {
 	Tokens
 	Inbox
 	Outbox
+	Stops
 	RecentInbox
 	Audit
 	Contexts

@@ -32,7 +32,7 @@ type Opener struct {
 }
 
 // Run runs the suite against the stores o makes, one subtest per behaviour:
-// Sessions, Inbox, Outbox, LastOrders, Audit, Contexts, AdapterStates,
+// Sessions, Inbox, Outbox, Stops, LastOrders, Audit, Contexts, AdapterStates,
 // Feedback, Schedules, Ping, Clock, Shared (leases, the inbox by
 // conversation, tokens), Concurrency and Reopen.
 func Run(t *testing.T, o Opener) {
@@ -42,6 +42,7 @@ func Run(t *testing.T, o Opener) {
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, o) })
 	t.Run("Inbox", func(t *testing.T) { testInbox(t, o) })
 	t.Run("Outbox", func(t *testing.T) { testOutbox(t, o) })
+	t.Run("Stops", func(t *testing.T) { testStops(t, o) })
 	t.Run("LastOrders", func(t *testing.T) { testLastOrders(t, o) })
 	t.Run("Audit", func(t *testing.T) { testAudit(t, o) })
 	t.Run("Contexts", func(t *testing.T) { testContexts(t, o) })
@@ -73,7 +74,7 @@ func sameSession(a, b store.Session) bool {
 
 func sameEntry(a, b store.InboxEntry) bool {
 	return a.Key == b.Key && a.Seq == b.Seq && a.Conversation == b.Conversation && a.State == b.State &&
-		bytes.Equal(a.Event, b.Event) && a.Reply == b.Reply && bytes.Equal(a.Outbox, b.Outbox) && a.Received.Equal(b.Received) && a.Updated.Equal(b.Updated)
+		bytes.Equal(a.Event, b.Event) && a.Reply == b.Reply && bytes.Equal(a.Outbox, b.Outbox) && a.StoppedBy == b.StoppedBy && a.Received.Equal(b.Received) && a.Updated.Equal(b.Updated)
 }
 
 func sameAudit(a, b store.AuditEntry) bool {
