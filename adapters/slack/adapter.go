@@ -83,6 +83,11 @@ type Adapter struct {
 	// again after a 429 (unix nanoseconds): until then no placeholder is
 	// posted, and an answer is posted anew rather than in a placeholder.
 	updatesUntil atomic.Int64
+	// sessionRefused and stopUnsubscribed make the agent session problems
+	// that repeat on every turn (the app not declared an agent, not
+	// subscribed to agent_session_stopped) a warning once.
+	sessionRefused   atomic.Bool
+	stopUnsubscribed atomic.Bool
 }
 
 // identity is the bot as auth.test describes it.

@@ -201,13 +201,16 @@ func (r *assistantResponder) Title(ctx context.Context, text string) error {
 }
 
 // threadTitle is the start of a message on one line, cut at a word within maxTitle.
-func threadTitle(text string) string {
+func threadTitle(text string) string { return titleOf(text, maxTitle) }
+
+// titleOf is the start of text on one line, cut at a word within max runes.
+func titleOf(text string, max int) string {
 	title := strings.Join(strings.Fields(text), " ")
-	if runes(title) <= maxTitle {
+	if runes(title) <= max {
 		return title
 	}
-	cut := []rune(title)[:maxTitle-1]
-	if i := strings.LastIndexFunc(string(cut), unicode.IsSpace); i > maxTitle/2 {
+	cut := []rune(title)[:max-1]
+	if i := strings.LastIndexFunc(string(cut), unicode.IsSpace); i > max/2 {
 		return strings.TrimRightFunc(string(cut)[:i], unicode.IsPunct) + "…"
 	}
 	return string(cut) + "…"

@@ -61,6 +61,10 @@ func (a *Adapter) receiveEventsAPI(ev slackevents.EventsAPIEvent, retry int) *br
 		return a.receiveHome(log, cb.TeamID, cb.EventID, e)
 	case *slackevents.AppContextChangedEvent:
 		return a.receiveAppContext(log, cb.TeamID, cb.EventID, e)
+	case *slackevents.AgentSessionStoppedEvent:
+		return a.receiveSessionStopped(log, cb.TeamID, e)
+	case *slackevents.AgentSessionTitleChangedEvent:
+		return a.receiveSessionTitle(log, cb.TeamID, e)
 	}
 	if err != nil {
 		a.refuse(log, err)
@@ -211,6 +215,10 @@ func (a *Adapter) fromMessage(team string, e *slackevents.MessageEvent) (*incomi
 		}
 		in.key, in.parent = conversationKey(team, e.Channel, root), conversationKey(team, e.Channel, "")
 		in.rt.Thread, in.rt.Agent = root, true
+		if root == e.TimeStamp {
+			// It starts the thread's agent session, which is named after it.
+			in.rt.Title = cleanTitle(e.Text, maxFirstTitle)
+		}
 	case e.ChannelType == "im":
 		in.key = conversationKey(team, e.Channel, "")
 	case a.cfg.SessionScope == ScopeChannel:
@@ -335,10 +343,7 @@ func (a *Adapter) receiveInteraction(cb slackgo.InteractionCallback) *bridge.Rec
 		a.refuse(log, err)
 		return nil
 	}
-	key, parent := conversationKey(team, channel, ""), ""
-	if thread != "" && a.cfg.SessionScope == ScopeThread {
-		key, parent = conversationKey(team, channel, thread), key
-	}
+	key, parent := a.pressConversation(team, channel, thread)
 	return a.receive(log, bridge.Event{
 		Kind:         bridge.KindAction,
 		Conversation: key,
@@ -350,8 +355,36 @@ func (a *Adapter) receiveInteraction(cb slackgo.InteractionCallback) *bridge.Rec
 		Key:          "slack/act/" + id,
 	}, route{
 		Kind: kindAction, Channel: channel, Thread: thread, User: cb.User.ID, ResponseURL: cb.ResponseURL,
+		// The answer to Run or Cancel takes the question's place. Stop's
+		// does not: its button is on the run's working message, which the
+		// run itself rewrites (its outcome, or its answer in the
+		// placeholder's place), and which others in the channel see; the
+		// presser is answered beside it.
 		ReplaceOnSend: act.ActionID == bridge.ActionConfirm || act.ActionID == bridge.ActionCancel,
 	})
+}
+
+// pressConversation is the conversation of a button press on a message in
+// channel (and thread): the conversation of the messages written there, as
+// fromMessage and fromMention name it, so that a press (a Stop above all)
+// reaches the conversation whose run it is about.
+func (a *Adapter) pressConversation(team, channel, thread string) (key, parent string) {
+	key = conversationKey(team, channel, "")
+	if thread == "" {
+		return key, ""
+	}
+	if strings.HasPrefix(channel, "D") {
+		// A DM: its threads are conversations of their own only in the
+		// assistant container and an agent_view app's Messages tab.
+		if a.cfg.Assistant || a.cfg.AgentView {
+			return conversationKey(team, channel, thread), key
+		}
+		return key, ""
+	}
+	if a.cfg.SessionScope == ScopeThread {
+		return conversationKey(team, channel, thread), key
+	}
+	return key, ""
 }
 
 // receive completes ev with its route and hands it to the core, which

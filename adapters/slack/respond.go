@@ -73,6 +73,9 @@ type route struct {
 	// earlier messages the agent hears when the message starts its
 	// conversation's session.
 	ContextOf string `json:"context_of,omitempty"`
+	// Title names the agent session a thread's first message starts (an
+	// Agent route's): Slack takes it with the session's first status.
+	Title string `json:"title,omitempty"`
 }
 
 // check applies the same rules to a route read back from the inbox as to
@@ -90,6 +93,7 @@ func (rt route) check() error {
 		field{"user_ts", rt.UserTS, optional(isTS)},
 		field{"context_of", rt.ContextOf, optional(isTS)},
 		field{"response_url", rt.ResponseURL, optional(isResponseURL)},
+		field{"title", rt.Title, checkTitle},
 	)
 }
 
