@@ -57,6 +57,8 @@ type env struct {
 	log *zap.Logger
 	// tune, when set, adjusts each adapter before it runs.
 	tune func(*Adapter)
+	// wrap, when set, stands between each adapter and its core.
+	wrap func(Core) Core
 }
 
 func manyRegions() []string {
@@ -174,7 +176,11 @@ func (e *env) build(t *testing.T) *bridgeRun {
 	if log == nil {
 		log = zaptest.NewLogger(t)
 	}
-	a, err := New(e.cfg, core, log)
+	var c Core = core
+	if e.wrap != nil {
+		c = e.wrap(core)
+	}
+	a, err := New(e.cfg, c, log)
 	if err != nil {
 		t.Fatal(err)
 	}

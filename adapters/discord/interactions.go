@@ -254,6 +254,9 @@ func (a *Adapter) receiveInteraction(i *discordgo.Interaction, ev bridge.Event, 
 	rt := route{Channel: i.ChannelID, Guild: i.GuildID, Interaction: &interactionRoute{
 		ID: i.ID, AppID: i.AppID, Token: i.Token, User: ev.User.ID,
 		Component: i.Type == discordgo.InteractionMessageComponent, Ephemeral: ephemeral,
+		// The answer to Run or Cancel takes the question's place; Stop's
+		// does not: its button is on the run's working message, which the
+		// run rewrites itself, and the presser is answered beside it.
 		ReplaceOnSend: ev.Kind == bridge.KindAction && (ev.Action.ID == bridge.ActionConfirm || ev.Action.ID == bridge.ActionCancel),
 		WebhookOnly:   botAbsent(i),
 	}}

@@ -96,12 +96,18 @@ func footerLine(footer string) string {
 }
 
 // components lays buttons out in action rows. A button whose custom_id would
-// be too long is left out: a press could not be routed back anyway.
+// be too long is left out: a press could not be routed back anyway. A Stop
+// button whose entry key is too long stays, without the key: its press
+// then stops whatever of the presser's runs in the conversation, which is
+// better than no way to stop it from Discord.
 func components(buttons []bridge.Button) []discordgo.MessageComponent {
 	var rows []discordgo.MessageComponent
 	var row discordgo.ActionsRow
 	for _, b := range buttons {
 		id := customID(b.Action)
+		if len([]rune(id)) > maxCustomID && b.Action.ID == bridge.ActionStop {
+			id = customID(bridge.Action{ID: bridge.ActionStop})
+		}
 		if len([]rune(id)) > maxCustomID || b.Action.ID == "" {
 			continue
 		}
