@@ -1,12 +1,8 @@
 package main
 
 import (
-	"context"
 	"flag"
-	"fmt"
-	"os"
 	"strconv"
-	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -30,46 +26,19 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 	}
-	goleak.VerifyTestMain(removeBuilt{m})
+	goleak.VerifyTestMain(built.AndRemove(m))
 }
 
 // waitingTests is how many of the package's tests run at once by default:
 // all of its runs.
 const waitingTests = 8
 
-// built is the flowbridge binary the tests that run one share, built once:
-// go build takes seconds.
-var built struct {
-	once     sync.Once
-	dir, bin string
-	err      error
-}
+// built is the flowbridge binary the tests that run one share, built once.
+var built loadkit.BuildOnce
 
 // flowbridgeBin returns flowbridge built as run builds it without
 // -flowbridge (loadkit.Build), once for all the tests.
 func flowbridgeBin(t *testing.T) string {
 	t.Helper()
-	built.once.Do(func() {
-		if built.dir, built.err = os.MkdirTemp("", "flowbridge-chaos-bin-"); built.err != nil {
-			return
-		}
-		built.bin, built.err = loadkit.Build(context.Background(), built.dir)
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.bin
-}
-
-// removeBuilt runs the tests, then removes the binary they shared.
-type removeBuilt struct{ m *testing.M }
-
-func (r removeBuilt) Run() int {
-	code := r.m.Run()
-	if built.dir != "" {
-		if err := os.RemoveAll(built.dir); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
-	return code
+	return built.Bin(t)
 }

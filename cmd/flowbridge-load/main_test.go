@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,44 +21,17 @@ func TestMain(m *testing.M) {
 	// The relay is this binary; built with -race it would otherwise linger
 	// a second at exit.
 	os.Setenv("GORACE", "atexit_sleep_ms=0")
-	goleak.VerifyTestMain(removeBuilt{m})
+	goleak.VerifyTestMain(built.AndRemove(m))
 }
 
-// built is the flowbridge binary the tests that run one share, built once:
-// go build takes seconds.
-var built struct {
-	once     sync.Once
-	dir, bin string
-	err      error
-}
+// built is the flowbridge binary the tests that run one share, built once.
+var built loadkit.BuildOnce
 
 // flowbridgeBin returns flowbridge built as run builds it without
 // -flowbridge (loadkit.Build), once for all the tests.
 func flowbridgeBin(t *testing.T) string {
 	t.Helper()
-	built.once.Do(func() {
-		if built.dir, built.err = os.MkdirTemp("", "flowbridge-load-bin-"); built.err != nil {
-			return
-		}
-		built.bin, built.err = loadkit.Build(context.Background(), built.dir)
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.bin
-}
-
-// removeBuilt runs the tests, then removes the binary they shared.
-type removeBuilt struct{ m *testing.M }
-
-func (r removeBuilt) Run() int {
-	code := r.m.Run()
-	if built.dir != "" {
-		if err := os.RemoveAll(built.dir); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
-	return code
+	return built.Bin(t)
 }
 
 func TestResolveRate(t *testing.T) {
