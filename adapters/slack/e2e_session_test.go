@@ -295,9 +295,14 @@ func TestAgentSessionStatusProblemsWarnOnce(t *testing.T) {
 			log := zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), seen))
 			a := startAdapter(t, s, newEventsCore(), log, func(c *Config) { c.AgentView = tt.agent })
 			ctx := waitCtx(t)
-			for _, st := range []bridge.SessionStatus{bridge.SessionProcessing, bridge.SessionActive, bridge.SessionProcessing} {
+			for _, st := range []bridge.SessionStatus{bridge.SessionProcessing, bridge.SessionActive} {
 				setStatus(t, ctx, a, ev, st)
 			}
+			// A status reaches Slack even once the run it reports on was
+			// cancelled (a Stop cancels the turn's context).
+			cancelled, cancel := context.WithCancel(ctx)
+			cancel()
+			setStatus(t, cancelled, a, ev, bridge.SessionProcessing)
 			if got := s.SessionStatuses(e2eDM, thread); !slices.Equal(got, tt.statuses) {
 				t.Errorf("statuses = %q, want %q", got, tt.statuses)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	slackgo "github.com/slack-go/slack"
@@ -26,6 +27,9 @@ const (
 	// warnNoStopSubscription is setStatus's warning to an app that does
 	// not subscribe to agent_session_stopped.
 	warnNoStopSubscription = "missing_agent_session_stopped_event_subscription"
+	// statusTimeout bounds one status, its waits for rate limits included:
+	// the turn it reports on does not wait long for it.
+	statusTimeout = 10 * time.Second
 )
 
 // receiveSessionStopped hands the core a press of an agent session's
@@ -148,10 +152,17 @@ var _ bridge.SessionStatuser = (*statusResponder)(nil)
 // creates the session (for the thread's first message) names it after that
 // message and the user who wrote it. A failure is logged: the answer does
 // not depend on it.
+//
+// The call outlives ctx's cancellation, within statusTimeout: a status
+// that moves the session away from processing must reach Slack even when
+// the run it follows was cancelled (a Stop cancels it), or users keep a
+// spinner until Slack's one-hour timeout.
 func (r *statusResponder) SetSessionStatus(ctx context.Context, status bridge.SessionStatus) {
 	if !r.agent || r.Thread == "" || !r.a.cfg.AgentView {
 		return
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusTimeout)
+	defer cancel()
 	params := slackgo.AgentSessionSetStatusParameters{Status: string(status), ChannelID: r.Channel, ThreadTS: r.Thread}
 	if r.Title != "" {
 		// Slack applies both only when the call creates the session.
@@ -163,15 +174,15 @@ func (r *statusResponder) SetSessionStatus(ctx context.Context, status bridge.Se
 		res, err = r.a.api.SetAgentSessionStatusContext(ctx, params)
 		return err
 	})
-	log := r.a.log.With(zap.String("channel", r.Channel), zap.String("thread", r.Thread), zap.String("status", params.Status))
+	log := r.a.log.WithLazy(zap.String("channel", r.Channel), zap.String("thread", r.Thread), zap.String("status", params.Status))
 	switch {
 	case errorCode(err) == "not_authorized" && r.a.sessionRefused.CompareAndSwap(false, true):
 		log.Warn("Slack refused the agent session status: the app is not declared an agent; "+
 			"add features.agent_view to its manifest (flowbridge slack-manifest) and reinstall it", zap.Error(err))
-	case err != nil && ctx.Err() == nil && errorCode(err) != "not_authorized":
-		log.Warn("agent session status not set", zap.Error(err))
-	case err != nil:
+	case errorCode(err) == "not_authorized":
 		log.Debug("agent session status not set", zap.Error(err))
+	case err != nil:
+		log.Warn("agent session status not set", zap.Error(err))
 	}
 	if res != nil && hasWarning(res.SlackResponse, warnNoStopSubscription) && r.a.stopUnsubscribed.CompareAndSwap(false, true) {
 		log.Warn("the Slack app does not subscribe to agent_session_stopped: users see a Stop button that does nothing until Slack's one-hour timeout; "+
