@@ -44,4 +44,5 @@ const (
 	OutcomeCancelled   = store.OutcomeCancelled
 	OutcomeCutOff      = store.OutcomeCutOff
 	OutcomeInterrupted = store.OutcomeInterrupted
+	OutcomeExpired     = store.OutcomeExpired
 )

@@ -35,11 +35,11 @@ func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 	}
 	defer cancel()
 	_, err = s.pool.Exec(ctx, `
-		INSERT INTO audit (at, platform, user_id, user_name, channel, conversation, flow, params, outcome, detail, duration_ns)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		INSERT INTO audit (at, platform, user_id, user_name, channel, conversation, flow, params, outcome, detail, duration_ns, approver)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 		e.Time, cleanText(e.Platform), cleanText(e.User), cleanText(e.UserName), cleanText(e.Channel),
 		cleanText(e.Conversation), cleanText(e.Flow), jsonParam(params), cleanText(e.Outcome), cleanText(e.Detail),
-		int64(e.Duration))
+		int64(e.Duration), cleanText(e.Approver))
 	if err != nil {
 		return fmt.Errorf("append audit: %w", err)
 	}
@@ -67,13 +67,13 @@ func (s *Store) Audit(ctx context.Context, f store.AuditFilter) ([]store.AuditEn
 	if f.Newest {
 		order = "at DESC, id DESC"
 	}
-	q := l.sql(`SELECT at, platform, user_id, user_name, channel, conversation, flow, params, outcome, detail, duration_ns FROM audit`, order, f.Limit)
+	q := l.sql(`SELECT at, platform, user_id, user_name, channel, conversation, flow, params, outcome, detail, duration_ns, approver FROM audit`, order, f.Limit)
 	out, err := list(ctx, s, "audit", q, l.args, func(row pgx.CollectableRow) (store.AuditEntry, error) {
 		var e store.AuditEntry
 		var params []byte
 		var ns int64
 		err := row.Scan(&e.Time, &e.Platform, &e.User, &e.UserName, &e.Channel, &e.Conversation, &e.Flow,
-			&params, &e.Outcome, &e.Detail, &ns)
+			&params, &e.Outcome, &e.Detail, &ns, &e.Approver)
 		if err != nil {
 			return e, err
 		}

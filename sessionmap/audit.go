@@ -36,6 +36,7 @@ type auditRecord struct {
 	Outcome      string            `json:"o,omitempty"`
 	Detail       string            `json:"d,omitempty"`
 	Duration     time.Duration     `json:"du,omitempty"`
+	Approver     string            `json:"ap,omitempty"`
 }
 
 // AppendAudit appends e to the audit log.
@@ -177,6 +178,7 @@ func encodeAudit(e AuditEntry) ([]byte, error) {
 		Outcome:      e.Outcome,
 		Detail:       e.Detail,
 		Duration:     e.Duration,
+		Approver:     e.Approver,
 	})
 	if err != nil {
 		return nil, err
@@ -216,5 +218,6 @@ func decodeAudit(k, v []byte) (AuditEntry, error) {
 		Outcome:      r.Outcome,
 		Detail:       r.Detail,
 		Duration:     r.Duration,
+		Approver:     r.Approver,
 	}, nil
 }

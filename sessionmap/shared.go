@@ -315,8 +315,11 @@ func (s *Store) MarkSentUnder(ctx context.Context, key, name, holder string, now
 // so that PutToken sweeps the few tokens expired first, as PostgreSQL's
 // does, and a store never piles them up.
 
-// tokenSweep bounds the expired tokens one PutToken deletes.
+// tokenSweep bounds the expired tokens one PutToken deletes (it looks at
+// four times as many, skipping due ones).
 const tokenSweep = 16
+
+var dueToken = []byte(store.DueTokenPrefix)
 
 // PutToken keeps data under id until expires, replacing what id held, and
 // deletes a few tokens expired before now.
@@ -345,13 +348,22 @@ func (s *Store) PutToken(ctx context.Context, id string, data []byte, expires, n
 		}
 		limit := timeKey(now)
 		c := byExp.Cursor()
-		for n, ek := 0, firstKey(c); n < tokenSweep && len(ek) >= 8 && bytes.Compare(ek[:8], limit[:]) < 0; n, ek = n+1, firstKey(c) {
-			if err := tokens.Delete(bytes.Clone(ek[8:])); err != nil {
+		ek, _ := c.First()
+		for deleted, seen := 0, 0; deleted < tokenSweep && seen < 4*tokenSweep && len(ek) >= 8 && bytes.Compare(ek[:8], limit[:]) < 0; seen++ {
+			if bytes.HasPrefix(ek[8:], dueToken) {
+				// Kept until taken: its expiry is news (DueTokens).
+				ek, _ = c.Next()
+				continue
+			}
+			ek = bytes.Clone(ek)
+			if err := tokens.Delete(ek[8:]); err != nil {
 				return err
 			}
-			if err := c.Delete(); err != nil {
+			if err := byExp.Delete(ek); err != nil {
 				return err
 			}
+			deleted++
+			ek, _ = c.Seek(ek)
 		}
 		if err := tokens.Put(k, v); err != nil {
 			return err
@@ -401,9 +413,37 @@ func (s *Store) TakeToken(ctx context.Context, id string) (data []byte, expires 
 	return data, expires, ok, nil
 }
 
-func firstKey(c *bolt.Cursor) []byte {
-	k, _ := c.First()
-	return k
+// DueTokens returns the IDs of at most limit tokens under prefix (which
+// starts with store.DueTokenPrefix) expired before now, earliest expiry
+// first. It reads tokens_exp from its start: the expired tokens ahead of
+// the due ones are the few PutToken has not swept yet.
+func (s *Store) DueTokens(ctx context.Context, prefix string, now time.Time, limit int) ([]string, error) {
+	if !bytes.HasPrefix([]byte(prefix), dueToken) {
+		return nil, fmt.Errorf("due tokens under %q: the prefix must start with %q", prefix, store.DueTokenPrefix)
+	}
+	if err := errors.Join(checkTime(now), checkNanoTime("now", now)); err != nil {
+		return nil, fmt.Errorf("due tokens: %w", err)
+	}
+	if err := s.usable(ctx); err != nil {
+		return nil, fmt.Errorf("due tokens: %w", err)
+	}
+	var ids []string
+	end := timeKey(now)
+	p := []byte(prefix)
+	err := s.view(func(tx *bolt.Tx) error {
+		ids = ids[:0]
+		c := tx.Bucket(bucketTokensExp).Cursor()
+		for k, _ := c.First(); len(k) >= 8 && bytes.Compare(k[:8], end[:]) < 0 && len(ids) < limit; k, _ = c.Next() {
+			if bytes.HasPrefix(k[8:], p) {
+				ids = append(ids, string(k[8:]))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("due tokens: %w", err)
+	}
+	return ids, nil
 }
 
 // EntryState returns the state of the entry key; ok is false when the inbox

@@ -50,8 +50,23 @@ type SharedInbox interface {
 // replica, finds it.
 type Tokens interface {
 	// PutToken keeps data under id until expires, replacing what id held.
+	// It may delete tokens expired before now, other than due ones
+	// (DueTokenPrefix).
 	PutToken(ctx context.Context, id string, data []byte, expires, now time.Time) error
-	// TakeToken removes the token id and returns it; of several takers,
-	// one gets it. ok is false when there is none.
+	// TakeToken removes the token id and returns it, expired or not; of
+	// several takers, one gets it. ok is false when there is none.
 	TakeToken(ctx context.Context, id string) (data []byte, expires time.Time, ok bool, err error)
+	// DueTokens returns the IDs of at most limit tokens under prefix, which
+	// starts with DueTokenPrefix, that expired before now, earliest expiry
+	// first. It removes nothing: the caller takes each (TakeToken), so
+	// that of several replicas listing at once, one acts on each.
+	DueTokens(ctx context.Context, prefix string, now time.Time, limit int) ([]string, error)
 }
+
+// DueTokenPrefix starts the ID of a token whose expiry is news for
+// someone (a request for approval nobody answered: its requester is told).
+// Such a token outlives its expiry until it is taken: no sweep deletes it,
+// and DueTokens finds it, so that its expiry is acted on once even after a
+// restart.
+const DueTokenPrefix = "due:"
+

@@ -217,6 +217,10 @@ type AuditEntry struct {
 	Outcome  string
 	Detail   string
 	Duration time.Duration
+	// Approver is who answered a flow's request for approval (the user ID
+	// of the approver who approved or refused it); "" for a run nobody
+	// else approved.
+	Approver string
 }
 
 // Audit outcomes: every value the core writes, and no other.
@@ -236,11 +240,14 @@ const (
 	// OutcomeInterrupted is written at start-up for a run that was under way
 	// when the previous process stopped.
 	OutcomeInterrupted = "interrupted"
+	// OutcomeExpired is written for a request for approval that nobody
+	// answered in time.
+	OutcomeExpired = "expired"
 )
 
 // Outcomes lists every audit outcome, for validation and help texts.
 var Outcomes = []string{OutcomeStarted, OutcomeOK, OutcomeFailed, OutcomeError, OutcomeTimeout, OutcomeRefused,
-	OutcomeInvalid, OutcomeConfirm, OutcomeCancelled, OutcomeCutOff, OutcomeInterrupted}
+	OutcomeInvalid, OutcomeConfirm, OutcomeCancelled, OutcomeCutOff, OutcomeInterrupted, OutcomeExpired}
 
 // AuditFilter selects audit entries; its conditions are ANDed and zero
 // values match everything.

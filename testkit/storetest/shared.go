@@ -343,4 +343,60 @@ func testShared(t *testing.T, o Opener) {
 			t.Error("PutToken with an empty ID = nil, want an error")
 		}
 	})
+
+	t.Run("DueTokens", func(t *testing.T) {
+		// A due token outlives its expiry: no PutToken sweeps it, and
+		// DueTokens lists it, earliest first, under its prefix only, until
+		// it is taken.
+		s := shared(t, o)
+		ctx := t.Context()
+		now := at(1000)
+		for _, tok := range []struct {
+			id      string
+			expires time.Time
+		}{
+			{"due:approve:slack:b", now.Add(-time.Minute)},
+			{"due:approve:slack:a", now.Add(-2 * time.Minute)},
+			{"due:approve:slack:later", now.Add(time.Hour)},
+			{"due:approve:discord:x", now.Add(-time.Minute)},
+			{"share:old", now.Add(-3 * time.Minute)},
+		} {
+			if err := s.PutToken(ctx, tok.id, []byte(tok.id), tok.expires, tok.expires.Add(-time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Sweeps by PutToken, with room for every expired token.
+		for i := range 3 {
+			if err := s.PutToken(ctx, fmt.Sprintf("share:new%d", i), []byte(`y`), now.Add(time.Hour), now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, _, ok, err := s.TakeToken(ctx, "share:old"); err != nil || ok {
+			t.Errorf("expired share after a PutToken = %v, %v, want swept", ok, err)
+		}
+		ids, err := s.DueTokens(ctx, "due:approve:slack:", now, 10)
+		if want := []string{"due:approve:slack:a", "due:approve:slack:b"}; err != nil || !slices.Equal(ids, want) {
+			t.Errorf("DueTokens(slack) = %q, %v, want %q", ids, err, want)
+		}
+		if ids, err := s.DueTokens(ctx, "due:approve:slack:", now, 1); err != nil || !slices.Equal(ids, []string{"due:approve:slack:a"}) {
+			t.Errorf("DueTokens(slack, limit 1) = %q, %v, want the earliest", ids, err)
+		}
+		if ids, err := s.DueTokens(ctx, "due:approve:", now, 10); err != nil || len(ids) != 3 {
+			t.Errorf("DueTokens(every platform) = %q, %v, want 3", ids, err)
+		}
+		if _, err := s.DueTokens(ctx, "share:", now, 10); err == nil {
+			t.Error("DueTokens under a prefix that is not due = nil error, want one")
+		}
+		// Taken once, whoever lists it.
+		data, exp, ok, err := s.TakeToken(ctx, "due:approve:slack:a")
+		if err != nil || !ok || string(data) != "due:approve:slack:a" || !exp.Equal(now.Add(-2*time.Minute)) {
+			t.Fatalf("TakeToken(due) = %s, %v, %v, %v", data, exp, ok, err)
+		}
+		if ids, err := s.DueTokens(ctx, "due:approve:slack:", now, 10); err != nil || !slices.Equal(ids, []string{"due:approve:slack:b"}) {
+			t.Errorf("DueTokens after a take = %q, %v", ids, err)
+		}
+		if ids, err := s.DueTokens(ctx, "due:approve:slack:", now.Add(2*time.Hour), 10); err != nil || len(ids) != 2 {
+			t.Errorf("DueTokens later = %q, %v, want the later one too", ids, err)
+		}
+	})
 }

@@ -81,7 +81,7 @@ func sameAudit(a, b store.AuditEntry) bool {
 	return a.Time.Equal(b.Time) && a.Platform == b.Platform && a.User == b.User &&
 		a.UserName == b.UserName && a.Channel == b.Channel && a.Conversation == b.Conversation &&
 		a.Flow == b.Flow && maps.Equal(a.Params, b.Params) && a.Outcome == b.Outcome &&
-		a.Detail == b.Detail && a.Duration == b.Duration
+		a.Detail == b.Detail && a.Duration == b.Duration && a.Approver == b.Approver
 }
 
 // ---- Sessions ----
@@ -890,6 +890,7 @@ func testAudit(t *testing.T, o Opener) {
 			Conversation: "slack/T/C1/1.2", Flow: "healthcheck",
 			Params:  map[string]string{"host": "web1", "service": "nginx \"proxy\"\n=x", "": "empty name"},
 			Outcome: store.OutcomeOK, Detail: "fine ✓", Duration: 2500*time.Millisecond + 7*time.Microsecond,
+			Approver: "U-approver",
 		}
 		bare := store.AuditEntry{Time: at(1), Flow: "bare", Outcome: store.OutcomeRefused}
 		for _, e := range []store.AuditEntry{full, bare} {
