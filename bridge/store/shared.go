@@ -69,4 +69,3 @@ type Tokens interface {
 // and DueTokens finds it, so that its expiry is acted on once even after a
 // restart.
 const DueTokenPrefix = "due:"
-
