@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode"
 )
 
 // admits reports whether a flow's allow list admits the event's user, and the
@@ -49,3 +50,57 @@ func refusalText(f *Flow, _ string) string {
 
 // isAdmin reports whether the user may change conversation settings.
 func (c *catalog) isAdmin(u User) bool { return c.admins[u.ID] }
+
+// ApproverProblem says what is wrong with one of a flow's approvers ("" if
+// nothing): an approver is a person or a group of people, as an allow rule
+// names them ("user:ID", "group:ID", "role:ID" or a bare ID), never
+// "everyone" nor a channel.
+func ApproverProblem(rule string) string {
+	kind, id, qualified := strings.Cut(rule, ":")
+	if !qualified {
+		kind, id = "", rule
+	}
+	switch strings.ToLower(kind) {
+	case "", "user", "group", "role":
+	default:
+		return fmt.Sprintf("%q: an approver is a user ID, \"user:ID\", \"group:ID\" or \"role:ID\"", rule)
+	}
+	switch {
+	case strings.TrimSpace(id) == "" || strings.ContainsFunc(id, unicode.IsSpace):
+		return fmt.Sprintf("%q needs an ID, without spaces", rule)
+	case strings.EqualFold(id, "everyone"):
+		return fmt.Sprintf("%q cannot approve: name the people who may (user, group or role IDs)", rule)
+	}
+	return ""
+}
+
+// approves reports whether ev's user may approve or refuse a run of f.
+func approves(f *Flow, ev Event) bool {
+	for _, r := range f.Approvers {
+		kind, id, qualified := strings.Cut(r, ":")
+		if !qualified {
+			kind, id = "", r
+		}
+		switch strings.ToLower(kind) {
+		case "":
+			if id == ev.User.ID || slices.Contains(ev.User.Groups, id) {
+				return true
+			}
+		case "user":
+			if id == ev.User.ID {
+				return true
+			}
+		case "group", "role":
+			if slices.Contains(ev.User.Groups, id) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// approversText names who may approve a run of f, as IDs in code spans:
+// shown, never mentioned, so that a refusal pings no one.
+func approversText(f *Flow) string {
+	return joinQuoted(f.Approvers)
+}

@@ -20,6 +20,10 @@ func (b *Bridge) action(ctx context.Context, log *zap.Logger, ev Event) {
 	case ActionShare:
 		b.shareResult(ctx, log, ev)
 	case ActionConfirm, ActionCancel:
+		if strings.HasPrefix(ev.Action.Value, approvalValue) {
+			b.answerApproval(ctx, log, ev)
+			return
+		}
 		b.answerConfirmation(ctx, log, ev)
 	case ActionVoteUp, ActionVoteDown:
 		b.vote(ctx, log, ev)

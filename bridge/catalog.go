@@ -25,6 +25,27 @@ type Flow struct {
 	Public bool
 	// Confirm asks the caller to confirm before the flow runs.
 	Confirm bool
+	// Approvers, when set, are who may approve a run instead of its caller
+	// (Confirm must be set): user IDs, "user:ID", "group:ID" or "role:ID"
+	// (a Slack user group, a Discord role), a bare ID matching the user or
+	// any of their groups. The request is posted in the conversation, for
+	// them to Approve or Refuse, and waits ApprovalTimeout.
+	Approvers []string
+	// ApprovalTimeout is how long a request for approval stays open; 0
+	// means DefaultApprovalTimeout. Only with Approvers.
+	ApprovalTimeout time.Duration
+}
+
+// DefaultApprovalTimeout is how long a request for approval stays open
+// unless its flow says otherwise: a working day's absence is not a refusal.
+const DefaultApprovalTimeout = 24 * time.Hour
+
+// approvalTimeout is how long a request for f's approval stays open.
+func (f *Flow) approvalTimeout() time.Duration {
+	if f.ApprovalTimeout > 0 {
+		return f.ApprovalTimeout
+	}
+	return DefaultApprovalTimeout
 }
 
 // Param is one of a Flow's placeholders.
@@ -138,6 +159,20 @@ func CheckFlows(flows []Flow) error {
 		seen[f.Name] = true
 		if f.UUID == "" {
 			add(key+".uuid", "required")
+		}
+		if len(f.Approvers) > 0 && !f.Confirm {
+			add(key+".approvers", "set, but confirm is not: set confirm = true for a run to wait for its approval")
+		}
+		for j, r := range f.Approvers {
+			if msg := ApproverProblem(r); msg != "" {
+				add(fmt.Sprintf("%s.approvers[%d]", key, j), "%s", msg)
+			}
+		}
+		switch {
+		case f.ApprovalTimeout < 0:
+			add(key+".approval_timeout", "cannot be negative")
+		case f.ApprovalTimeout > 0 && len(f.Approvers) == 0:
+			add(key+".approval_timeout", "set, but approvers is not: a caller's own confirmation waits %s", humanDuration(confirmTTL))
 		}
 		params := map[string]bool{}
 		for j, p := range f.Params {

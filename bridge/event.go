@@ -142,6 +142,9 @@ type Event struct {
 	// alone marks an event answered outside its conversation's order (a
 	// busy reply), which replicas must not run as a turn of it.
 	alone bool
+	// approver, on a flow run someone approved for its requester (User),
+	// is the approver's user ID: the run's audit entries name them.
+	approver string
 }
 
 // User is the person behind an event.

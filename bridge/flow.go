@@ -78,6 +78,10 @@ func (b *Bridge) flow(ctx context.Context, log *zap.Logger, ev Event, args strin
 		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msg + "\n\n" + usage(f)})
 		return
 	}
+	if f.Confirm && len(f.Approvers) > 0 {
+		b.askApproval(ctx, log, ev, f, params)
+		return
+	}
 	if f.Confirm {
 		b.askConfirmation(ctx, log, ev, f, params)
 		return
@@ -311,7 +315,7 @@ func (b *Bridge) allowedFlows(cat *catalog, ev Event) []*Flow {
 func (b *Bridge) auditEntry(ev Event, flow string, params map[string]string) AuditEntry {
 	return AuditEntry{
 		Time: b.cfg.Now(), Platform: ev.Platform, User: ev.User.ID, UserName: ev.User.Name,
-		Channel: ev.Channel, Conversation: ev.Conversation, Flow: flow, Params: b.auditParams(params),
+		Channel: ev.Channel, Conversation: ev.Conversation, Flow: flow, Params: b.auditParams(params), Approver: ev.approver,
 	}
 }
 
@@ -358,8 +362,9 @@ func humanElapsed(d time.Duration) string {
 // Ephemeral reports whether the core answers a command to its user only, so
 // that an adapter can acknowledge it the same way (a Discord deferred
 // response fixes the visibility of the answer that replaces it). The core
-// decides; adapters ask. Flows follow their public setting; /agent share,
-// reset and use are posted for the conversation; the rest is private.
+// decides; adapters ask. Flows follow their public setting, and a flow
+// with approvers is posted for them to answer; /agent share, reset and use
+// are posted for the conversation; the rest is private.
 func (b *Bridge) Ephemeral(ev Event) bool {
 	j := classify(ev)
 	switch j.command {
@@ -369,7 +374,7 @@ func (b *Bridge) Ephemeral(ev Event) bool {
 			name, _, _ = ParseFlowArgs(sanitize(j.args))
 		}
 		if f, ok := b.set.cat.Load().flows[strings.ToLower(name)]; ok {
-			return !f.Public
+			return !f.Public && !(f.Confirm && len(f.Approvers) > 0)
 		}
 	case CommandAgent:
 		sub, _, _ := strings.Cut(strings.TrimSpace(j.args), " ")

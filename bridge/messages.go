@@ -52,6 +52,22 @@ const (
 	msgVoteNotSaved = "Your feedback could not be saved. Please try again in a moment."
 	msgVoteUnknown  = "That answer can no longer be rated."
 
+	// A flow's request for approval (approval.go): asked in the
+	// conversation, answered by an approver, told to its requester.
+	msgApprovalAsk     = "%s asks to run *%s*"
+	msgApprovalWho     = "May approve: %s. This request stays open for %s."
+	msgApprovalOthers  = "Only these may approve or refuse this run of *%s*: %s."
+	msgApprovalOwn     = "You asked for this run of *%s*, so someone else must approve it: %s."
+	msgApprovalGone    = "This request has expired or was already answered. Ask for the flow again if it is still needed."
+	msgApprovalLate    = "This request expired before it was answered: *%s* was not run."
+	msgApprovedNote    = "Approved by %s at %s. "
+	msgApprovedTold    = "Your request to run *%s* was approved by %s. It runs now; its result is posted in the conversation."
+	msgRefusedNote     = "Refused by %s at %s: *%s* was not run."
+	msgRefusedTold     = "Your request to run *%s* was refused by %s, so it was not run."
+	msgExpiredTold     = "Nobody approved your request to run *%s* within %s, so it was not run. Run the flow again to ask anew."
+	msgApprovalNoFlow  = "The flow *%s* is no longer offered, so it was not run."
+	msgApprovalNoRight = "%s may no longer run *%s*, so it was not run."
+
 	msgScheduleNoFlow  = "The schedule *%s* could not run: the flow *%s* is no longer configured. Please tell an admin."
 	msgScheduleInvalid = "The schedule *%s* could not run: %s Please tell an admin."
 	msgScheduleBusy    = "The schedule *%s* did not run this time: all %d runs that schedules may have at once were still under way until its next run was due. Please tell an admin (bridge.max_scheduled_in_flight)."
