@@ -174,14 +174,18 @@ type PromptConfig struct {
 
 // FlowConfig is one [[flows]] entry.
 type FlowConfig struct {
-	Name        string        `toml:"name"`
-	UUID        string        `toml:"uuid"`
-	Description string        `toml:"description"`
-	Timeout     Duration      `toml:"timeout"`
-	Allow       []string      `toml:"allow"`
-	Public      bool          `toml:"public"`
-	Confirm     bool          `toml:"confirm"`
-	Params      []ParamConfig `toml:"params"`
+	Name        string   `toml:"name"`
+	UUID        string   `toml:"uuid"`
+	Description string   `toml:"description"`
+	Timeout     Duration `toml:"timeout"`
+	Allow       []string `toml:"allow"`
+	Public      bool     `toml:"public"`
+	Confirm     bool     `toml:"confirm"`
+	// Approvers and ApprovalTimeout: who answers a confirm = true flow's
+	// request instead of its caller, and for how long it stays open.
+	Approvers       []string      `toml:"approvers"`
+	ApprovalTimeout Duration      `toml:"approval_timeout"`
+	Params          []ParamConfig `toml:"params"`
 }
 
 // ParamConfig is one [[flows.params]] entry.
@@ -1136,6 +1140,11 @@ func (c *Config) validateFlows() error {
 				ps.add(fmt.Sprintf("flows[%d].allow[%d]", i, j), "%s", msg)
 			}
 		}
+		for j, rule := range f.Approvers {
+			if msg := c.approverProblem(rule); msg != "" {
+				ps.add(fmt.Sprintf("flows[%d].approvers[%d]", i, j), "%s", msg)
+			}
+		}
 	}
 	return errors.Join(ps...)
 }
@@ -1173,6 +1182,16 @@ func (c *Config) allowProblem(rule string) string {
 		msg = fmt.Sprintf("%q is not a rule (did you mean \"everyone\"?); write %s", rule, allowForms)
 	}
 	return msg
+}
+
+// approverProblem says what is wrong with one approver ("" if nothing):
+// an allow rule that names people, never "everyone" nor a channel (the
+// core's CheckFlows says so), and a bare word that looks like an ID.
+func (c *Config) approverProblem(rule string) string {
+	if bridge.ApproverProblem(rule) != "" {
+		return "" // CheckFlows reports it
+	}
+	return c.allowProblem(rule)
 }
 
 // checkAdapters checks that something is enabled, and each enabled
@@ -1246,7 +1265,8 @@ func (c *Config) bridgeConfig() bridge.Config {
 func (c *Config) catalog() ([]bridge.Flow, []bridge.Agent) {
 	flows := make([]bridge.Flow, 0, len(c.Flows))
 	for _, f := range c.Flows {
-		bf := bridge.Flow{Name: f.Name, UUID: f.UUID, Description: f.Description, Timeout: f.Timeout.D(), Allow: f.Allow, Public: f.Public, Confirm: f.Confirm}
+		bf := bridge.Flow{Name: f.Name, UUID: f.UUID, Description: f.Description, Timeout: f.Timeout.D(), Allow: f.Allow, Public: f.Public, Confirm: f.Confirm,
+			Approvers: f.Approvers, ApprovalTimeout: f.ApprovalTimeout.D()}
 		for _, p := range f.Params {
 			bf.Params = append(bf.Params, bridge.Param{Name: p.Name, Description: p.Description, Required: p.Required, Choices: p.Choices, Suggestions: p.Suggestions})
 		}

@@ -567,6 +567,36 @@ func TestConfigAllowRules(t *testing.T) {
 	}
 }
 
+// TestConfigApprovers: a flow's approvers and approval_timeout are read,
+// checked with every problem named at its key, and passed to the core.
+func TestConfigApprovers(t *testing.T) {
+	with := func(keys string) string {
+		return strings.Replace(testConfig("", ""), `allow = ["everyone"]`, `allow = ["everyone"]`+"\n"+keys, 1)
+	}
+	cfg, err := parseConfig([]byte(with(`confirm = true
+approvers = ["U0BOSS", "group:S0OPS", "role:123456789012345678"]
+approval_timeout = "4h"`)), mapEnv(nil))
+	if err != nil {
+		t.Fatalf("parseConfig(valid approvers) = %v", err)
+	}
+	flows, _ := cfg.catalog()
+	if f := flows[0]; len(f.Approvers) != 3 || f.ApprovalTimeout != 4*time.Hour || !f.Confirm {
+		t.Errorf("catalog flow = %+v, want the approvers and 4h", f)
+	}
+	for _, tt := range []struct{ keys, want string }{
+		{`approvers = ["U0BOSS"]`, "flows[0].approvers: set, but confirm is not"},
+		{"confirm = true\napprovers = [\"everyone\"]", `flows[0].approvers[0]: "everyone" cannot approve`},
+		{"confirm = true\napprovers = [\"channel:C0GENERAL\"]", `flows[0].approvers[0]: "channel:C0GENERAL": an approver is a user ID`},
+		{"confirm = true\napprovers = [\"evryone\"]", `flows[0].approvers[0]: "evryone" is not a rule`},
+		{"confirm = true\napproval_timeout = \"1h\"", "flows[0].approval_timeout: set, but approvers is not"},
+		{"confirm = true\napprovers = [\"U0BOSS\"]\napproval_timeout = \"1m\"", "flows[0].approval_timeout: 1m is out of range: allowed 0s (24h) or 5m to 720h"},
+	} {
+		if _, err := parseConfig([]byte(with(tt.keys)), mapEnv(nil)); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("parseConfig(%q) = %v, want %q", tt.keys, err, tt.want)
+		}
+	}
+}
+
 func TestCheckConfigDiscordLongFlowWarning(t *testing.T) {
 	tests := []struct {
 		name, flow, rest string

@@ -127,6 +127,9 @@ var bounds = map[string]bound{
 	"discord.catch_up_age": durationRange{min: time.Minute, max: 7 * 24 * time.Hour},
 
 	"flows.timeout": durationRange{zero: "bridge.default_flow_timeout", min: time.Second, max: time.Hour},
+	// A request for approval waits for people: at least a few minutes, at
+	// most a month (the token it is kept as lives that long).
+	"flows.approval_timeout": durationRange{zero: fmtDuration(bridge.DefaultApprovalTimeout), min: 5 * time.Minute, max: 30 * 24 * time.Hour},
 }
 
 // bound is the allowed values of a numeric key.

@@ -162,6 +162,9 @@ func serve(ctx context.Context, env *environment, cfg *Config, log *zap.Logger, 
 			sessions: cfg.Store.SessionRetention.D(), replies: cfg.Store.ReplyRetention.D(),
 		}, log)
 	})
+	// Requests for approval nobody answered in time are told to their
+	// requesters (bridge.ExpireApprovals) by every process, each taken once.
+	mwg.Go(func() { b.ExpireApprovalsEvery(adCtx, time.Minute) })
 	if sched != nil {
 		mwg.Go(func() {
 			if err := sched.Run(adCtx); err != nil {
