@@ -40,9 +40,9 @@ func openShared(t *testing.T, dsn string) *postgres.Store {
 // event, found by the event's route, whichever replica answers it.
 type chatPlatform struct {
 	testPlatform // Prepare and Earlier as a test gives them (via)
-	mu      sync.Mutex
-	replies map[string][]bridge.Reply // by event key
-	notify  chan string
+	mu           sync.Mutex
+	replies      map[string][]bridge.Reply // by event key
+	notify       chan string
 }
 
 func newChatPlatform() *chatPlatform {
@@ -54,8 +54,25 @@ type keyResponder struct {
 	key string
 }
 
+// Send posts rep as Slack posts a reply the core named (Reply.Once) in a
+// chat thread: a send marked Again is not posted when a message carrying
+// its name is there already, and that message is returned (Slack looks
+// its metadata up first). Counting such a re-post as a second answer
+// would invent a double post no platform shows: a replica cut off from
+// its store after posting, before closing the entry, leaves its answer
+// kept, and the new holder re-posts it marked Again
+// (TestReplicaCutOffAfterPostingIsAnsweredOnce). Slack is the model, not
+// Discord: Discord's nonce refuses a second post even unmarked, which
+// would hide a core that forgets Again. An ephemeral cannot be found
+// again on Slack, so it is always posted.
 func (r keyResponder) Send(_ context.Context, rep bridge.Reply) (bridge.MessageRef, error) {
 	r.p.mu.Lock()
+	if rep.Once != "" && rep.Again && !rep.Ephemeral {
+		if i := slices.IndexFunc(r.p.replies[r.key], func(p bridge.Reply) bool { return p.Once == rep.Once && !p.Ephemeral }); i >= 0 {
+			r.p.mu.Unlock()
+			return bridge.MessageRef(fmt.Sprintf("%s#%d", r.key, i+1)), nil
+		}
+	}
 	r.p.replies[r.key] = append(r.p.replies[r.key], rep)
 	n := len(r.p.replies[r.key])
 	r.p.mu.Unlock()
@@ -128,7 +145,7 @@ func newReplicaWith(t *testing.T, cfg bridge.Config, dsn string, fake *workspace
 }
 
 // newReplicaOn is a replica's bridge on st.
-func newReplicaOn(t *testing.T, cfg bridge.Config, st store.Store, fake *workspacetest.Server, p *chatPlatform, rc bridge.ReplicaConfig) *bridge.Bridge {
+func newReplicaOn(t *testing.T, cfg bridge.Config, st store.Store, fake *workspacetest.Server, p bridge.Platform, rc bridge.ReplicaConfig) *bridge.Bridge {
 	t.Helper()
 	ws, err := workspace.New(workspace.Config{BaseURL: fake.URL, WorkspaceUUID: "ws-test", Token: "test-token"})
 	if err != nil {
@@ -778,6 +795,104 @@ func TestReplicasSurviveAKilledOne(t *testing.T) {
 		}
 	}
 	t.Logf("%d messages: %d told, %d answered and told", convs*perConv, told, both)
+}
+
+// storeCut is the platform as a replica sees it whose store is cut off
+// (closed) just after its first successful post: the answer is on the
+// platform, its inbox entry not closed.
+type storeCut struct {
+	testPlatform
+	p   *chatPlatform
+	cut func()
+}
+
+type storeCutResponder struct {
+	bridge.Responder
+	cut func()
+}
+
+func (c storeCutResponder) Send(ctx context.Context, r bridge.Reply) (bridge.MessageRef, error) {
+	ref, err := c.Responder.Send(ctx, r)
+	if err == nil {
+		c.cut()
+	}
+	return ref, err
+}
+
+func (c storeCut) Responder(ev bridge.Event) (bridge.Responder, error) {
+	r, err := c.p.Responder(ev)
+	if err != nil {
+		return nil, err
+	}
+	return storeCutResponder{r, c.cut}, nil
+}
+
+// reporting is the platform as a replica sees it, reporting each reply
+// the replica sends, whether or not the platform shows it anew.
+type reporting struct {
+	testPlatform
+	p    *chatPlatform
+	sent chan bridge.Reply
+}
+
+type reportingResponder struct {
+	bridge.Responder
+	sent chan bridge.Reply
+}
+
+func (r reportingResponder) Send(ctx context.Context, rep bridge.Reply) (bridge.MessageRef, error) {
+	ref, err := r.Responder.Send(ctx, rep)
+	r.sent <- rep
+	return ref, err
+}
+
+func (r reporting) Responder(ev bridge.Event) (bridge.Responder, error) {
+	inner, err := r.p.Responder(ev)
+	if err != nil {
+		return nil, err
+	}
+	return reportingResponder{inner, r.sent}, nil
+}
+
+func TestReplicaCutOffAfterPostingIsAnsweredOnce(t *testing.T) {
+	// A replica posts an answer and loses its store before it closes the
+	// entry, as when it is killed between the two (TestReplicasSurviveAKilledOne
+	// met this now and then). The answer is kept in the outbox: the
+	// replica that takes the conversation over posts it again, named
+	// once and marked Again, and the platform finds the first post. The
+	// user sees one answer.
+	t.Parallel()
+	dsn := pgtest.Schema(t)
+	fake := newReplicaFake(t, workspacetest.Agent{})
+	p := newChatPlatform()
+	fast := bridge.ReplicaConfig{LeaseTTL: 500 * time.Millisecond, SweepEvery: 50 * time.Millisecond, ClaimGrace: 50 * time.Millisecond}
+	cut := fast
+	cut.Holder = "cut"
+	st := openShared(t, dsn)
+	first := newReplicaOn(t, defaultConfig(), st, fake, storeCut{p: p, cut: func() { st.Close() }}, cut)
+	const key = "test/msg/1"
+	if err := receive(first, p.event("c/1", key, "hello")).Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	p.waitReplies(t, key)
+
+	// Started once the first is cut off, the survivor takes the
+	// conversation when the first's lease expires.
+	survivor := fast
+	survivor.Holder = "survivor"
+	sent := make(chan bridge.Reply, 10)
+	newReplicaOn(t, defaultConfig(), openShared(t, dsn), fake, reporting{p: p, sent: sent}, survivor)
+	select {
+	case r := <-sent:
+		if r.Once != key || !r.Again {
+			t.Errorf("kept answer re-posted with Once %q, Again %v; want Once %q, Again true", r.Once, r.Again, key)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the survivor never posted the kept answer")
+	}
+	if got := p.repliesTo(key); len(got) != 1 || !strings.HasSuffix(got[0].Text, "You said: hello") {
+		t.Errorf("replies to %s = %+v, want its answer once", key, got)
+	}
 }
 
 // stallingResponder is a keyResponder whose first file download stalls
