@@ -30,9 +30,11 @@ func approvalCore(offset *atomic.Int64) func(*bridge.Config) {
 func TestE2EApproval(t *testing.T) {
 	t.Parallel()
 	const boss = "U0BOSS"
-	s, ws := newFakes(t, nil)
-	s.AddUserGroup(slacktest.UserGroup{ID: "S0OPS", Handle: "ops", Name: "Ops", Users: []string{boss}})
 	var offset atomic.Int64
+	// The fake Slack's clock moves with the core's: a response_url it
+	// gave expires after 30 minutes of it.
+	s, ws := newFakesOpts(t, nil, slacktest.Options{Now: func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }})
+	s.AddUserGroup(slacktest.UserGroup{ID: "S0OPS", Handle: "ops", Name: "Ops", Users: []string{boss}})
 	userGroups := func(c *Config) { c.UserGroups = true }
 	e := startE2E(t, e2eOptions{slack: s, ws: ws, cfg: userGroups, core: approvalCore(&offset)})
 	ctx := waitCtx(t)
@@ -115,9 +117,16 @@ func TestE2EApproval(t *testing.T) {
 	if n, err := e.core.ExpireApprovals(ctx); n != 1 || err != nil {
 		t.Fatalf("ExpireApprovals = %d, %v, want 1", n, err)
 	}
-	p := e.response(ctx, req.ResponseURL, "Nobody approved your request")
-	if p.ResponseType != "ephemeral" {
-		t.Errorf("expiry notice = %+v, want it private", p)
+	// A day later the command's response_url has expired: the requester is
+	// told through chat.postEphemeral instead.
+	c, err := e.slack.WaitCall(ctx, func(c slacktest.Call) bool {
+		return c.Method == "chat.postEphemeral" && strings.Contains(c.Params.Get("blocks")+c.Params.Get("text"), "Nobody approved your request")
+	})
+	if err != nil {
+		t.Fatalf("expiry notice not posted: %v\nresponse posts: %+v", err, e.slack.ResponseURLPosts())
+	}
+	if c.Params.Get("user") != e2eUser || c.Params.Get("channel") != e2eChannel {
+		t.Errorf("expiry notice to %s in %s, want %s in %s", c.Params.Get("user"), c.Params.Get("channel"), e2eUser, e2eChannel)
 	}
 	if n := runs(); n != 1 {
 		t.Errorf("%d runs after the expiry, want still 1", n)

@@ -613,6 +613,15 @@ func (r *responder) sendURL(ctx context.Context, m urlMessage) error {
 			if code == "" {
 				code = strings.TrimSpace(string(b))
 			}
+			if code == "expired_url" || code == "used_url" {
+				// Slack takes a response_url for 30 minutes and five
+				// posts: past either (an answer that came late, such as
+				// a request for approval's), the Web API answers instead.
+				r.mu.Lock()
+				r.urlUses = maxURLUses
+				r.mu.Unlock()
+				return fmt.Errorf("response_url: %s: %w", code, errURLUsedUp)
+			}
 			return fmt.Errorf("response_url: %s: %s", res.Status, truncate.Bytes(code, 200))
 		}
 		return nil
