@@ -33,6 +33,7 @@ func (b *Bridge) agentCommand(ctx context.Context, log *zap.Logger, ev Event, ar
 			return
 		}
 		log.Info("conversation reset")
+		b.sessionStatus(ctx, ev, SessionClosed)
 		b.tell(ctx, log, ev, Reply{Kind: ReplyInfo, Text: "Done: the next message here starts a new conversation."})
 	case "use":
 		b.agentUse(ctx, log, ev, cat, words[1:])
@@ -97,6 +98,9 @@ func (b *Bridge) agentStatus(ctx context.Context, log *zap.Logger, ev Event, cat
 			sess.SessionUUID, sess.Created.UTC().Format("2006-01-02 15:04 MST"), sess.LastUsed.UTC().Format("2006-01-02 15:04 MST"))
 	} else {
 		s.WriteString("Session: none yet (the next message starts one)")
+	}
+	if t, found, err := b.store.ConversationContext(ctx, titleKey(ev.Conversation)); err == nil && found && t.Text != "" {
+		fmt.Fprintf(&s, "\nTitle: %s", t.Text)
 	}
 	fmt.Fprintf(&s, "\nConversation: `%s`", ev.Conversation)
 	b.tell(ctx, log, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: s.String()})

@@ -110,6 +110,26 @@ func (b *Bridge) keepContext(ctx context.Context, log *zap.Logger, ev Event) (kn
 	return found
 }
 
+// maxTitleBytes bounds a conversation's title as the core keeps it; Slack
+// allows 200 characters.
+const maxTitleBytes = 800
+
+// titleKey is the context record under which a conversation's title (a
+// user's rename, KindTitle) is kept.
+func titleKey(conversation string) string { return conversation + "#title" }
+
+// keepTitle keeps the title a user gave the conversation, for /agent status.
+func (b *Bridge) keepTitle(ctx context.Context, log *zap.Logger, ev Event) {
+	text := truncate.Bytes(sanitize(strings.Join(strings.Fields(ev.Text), " ")), maxTitleBytes)
+	err := b.noteWrite(func() error {
+		return b.store.PutConversationContext(ctx, store.Context{Key: titleKey(ev.Conversation), Text: text, Updated: b.cfg.Now()})
+	})
+	if err != nil {
+		b.metrics.storeFailed("save_context")
+		log.Warn("title not kept", zap.Error(err))
+	}
+}
+
 // withContext returns text led by the conversation's context when the agent
 // has not been told it yet, and the function that records that it has,
 // to call once the agent answered. A thread without a context of its own

@@ -296,13 +296,15 @@ type job struct {
 	// out, when set, is the answer a stopped process kept in the outbox:
 	// the job posts it and runs nothing else.
 	out *outbound
+	// stop is what a Stop press did when it was recorded (markStop).
+	stop *stopResult
 }
 
 // classify decides how an event is handled. Text commands (!flow, !agent) work
 // in any message the bot reads, because Slack slash commands cannot be used in threads.
 func classify(ev Event) job {
 	switch ev.Kind {
-	case KindAction, KindOpen, KindContext:
+	case KindAction, KindOpen, KindContext, KindTitle:
 		return job{ev: ev, kind: ev.Kind}
 	case KindCommand:
 		switch {
@@ -351,7 +353,7 @@ func (j job) ordered() bool {
 	switch {
 	case j.out != nil:
 		return true
-	case j.kind == KindMessage, j.kind == KindOpen, j.kind == KindContext:
+	case j.kind == KindMessage, j.kind == KindOpen, j.kind == KindContext, j.kind == KindTitle:
 		return true
 	case j.command == CommandAgent:
 		sub, _, _ := strings.Cut(strings.TrimSpace(j.args), " ")
@@ -458,7 +460,7 @@ func (b *Bridge) busy(j *job) {
 		return
 	}
 	j.rec.settle(ErrBusy)
-	if j.kind == KindOpen || j.kind == KindContext {
+	if j.kind == KindOpen || j.kind == KindContext || j.kind == KindTitle {
 		// Nobody sent it: a platform's opening or a change of what the
 		// user views, in a storm (Slack's Messages tab opened again and
 		// again). Told "busy", its user would hear of messages they never
@@ -524,6 +526,11 @@ func (b *Bridge) run(j job) {
 		}
 	}()
 	ctx := b.ctx
+	if startsWork(&j) && (j.kind != KindAction || j.ev.Action.ID == ActionConfirm) {
+		var end func()
+		ctx, end = b.disp.working(ctx, &j)
+		defer end()
+	}
 	if j.out != nil {
 		// Prepared and run by the process that kept the answer.
 		if j.out.Busy {
@@ -538,6 +545,10 @@ func (b *Bridge) run(j job) {
 		return
 	}
 	switch {
+	case j.kind == KindAction && j.ev.Action.ID == ActionStop:
+		b.stopPressed(ctx, log, j)
+	case j.kind == KindTitle:
+		b.keepTitle(ctx, log, j.ev)
 	case j.kind == KindMessage:
 		b.chat(ctx, log, j.ev)
 	case j.command == CommandFlow:

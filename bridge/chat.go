@@ -104,6 +104,8 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	if !b.markSent(ctx, log, ev) {
 		return
 	}
+	b.sessionStatus(ctx, ev, SessionProcessing)
+	defer b.sessionStatus(ctx, ev, SessionActive)
 	stop := b.indicate(ctx, ev.reply)
 	log = log.WithLazy(zap.String("agent", agent.Name))
 	if ce := log.Check(zap.DebugLevel, "chat message"); ce != nil {
@@ -112,7 +114,9 @@ func (b *Bridge) chat(ctx context.Context, log *zap.Logger, ev Event) {
 	}
 	titler := b.titler(ctx, log, ev)
 	asked, told := b.withContext(ctx, log, ev, lead+text)
-	stopProgress := b.progress(ctx, log, ev.reply, "", thinkingProgress)
+	stopProgress := b.progress(ctx, log, ev.reply, "", func(elapsed time.Duration) Reply {
+		return withStop(ev.Key, thinkingProgress(elapsed))
+	})
 	out, sess, renewed, err := b.ask(ctx, log, ev.Conversation, agent, sess, have, asked)
 	stopProgress()
 	stop()

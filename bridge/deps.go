@@ -43,6 +43,7 @@ const (
 	OutcomeConfirm     = store.OutcomeConfirm
 	OutcomeCancelled   = store.OutcomeCancelled
 	OutcomeCutOff      = store.OutcomeCutOff
+	OutcomeStopped     = store.OutcomeStopped
 	OutcomeInterrupted = store.OutcomeInterrupted
 	OutcomeExpired     = store.OutcomeExpired
 )

@@ -77,6 +77,8 @@ type dispatcher struct {
 	// tell apart two goroutines of one holder.
 	alones    map[string]bool
 	platforms map[string]Platform // by name, from Attach
+	// running are the runs under way here that a Stop cancels, by entry key.
+	running map[string]*runningWork
 	// keys numbers the keys given to events that came without one.
 	keys atomic.Uint64
 
@@ -108,6 +110,7 @@ func newDispatcher(b *Bridge, st store.Store, cfg ReplicaConfig) *dispatcher {
 		held:      make(map[string]time.Time),
 		alones:    make(map[string]bool),
 		platforms: make(map[string]Platform),
+		running:   make(map[string]*runningWork),
 		sweep:     make(chan struct{}, 1),
 	}
 }
@@ -254,6 +257,11 @@ func (r *dispatcher) listen(ctx context.Context) {
 			// looks at the inbox once more after it lets go (see process).
 			if c := r.convs[conv]; c != nil && c.running {
 				c.again = true
+			}
+			// A Stop recorded by another replica marks its target
+			// before its own record brings this notification.
+			if r.runsInLocked(conv) {
+				r.loops.Go(func() { r.checkStops(conv) })
 			}
 		})
 		if err == nil || ctx.Err() != nil {
@@ -847,6 +855,7 @@ func (r *dispatcher) nextEntry(log *zap.Logger, c *leasedConv, entries []store.I
 			j = oj
 		}
 		j.ev.entry.sent = e.State == store.Sent
+		j.ev.entry.stoppedBy = e.StoppedBy
 		if j.ordered() && !j.ev.alone {
 			return j, entryRun
 		}
@@ -934,6 +943,14 @@ func (r *dispatcher) finishDropped(log *zap.Logger, key string) {
 // again, its user is told; an answer it kept is posted, once.
 func (r *dispatcher) runTaken(log *zap.Logger, j *job) {
 	b := r.b
+	if by := j.ev.entry.stoppedBy; by != "" {
+		// Stopped before this process (or the one that ran it) could end
+		// it: nothing of it runs or is posted.
+		b.metrics.recoveredEvent(j.ev.Platform, "stopped")
+		b.stoppedEarlier(log, j.ev, by)
+		j.rec.finish()
+		return
+	}
 	if j.out != nil {
 		b.metrics.recoveredEvent(j.ev.Platform, "reposted")
 	} else if j.ev.entry != nil && j.ev.entry.sent {

@@ -120,16 +120,20 @@ func (b *Bridge) runFlowHeld(ctx context.Context, log *zap.Logger, ev Event, f *
 	if !b.markSent(ctx, log, ev) {
 		return
 	}
+	b.sessionStatus(ctx, ev, SessionProcessing)
+	defer b.sessionStatus(ctx, ev, SessionActive)
 	// Audited before it is sent, so a run cut short by a crash leaves a trace.
 	started := entry
 	started.Outcome = OutcomeStarted
 	b.audit(ctx, log, started)
-	first := flowProgress(note, f, f.Public, 0)
+	first := withStop(ev.Key, flowProgress(note, f, f.Public, 0))
 	first.Replace = note != ""
 	ref := b.send(ctx, ev, first)
 
 	start := b.cfg.Now()
-	stopProgress := b.progress(ctx, log, ev.reply, ref, func(elapsed time.Duration) Reply { return flowProgress(note, f, f.Public, elapsed) })
+	stopProgress := b.progress(ctx, log, ev.reply, ref, func(elapsed time.Duration) Reply {
+		return withStop(ev.Key, flowProgress(note, f, f.Public, elapsed))
+	})
 	run, err := b.ws.RunFlowSync(ctx, f.UUID, params, timeout)
 	stopProgress()
 	elapsed := b.cfg.Now().Sub(start)
@@ -138,6 +142,9 @@ func (b *Bridge) runFlowHeld(ctx context.Context, log *zap.Logger, ev Event, f *
 	footer := fmt.Sprintf("%s · run by %s · %s", f.Name, displayName(ev.User), humanElapsed(elapsed))
 	if err != nil {
 		entry.Outcome, entry.Detail = outcomeOf(ctx, err), truncate.Bytes(err.Error(), 1000)
+		if by, ok := stoppedBy(ctx); ok {
+			entry.Detail = "stopped by " + by
+		}
 		b.audit(ctx, log, entry)
 		b.metrics.flowRun(f.Name, entry.Outcome)
 		log.Warn("flow failed", zap.Error(err), zap.Duration("duration", elapsed))
@@ -158,6 +165,9 @@ func (b *Bridge) runFlowHeld(ctx context.Context, log *zap.Logger, ev Event, f *
 }
 
 func outcomeOf(ctx context.Context, err error) string {
+	if _, ok := stoppedBy(ctx); ok {
+		return OutcomeStopped
+	}
 	switch {
 	case ctx.Err() != nil:
 		return OutcomeCutOff

@@ -111,6 +111,8 @@ type entry struct {
 	// it did not, and the entry was left to the lease's next holder.
 	lease     string
 	leaseLost bool
+	// stoppedBy is who stopped the entry, as the inbox read it.
+	stoppedBy string
 }
 
 // storedEvent is an Event as the inbox keeps it: what it takes to run the
@@ -158,6 +160,15 @@ func (b *Bridge) record(j *job) error {
 	ev := j.ev
 	if ev.Key == "" {
 		return b.ack(ev)
+	}
+	if j.kind == KindAction && ev.Action.ID == ActionStop {
+		// Marked before the press is recorded, so that the notification
+		// its record brings other replicas finds the mark (see stop.go).
+		res, err := b.markStop(recordCtx(b.ctx), ev)
+		if err != nil {
+			return b.notRecorded(ev, err)
+		}
+		j.stop = &res
 	}
 	data, err := encodeEvent(ev)
 	if err == nil {

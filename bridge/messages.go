@@ -208,3 +208,14 @@ func humanDuration(d time.Duration) string {
 func humanWait(d time.Duration) string {
 	return humanDuration((d + time.Second - 1).Truncate(time.Second))
 }
+
+// What a Stop press is told (stop.go), in one short line.
+const (
+	msgStopped     = "Stopped. Nothing more of that answer will be posted."
+	msgStoppedFlow = "Stopped *%s*. The flow may still finish inside the workspace; its result will not be posted here."
+	msgStoppedHere = "Stopped."
+	msgStopAgain   = "That was stopped already."
+	msgStopLate    = "That has finished already; there is nothing to stop."
+	msgStopNothing = "Nothing of yours is running here."
+	msgStopRefused = "Only the person who asked, or a flowbridge admin, can stop that."
+)

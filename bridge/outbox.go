@@ -59,6 +59,10 @@ func (b *Bridge) tell(ctx context.Context, log *zap.Logger, ev Event, r Reply) {
 // replace, when set, is the message r takes the place of.
 func (b *Bridge) deliver(ctx context.Context, log *zap.Logger, ev Event, replace MessageRef, r Reply, turn *Turn) {
 	e := ev.entry
+	if by, ok := stoppedBy(ctx); ok {
+		b.endStopped(ctx, log, ev, replace, by)
+		return
+	}
 	if e == nil || e.done {
 		b.answered(ctx, log, ev, b.postPlain(ctx, ev, replace, r), turn)
 		return
@@ -79,6 +83,11 @@ func (b *Bridge) deliver(ctx context.Context, log *zap.Logger, ev Event, replace
 		err = b.retryWrite(b.ctx, log, "put_reply", put, never, func() bool { return true }, 0)
 	}
 	switch {
+	case errors.Is(err, store.ErrStopped):
+		// Stopped on another replica, or before this process's cancel
+		// reached the run: the store refuses the answer.
+		b.endStopped(ctx, log, ev, replace, "")
+		return
 	case errors.Is(err, store.ErrAlreadySent):
 		// Answered by another process (a replica that took the
 		// conversation over): posting too would answer twice.

@@ -14,7 +14,7 @@ const (
 	msgLineTooLong    = "That line is too long (%d bytes; the limit is %d). Please shorten it."
 	msgUnknownCommand = "There is no command `/%s` here."
 	msgDidYouMean     = " Did you mean `/%s`?"
-	msgCommands       = "Commands: `/flow`, `/agent`, `/share` and `/help`; answer a confirmation with `y` or `n`. To send a line that starts with / as chat, start it with //."
+	msgCommands       = "Commands: `/flow`, `/agent`, `/share`, `/stop` and `/help`; answer a confirmation with `y` or `n`. To send a line that starts with / as chat, start it with //."
 	msgNothingToShare = "There is nothing to share: `/share` shares the last result that offers it."
 	msgHowToTalk      = "Type a line to talk to the agent: this terminal is one conversation. `/help` lists the console's own commands."
 	msgKeptForRestart = "flowbridge is restarting: this line is kept, and answered when it starts again with the same store."
@@ -23,6 +23,7 @@ const (
 		"• `/flow NAME key=value …`: run a flow; `/flow help` lists them\n" +
 		"• `/agent …`: this conversation's agent; `/agent help` says more\n" +
 		"• `/share`: share the last result that offers it\n" +
+		"• `/stop`: stop the answer or flow under way\n" +
 		"• `y` or `n`: answer a confirmation\n" +
 		"• `/help`: this help\n" +
 		"• `//text`: send \"/text\" to the agent as chat\n" +
@@ -33,11 +34,12 @@ const (
 // bridge.CommandAgent).
 const (
 	commandShare = "share"
+	commandStop  = "stop"
 	commandHelp  = "help"
 )
 
 // commands are the words a mistyped command is compared with.
-var commands = []string{bridge.CommandFlow, bridge.CommandAgent, commandShare, commandHelp}
+var commands = []string{bridge.CommandFlow, bridge.CommandAgent, commandShare, commandStop, commandHelp}
 
 // unknownCommand is the answer to "/word" for a word the console does not know.
 func unknownCommand(word string) bridge.Reply {

@@ -102,6 +102,10 @@ type Adapter struct {
 	// line is answered once like any platform's event.
 	run   string
 	lines int
+	// waiting are lines typed while an earlier one was answered, in order.
+	waiting []inputLine
+	// interrupt is Options.Interrupt.
+	interrupt <-chan struct{}
 }
 
 // Options are the console's I/O and how it shows replies.
@@ -110,6 +114,10 @@ type Options struct {
 	Out io.Writer
 	// Prompt prints "> " before each line (for an interactive terminal).
 	Prompt bool
+	// Interrupt delivers the user's Ctrl-C. The console reads it only
+	// while it answers a line, which it then stops (as /stop); at other
+	// times Ctrl-C is the sender's to handle (flowbridge shuts down).
+	Interrupt <-chan struct{}
 	// Style is how replies' Markdown is shown; the zero value, StyleAuto,
 	// styles it with ANSI sequences when Out is a terminal and prints plain
 	// text otherwise.
@@ -119,14 +127,15 @@ type Options struct {
 // New returns a console adapter; it starts nothing.
 func New(cfg Config, core Core, opts Options, log *zap.Logger) *Adapter {
 	return &Adapter{
-		cfg:    cfg.withDefaults(),
-		core:   core,
-		in:     opts.In,
-		out:    opts.Out,
-		prompt: opts.Prompt,
-		ansi:   opts.Style.ansi(opts.Out),
-		log:    log.Named("console"),
-		run:    strconv.FormatInt(time.Now().UnixNano(), 36),
+		cfg:       cfg.withDefaults(),
+		core:      core,
+		in:        opts.In,
+		out:       opts.Out,
+		prompt:    opts.Prompt,
+		ansi:      opts.Style.ansi(opts.Out),
+		log:       log.Named("console"),
+		interrupt: opts.Interrupt,
+		run:       strconv.FormatInt(time.Now().UnixNano(), 36),
 	}
 }
 
@@ -182,13 +191,20 @@ func (a *Adapter) Run(ctx context.Context) error {
 			return nil
 		case line := <-lines:
 			taken++
-			a.take(ctx, line)
+			a.take(ctx, line, lines)
+			for len(a.waiting) > 0 && ctx.Err() == nil {
+				next := a.waiting[0]
+				a.waiting = a.waiting[1:]
+				a.take(ctx, next, lines)
+			}
 		}
 	}
 }
 
-// take handles one line and returns once it has been answered or ctx is done.
-func (a *Adapter) take(ctx context.Context, line inputLine) {
+// take handles one line and returns once it has been answered or ctx is
+// done. Lines typed meanwhile (more) are read: "/stop" is taken at once,
+// to stop this one; the others wait their turn (a.waiting).
+func (a *Adapter) take(ctx context.Context, line inputLine, more <-chan inputLine) {
 	if line.tooLong {
 		a.log.Info("input line refused as too long", zap.Int("bytes", line.size))
 		a.print(bridge.Reply{Kind: bridge.ReplyError, Text: fmt.Sprintf(msgLineTooLong, line.size, maxLineBytes)})
@@ -223,10 +239,27 @@ func (a *Adapter) take(ctx context.Context, line inputLine) {
 		a.print(bridge.Reply{Kind: bridge.ReplyError, Text: msgNotTaken})
 		return
 	}
-	select {
-	case <-rec.Finished():
-	case <-ctx.Done():
+	for {
+		select {
+		case <-rec.Finished():
+			return
+		case <-ctx.Done():
+			return
+		case <-a.interrupt:
+			a.take(ctx, inputLine{text: "/" + commandStop}, nil)
+		case next := <-more:
+			if isStop(next) {
+				a.take(ctx, next, nil)
+				continue
+			}
+			a.waiting = append(a.waiting, next)
+		}
 	}
+}
+
+// isStop reports whether a typed line is the /stop command.
+func isStop(line inputLine) bool {
+	return !line.tooLong && strings.EqualFold(strings.TrimSpace(line.text), "/"+commandStop)
 }
 
 // route turns a typed line into a bridge event, or into a reply the console
@@ -267,6 +300,9 @@ func (a *Adapter) route(line string) (ev bridge.Event, local *bridge.Reply, ok b
 		switch cmd := strings.ToLower(word); cmd {
 		case bridge.CommandFlow, bridge.CommandAgent:
 			ev.Kind, ev.Command, ev.Text = bridge.KindCommand, cmd, args
+			return ev, nil, true
+		case commandStop:
+			ev.Kind, ev.Action = bridge.KindAction, bridge.Action{ID: bridge.ActionStop}
 			return ev, nil, true
 		case commandShare:
 			if pressed(bridge.ActionShare) {

@@ -237,6 +237,9 @@ const (
 	OutcomeConfirm   = "confirm_asked"
 	OutcomeCancelled = "cancelled"
 	OutcomeCutOff    = "cut_off"
+	// OutcomeStopped is a run its user (or an admin) stopped: its result,
+	// if the flow finished in the workspace, was not posted.
+	OutcomeStopped = "stopped"
 	// OutcomeInterrupted is written at start-up for a run that was under way
 	// when the previous process stopped.
 	OutcomeInterrupted = "interrupted"
@@ -247,7 +250,7 @@ const (
 
 // Outcomes lists every audit outcome, for validation and help texts.
 var Outcomes = []string{OutcomeStarted, OutcomeOK, OutcomeFailed, OutcomeError, OutcomeTimeout, OutcomeRefused,
-	OutcomeInvalid, OutcomeConfirm, OutcomeCancelled, OutcomeCutOff, OutcomeInterrupted, OutcomeExpired}
+	OutcomeInvalid, OutcomeConfirm, OutcomeCancelled, OutcomeCutOff, OutcomeStopped, OutcomeInterrupted, OutcomeExpired}
 
 // AuditFilter selects audit entries; its conditions are ANDed and zero
 // values match everything.

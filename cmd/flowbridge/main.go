@@ -18,8 +18,11 @@ import (
 var version = "dev"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	interrupt = interrupts(cancel)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "flowbridge:", err)
@@ -29,6 +32,28 @@ func main() {
 		}
 		os.Exit(1)
 	}
+}
+
+// interrupt hands the user's Ctrl-C to whoever reads it (the terminal
+// console while it answers a line: it stops that line); nil in tests.
+var interrupt <-chan struct{}
+
+// interrupts delivers each SIGINT to a reader of the returned channel, if
+// one is waiting; with none, SIGINT calls shutdown, as it always has.
+func interrupts(shutdown func()) <-chan struct{} {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt)
+	out := make(chan struct{})
+	go func() {
+		for range sig {
+			select {
+			case out <- struct{}{}:
+			default:
+				shutdown()
+			}
+		}
+	}()
+	return out
 }
 
 // usageError is a mistake on the command line (exit status 2).

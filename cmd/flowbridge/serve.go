@@ -246,7 +246,7 @@ func openServing(ctx context.Context, cfg *Config, log *zap.Logger) (servedStore
 func buildAdapters(env *environment, cfg *Config, b *bridge.Bridge, log *zap.Logger, opts serveOptions) ([]namedAdapter, error) {
 	var out []namedAdapter
 	if cfg.Console.Enabled {
-		out = append(out, namedAdapter{"console", console.New(cfg.Console, b, console.Options{In: env.stdin, Out: env.stdout, Prompt: opts.prompt}, log)})
+		out = append(out, namedAdapter{"console", console.New(cfg.Console, b, console.Options{In: env.stdin, Out: env.stdout, Prompt: opts.prompt, Interrupt: interrupt}, log)})
 	}
 	more, err := platformAdapters(cfg, b, log)
 	if err != nil {
