@@ -24,20 +24,20 @@ func stopPress(conv, key, user, target string, rec *recorder) bridge.Event {
 // statusRecorder is a recorder whose platform shows agent session statuses.
 type statusRecorder struct {
 	*recorder
-	mu       sync.Mutex
-	statuses []bridge.SessionStatus
+	smu sync.Mutex
+	set []bridge.SessionStatus
 }
 
 func (s *statusRecorder) SetSessionStatus(_ context.Context, st bridge.SessionStatus) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.statuses = append(s.statuses, st)
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	s.set = append(s.set, st)
 }
 
-func (s *statusRecorder) all() []bridge.SessionStatus {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]bridge.SessionStatus(nil), s.statuses...)
+func (s *statusRecorder) statuses() []bridge.SessionStatus {
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	return append([]bridge.SessionStatus(nil), s.set...)
 }
 
 func TestStopChatTurn(t *testing.T) {
@@ -75,7 +75,7 @@ func TestStopChatTurn(t *testing.T) {
 			t.Errorf("the stopped turn's answer was posted: %q", r.Text)
 		}
 	}
-	if st := turn.all(); len(st) != 2 || st[0] != bridge.SessionProcessing || st[1] != bridge.SessionActive {
+	if st := turn.statuses(); len(st) != 2 || st[0] != bridge.SessionProcessing || st[1] != bridge.SessionActive {
 		t.Errorf("session statuses = %v, want processing, active", st)
 	}
 	// A second press, and a press after the answer, change nothing.
@@ -216,7 +216,7 @@ func TestResetClosesTheSession(t *testing.T) {
 	if err := h.do(via(command("c/1", bridge.CommandAgent, "reset", nil), rec)); err != nil {
 		t.Fatal(err)
 	}
-	if st := rec.all(); len(st) != 1 || st[0] != bridge.SessionClosed {
+	if st := rec.statuses(); len(st) != 1 || st[0] != bridge.SessionClosed {
 		t.Errorf("statuses = %v, want closed", st)
 	}
 }

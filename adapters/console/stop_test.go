@@ -1,10 +1,8 @@
 package console_test
 
 import (
-	"bytes"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,24 +10,6 @@ import (
 
 	"github.com/flowbridge/flowbridge/adapters/console"
 )
-
-// lockedBuffer is an output the test reads while the console writes it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func TestStopTypedWhileALineIsAnswered(t *testing.T) {
 	// The agent takes an hour: "/stop", typed while it works, stops it; the
