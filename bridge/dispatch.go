@@ -79,6 +79,9 @@ type dispatcher struct {
 	platforms map[string]Platform // by name, from Attach
 	// running are the runs under way here that a Stop cancels, by entry key.
 	running map[string]*runningWork
+	// stopChecks are the conversations whose stops are being read
+	// (checkStopsLocked): true when a notification came meanwhile.
+	stopChecks map[string]bool
 	// keys numbers the keys given to events that came without one.
 	keys atomic.Uint64
 
@@ -106,12 +109,13 @@ func newDispatcher(b *Bridge, st store.Store, cfg ReplicaConfig) *dispatcher {
 	cfg.setDefaults()
 	return &dispatcher{
 		b: b, st: st, cfg: cfg,
-		convs:     make(map[string]*leasedConv),
-		held:      make(map[string]time.Time),
-		alones:    make(map[string]bool),
-		platforms: make(map[string]Platform),
-		running:   make(map[string]*runningWork),
-		sweep:     make(chan struct{}, 1),
+		convs:      make(map[string]*leasedConv),
+		held:       make(map[string]time.Time),
+		alones:     make(map[string]bool),
+		platforms:  make(map[string]Platform),
+		running:    make(map[string]*runningWork),
+		stopChecks: make(map[string]bool),
+		sweep:      make(chan struct{}, 1),
 	}
 }
 
@@ -261,7 +265,7 @@ func (r *dispatcher) listen(ctx context.Context) {
 			// A Stop recorded by another replica marks its target
 			// before its own record brings this notification.
 			if r.runsInLocked(conv) {
-				r.loops.Go(func() { r.checkStops(conv) })
+				r.checkStopsLocked(ctx, conv)
 			}
 		})
 		if err == nil || ctx.Err() != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -83,19 +84,60 @@ func (r *dispatcher) runsInLocked(conv string) bool {
 	return false
 }
 
-// checkStops reads the unanswered entries of conv and cancels the runs
-// here of those a Stop on another replica marked.
-func (r *dispatcher) checkStops(conv string) {
-	ctx, cancel := r.opCtx()
-	defer cancel()
-	entries, err := r.st.PendingOf(ctx, conv)
-	if err != nil {
-		r.b.log.Warn("stops not read", zap.String("conversation", conv), zap.Error(err))
+// stopCheckEvery spaces the reads of a conversation's stops: a flood of
+// messages into a conversation whose turn runs brings a notification each,
+// and a read of its entries each would cost the flood's square.
+const stopCheckEvery = 200 * time.Millisecond
+
+// checkStopsLocked has the stops of conv read soon (checkStops), once for
+// however many notifications come before the read.
+func (r *dispatcher) checkStopsLocked(ctx context.Context, conv string) {
+	if _, reading := r.stopChecks[conv]; reading {
+		r.stopChecks[conv] = true
 		return
 	}
-	for _, e := range entries {
-		if e.StoppedBy != "" {
-			r.cancelRun(e.Key, e.StoppedBy)
+	r.stopChecks[conv] = false
+	r.loops.Go(func() { r.checkStops(ctx, conv) })
+}
+
+// checkStops reads the unanswered entries of conv and cancels the runs
+// here of those a Stop on another replica marked, after stopCheckEvery,
+// and again while notifications came during a read.
+func (r *dispatcher) checkStops(ctx context.Context, conv string) {
+	b := r.b
+	for {
+		t := time.NewTimer(stopCheckEvery)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			b.mu.Lock()
+			delete(r.stopChecks, conv)
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Lock()
+		r.stopChecks[conv] = false
+		b.mu.Unlock()
+		octx, cancel := r.opCtx()
+		entries, err := r.st.PendingOf(octx, conv)
+		cancel()
+		if err != nil {
+			b.log.Warn("stops not read", zap.String("conversation", conv), zap.Error(err))
+		}
+		for _, e := range entries {
+			if e.StoppedBy != "" {
+				r.cancelRun(e.Key, e.StoppedBy)
+			}
+		}
+		b.mu.Lock()
+		again := r.stopChecks[conv] && r.runsInLocked(conv)
+		if !again {
+			delete(r.stopChecks, conv)
+		}
+		b.mu.Unlock()
+		if !again {
+			return
 		}
 	}
 }

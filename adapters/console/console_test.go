@@ -261,7 +261,7 @@ func TestCommandsAnsweredLocally(t *testing.T) {
 		want       []string // in the output
 		sent       []string // events the core got
 	}{
-		{"near miss", "/flwo healthcheck", []string{"error:\n  There is no command /flwo here. Did you mean /flow?\n", "Commands: /flow, /agent, /share and /help; answer a confirmation with y or n."}, nil},
+		{"near miss", "/flwo healthcheck", []string{"error:\n  There is no command /flwo here. Did you mean /flow?\n", "Commands: /flow, /agent, /share, /stop and /help; answer a confirmation with y or n."}, nil},
 		{"near miss, case", "/AGNET status", []string{"There is no command /AGNET here. Did you mean /agent?"}, nil},
 		{"help typo", "/hlep", []string{"Did you mean /help?"}, nil},
 		{"far off", "/confirm", []string{"There is no command /confirm here.\n", "To send a line that starts with / as chat, start it with //."}, nil},
