@@ -95,7 +95,7 @@ func (b *Bridge) askApproval(ctx context.Context, log *zap.Logger, ev Event, f *
 		{Action: Action{ID: ActionConfirm, Value: approvalValue + id}, Label: "Approve", Style: "primary"},
 		{Action: Action{ID: ActionCancel, Value: approvalValue + id}, Label: "Refuse", Style: "danger"},
 	}})
-	setSessionStatusOf(ctx, ev, SessionSuspended)
+	b.sessionStatus(ctx, ev, SessionSuspended)
 }
 
 // answerApproval answers a press of Approve or Refuse.
@@ -138,7 +138,7 @@ func (b *Bridge) answerApproval(ctx context.Context, log *zap.Logger, ev Event) 
 		entry.Outcome, entry.Detail, entry.Approver = OutcomeRefused, "refused by "+displayName(ev.User), ev.User.ID
 		b.audit(ctx, log, entry)
 		b.tellRequester(ctx, log, a, ev, fmt.Sprintf(msgRefusedTold, a.Flow, displayName(ev.User)))
-		setSessionStatusOf(ctx, a.req, SessionActive)
+		b.sessionStatus(ctx, a.req, SessionActive)
 		b.tell(ctx, log, ev, Reply{Kind: ReplyInfo, Replace: true, Text: fmt.Sprintf(msgRefusedNote, displayName(ev.User), at, a.Flow)})
 		return
 	}
@@ -150,7 +150,10 @@ func (b *Bridge) answerApproval(ctx context.Context, log *zap.Logger, ev Event) 
 		return
 	}
 	b.tellRequester(ctx, log, a, ev, fmt.Sprintf(msgApprovedTold, a.Flow, displayName(ev.User)))
-	setSessionStatusOf(ctx, a.req, SessionProcessing)
+	// The request's conversation shows the run, and its end (runFlowHeld
+	// sets the statuses of the press's own conversation).
+	b.sessionStatus(ctx, a.req, SessionProcessing)
+	defer b.sessionStatus(ctx, a.req, SessionActive)
 	// The run is the requester's, answered where the request was posted
 	// (the press's responder, which replaces the request where the
 	// platform can), and posted there whatever the flow's public setting:
@@ -169,7 +172,7 @@ func (b *Bridge) closeApproval(ctx context.Context, log *zap.Logger, ev Event, a
 	entry.Outcome, entry.Detail = OutcomeRefused, why
 	b.audit(ctx, log, entry)
 	b.tellRequester(ctx, log, a, ev, text)
-	setSessionStatusOf(ctx, a.req, SessionActive)
+	b.sessionStatus(ctx, a.req, SessionActive)
 	b.tell(ctx, log, ev, Reply{Kind: ReplyError, Replace: true, Text: text})
 }
 
@@ -179,7 +182,7 @@ func (b *Bridge) expireApproval(ctx context.Context, log *zap.Logger, a approval
 	entry.Outcome, entry.Detail = OutcomeExpired, "nobody approved within "+humanDuration(a.Timeout)
 	b.audit(ctx, log, entry)
 	b.tellRequester(ctx, log, a, Event{}, fmt.Sprintf(msgExpiredTold, a.Flow, humanDuration(a.Timeout)))
-	setSessionStatusOf(ctx, a.req, SessionActive)
+	b.sessionStatus(ctx, a.req, SessionActive)
 }
 
 // tellRequester tells a's requester privately how their request ended,
@@ -278,12 +281,4 @@ func (b *Bridge) closing() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.closingLocked()
-}
-
-// setSessionStatusOf sets the status of ev's conversation's agent session,
-// where its platform shows one.
-func setSessionStatusOf(ctx context.Context, ev Event, status SessionStatus) {
-	if s, ok := ev.reply.(SessionStatuser); ok {
-		s.SetSessionStatus(ctx, status)
-	}
 }

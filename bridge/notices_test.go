@@ -134,9 +134,12 @@ func TestRefusalToldOnceAfterCrash(t *testing.T) {
 			if err := next.Shutdown(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			got := p.repliesTo("test/msg/1")
+			got := p.sendsTo("test/msg/1")
 			if len(got) != 2 || !strings.Contains(got[0].Text, r.want) || got[1].Text != got[0].Text {
-				t.Fatalf("replies = %+v, want the refusal, then the same re-posted after the restart", got)
+				t.Fatalf("sends = %+v, want the refusal, then the same re-posted after the restart", got)
+			}
+			if shown := p.repliesTo("test/msg/1"); r.press == "" && len(shown) != 1 {
+				t.Errorf("the platform shows %d refusals, want 1", len(shown))
 			}
 			for i, rep := range got {
 				if rep.Once != "test/msg/1" || rep.Again != (i == 1) {

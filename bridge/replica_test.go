@@ -41,12 +41,13 @@ func openShared(t *testing.T, dsn string) *postgres.Store {
 type chatPlatform struct {
 	testPlatform // Prepare and Earlier as a test gives them (via)
 	mu           sync.Mutex
-	replies      map[string][]bridge.Reply // by event key
+	replies      map[string][]bridge.Reply // what the platform shows, by event key
+	sends        map[string][]bridge.Reply // every send, found again or not, by event key
 	notify       chan string
 }
 
 func newChatPlatform() *chatPlatform {
-	return &chatPlatform{replies: make(map[string][]bridge.Reply), notify: make(chan string, 1000)}
+	return &chatPlatform{replies: make(map[string][]bridge.Reply), sends: make(map[string][]bridge.Reply), notify: make(chan string, 1000)}
 }
 
 type keyResponder struct {
@@ -67,6 +68,7 @@ type keyResponder struct {
 // again on Slack, so it is always posted.
 func (r keyResponder) Send(_ context.Context, rep bridge.Reply) (bridge.MessageRef, error) {
 	r.p.mu.Lock()
+	r.p.sends[r.key] = append(r.p.sends[r.key], rep)
 	if rep.Once != "" && rep.Again && !rep.Ephemeral {
 		if i := slices.IndexFunc(r.p.replies[r.key], func(p bridge.Reply) bool { return p.Once == rep.Once && !p.Ephemeral }); i >= 0 {
 			r.p.mu.Unlock()
@@ -97,6 +99,14 @@ func (p *chatPlatform) Responder(ev bridge.Event) (bridge.Responder, error) {
 
 func (p *chatPlatform) event(conv, key, text string) bridge.Event {
 	return keyed(conv, key, text, nil) // answered through its route's "to"
+}
+
+// sendsTo returns every send of a reply to key, a re-post the platform
+// found (and did not post again) included.
+func (p *chatPlatform) sendsTo(key string) []bridge.Reply {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.sends[key])
 }
 
 func (p *chatPlatform) repliesTo(key string) []bridge.Reply {

@@ -21,20 +21,20 @@ func stopPress(conv, key, user, target string, rec *recorder) bridge.Event {
 	return ev
 }
 
-// statusRecorder is a recorder whose platform shows agent session statuses.
-type statusRecorder struct {
+// sessionRecorder is a recorder whose platform shows agent session statuses.
+type sessionRecorder struct {
 	*recorder
 	smu sync.Mutex
 	set []bridge.SessionStatus
 }
 
-func (s *statusRecorder) SetSessionStatus(_ context.Context, st bridge.SessionStatus) {
+func (s *sessionRecorder) SetSessionStatus(_ context.Context, st bridge.SessionStatus) {
 	s.smu.Lock()
 	defer s.smu.Unlock()
 	s.set = append(s.set, st)
 }
 
-func (s *statusRecorder) statuses() []bridge.SessionStatus {
+func (s *sessionRecorder) statuses() []bridge.SessionStatus {
 	s.smu.Lock()
 	defer s.smu.Unlock()
 	return append([]bridge.SessionStatus(nil), s.set...)
@@ -47,7 +47,7 @@ func TestStopChatTurn(t *testing.T) {
 	agent, started, unblock := gatedAgent("slow")
 	h := newHarness(t, defaultConfig(), func(s *workspacetest.Server) { agent.UUID = agentUUID; s.AddAgent(agent) })
 	t.Cleanup(func() { close(unblock) })
-	turn := &statusRecorder{recorder: newRecorder()}
+	turn := &sessionRecorder{recorder: newRecorder()}
 	ask := keyed("c/1", "test/msg/1", "slow", turn)
 	asked := receive(h.b, ask)
 	if err := asked.Wait(t.Context()); err != nil {
@@ -212,7 +212,7 @@ func TestStopKeptAcrossRestart(t *testing.T) {
 
 func TestResetClosesTheSession(t *testing.T) {
 	h := newHarness(t, defaultConfig(), nil)
-	rec := &statusRecorder{recorder: newRecorder()}
+	rec := &sessionRecorder{recorder: newRecorder()}
 	if err := h.do(via(command("c/1", bridge.CommandAgent, "reset", nil), rec)); err != nil {
 		t.Fatal(err)
 	}

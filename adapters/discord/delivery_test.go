@@ -177,8 +177,10 @@ func TestReplayAfterRestart(t *testing.T) {
 	e.waitBot(t, "91", "You said: marker after the restart")
 	r.stop(t)
 
-	if got := counter(t, r.metrics, "flowbridge_deduplicated_events_total", map[string]string{"platform": Platform}); got != 2 {
-		t.Errorf("after the restart, %v events recognised as delivered before, want 2", got)
+	// The message may come twice, by the replay and by the catch-up's
+	// read of DM 80's history, whichever of the two runs first: 2 or 3.
+	if got := counter(t, r.metrics, "flowbridge_deduplicated_events_total", map[string]string{"platform": Platform}); got != 2 && got != 3 {
+		t.Errorf("after the restart, %v events recognised as delivered before, want 2 (3 when the history's read comes after the replay)", got)
 	}
 	var replies int
 	for _, m := range e.fake.Messages() {
