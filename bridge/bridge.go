@@ -602,16 +602,17 @@ func (b *Bridge) release() {
 	b.metrics.inflight(-1)
 }
 
-// send delivers a reply and logs (never returns) a delivery failure: by then the
-// user cannot be told anything else either. Work cut off by the end of the
-// shutdown grace still tells its user, on a fresh context bounded by
-// noticeTimeout.
+// send posts r directly, without the outbox: a working message (a flow's
+// "Running…"), or a notice that must not wait on the path that failed
+// (README, Delivery: what does not go through the outbox). A delivery
+// failure is logged, never returned: by then the user cannot be told
+// anything else either. Work cut off by the end of the shutdown grace
+// still tells its user, on a fresh context bounded by noticeTimeout; a
+// stopped run sends nothing more.
 func (b *Bridge) send(ctx context.Context, ev Event, r Reply) MessageRef {
-	return b.sendNow(ctx, ev, r)
-}
-
-// sendNow is send without waiting for the event's receipt.
-func (b *Bridge) sendNow(ctx context.Context, ev Event, r Reply) MessageRef {
+	if _, stopped := stoppedBy(ctx); stopped {
+		return ""
+	}
 	if ctx.Err() != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), noticeTimeout)
