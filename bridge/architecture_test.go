@@ -4,9 +4,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/flowbridge/flowbridge/bridge"
 )
 
 // TestArchitecturePageNamesRealTests: every test docs/architecture.md
@@ -49,5 +52,22 @@ func TestArchitecturePageNamesRealTests(t *testing.T) {
 		if !defined[name] {
 			t.Errorf("docs/architecture.md names %s, which no test file defines", name)
 		}
+	}
+}
+
+// TestEventsAreData: an Event carries no behaviour (no func fields, and no
+// exported interface fields an adapter could fill with one), so a live
+// event and one read back from the inbox are the same value; and the
+// Bridge stays small enough to follow (issue 29: at most 15 fields).
+func TestEventsAreData(t *testing.T) {
+	ev := reflect.TypeFor[bridge.Event]()
+	for i := range ev.NumField() {
+		f := ev.Field(i)
+		if f.Type.Kind() == reflect.Func || f.IsExported() && f.Type.Kind() == reflect.Interface {
+			t.Errorf("Event.%s is %s: events are data; the core asks the adapter through bridge.Platform", f.Name, f.Type)
+		}
+	}
+	if n := reflect.TypeFor[bridge.Bridge]().NumField(); n > 15 {
+		t.Errorf("Bridge has %d fields, want at most 15", n)
 	}
 }
