@@ -225,3 +225,52 @@ func fileSize(t *testing.T, path string) int64 {
 	}
 	return info.Size()
 }
+
+// TestOpenCompactAsked: Options.Compact (the offline `store compact`)
+// compacts a file with too little free space for Open to compact on its
+// own, keeping its records.
+func TestOpenCompactAsked(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "flowbridge.db")
+	s, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	now := time.Now()
+	for i := range 500 {
+		if err := s.PutSession(ctx, Session{Key: fixtureKey(i), Agent: "a", SessionUUID: testUUID(i), Created: now, LastUsed: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 499 {
+		if _, err := s.DeleteSession(ctx, fixtureKey(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := s.Compaction(); c.Before != 0 {
+		t.Fatalf("Open of a file with little free = compaction %+v, want none (below the default)", c)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(path, Options{Compact: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := s.Compaction()
+	if c.Err != nil || c.Before == 0 || c.After > c.Before {
+		t.Errorf("Open asked to compact = %+v, want it compacted", c)
+	}
+	if got, ok, err := s.Session(ctx, fixtureKey(499)); err != nil || !ok || got.SessionUUID != testUUID(499) {
+		t.Errorf("Session after compaction = %+v, %v, %v", got, ok, err)
+	}
+}

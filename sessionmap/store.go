@@ -153,6 +153,9 @@ type Options struct {
 	// store into a new file, which replaces the old one (see Compaction).
 	// Zero means DefaultCompactFree; negative, never.
 	CompactFree int64
+	// Compact has Open compact the file however much of it is free (the
+	// offline `flowbridge store compact`), unless CompactFree is negative.
+	Compact bool
 }
 
 // DefaultCompactFree is Options.CompactFree's default: 16 MiB.
@@ -313,7 +316,7 @@ func Open(path string, opts Options) (s *Store, err error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	var compacted Compaction
-	if size, free := freeBytes(db, file); opts.CompactFree >= 0 && free >= cmp.Or(opts.CompactFree, DefaultCompactFree) && 2*free >= size {
+	if size, free := freeBytes(db, file); opts.CompactFree >= 0 && (opts.Compact || free >= cmp.Or(opts.CompactFree, DefaultCompactFree) && 2*free >= size) {
 		compacted.Before = size
 		if compacted.Err = compactFile(db, path); compacted.Err == nil {
 			// The compacted file has replaced the one db holds: open it.

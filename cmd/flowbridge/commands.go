@@ -310,8 +310,11 @@ func storeError(cfg *Config, err error) error {
 // the store file. A running bridge holds the file; check a copy of it from
 // the admin listener's /backup with -file.
 func cmdStore(ctx context.Context, env *environment, args []string) error {
+	if len(args) > 0 && args[0] == "compact" {
+		return cmdStoreCompact(env, args[1:])
+	}
 	if len(args) == 0 || args[0] != "check" {
-		return &usageError{"usage: flowbridge store check [-config FILE | -file STORE]"}
+		return &usageError{"usage: flowbridge store check|compact [-config FILE | -file STORE]"}
 	}
 	fs := newFlagSet(env, "store check", "store check [-config FILE | -file STORE]")
 	path := configFlag(fs, env)
@@ -730,4 +733,52 @@ func writeFileAtomic(path string, write func(io.Writer) error) error {
 		return err
 	}
 	return os.Rename(f.Name(), path)
+}
+
+// cmdStoreCompact compacts a bbolt store file offline: bbolt reuses the
+// pages expiry and pruning free but never gives them back, and run
+// compacts only a file mostly free (sessionmap.DefaultCompactFree). The
+// file is checked as at every start first, and must be the command's alone.
+func cmdStoreCompact(env *environment, args []string) error {
+	const use = "store compact [-config FILE | -file STORE]"
+	fs := newFlagSet(env, "store compact", use)
+	path := configFlag(fs, env)
+	file := fs.String("file", "", "compact this store file instead of the config's")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return &usageError{"usage: flowbridge " + use}
+	}
+	target := *file
+	if target == "" {
+		cfg, err := loadStoreConfig(*path, env.getenv)
+		if err != nil {
+			return err
+		}
+		env.config(cfg)
+		if cfg.Store.Driver == driverPostgres {
+			return errors.New("store compact is for a bbolt file: PostgreSQL reclaims space itself (autovacuum; VACUUM FULL to give it back to the disk)")
+		}
+		target = cfg.Store.Path
+	}
+	if _, err := os.Stat(target); err != nil {
+		return fmt.Errorf("store compact: %w", err)
+	}
+	st, err := sessionmap.Open(target, sessionmap.Options{Compact: true})
+	if errors.Is(err, sessionmap.ErrLocked) {
+		return fmt.Errorf("%w: stop flowbridge to compact its store (it compacts a file mostly free at every start)", err)
+	}
+	if err != nil {
+		return err
+	}
+	c := st.Compaction()
+	if err := st.Close(); err != nil {
+		return err
+	}
+	if c.Err != nil {
+		return fmt.Errorf("store %s not compacted (it is as it was): %w", target, c.Err)
+	}
+	fmt.Fprintf(env.stdout, "%s: compacted from %d to %d bytes\n", target, c.Before, c.After)
+	return nil
 }

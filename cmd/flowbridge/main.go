@@ -71,6 +71,7 @@ Usage:
   flowbridge audit -config FILE           list audited flow runs
   flowbridge feedback -config FILE        list or export the votes on agent replies
   flowbridge store check -config FILE     check the store file for damage (exit 1 if damaged)
+  flowbridge store compact -config FILE   compact the bbolt store file (flowbridge stopped)
   flowbridge migrate [-apply]             show (and apply) the PostgreSQL store's schema migrations
   flowbridge slack-manifest -config FILE  print the Slack app manifest for the config
   flowbridge discord-invite -config FILE  print the Discord invite URL

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
@@ -143,5 +145,47 @@ func TestRunKnowsItsStore(t *testing.T) {
 	_, _, err = runCmd(t, map[string]string{"TEST_TOKEN": "t"}, "", "run", "-config", cfg)
 	if !errors.Is(err, sessionmap.ErrMissing) || !strings.Contains(err.Error(), id) || !strings.Contains(err.Error(), "store.id") {
 		t.Errorf("run with store.id and no store file = %v, want ErrMissing naming the store ID", err)
+	}
+}
+
+// TestStoreCompact: `store compact` compacts a bbolt file offline and says
+// by how much, keeping its records.
+func TestStoreCompact(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "store.db")
+	st, err := sessionmap.Open(path, sessionmap.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	now := time.Now()
+	for i := range 300 {
+		key := fmt.Sprintf("slack/T1/C1/%d.000100", i)
+		if err := st.PutSession(ctx, sessionmap.Session{Key: key, Agent: "a", SessionUUID: "123e4567-e89b-12d3-a456-426614174000", Created: now, LastUsed: now}); err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			if _, err := st.DeleteSession(ctx, key); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCmd(t, nil, "", "store", "compact", "-file", path)
+	if err != nil || !strings.Contains(out, "compacted from") {
+		t.Fatalf("store compact = %v:\n%s", err, out)
+	}
+	st, err = sessionmap.Open(path, sessionmap.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, ok, err := st.Session(ctx, "slack/T1/C1/0.000100"); err != nil || !ok {
+		t.Errorf("the kept session after compaction: %v, %v", ok, err)
+	}
+	if _, _, err := runCmd(t, nil, "", "store", "compact", "-file", path); !errors.Is(err, sessionmap.ErrLocked) {
+		t.Errorf("store compact of a store in use = %v, want ErrLocked", err)
 	}
 }
