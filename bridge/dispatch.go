@@ -437,6 +437,7 @@ func (r *dispatcher) process(c *leasedConv) {
 	var wait time.Duration           // awaitOwn's backoff
 	var seen map[string]time.Time    // when this goroutine first saw each pending entry
 	var pw parentWait                // the wait of an entry for its parent's
+	var readWait time.Duration       // backoff of failed reads of the inbox
 	for {
 		b.mu.Lock()
 		c.again = false
@@ -472,10 +473,26 @@ func (r *dispatcher) process(c *leasedConv) {
 		entries, err := r.st.PendingOf(ctx, c.key)
 		cancel()
 		if err != nil {
-			log.Warn("pending entries not read; left for a sweep", zap.Error(err))
-			r.endProcess(c)
-			return
+			b.mu.Lock()
+			closing := b.closingLocked()
+			b.mu.Unlock()
+			if closing {
+				log.Warn("pending entries not read while shutting down; left for the next start", zap.Error(err))
+				r.endProcess(c)
+				return
+			}
+			// A store fault (a database restarted, a connection cut): the
+			// lease stays this process's (the heartbeat renews it once the
+			// store answers; a lapsed one is claimed again above), and the
+			// inbox is read again. Ending here left the lease to lapse
+			// unreleased and the conversation to a sweep after it: its
+			// messages waited LeaseTTL longer than the fault.
+			readWait = min(max(2*readWait, 50*time.Millisecond), 2*time.Second)
+			log.Warn("pending entries not read; reading again", zap.Duration("in", readWait), zap.Error(err))
+			r.pause(readWait)
+			continue
 		}
+		readWait = 0
 		var hold time.Duration
 		if seen, hold = r.orderHold(entries, handled, seen); hold > 0 {
 			r.pause(hold)

@@ -60,7 +60,7 @@ func (b *Bridge) tell(ctx context.Context, log *zap.Logger, ev Event, r Reply) {
 func (b *Bridge) deliver(ctx context.Context, log *zap.Logger, ev Event, replace MessageRef, r Reply, turn *Turn) {
 	e := ev.entry
 	if by, ok := stoppedBy(ctx); ok {
-		b.endStopped(ctx, log, ev, replace, by)
+		b.endStopped(ctx, log, ev, replace, r.Ephemeral, by)
 		return
 	}
 	if e == nil || e.done {
@@ -86,7 +86,7 @@ func (b *Bridge) deliver(ctx context.Context, log *zap.Logger, ev Event, replace
 	case errors.Is(err, store.ErrStopped):
 		// Stopped on another replica, or before this process's cancel
 		// reached the run: the store refuses the answer.
-		b.endStopped(ctx, log, ev, replace, "")
+		b.endStopped(ctx, log, ev, replace, r.Ephemeral, "")
 		return
 	case errors.Is(err, store.ErrAlreadySent):
 		// Answered by another process (a replica that took the

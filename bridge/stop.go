@@ -265,7 +265,7 @@ func (b *Bridge) stoppedEarlier(log *zap.Logger, ev Event, by string) {
 		entry.Outcome, entry.Detail = OutcomeStopped, "stopped by "+by
 		b.audit(ctx, log, entry)
 	}
-	b.endStopped(ctx, log, ev, "", by)
+	b.endStopped(ctx, log, ev, "", true, by)
 }
 
 // stopNotice answers a Stop press in one short line, to its presser.
@@ -301,13 +301,15 @@ func cmpOr(s, or string) string {
 
 // endStopped closes the entry of a stopped run without posting anything of
 // its answer; a flow's progress message, when there is one (replace), says
-// it was stopped in place of its Stop button.
-func (b *Bridge) endStopped(ctx context.Context, log *zap.Logger, ev Event, replace MessageRef, by string) {
+// it was stopped in place of its Stop button, seen by whoever saw it
+// (ephemeral as the answer would have been: a public message cannot be
+// replaced by a private one).
+func (b *Bridge) endStopped(ctx context.Context, log *zap.Logger, ev Event, replace MessageRef, ephemeral bool, by string) {
 	ctx = context.WithoutCancel(ctx)
 	log.Info("stopped; its answer is not posted", zap.String("event_key", ev.Key), zap.String("stopped_by", by))
 	b.metrics.refused("stopped")
 	if replace != "" {
-		b.replace(ctx, ev, replace, Reply{Kind: ReplyInfo, Ephemeral: true, Text: msgStoppedHere})
+		b.replace(ctx, ev, replace, Reply{Kind: ReplyInfo, Ephemeral: ephemeral, Text: msgStoppedHere})
 	}
 	b.answered(ctx, log, ev, "", nil)
 }
