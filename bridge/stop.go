@@ -310,6 +310,13 @@ func (b *Bridge) endStopped(ctx context.Context, log *zap.Logger, ev Event, repl
 	b.metrics.refused("stopped")
 	if replace != "" {
 		b.replace(ctx, ev, replace, Reply{Kind: ReplyInfo, Ephemeral: ephemeral, Text: msgStoppedHere})
+	} else if p, ok := ev.reply.(Progresser); ok {
+		// A chat answer's working indicator, where it is a message (Slack's
+		// "Thinking…" placeholder, with its Stop button): the answer
+		// would have replaced it; it says Stopped instead.
+		if err := p.Progress(ctx, "", Reply{Kind: ReplyProgress, Text: msgStoppedHere}); err != nil {
+			log.Debug("working indicator not rewritten", zap.Error(err))
+		}
 	}
 	b.answered(ctx, log, ev, "", nil)
 }

@@ -87,6 +87,13 @@ func TestE2EStopButtonWithCore(t *testing.T) {
 	if _, err := s.WaitMessage(ctx, func(m slacktest.Message) bool { return strings.Contains(m.Text, "Stopped long") }); err != nil {
 		t.Fatalf("the presser was not told: %v\nmessages: %+v", err, s.MessageLog())
 	}
+	// The working message, public, says Stopped in place, its Stop
+	// button gone.
+	if _, err := s.WaitMessage(ctx, func(m slacktest.Message) bool {
+		return m.TS == working.TS && m.Op == "chat.update" && strings.Contains(m.Text, "Stopped") && len(m.Buttons()) == 0
+	}); err != nil {
+		t.Errorf("the working message was not rewritten Stopped: %v\nmessages: %+v", err, s.MessageLog())
+	}
 	for _, m := range s.Messages() {
 		if strings.Contains(m.Text, "Long done") {
 			t.Errorf("the stopped flow's result was posted: %+v", m)
