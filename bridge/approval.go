@@ -76,6 +76,8 @@ func (b *Bridge) askApproval(ctx context.Context, log *zap.Logger, ev Event, f *
 		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Ephemeral: true, Text: msgNotSaved})
 		return
 	}
+	// The request is work under way, until it waits on its approvers.
+	b.sessionStatus(ctx, ev, SessionProcessing)
 	entry := b.auditEntry(ev, f.Name, params)
 	entry.Outcome, entry.Detail = OutcomeConfirm, "approval asked of "+strings.Join(f.Approvers, ", ")
 	b.audit(ctx, log, entry)

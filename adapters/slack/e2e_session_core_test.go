@@ -1,12 +1,12 @@
 package slack
 
 import (
-	"github.com/flowbridge/flowbridge/bridge"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/testkit/slacktest"
 	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
@@ -99,4 +99,64 @@ func TestE2EStopButtonWithCore(t *testing.T) {
 			t.Errorf("the stopped flow's result was posted: %+v", m)
 		}
 	}
+}
+
+// TestE2EAgentSessionStatusesFollowTheInbox: in agent view, the fake
+// Slack's record of agents.sessions.setStatus follows each thread's inbox:
+// processing → active for a chat turn; processing → suspended → processing
+// → active for a flow that waited for approval; closed on /agent reset.
+func TestE2EAgentSessionStatusesFollowTheInbox(t *testing.T) {
+	t.Parallel()
+	s := agentSessionFake(t, slacktest.Options{PostBurst: -1})
+	ws := workspacetest.NewServer(workspacetest.Options{})
+	t.Cleanup(ws.Close)
+	ws.AddAgent(workspacetest.Agent{UUID: e2eAgent})
+	ws.AddFlow(workspacetest.Flow{UUID: e2eFlow, Template: "checked {host}"})
+	e := startE2E(t, e2eOptions{cfg: withAgentView, slack: s, ws: ws, core: func(c *bridge.Config) {
+		c.Flows = append(c.Flows, bridge.Flow{Name: "approved", UUID: e2eFlow, Confirm: true, Approvers: []string{e2eUser},
+			Allow: []string{"everyone"}, Params: []bridge.Param{{Name: "host", Required: true}}})
+	}})
+	ctx := waitCtx(t)
+	statuses := func(thread string, want ...string) {
+		t.Helper()
+		last := want[len(want)-1]
+		session, err := s.WaitSession(ctx, e2eDM, thread, func(a slacktest.AgentSession) bool {
+			return len(a.Statuses) >= len(want) && a.Status == last
+		})
+		if err != nil {
+			t.Fatalf("session of %s never %s: %v (sessions %+v)", thread, last, err, s.Sessions())
+		}
+		if !slices.Equal(session.Statuses, want) {
+			t.Errorf("session of %s went %q, want %q", thread, session.Statuses, want)
+		}
+	}
+
+	chat := e.sent(s.SendMessage(ctx, slacktest.MessageEvent{Channel: e2eDM, User: e2eUser, Text: "<@" + s.BotUserID() + "> hello"}))
+	statuses(chat.TS, "processing", "active")
+
+	ask := e.sent(s.SendMessage(ctx, slacktest.MessageEvent{Channel: e2eDM, User: e2eUser, Text: "!flow approved host=web1"}))
+	request, err := s.WaitMessage(ctx, func(m slacktest.Message) bool {
+		return m.ThreadTS == ask.TS && slices.ContainsFunc(m.Buttons(), func(b slacktest.Button) bool { return b.ActionID == bridge.ActionConfirm })
+	})
+	if err != nil {
+		t.Fatalf("no request for approval: %v\nmessages: %+v", err, s.MessageLog())
+	}
+	statuses(ask.TS, "processing", "suspended")
+	var approve slacktest.Button
+	for _, b := range request.Buttons() {
+		if b.ActionID == bridge.ActionConfirm {
+			approve = b
+		}
+	}
+	e.ack(ctx, e.sent(s.SendBlockAction(ctx, slacktest.BlockAction{
+		UserID: e2eUser, ChannelID: e2eDM, MessageTS: request.TS, ThreadTS: ask.TS,
+		ActionID: approve.ActionID, BlockID: approve.BlockID, Value: approve.Value, Label: approve.Label,
+	})))
+	if _, err := s.WaitMessage(ctx, func(m slacktest.Message) bool { return strings.Contains(m.Text, "checked web1") }); err != nil {
+		t.Fatalf("the approved flow's result was not posted: %v\nmessages: %+v", err, s.MessageLog())
+	}
+	statuses(ask.TS, "processing", "suspended", "processing", "active")
+
+	e.sent(s.SendMessage(ctx, slacktest.MessageEvent{Channel: e2eDM, User: e2eUser, ThreadTS: chat.TS, Text: "!agent reset"}))
+	statuses(chat.TS, "processing", "active", "closed")
 }
