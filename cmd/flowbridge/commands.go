@@ -325,19 +325,14 @@ func cmdStore(ctx context.Context, env *environment, args []string) error {
 	if fs.NArg() > 0 {
 		return &usageError{"usage: flowbridge store check [-config FILE | -file STORE]"}
 	}
-	target := *file
-	if target == "" {
-		cfg, err := loadStoreConfig(*path, env.getenv)
-		if err != nil {
-			return err
-		}
-		env.config(cfg)
-		if cfg.Store.Driver == driverPostgres {
-			return checkDatabase(ctx, env, cfg.Store)
-		}
-		target = cfg.Store.Path
+	target, pg, err := storeTarget(env, *path, *file)
+	if err != nil {
+		return err
 	}
-	err := sessionmap.CheckFile(target)
+	if pg != nil {
+		return checkDatabase(ctx, env, *pg)
+	}
+	err = sessionmap.CheckFile(target)
 	if d, ok := errors.AsType[*sessionmap.DamageError](err); ok {
 		fmt.Fprintf(env.stdout, "%s: damaged\n", target)
 		for _, p := range d.Problems {
@@ -750,17 +745,12 @@ func cmdStoreCompact(env *environment, args []string) error {
 	if fs.NArg() > 0 {
 		return &usageError{"usage: flowbridge " + use}
 	}
-	target := *file
-	if target == "" {
-		cfg, err := loadStoreConfig(*path, env.getenv)
-		if err != nil {
-			return err
-		}
-		env.config(cfg)
-		if cfg.Store.Driver == driverPostgres {
-			return errors.New("store compact is for a bbolt file: PostgreSQL reclaims space itself (autovacuum; VACUUM FULL to give it back to the disk)")
-		}
-		target = cfg.Store.Path
+	target, pg, err := storeTarget(env, *path, *file)
+	if err != nil {
+		return err
+	}
+	if pg != nil {
+		return errors.New("store compact is for a bbolt file: PostgreSQL reclaims space itself (autovacuum; VACUUM FULL to give it back to the disk)")
 	}
 	if _, err := os.Stat(target); err != nil {
 		return fmt.Errorf("store compact: %w", err)
@@ -781,4 +771,21 @@ func cmdStoreCompact(env *environment, args []string) error {
 	}
 	fmt.Fprintf(env.stdout, "%s: compacted from %d to %d bytes\n", target, c.Before, c.After)
 	return nil
+}
+
+// storeTarget is the store a `store` subcommand works on: file when given,
+// else the config's store: its bbolt file, or (pg) its PostgreSQL settings.
+func storeTarget(env *environment, path, file string) (target string, pg *StoreConfig, err error) {
+	if file != "" {
+		return file, nil, nil
+	}
+	cfg, err := loadStoreConfig(path, env.getenv)
+	if err != nil {
+		return "", nil, err
+	}
+	env.config(cfg)
+	if cfg.Store.Driver == driverPostgres {
+		return "", &cfg.Store, nil
+	}
+	return cfg.Store.Path, nil, nil
 }
