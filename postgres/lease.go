@@ -56,6 +56,24 @@ func (s *Store) Release(ctx context.Context, conversation, holder string) error 
 	return nil
 }
 
+// Holders returns the holders of live leases by the database's clock,
+// each once: with each replica's own lease (store.ReplicaLease), the live
+// replicas sharing the schema.
+func (s *Store) Holders(ctx context.Context) ([]string, error) {
+	if s.closed.Load() {
+		return nil, fmt.Errorf("holders: %w", ErrClosed)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT holder FROM leases WHERE expires_at >= now()`)
+	if err != nil {
+		return nil, fmt.Errorf("holders: %w", err)
+	}
+	holders, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("holders: %w", err)
+	}
+	return holders, nil
+}
+
 // Renew moves on, to ttl from now, the leases of holder among names, and
 // returns the names it renewed: a name missing from them is no longer
 // holder's (another holder took it over after it expired). One statement

@@ -103,6 +103,25 @@ func (s *Store) Release(ctx context.Context, name, holder string) error {
 	return nil
 }
 
+// Holders returns the holders of live leases, each once: on bbolt, this
+// process's alone, since no other can open the file.
+func (s *Store) Holders(ctx context.Context) ([]string, error) {
+	if err := s.usable(ctx); err != nil {
+		return nil, fmt.Errorf("holders: %w", err)
+	}
+	l := &s.leases
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	var out []string
+	for name := range l.m {
+		if le, live := l.liveLocked(name, now); live && !slices.Contains(out, le.holder) {
+			out = append(out, le.holder)
+		}
+	}
+	return out, nil
+}
+
 func checkLease(name, holder string, ttl time.Duration) error {
 	switch {
 	case name == "":

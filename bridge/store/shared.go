@@ -21,7 +21,17 @@ type Leases interface {
 	Renew(ctx context.Context, holder string, names []string, ttl time.Duration) ([]string, error)
 	// Release gives up holder's lease on name.
 	Release(ctx context.Context, name, holder string) error
+	// Holders returns the holders of live leases, each once, in no
+	// particular order. Every process that runs work keeps a lease of its
+	// own (ReplicaLease) while it runs, idle or not, so these are the live
+	// processes sharing the store: one alone knows that no other is
+	// recording its conversations' events.
+	Holders(ctx context.Context) ([]string, error)
 }
+
+// ReplicaLease names the lease a process holds for as long as it runs,
+// beside those of its work, so that Holders lists it while it is idle too.
+func ReplicaLease(holder string) string { return "replica:" + holder }
 
 // SharedInbox is the inbox as the core's dispatcher reads it: what a
 // process (one of several replicas, or the only one) needs to find the work

@@ -70,6 +70,34 @@ func testShared(t *testing.T, o Opener) {
 		}
 	})
 
+	t.Run("Holders", func(t *testing.T) {
+		s := shared(t, o)
+		ctx := t.Context()
+		if got, err := s.Holders(ctx); err != nil || len(got) != 0 {
+			t.Errorf("Holders of a new store = %q, %v, want none", got, err)
+		}
+		for _, l := range []struct {
+			name, holder string
+			ttl          time.Duration
+		}{
+			{store.ReplicaLease("a"), "a", time.Minute}, // a process's own, idle
+			{"c/1", "b", time.Minute},
+			{store.EntryLease("k/1"), "b", time.Minute},
+			{"c/2", "c", time.Microsecond}, // over by the next call
+			{store.ReplicaLease("d"), "d", time.Minute},
+		} {
+			if ok, err := s.Claim(ctx, l.name, l.holder, l.ttl); err != nil || !ok {
+				t.Fatalf("Claim(%q, %q) = %v, %v", l.name, l.holder, ok, err)
+			}
+		}
+		if err := s.Release(ctx, store.ReplicaLease("d"), "d"); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Holders(ctx)
+		if slices.Sort(got); err != nil || !slices.Equal(got, []string{"a", "b"}) {
+			t.Errorf("Holders = %q, %v, want [a b]: the holders of live leases, once each", got, err)
+		}
+	})
 	t.Run("Renew", func(t *testing.T) {
 		s := shared(t, o)
 		ctx := t.Context()
