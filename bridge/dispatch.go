@@ -34,12 +34,14 @@ type ReplicaConfig struct {
 	// record it takes it without being signalled (default DefaultConfig's): the
 	// recording replica claims it in far less.
 	ClaimGrace time.Duration
-	// OrderHold is how long the holder of a conversation's lease lets an
-	// entry it has just seen wait before running it (0: not at all), so
-	// that an earlier message of the conversation that another replica is
-	// recording at the same moment is seen too, and runs first in the
-	// platform's order. It delays the first message of a burst; the others
-	// wait for that one anyway.
+	// OrderHold is how long, at least, the holder of a conversation's
+	// lease lets an entry it has just seen wait before running it while
+	// another replica is live (0: never), so that an earlier message of
+	// the conversation that the other replica is recording at the same
+	// moment is seen too, and runs first in the platform's order. The
+	// holder adds how long its own recent inbox writes took (see
+	// orderhold.go). A process alone never waits. It delays the first
+	// message of a burst; the others wait for that one anyway.
 	OrderHold time.Duration
 }
 
@@ -84,6 +86,9 @@ type dispatcher struct {
 	stopChecks map[string]bool
 	// keys numbers the keys given to events that came without one.
 	keys atomic.Uint64
+	// peers and records size the order hold (orderhold.go).
+	peers   peerView
+	records recordTimes
 
 	start sync.Once
 	stop  context.CancelFunc // ends the loops
@@ -145,6 +150,7 @@ func (r *dispatcher) stopReplicas() {
 		r.stop()
 	}
 	r.loops.Wait()
+	r.leavePeers()
 }
 
 // heartbeat renews the leases this process holds every third of their
@@ -154,6 +160,7 @@ func (r *dispatcher) heartbeat(ctx context.Context) {
 	defer renew.Stop()
 	sweep := time.NewTicker(r.cfg.SweepEvery)
 	defer sweep.Stop()
+	r.lookAtPeers(ctx)
 	r.sweepUnleased(ctx)
 	for {
 		select {
@@ -161,6 +168,7 @@ func (r *dispatcher) heartbeat(ctx context.Context) {
 			return
 		case <-renew.C:
 			r.renewLeases(ctx)
+			r.lookAtPeers(ctx)
 		case <-sweep.C:
 			r.sweepUnleased(ctx)
 		case <-r.sweep:
@@ -438,6 +446,7 @@ func (r *dispatcher) process(c *leasedConv) {
 	var seen map[string]time.Time    // when this goroutine first saw each pending entry
 	var pw parentWait                // the wait of an entry for its parent's
 	var readWait time.Duration       // backoff of failed reads of the inbox
+	var recWait time.Duration        // the wait for an earlier entry recorded here
 	for {
 		b.mu.Lock()
 		c.again = false
@@ -501,6 +510,7 @@ func (r *dispatcher) process(c *leasedConv) {
 		j, next := r.nextEntry(log, c, entries, handled)
 		switch next {
 		case entryRun:
+			recWait = 0
 			if d := r.parentFirst(log, j, entries, &pw); d > 0 {
 				// Kept for the next look, with the adapter's callbacks.
 				b.mu.Lock()
@@ -542,6 +552,10 @@ func (r *dispatcher) process(c *leasedConv) {
 		case entryStop:
 			r.endProcess(c)
 			return
+		case entryWait:
+			recWait = min(max(2*recWait, time.Millisecond), 20*time.Millisecond)
+			r.pause(recWait)
+			continue
 		}
 		b.mu.Lock()
 		again := c.again
@@ -571,32 +585,6 @@ func (r *dispatcher) process(c *leasedConv) {
 // (its user is told), nor a busy refusal.
 func startsWork(j *job) bool {
 	return j.out == nil && (j.ev.entry == nil || !j.ev.entry.sent)
-}
-
-// orderHold notes when each of entries was first seen (seen holds the
-// notes of the previous look) and returns the new notes and how long the
-// first entry not yet handled must still wait before it may run: until
-// OrderHold has passed since it was first seen. Two messages of a
-// conversation sent at once may reach two replicas and be committed in
-// either order; the later one in the platform's order must not run before
-// the other is seen.
-func (r *dispatcher) orderHold(entries []store.InboxEntry, handled map[string]bool, seen map[string]time.Time) (map[string]time.Time, time.Duration) {
-	now := r.b.cfg.Now()
-	next := make(map[string]time.Time, len(entries))
-	var wait time.Duration
-	first := true
-	for _, e := range entries {
-		at, ok := seen[e.Key]
-		if !ok {
-			at = now
-		}
-		next[e.Key] = at
-		if first && !handled[e.Key] {
-			first = false
-			wait = r.cfg.OrderHold - now.Sub(at)
-		}
-	}
-	return next, wait
 }
 
 // parentWait is how a thread's entry has waited for its parent's earlier
@@ -825,6 +813,7 @@ const (
 	entryRun         // the job to run next
 	entryStop        // the next entry cannot run here; let the conversation go
 	entrySkip        // the entry is left for another process; go on with the next
+	entryWait        // an earlier entry is being recorded here; look again shortly
 )
 
 // nextEntry returns the job of the first entry of c's order not yet run,
@@ -845,7 +834,18 @@ func (r *dispatcher) nextEntry(log *zap.Logger, c *leasedConv, entries []store.I
 		delete(c.live, e.Key)
 		ownRun := r.alones[e.Key]
 		recording := j == nil && c.recordingKey(e.Key)
+		behind := !ownRun && c.recordingBefore(e.Order)
 		b.mu.Unlock()
+		if behind {
+			// An earlier event of the conversation is being recorded
+			// here: it goes first once committed.
+			if j != nil {
+				b.mu.Lock()
+				c.live[e.Key] = j
+				b.mu.Unlock()
+			}
+			return nil, entryWait
+		}
 		if recording {
 			// Committed, and this process's recorder is about to hand it
 			// over with its callbacks (and kick this worker): taken now,

@@ -173,10 +173,15 @@ func (b *Bridge) record(j *job) error {
 	data, err := encodeEvent(ev)
 	if err == nil {
 		var fresh bool
+		began := b.cfg.Now()
 		err = b.noteWrite(func() (err error) {
 			fresh, err = b.store.Receive(recordCtx(b.ctx), b.inboxEntry(ev, data))
 			return err
 		})
+		if err == nil {
+			// How long recording takes sizes the order hold (orderhold.go).
+			b.disp.records.add(began, b.cfg.Now().Sub(began))
+		}
 		if err == nil && !fresh {
 			b.metrics.deduplicated(ev.Platform)
 			return ErrDuplicate
