@@ -67,6 +67,9 @@ type env struct {
 	slackHot *slackHot
 	// sent and budget count messages of the measured phase.
 	sent atomic.Int64
+	// dsn is the run's schema with -dsn, and drop removes it.
+	dsn  string
+	drop func(context.Context) error
 }
 
 // runOnce starts everything, measures and tears it all down, whatever happens.
@@ -110,6 +113,13 @@ func (e *env) onReply(m loadkit.Marker, at time.Time) {
 // the bridge under measurement on them.
 func (e *env) Start(ctx context.Context) error {
 	e.newConversations()
+	if e.p.DSN != "" && !e.p.target.relay { // the floors keep their own files
+		dsn, _, drop, err := loadkit.NewSchema(ctx, e.p.DSN)
+		if err != nil {
+			return err
+		}
+		e.dsn, e.drop = dsn, drop
+	}
 	e.ws = newMeteredWorkspace(e.p.APILatency, e.p.LongFlowDuration)
 	var slackAPI, discordAPI string
 	var err error
@@ -196,7 +206,11 @@ func (e *env) startDiscord(ctx context.Context) (string, error) {
 func (e *env) config(slackAPI, discordAPI string) string {
 	p := e.p
 	var b strings.Builder
-	b.WriteString(loadkit.BaseConfig(e.ws.URL(), fmt.Sprintf("path = %q\n", filepath.Join(e.dir, "flowbridge.db")),
+	storeLines := fmt.Sprintf("path = %q\n", filepath.Join(e.dir, "flowbridge.db"))
+	if e.dsn != "" {
+		storeLines = fmt.Sprintf("driver = \"postgres\"\ndsn = %q\n", e.dsn)
+	}
+	b.WriteString(loadkit.BaseConfig(e.ws.URL(), storeLines,
 		p.Conversations+p.LongFlows+256, loadkit.IndicatorDelayKey(p.IndicatorDelay), "127.0.0.1:0", "warn"))
 	fmt.Fprintf(&b, `
 [[flows]]
@@ -299,6 +313,11 @@ func (e *env) Close() error {
 	}
 	if e.ws != nil {
 		e.ws.Close()
+	}
+	if e.drop != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		errs = append(errs, e.drop(ctx))
 	}
 	return errors.Join(errs...)
 }

@@ -70,6 +70,9 @@ type params struct {
 	IndicatorDelay   time.Duration `json:"-"`
 	// SlackPostLimit holds chat.postMessage to Slack's limit per channel.
 	SlackPostLimit bool `json:"slack_post_limit,omitempty"`
+	// DSN puts flowbridge's store on PostgreSQL, in a schema of its own
+	// there (one replica); "": a bbolt file. The floors ignore it.
+	DSN string `json:"-"`
 
 	IndicatorDelayMS float64 `json:"working_indicator_delay_ms"`
 	DurationSec      float64 `json:"duration_sec"`
@@ -175,6 +178,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.rounds, "rounds", 1, "run the modes in turn this many times")
 	fs.StringVar(&o.flowbridge, "flowbridge", "", "the flowbridge binary (default: go build ./cmd/flowbridge)")
 	fs.BoolVar(&o.sweep, "sweep", false, "run at 1, 10, 100, 1000 and 10000 conversations, figures relative to 10")
+	fs.StringVar(&p.DSN, "dsn", "", "flowbridge's store: PostgreSQL at this postgres:// URL, in a fresh schema (one replica; the floors keep their files)")
 	fs.StringVar(&p.tmp.Parent, "tmpdir", "", "where the run's temporary directory goes (e.g. /dev/shm: no real syncs)")
 	fs.BoolVar(&p.tmp.Keep, "keep", false, "keep the temporary directory (config, store, logs) and print its path")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
