@@ -86,11 +86,12 @@ type StoreConfig struct {
 	// renewed: how long a dead replica's conversations wait for another.
 	// Driver postgres only.
 	LeaseTTL Duration `toml:"lease_ttl"`
-	// OrderHold is how long the replica holding a conversation's lease
-	// lets a message it has just seen wait before the agent gets it, so
-	// that an earlier message of the conversation another replica is
-	// recording at that moment goes first ("0s": no wait). Driver postgres
-	// only.
+	// OrderHold is how long at least, while another replica is live, the
+	// replica holding a conversation's lease lets a message it has just
+	// seen wait before the agent gets it, so that an earlier message of
+	// the conversation another replica is recording at that moment goes
+	// first ("0s": no wait); the measured recording time is added (see
+	// bridge.ReplicaConfig). Driver postgres only.
 	OrderHold Duration `toml:"order_hold"`
 	// SyncInterval was the bbolt inbox journal's sync policy. The journal
 	// is gone and every change is synced before it is acknowledged; the key
