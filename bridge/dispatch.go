@@ -160,15 +160,18 @@ func (r *dispatcher) heartbeat(ctx context.Context) {
 	defer renew.Stop()
 	sweep := time.NewTicker(r.cfg.SweepEvery)
 	defer sweep.Stop()
+	peers := time.NewTicker(r.peersEvery())
+	defer peers.Stop()
 	r.lookAtPeers(ctx)
 	r.sweepUnleased(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-peers.C:
+			r.lookAtPeers(ctx)
 		case <-renew.C:
 			r.renewLeases(ctx)
-			r.lookAtPeers(ctx)
 		case <-sweep.C:
 			r.sweepUnleased(ctx)
 		case <-r.sweep:
@@ -416,6 +419,8 @@ func (r *dispatcher) claimLease(name string) bool {
 		b.mu.Lock()
 		r.held[name] = at.Add(r.cfg.LeaseTTL)
 		b.mu.Unlock()
+	} else {
+		r.othersSeen() // another holds it
 	}
 	return ok
 }
@@ -944,6 +949,10 @@ func (r *dispatcher) restoreEntry(log *zap.Logger, e store.InboxEntry) (*job, in
 		log.Error("inbox entry cannot be resumed; dropped", zap.String("event_key", e.Key), zap.Error(err))
 		r.finishDropped(log, e.Key)
 		return nil, entryNone
+	}
+	if r.b.cfg.Now().Sub(e.Received) < r.cfg.ClaimGrace {
+		// Recorded just now, not by this process: by a live one.
+		r.othersSeen()
 	}
 	ev.entry = &entry{key: e.Key}
 	j := classify(ev)

@@ -111,19 +111,36 @@ func (r *dispatcher) lookAtPeers(ctx context.Context) {
 	r.lookAtPeersLocked(ctx)
 }
 
+// peersEvery is how often the heartbeat looks at the processes sharing the
+// store: a replica that joins is noticed by the others within it.
+func (r *dispatcher) peersEvery() time.Duration { return min(r.cfg.LeaseTTL/3, time.Second) }
+
 // othersLive reports whether another process may be recording events of
 // this process's conversations: it was live when last looked at (the
-// heartbeat looks every third of the lease TTL), or that is not known.
+// heartbeat looks every peersEvery), or that is not known.
 func (r *dispatcher) othersLive() bool {
 	p := &r.peers
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.known || r.b.cfg.Now().Sub(p.at) > 2*r.cfg.LeaseTTL/3 {
+	if !p.known || r.b.cfg.Now().Sub(p.at) > 2*r.peersEvery() {
 		ctx, cancel := r.opCtx()
 		defer cancel()
 		r.lookAtPeersLocked(ctx)
 	}
 	return !p.known || p.others
+}
+
+// othersSeen notes that another process is live, found before the next
+// look: it holds a lease this process could not claim, or recorded an
+// entry this process runs.
+func (r *dispatcher) othersSeen() {
+	p := &r.peers
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.known && !p.others {
+		r.b.log.Info("replicas sharing the store", zap.Bool("others", true))
+	}
+	p.known, p.others, p.at = true, true, r.b.cfg.Now()
 }
 
 // leavePeers gives up this process's own lease, so that a replica left
