@@ -14,9 +14,14 @@ import (
 )
 
 // stopPress is a Stop press by user in conv, for the entry target ("" for
-// whatever runs there).
+// whatever runs there), answered through rec, or through its route when
+// rec is nil.
 func stopPress(conv, key, user, target string, rec *recorder) bridge.Event {
-	ev := keyed(conv, key, "", rec)
+	var r bridge.Responder // a nil *recorder in it would be a responder that panics
+	if rec != nil {
+		r = rec
+	}
+	ev := keyed(conv, key, "", r)
 	ev.Kind, ev.Action, ev.User.ID = bridge.KindAction, bridge.Action{ID: bridge.ActionStop, Value: target}, user
 	return ev
 }
