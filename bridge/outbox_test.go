@@ -13,7 +13,6 @@ import (
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/store"
 	"github.com/flowbridge/flowbridge/bridge/workspace"
-	"github.com/flowbridge/flowbridge/testkit/pgtest"
 	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
@@ -49,14 +48,14 @@ func TestOutboxKeepsAnswersAcrossShutdown(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			keepsAnswersAcrossShutdown(t, refused)
+			forEachSharedStore(t, func(t *testing.T, open func() sharedStore) {
+				keepsAnswersAcrossShutdown(t, open(), refused)
+			})
 		})
 	}
 }
 
-func keepsAnswersAcrossShutdown(t *testing.T, refused bool) {
-	pg := openShared(t, pgtest.Schema(t))
-	st := pg
+func keepsAnswersAcrossShutdown(t *testing.T, st store.Store, refused bool) {
 	fake := newReplicaFake(t, workspacetest.Agent{})
 	ws, err := workspace.New(workspace.Config{BaseURL: fake.URL, WorkspaceUUID: "ws-test", Token: "test-token"})
 	if err != nil {
@@ -135,12 +134,15 @@ func keepsAnswersAcrossShutdown(t *testing.T, refused bool) {
 // agent was asked once.
 func TestOutboxPostedByAnotherReplica(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.Schema(t)
+	forEachSharedStore(t, outboxPostedByAnotherReplica)
+}
+
+func outboxPostedByAnotherReplica(t *testing.T, open func() sharedStore) {
 	fake := newReplicaFake(t, workspacetest.Agent{})
 	p := newChatPlatform()
 	rc := bridge.ReplicaConfig{LeaseTTL: 300 * time.Millisecond, SweepEvery: 50 * time.Millisecond, ClaimGrace: 50 * time.Millisecond}
 	rc.Holder = "dying"
-	dying := newReplica(t, dsn, fake, p, rc)
+	dying := newReplica(t, open(), fake, p, rc)
 	stuck := stuckResponder{sent: make(chan bridge.Reply, 1)}
 	ev := p.event("c/1", "test/msg/1", "q1")
 	ev = via(ev, stuck)
@@ -151,7 +153,7 @@ func TestOutboxPostedByAnotherReplica(t *testing.T) {
 	// Killed: its connections are gone, its leases lapse.
 	dying.st.Close()
 	rc.Holder = "other"
-	newReplica(t, dsn, fake, p, rc)
+	newReplica(t, open(), fake, p, rc)
 	p.waitReplies(t, "test/msg/1")
 	if got := p.repliesTo("test/msg/1"); len(got) != 1 || got[0].Text != "[turn 1] You said: q1" || !got[0].Again {
 		t.Errorf("replies = %+v, want the kept answer once, marked Again", got)

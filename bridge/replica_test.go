@@ -13,14 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/store"
 	"github.com/flowbridge/flowbridge/bridge/workspace"
 	"github.com/flowbridge/flowbridge/postgres"
-	"github.com/flowbridge/flowbridge/testkit/pgtest"
 	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
@@ -137,20 +135,20 @@ func (p *chatPlatform) waitReplies(t *testing.T, keys ...string) {
 	}
 }
 
-// replica is one bridge on its own connection pool to the shared schema.
+// replica is one bridge on its own view of the shared store (on
+// PostgreSQL, its own connection pool to the shared schema).
 type replica struct {
 	b  *bridge.Bridge
-	st *postgres.Store
+	st sharedStore
 }
 
-func newReplica(t *testing.T, dsn string, fake *workspacetest.Server, p *chatPlatform, rc bridge.ReplicaConfig) *replica {
+func newReplica(t *testing.T, st sharedStore, fake *workspacetest.Server, p *chatPlatform, rc bridge.ReplicaConfig) *replica {
 	t.Helper()
-	return newReplicaWith(t, defaultConfig(), dsn, fake, p, rc)
+	return newReplicaWith(t, defaultConfig(), st, fake, p, rc)
 }
 
-func newReplicaWith(t *testing.T, cfg bridge.Config, dsn string, fake *workspacetest.Server, p *chatPlatform, rc bridge.ReplicaConfig) *replica {
+func newReplicaWith(t *testing.T, cfg bridge.Config, st sharedStore, fake *workspacetest.Server, p *chatPlatform, rc bridge.ReplicaConfig) *replica {
 	t.Helper()
-	st := openShared(t, dsn)
 	return &replica{b: newReplicaOn(t, cfg, st, fake, p, rc), st: st}
 }
 
@@ -227,15 +225,18 @@ func convMessages(t *testing.T, fake *workspacetest.Server) map[string][]string 
 }
 
 func TestReplicasKeepOrderAndAnswerOnce(t *testing.T) {
+	t.Parallel()
+	forEachSharedStore(t, replicasKeepOrderAndAnswerOnce)
+}
+
+func replicasKeepOrderAndAnswerOnce(t *testing.T, open func() sharedStore) {
 	// A conversation's messages arrive alternately at two replicas: each
 	// is answered once, and the agent reads them in the order they came.
-	t.Parallel()
-	dsn := pgtest.Schema(t)
 	fake := newReplicaFake(t, workspacetest.Agent{Delay: 2 * time.Millisecond})
 	p := newChatPlatform()
 	rs := []*replica{
-		newReplica(t, dsn, fake, p, bridge.ReplicaConfig{Holder: "r0"}),
-		newReplica(t, dsn, fake, p, bridge.ReplicaConfig{Holder: "r1"}),
+		newReplica(t, open(), fake, p, bridge.ReplicaConfig{Holder: "r0"}),
+		newReplica(t, open(), fake, p, bridge.ReplicaConfig{Holder: "r1"}),
 	}
 	const convs, perConv = 4, 8
 	var keys []string
@@ -281,23 +282,26 @@ func TestReplicasKeepOrderAndAnswerOnce(t *testing.T) {
 }
 
 func TestReplicasKeepThePlatformsOrder(t *testing.T) {
+	t.Parallel()
+	forEachSharedStore(t, replicasKeepThePlatformsOrder)
+}
+
+func replicasKeepThePlatformsOrder(t *testing.T, open func() sharedStore) {
 	// A user sends two messages at once and each reaches another replica;
 	// the later one (in the platform's order) is recorded first. Its
 	// holder waits OrderHold for what it has just seen, finds the earlier
 	// one meanwhile, and the agent reads them as the user wrote them.
-	t.Parallel()
-	dsn := pgtest.Schema(t)
 	fake := newReplicaFake(t, workspacetest.Agent{})
 	p := newChatPlatform()
 	rc := bridge.ReplicaConfig{OrderHold: 500 * time.Millisecond}
 	rc.Holder = "r0"
-	r0 := newReplica(t, dsn, fake, p, rc)
+	r0 := newReplica(t, open(), fake, p, rc)
 	rc.Holder = "r1"
 	// r1, the holder, looks again after the hold only once the earlier
 	// message is recorded: the hold is for a message another replica
 	// records meanwhile, and a busy machine (-race, the suite at once)
 	// could take longer than the hold to commit it.
-	gate := &pendingGate{Store: openShared(t, dsn), conv: "c/1", open: make(chan struct{})}
+	gate := &pendingGate{Store: open(), conv: "c/1", open: make(chan struct{})}
 	r1 := newReplicaOn(t, defaultConfig(), gate, fake, p, rc)
 	second := p.event("c/1", "test/msg/2", "c1 second")
 	second.Order = 2
@@ -317,20 +321,23 @@ func TestReplicasKeepThePlatformsOrder(t *testing.T) {
 }
 
 func TestReplicaTakesOverFromDeadOne(t *testing.T) {
+	t.Parallel()
+	forEachSharedStore(t, replicaTakesOverFromDeadOne)
+}
+
+func replicaTakesOverFromDeadOne(t *testing.T, open func() sharedStore) {
 	// A replica dies (its store stops answering; its leases are not
 	// released) while the agent answers a message of a conversation, with
 	// another message of it queued at the other replica. Once the lease
 	// expires, the survivor tells the first user there is no answer
 	// (never sending it again) and answers the second.
-	t.Parallel()
-	dsn := pgtest.Schema(t)
 	agent, started, unblock := gatedAgent("slow")
 	fake := newReplicaFake(t, agent)
 	p := newChatPlatform()
 	fast := bridge.ReplicaConfig{LeaseTTL: 500 * time.Millisecond, SweepEvery: 50 * time.Millisecond, ClaimGrace: 50 * time.Millisecond}
 	dying := fast
 	dying.Holder = "dying"
-	r1 := newReplica(t, dsn, fake, p, dying)
+	r1 := newReplica(t, open(), fake, p, dying)
 	if err := receive(r1.b, p.event("c/1", "test/msg/1", "slow")).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +348,7 @@ func TestReplicaTakesOverFromDeadOne(t *testing.T) {
 	// leased.
 	survivor := fast
 	survivor.Holder = "survivor"
-	r2 := newReplica(t, dsn, fake, p, survivor)
+	r2 := newReplica(t, open(), fake, p, survivor)
 	// First of the cleanups: the replicas' shutdowns do not wait for it.
 	t.Cleanup(func() { close(unblock) })
 	if err := receive(r2.b, p.event("c/1", "test/msg/2", "next")).Wait(t.Context()); err != nil {
@@ -362,11 +369,14 @@ func TestReplicaTakesOverFromDeadOne(t *testing.T) {
 }
 
 func TestStartingReplicaLeavesLiveWork(t *testing.T) {
+	t.Parallel()
+	forEachSharedStore(t, startingReplicaLeavesLiveWork)
+}
+
+func startingReplicaLeavesLiveWork(t *testing.T, open func() sharedStore) {
 	// A replica starting while another answers tells no one of that work;
 	// it takes up only what no live replica holds: a dead one's entries,
 	// with the crash policy (received: answered; sent: its user told).
-	t.Parallel()
-	dsn := pgtest.Schema(t)
 	agent, started, unblock := gatedAgent("slow")
 	fake := newReplicaFakeWith(t, agent, workspacetest.Flow{Reply: func(params map[string]string) string {
 		started <- "flow " + params["host"]
@@ -374,7 +384,7 @@ func TestStartingReplicaLeavesLiveWork(t *testing.T) {
 		return "checked " + params["host"]
 	}})
 	p := newChatPlatform()
-	live := newReplica(t, dsn, fake, p, bridge.ReplicaConfig{Holder: "live"})
+	live := newReplica(t, open(), fake, p, bridge.ReplicaConfig{Holder: "live"})
 	t.Cleanup(func() { close(unblock) }) // first: the shutdowns do not wait for it
 	if err := receive(live.b, p.event("c/live", "test/msg/live", "slow")).Wait(t.Context()); err != nil {
 		t.Fatal(err)
@@ -407,7 +417,7 @@ func TestStartingReplicaLeavesLiveWork(t *testing.T) {
 	// it sends is told apart from the live one's; the dead one's entries
 	// are of a platform only it runs ("other"), so only it can take them.
 	mine := newChatPlatform()
-	starting := newReplica(t, dsn, fake, mine, bridge.ReplicaConfig{Holder: "starting", ClaimGrace: time.Millisecond, SweepEvery: 50 * time.Millisecond})
+	starting := newReplica(t, open(), fake, mine, bridge.ReplicaConfig{Holder: "starting", ClaimGrace: time.Millisecond, SweepEvery: 50 * time.Millisecond})
 	if _, _, err := starting.b.Attach("other", mine); err != nil {
 		t.Fatal(err)
 	}
@@ -434,18 +444,21 @@ func TestStartingReplicaLeavesLiveWork(t *testing.T) {
 }
 
 func TestReplicasShareButtons(t *testing.T) {
+	t.Parallel()
+	forEachSharedStore(t, replicasShareButtons)
+}
+
+func replicasShareButtons(t *testing.T, open func() sharedStore) {
 	// A button works on whichever replica its press reaches: a flow's Run
 	// asked on one replica and pressed on the other runs once; a result
 	// shared from the other replica is posted once.
-	t.Parallel()
-	dsn := pgtest.Schema(t)
 	fake := newReplicaFake(t, workspacetest.Agent{})
 	p := newChatPlatform()
 	cfg := defaultConfig()
 	cfg.Flows[0].Confirm = true
 	rs := []*replica{
-		newReplicaWith(t, cfg, dsn, fake, p, bridge.ReplicaConfig{Holder: "r0"}),
-		newReplicaWith(t, cfg, dsn, fake, p, bridge.ReplicaConfig{Holder: "r1"}),
+		newReplicaWith(t, cfg, open(), fake, p, bridge.ReplicaConfig{Holder: "r0"}),
+		newReplicaWith(t, cfg, open(), fake, p, bridge.ReplicaConfig{Holder: "r1"}),
 	}
 	seq := 0
 	do := func(r *replica, ev bridge.Event) bridge.Reply {
@@ -510,17 +523,20 @@ func TestReplicasShareButtons(t *testing.T) {
 }
 
 func TestReplicaBusyReplyIsNotRun(t *testing.T) {
+	t.Parallel()
+	forEachSharedStore(t, replicaBusyReplyIsNotRun)
+}
+
+func replicaBusyReplyIsNotRun(t *testing.T, open func() sharedStore) {
 	// A conversation's full queue answers "busy" on a replica as on a
 	// single process; the holder of the conversation, which sees that
 	// event in the inbox too, does not run it as a turn.
-	t.Parallel()
-	dsn := pgtest.Schema(t)
 	agent, started, unblock := gatedAgent("first")
 	fake := newReplicaFake(t, agent)
 	p := newChatPlatform()
 	cfg := defaultConfig()
 	cfg.QueueSize = 1
-	r := newReplicaWith(t, cfg, dsn, fake, p, bridge.ReplicaConfig{Holder: "r0"})
+	r := newReplicaWith(t, cfg, open(), fake, p, bridge.ReplicaConfig{Holder: "r0"})
 	t.Cleanup(func() {
 		select {
 		case <-unblock:
@@ -578,13 +594,16 @@ func TestReplicaBusyReplyIsNotRun(t *testing.T) {
 // takes it up after its conversation's overflow is over; never run.
 func TestReplicaBusyNoticeNotDeliveredToldBySweep(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.Schema(t)
+	forEachSharedStore(t, replicaBusyNoticeNotDeliveredToldBySweep)
+}
+
+func replicaBusyNoticeNotDeliveredToldBySweep(t *testing.T, open func() sharedStore) {
 	agent, started, unblock := gatedAgent("first")
 	fake := newReplicaFake(t, agent)
 	p := newChatPlatform()
 	cfg := defaultConfig()
 	cfg.QueueSize = 1
-	r := newReplicaWith(t, cfg, dsn, fake, p, bridge.ReplicaConfig{Holder: "r0",
+	r := newReplicaWith(t, cfg, open(), fake, p, bridge.ReplicaConfig{Holder: "r0",
 		LeaseTTL: 500 * time.Millisecond, SweepEvery: 50 * time.Millisecond, ClaimGrace: 50 * time.Millisecond})
 	release := sync.OnceFunc(func() { close(unblock) })
 	t.Cleanup(release)
@@ -664,13 +683,16 @@ func (m mortal) Responder(ev bridge.Event) (bridge.Responder, error) {
 }
 
 func TestReplicasSurviveAKilledOne(t *testing.T) {
+	t.Parallel()
+	forEachSharedStore(t, replicasSurviveAKilledOne)
+}
+
+func replicasSurviveAKilledOne(t *testing.T, open func() sharedStore) {
 	// Three replicas share conversations, their messages spread over all
 	// three; one is killed while they run. Every message is answered once
 	// or, if the killed replica had sent it to the agent, its user is
 	// told; the agent never gets a message twice, and reads each
 	// conversation's messages in order.
-	t.Parallel()
-	dsn := pgtest.Schema(t)
 	fake := newReplicaFake(t, workspacetest.Agent{Delay: 3 * time.Millisecond})
 	p := newChatPlatform()
 	var dead [3]atomic.Bool
@@ -681,7 +703,7 @@ func TestReplicasSurviveAKilledOne(t *testing.T) {
 	var rs []*replica
 	for i := range 3 {
 		rc.Holder = fmt.Sprint("r", i)
-		st := openShared(t, dsn)
+		st := open()
 		ws, err := workspace.New(workspace.Config{BaseURL: fake.URL, WorkspaceUUID: "ws-test", Token: "test-token"})
 		if err != nil {
 			t.Fatal(err)
@@ -865,20 +887,23 @@ func (r reporting) Responder(ev bridge.Event) (bridge.Responder, error) {
 }
 
 func TestReplicaCutOffAfterPostingIsAnsweredOnce(t *testing.T) {
+	t.Parallel()
+	forEachSharedStore(t, replicaCutOffAfterPostingIsAnsweredOnce)
+}
+
+func replicaCutOffAfterPostingIsAnsweredOnce(t *testing.T, open func() sharedStore) {
 	// A replica posts an answer and loses its store before it closes the
 	// entry, as when it is killed between the two (TestReplicasSurviveAKilledOne
 	// met this now and then). The answer is kept in the outbox: the
 	// replica that takes the conversation over posts it again, named
 	// once and marked Again, and the platform finds the first post. The
 	// user sees one answer.
-	t.Parallel()
-	dsn := pgtest.Schema(t)
 	fake := newReplicaFake(t, workspacetest.Agent{})
 	p := newChatPlatform()
 	fast := bridge.ReplicaConfig{LeaseTTL: 500 * time.Millisecond, SweepEvery: 50 * time.Millisecond, ClaimGrace: 50 * time.Millisecond}
 	cut := fast
 	cut.Holder = "cut"
-	st := openShared(t, dsn)
+	st := open()
 	first := newReplicaOn(t, defaultConfig(), st, fake, storeCut{p: p, cut: func() { st.Close() }}, cut)
 	const key = "test/msg/1"
 	if err := receive(first, p.event("c/1", key, "hello")).Wait(t.Context()); err != nil {
@@ -891,7 +916,7 @@ func TestReplicaCutOffAfterPostingIsAnsweredOnce(t *testing.T) {
 	survivor := fast
 	survivor.Holder = "survivor"
 	sent := make(chan bridge.Reply, 10)
-	newReplicaOn(t, defaultConfig(), openShared(t, dsn), fake, reporting{p: p, sent: sent}, survivor)
+	newReplicaOn(t, defaultConfig(), open(), fake, reporting{p: p, sent: sent}, survivor)
 	select {
 	case r := <-sent:
 		if r.Once != key || !r.Again {
@@ -925,18 +950,21 @@ func (r stallingResponder) Fetch(_ context.Context, _ bridge.Attachment, w io.Wr
 var _ bridge.Fetcher = stallingResponder{}
 
 func TestReplicaStalledPastItsLeaseSendsNothing(t *testing.T) {
+	t.Parallel()
+	forEachSharedStore(t, replicaStalledPastItsLeaseSendsNothing)
+}
+
+func replicaStalledPastItsLeaseSendsNothing(t *testing.T, open func() sharedStore) {
 	// A replica stalls while running a message (here, downloading its
 	// file) and its lease passes to another holder meanwhile, as when it
 	// stops renewing for longer than the lease lasts. When it goes on, it
 	// must not send the message: the new holder may be running the
 	// conversation, and two senders would break its order. Once the lease
 	// is free again, the message is answered, once.
-	t.Parallel()
-	dsn := pgtest.Schema(t)
 	agent, started, _ := gatedAgent("")
 	fake := newReplicaFake(t, agent)
 	p := newChatPlatform()
-	r := newReplica(t, dsn, fake, p, bridge.ReplicaConfig{Holder: "a", LeaseTTL: time.Minute, SweepEvery: 50 * time.Millisecond, ClaimGrace: 50 * time.Millisecond})
+	r := newReplica(t, open(), fake, p, bridge.ReplicaConfig{Holder: "a", LeaseTTL: time.Minute, SweepEvery: 50 * time.Millisecond, ClaimGrace: 50 * time.Millisecond})
 	ev := p.event("c/1", "test/msg/1", "read this")
 	ev.Files = []bridge.Attachment{{Name: "notes.txt", MIME: "text/plain", Size: 5, URL: "https://files.example/notes.txt"}}
 	stall := stallingResponder{keyResponder: keyResponder{p, "test/msg/1"}, fetching: make(chan struct{}), release: make(chan struct{}), once: new(sync.Once)}
@@ -947,7 +975,17 @@ func TestReplicaStalledPastItsLeaseSendsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-stall.fetching
-	dbExec(t, dsn, `UPDATE leases SET holder = 'b', expires_at = now() + interval '1 hour' WHERE conversation = 'c/1'`)
+	// The lease passes to b through the store's own calls, as another
+	// replica takes one: a's lapses (here it is let go, which a, stalled,
+	// cannot tell from a lapse) and b claims it for an hour. a's sweeps do
+	// not claim a conversation it is running, so none comes between.
+	b := open()
+	if err := b.Release(t.Context(), "c/1", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := b.Claim(t.Context(), "c/1", "b", time.Hour); err != nil || !ok {
+		t.Fatalf("Claim(c/1) by b = %v, %v; want it", ok, err)
+	}
 	close(stall.release)
 	<-done
 	if got := p.repliesTo("test/msg/1"); len(got) != 0 {
@@ -958,7 +996,9 @@ func TestReplicaStalledPastItsLeaseSendsNothing(t *testing.T) {
 	}
 
 	// b lets go without running it: a sweep finds the entry and answers it.
-	dbExec(t, dsn, `DELETE FROM leases WHERE conversation = 'c/1'`)
+	if err := b.Release(t.Context(), "c/1", "b"); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case got := <-started:
 		if !strings.HasPrefix(got, "read this") {
@@ -975,24 +1015,10 @@ func TestReplicaStalledPastItsLeaseSendsNothing(t *testing.T) {
 	}
 }
 
-// dbExec runs sql on the replicas' database, as another replica or an
-// operator would.
-func dbExec(t *testing.T, dsn, sql string) {
-	t.Helper()
-	conn, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.WithoutCancel(t.Context()))
-	if _, err := conn.Exec(t.Context(), sql); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // pendingWatch is a replica's store that tells when the replica reads the
 // pending entries of one conversation.
 type pendingWatch struct {
-	*postgres.Store
+	store.Store
 	conv string
 	read chan struct{}
 	once sync.Once
@@ -1008,7 +1034,7 @@ func (s *pendingWatch) PendingOf(ctx context.Context, conv string) ([]store.Inbo
 // pendingGate is a replica's store whose reads of one conversation's
 // pending entries, after the first, wait until open is closed.
 type pendingGate struct {
-	*postgres.Store
+	store.Store
 	conv  string
 	open  chan struct{}
 	reads atomic.Int32
@@ -1026,22 +1052,25 @@ func (s *pendingGate) PendingOf(ctx context.Context, conv string) ([]store.Inbox
 }
 
 func TestReplicaThreadWaitsForItsParentsContext(t *testing.T) {
+	t.Parallel()
+	forEachSharedStore(t, replicaThreadWaitsForItsParentsContext)
+}
+
+func replicaThreadWaitsForItsParentsContext(t *testing.T, open func() sharedStore) {
 	// Slack's agent view among replicas: r0 runs a DM's context change and
 	// holds it (its Prepare); a message in a thread of the DM, received by
 	// r1 after the change was acknowledged, must not reach the agent
 	// before the change is kept, and is answered with it. r1 learns of the
 	// change from the shared inbox alone, which it reads before it runs
 	// the message: when it does, the change is let go.
-	t.Parallel()
-	dsn := pgtest.Schema(t)
 	asked := make(chan string, 1)
 	fake := newReplicaFake(t, workspacetest.Agent{Reply: func(_ int, msg string) string {
 		asked <- msg
 		return "answer"
 	}})
 	p := newChatPlatform()
-	r0 := newReplica(t, dsn, fake, p, bridge.ReplicaConfig{Holder: "r0"})
-	watch := &pendingWatch{Store: openShared(t, dsn), conv: "dm/1", read: make(chan struct{})}
+	r0 := newReplica(t, open(), fake, p, bridge.ReplicaConfig{Holder: "r0"})
+	watch := &pendingWatch{Store: open(), conv: "dm/1", read: make(chan struct{})}
 	r1 := newReplicaOn(t, defaultConfig(), watch, fake, p, bridge.ReplicaConfig{Holder: "r1"})
 
 	held, running := make(chan struct{}), make(chan struct{})
@@ -1075,19 +1104,22 @@ func TestReplicaThreadWaitsForItsParentsContext(t *testing.T) {
 }
 
 func TestReplicaThreadRunsItsUnheldParentFirst(t *testing.T) {
+	t.Parallel()
+	forEachSharedStore(t, replicaThreadRunsItsUnheldParentFirst)
+}
+
+func replicaThreadRunsItsUnheldParentFirst(t *testing.T, open func() sharedStore) {
 	// The DM's context change was recorded by a replica that stopped
 	// before running it, and nobody holds the DM: the thread's holder
 	// runs the DM's change itself at once, rather than waiting for a
 	// sweep (ClaimGrace is a minute here) or giving up on it.
-	t.Parallel()
-	dsn := pgtest.Schema(t)
 	fake := newReplicaFake(t, workspacetest.Agent{})
 	p := newChatPlatform()
 	rc := bridge.ReplicaConfig{ClaimGrace: time.Minute, SweepEvery: time.Minute}
 	rc.Holder = "r0"
-	r0 := newReplica(t, dsn, fake, p, rc)
+	r0 := newReplica(t, open(), fake, p, rc)
 	rc.Holder = "r1"
-	r1 := newReplica(t, dsn, fake, p, rc)
+	r1 := newReplica(t, open(), fake, p, rc)
 	if err := r0.b.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -1112,7 +1144,7 @@ func TestReplicaThreadRunsItsUnheldParentFirst(t *testing.T) {
 // claimWatch is a replica's store that notes whether the replica claimed
 // the lease of one conversation before it first read its pending entries.
 type claimWatch struct {
-	*postgres.Store
+	store.Store
 	conv string
 	read chan struct{}
 
@@ -1144,6 +1176,11 @@ func (s *claimWatch) PendingOf(ctx context.Context, conv string) ([]store.InboxE
 }
 
 func TestReplicaLeavesAPlatformItDoesNotRun(t *testing.T) {
+	t.Parallel()
+	forEachSharedStore(t, replicaLeavesAPlatformItDoesNotRun)
+}
+
+func replicaLeavesAPlatformItDoesNotRun(t *testing.T, open func() sharedStore) {
 	// A dead replica left an entry of a platform ("other") that one live
 	// replica does not run (no adapter, so no Restorer: the third replica
 	// of a two-shard Discord bot). Its sweep finds the conversation
@@ -1152,20 +1189,18 @@ func TestReplicaLeavesAPlatformItDoesNotRun(t *testing.T) {
 	// the platform would find it taken and leave the entry to its next
 	// sweep, where the same could happen, until the entry was never
 	// answered. The replica that runs the platform answers it.
-	t.Parallel()
-	dsn := pgtest.Schema(t)
 	fake := newReplicaFake(t, workspacetest.Agent{})
 	p := newChatPlatform()
 	fast := bridge.ReplicaConfig{ClaimGrace: time.Millisecond, SweepEvery: 20 * time.Millisecond}
 
-	st := openShared(t, dsn)
+	st := open()
 	old := time.Now().Add(-time.Minute)
 	ev := fmt.Appendf(nil, `{"kind":%d,"platform":"other","conversation":"c/other","channel":"C1","user":{"ID":"U1"},"text":"orphan","route":{"to":"test/msg/other"}}`, bridge.KindMessage)
 	if fresh, err := st.Receive(t.Context(), store.InboxEntry{Key: "test/msg/other", Conversation: "c/other", Event: ev, Received: old}); err != nil || !fresh {
 		t.Fatalf("Receive = %v, %v", fresh, err)
 	}
 
-	watch := &claimWatch{Store: openShared(t, dsn), conv: "c/other", read: make(chan struct{})}
+	watch := &claimWatch{Store: open(), conv: "c/other", read: make(chan struct{})}
 	read := watch.read
 	rc := fast
 	rc.Holder = "without-other"
@@ -1185,7 +1220,7 @@ func TestReplicaLeavesAPlatformItDoesNotRun(t *testing.T) {
 	mine := newChatPlatform()
 	rc = fast
 	rc.Holder = "with-other"
-	r := newReplica(t, dsn, fake, mine, rc)
+	r := newReplica(t, open(), fake, mine, rc)
 	if _, _, err := r.b.Attach("other", mine); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/store"
-	"github.com/flowbridge/flowbridge/testkit/pgtest"
 	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
@@ -238,16 +237,19 @@ func TestTitleShownByStatus(t *testing.T) {
 }
 
 func TestReplicaStopsWhatAnotherRuns(t *testing.T) {
+	t.Parallel()
+	forEachSharedStore(t, replicaStopsWhatAnotherRuns)
+}
+
+func replicaStopsWhatAnotherRuns(t *testing.T, open func() sharedStore) {
 	// Stop pressed on replica r1 while r0 runs the turn: r0 stops it, and
 	// nothing of its answer is posted.
-	t.Parallel()
-	dsn := pgtest.Schema(t)
 	agent, started, unblock := gatedAgent("slow")
 	fake := newReplicaFake(t, agent)
 	t.Cleanup(func() { close(unblock) })
 	p := newChatPlatform()
-	r0 := newReplica(t, dsn, fake, p, bridge.ReplicaConfig{Holder: "r0"})
-	r1 := newReplica(t, dsn, fake, p, bridge.ReplicaConfig{Holder: "r1"})
+	r0 := newReplica(t, open(), fake, p, bridge.ReplicaConfig{Holder: "r0"})
+	r1 := newReplica(t, open(), fake, p, bridge.ReplicaConfig{Holder: "r1"})
 	asked := receive(r0.b, p.event("c/1", "test/msg/1", "slow"))
 	if err := asked.Wait(t.Context()); err != nil {
 		t.Fatal(err)
