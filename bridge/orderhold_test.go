@@ -11,8 +11,6 @@ import (
 
 	"github.com/flowbridge/flowbridge/bridge"
 	"github.com/flowbridge/flowbridge/bridge/store"
-	"github.com/flowbridge/flowbridge/postgres"
-	"github.com/flowbridge/flowbridge/testkit/pgtest"
 	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
@@ -37,13 +35,16 @@ func TestProcessAloneHoldsNothingBack(t *testing.T) {
 }
 
 func TestLoneReplicaHoldsNothingBack(t *testing.T) {
-	// One replica on PostgreSQL is a process alone: an hour's order hold
-	// delays none of its answers (waitReplies gives up after 20 s).
 	t.Parallel()
-	dsn := pgtest.Schema(t)
+	forEachSharedStore(t, loneReplicaHoldsNothingBack)
+}
+
+func loneReplicaHoldsNothingBack(t *testing.T, open func() sharedStore) {
+	// One replica on a shared store is a process alone: an hour's order
+	// hold delays none of its answers (waitReplies gives up after 20 s).
 	fake := newReplicaFake(t, workspacetest.Agent{})
 	p := newChatPlatform()
-	r0 := newReplica(t, dsn, fake, p, bridge.ReplicaConfig{Holder: "r0", OrderHold: time.Hour})
+	r0 := newReplica(t, open(), fake, p, bridge.ReplicaConfig{Holder: "r0", OrderHold: time.Hour})
 	if err := receive(r0.b, p.event("c/1", "test/msg/1", "alone")).Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestLoneReplicaHoldsNothingBack(t *testing.T) {
 // slowInbox is a replica's store whose Receive takes delay(key) longer, as
 // on a busy machine.
 type slowInbox struct {
-	*postgres.Store
+	store.Store
 	delay func(key string) time.Duration
 }
 
@@ -72,11 +73,14 @@ func (s *slowInbox) Receive(ctx context.Context, e store.InboxEntry) (bool, erro
 }
 
 func TestReplicasKeepABurstsOrder(t *testing.T) {
+	t.Parallel()
+	forEachSharedStore(t, replicasKeepABurstsOrder)
+}
+
+func replicasKeepABurstsOrder(t *testing.T, open func() sharedStore) {
 	// A user sends four messages at once; they reach two replicas in
 	// turn, and the later ones are committed first. Whichever replica
 	// holds the conversation runs them as the user wrote them.
-	t.Parallel()
-	dsn := pgtest.Schema(t)
 	fake := newReplicaFake(t, workspacetest.Agent{})
 	p := newChatPlatform()
 	const n = 4
@@ -88,10 +92,13 @@ func TestReplicasKeepABurstsOrder(t *testing.T) {
 		return time.Duration(n-1-i) * 40 * time.Millisecond // the last first
 	}
 	var rs []*bridge.Bridge
+	var ms []*meeting
 	for i := range 2 {
-		st := &slowInbox{Store: openShared(t, dsn), delay: delay}
-		rs = append(rs, newReplicaOn(t, defaultConfig(), st, fake, p, bridge.ReplicaConfig{Holder: fmt.Sprintf("r%d", i), OrderHold: 250 * time.Millisecond}))
+		m := newMeeting(open(), 2)
+		st := &slowInbox{Store: m, delay: delay}
+		rs, ms = append(rs, newReplicaOn(t, defaultConfig(), st, fake, p, bridge.ReplicaConfig{Holder: fmt.Sprintf("r%d", i), OrderHold: 250 * time.Millisecond})), append(ms, m)
 	}
+	waitMet(t, ms...)
 	var keys, want []string
 	var wg sync.WaitGroup
 	for i := range n {
@@ -112,12 +119,15 @@ func TestReplicasKeepABurstsOrder(t *testing.T) {
 }
 
 func TestSlowRecordingKeepsABurstsOrder(t *testing.T) {
+	t.Parallel()
+	forEachSharedStore(t, slowRecordingKeepsABurstsOrder)
+}
+
+func slowRecordingKeepsABurstsOrder(t *testing.T, open func() sharedStore) {
 	// On a busy machine recording takes 500 ms and more, twice the
 	// order hold: a burst's later message, recorded at once by one
 	// replica, still waits for the earlier one another replica takes
 	// 500 ms to record, since the hold covers how long recording takes.
-	t.Parallel()
-	dsn := pgtest.Schema(t)
 	fake := newReplicaFake(t, workspacetest.Agent{})
 	p := newChatPlatform()
 	const slow = 500 * time.Millisecond
@@ -129,10 +139,13 @@ func TestSlowRecordingKeepsABurstsOrder(t *testing.T) {
 		return slow
 	}
 	var rs []*bridge.Bridge
+	var ms []*meeting
 	for i := range 2 {
-		st := &slowInbox{Store: openShared(t, dsn), delay: delay}
-		rs = append(rs, newReplicaOn(t, defaultConfig(), st, fake, p, bridge.ReplicaConfig{Holder: fmt.Sprintf("r%d", i), OrderHold: 250 * time.Millisecond}))
+		m := newMeeting(open(), 2)
+		st := &slowInbox{Store: m, delay: delay}
+		rs, ms = append(rs, newReplicaOn(t, defaultConfig(), st, fake, p, bridge.ReplicaConfig{Holder: fmt.Sprintf("r%d", i), OrderHold: 250 * time.Millisecond})), append(ms, m)
 	}
+	waitMet(t, ms...)
 	// The machine has been busy a while: each replica has recorded slowly.
 	for i, r := range rs {
 		key := fmt.Sprintf("test/msg/warm%d", i)

@@ -295,14 +295,16 @@ func replicasKeepThePlatformsOrder(t *testing.T, open func() sharedStore) {
 	p := newChatPlatform()
 	rc := bridge.ReplicaConfig{OrderHold: 500 * time.Millisecond}
 	rc.Holder = "r0"
-	r0 := newReplica(t, open(), fake, p, rc)
+	m0, m1 := newMeeting(open(), 2), newMeeting(open(), 2)
+	r0 := newReplica(t, m0, fake, p, rc)
 	rc.Holder = "r1"
 	// r1, the holder, looks again after the hold only once the earlier
 	// message is recorded: the hold is for a message another replica
 	// records meanwhile, and a busy machine (-race, the suite at once)
 	// could take longer than the hold to commit it.
-	gate := &pendingGate{Store: open(), conv: "c/1", open: make(chan struct{})}
+	gate := &pendingGate{Store: m1, conv: "c/1", open: make(chan struct{})}
 	r1 := newReplicaOn(t, defaultConfig(), gate, fake, p, rc)
+	waitMet(t, m0, m1)
 	second := p.event("c/1", "test/msg/2", "c1 second")
 	second.Order = 2
 	first := p.event("c/1", "test/msg/1", "c1 first")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,6 +193,13 @@ func (v *bboltView) Release(ctx context.Context, name, holder string) error {
 		return err
 	}
 	return v.st.Release(ctx, name, holder)
+}
+
+func (v *bboltView) Holders(ctx context.Context) ([]string, error) {
+	if err := v.cut("holders"); err != nil {
+		return nil, err
+	}
+	return v.st.Holders(ctx)
 }
 
 func (v *bboltView) PendingOf(ctx context.Context, conversation string) ([]store.InboxEntry, error) {
@@ -402,4 +410,43 @@ func (v *bboltView) Ping(ctx context.Context) error {
 		return err
 	}
 	return v.st.Ping(ctx)
+}
+
+// meeting is a replica's store that tells (met closed) when the replica,
+// looking at the processes live on the store (store.Holders), first finds
+// n of them, itself included. A replica looks when it attaches, on a
+// goroutine of its own, and then every second, so replicas started a
+// moment apart may each believe itself alone, and hold nothing back for
+// the platform's order, for up to a second (bridge/orderhold.go). A test
+// of the order hold between running replicas waits until they have met.
+type meeting struct {
+	sharedStore
+	n    int
+	met  chan struct{}
+	once sync.Once
+}
+
+func newMeeting(st sharedStore, n int) *meeting {
+	return &meeting{sharedStore: st, n: n, met: make(chan struct{})}
+}
+
+func (m *meeting) Holders(ctx context.Context) ([]string, error) {
+	holders, err := m.sharedStore.Holders(ctx)
+	if err == nil && len(holders) >= m.n {
+		m.once.Do(func() { close(m.met) })
+	}
+	return holders, err
+}
+
+// waitMet waits until each of the replicas on ms has found the others.
+func waitMet(t *testing.T, ms ...*meeting) {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for i, m := range ms {
+		select {
+		case <-m.met:
+		case <-timeout:
+			t.Fatalf("replica %d never found the %d replicas live", i, m.n)
+		}
+	}
 }
