@@ -1,4 +1,4 @@
-// Command flowbridge-chaos breaks flowbridge and checks its delivery promises: several replicas on one PostgreSQL, under load from in-process fakes of the workspace API, Slack and Discord, are killed with SIGKILL and lose their Slack sockets and Discord shards, and it exits non-zero when a promise broke. Its tests keep the scenarios that are checks: one process killed in Slack's HTTP mode, its store damaged, a database outage.
+// Command flowbridge-chaos breaks flowbridge and checks its delivery promises: several replicas on one PostgreSQL, under load from in-process fakes of the workspace API, Slack and Discord, are killed with SIGKILL and lose their Slack sockets, Discord shards and database connections (or the database restarts), and it exits non-zero when a promise broke. Its tests keep the scenarios that are checks: one process killed in Slack's HTTP mode, its store damaged, a database outage.
 package main
 
 import (
@@ -29,7 +29,8 @@ func main() {
 
 const usage = `flowbridge-chaos breaks flowbridge under load: several flowbridge processes on
 one PostgreSQL, each with its own Slack Socket Mode connection and Discord
-shards, are SIGKILLed and restarted and lose their sockets and shards while
+shards, are SIGKILLed and restarted and lose their sockets and shards, and
+their database connections are terminated or the database restarted, while
 simulated users talk. It then counts the delivery promises from what the fakes
 of the workspace API, Slack and Discord recorded (no message sent to the agent
 twice, none answered twice, none acknowledged and then neither answered nor
@@ -53,6 +54,10 @@ type params struct {
 	Duration         time.Duration
 	KillEvery        time.Duration
 	DropEvery        time.Duration
+	PGKillEvery      time.Duration
+	PGRestartEvery   time.Duration
+	PGRestartCmd     string
+	PGDown           time.Duration
 	DSN              string
 	SlackAckTimeout  time.Duration
 	LeaseTTL         time.Duration
@@ -133,6 +138,10 @@ func flags(p *params) *flag.FlagSet {
 	fs.DurationVar(&p.Duration, "duration", time.Minute, "how long the users talk")
 	fs.DurationVar(&p.KillEvery, "kill-every", 0, "SIGKILL and restart a replica about this often (0: never)")
 	fs.DurationVar(&p.DropEvery, "drop-every", 0, "drop a Slack socket or Discord shard about this often (0: never)")
+	fs.DurationVar(&p.PGKillEvery, "pg-kill-every", 0, "pg_terminate_backend the run's replicas' connections (found by application_name) about this often (0: never)")
+	fs.DurationVar(&p.PGRestartEvery, "pg-restart-every", 0, "stop and start -dsn's PostgreSQL about this often (0: never; never the shared one on port 5432 without -pg-restart-cmd)")
+	fs.StringVar(&p.PGRestartCmd, "pg-restart-cmd", "", "run with \" stop\", then \" start\" appended, through sh (default: pg_ctlcluster of the Debian cluster on -dsn's port)")
+	fs.DurationVar(&p.PGDown, "pg-down", time.Second, "how long -pg-restart-every leaves the server stopped")
 	fs.StringVar(&p.DSN, "dsn", cmp.Or(os.Getenv("FLOWBRIDGE_TEST_DATABASE_URL"), defaultTestDSN), "PostgreSQL; each run gets a schema of its own")
 	fs.DurationVar(&p.SlackAckTimeout, "slack-ack-timeout", slacktest.DefaultAckTimeout, "the fake Slack's wait for an ack before redelivering")
 	fs.DurationVar(&p.LeaseTTL, "lease-ttl", 0, "store.lease_ttl (0: flowbridge's default)")
@@ -178,6 +187,9 @@ func (p *params) validateReplicas() error {
 	check(p.Duration > 0, "-duration %s: must be positive", p.Duration)
 	check(p.KillEvery >= 0, "-kill-every %s: must not be negative", p.KillEvery)
 	check(p.DropEvery >= 0, "-drop-every %s: must not be negative", p.DropEvery)
+	check(p.PGKillEvery >= 0, "-pg-kill-every %s: must not be negative", p.PGKillEvery)
+	check(p.PGRestartEvery >= 0, "-pg-restart-every %s: must not be negative", p.PGRestartEvery)
+	check(p.PGDown >= 0, "-pg-down %s: must not be negative", p.PGDown)
 	_, err := time.ParseDuration(cmp.Or(p.OrderHold, "0s"))
 	check(err == nil, "-order-hold %q: want a duration", p.OrderHold)
 	check(p.LeaseTTL >= 0, "-lease-ttl %s: must not be negative", p.LeaseTTL)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	mrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -134,6 +135,7 @@ type replicaEnv struct {
 	dsn      string // the run's schema
 	schema   string
 	drop     func(context.Context) error
+	pg       *pgServer // -pg-restart-every's
 	ws       *workspacetest.Server
 	wsSrv    *httptest.Server
 	slack    *slacktest.Server
@@ -163,6 +165,7 @@ type repStats struct {
 	Kills        int `json:"kills"`
 	SlackDrops   int `json:"slack_socket_drops"`
 	DiscordDrops int `json:"discord_shard_drops"`
+	pgStats
 }
 
 // hooks let a test give a replicas run a database and a fault of its own
@@ -193,6 +196,13 @@ func (e *replicaEnv) Start(ctx context.Context) error {
 	base := e.p.DSN
 	if e.hooks.database != nil {
 		base = e.hooks.database()
+	}
+	if e.p.PGRestartEvery > 0 {
+		pg, err := newPGServer(ctx, base, e.p.PGRestartCmd)
+		if err != nil {
+			return err
+		}
+		e.pg = pg
 	}
 	dsn, schema, drop, err := loadkit.NewSchema(ctx, base)
 	if err != nil {
@@ -309,7 +319,11 @@ func (e *replicaEnv) startReplicas(ctx context.Context, slackAPI, discordAPI str
 		if e.usesDiscord() {
 			r.shards = replicaShardIDs(i, e.n)
 		}
-		if err := os.WriteFile(r.cfgPath, []byte(e.config(r, slackAPI, discordAPI)), 0o600); err != nil {
+		cfg, err := e.config(r, slackAPI, discordAPI)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(r.cfgPath, []byte(cfg), 0o600); err != nil {
 			return err
 		}
 		e.reps = append(e.reps, r)
@@ -405,11 +419,16 @@ func (e *replicaEnv) discordReplies(r *http.Request, body []byte) {
 	e.live.reply(w, r.Method+" "+r.URL.Path, in.Content, time.Now())
 }
 
-// config is replica r's configuration: the run's schema, its admin port,
-// Slack in Socket Mode and its Discord shards.
-func (e *replicaEnv) config(r *replica, slackAPI, discordAPI string) string {
+// config is replica r's configuration: the run's schema, under an
+// application_name of its own (replicaAppName), its admin port, Slack in
+// Socket Mode and its Discord shards.
+func (e *replicaEnv) config(r *replica, slackAPI, discordAPI string) (string, error) {
+	dsn, err := withAppName(e.dsn, replicaAppName(e.schema, r.idx))
+	if err != nil {
+		return "", err
+	}
 	var b strings.Builder
-	b.WriteString(loadkit.BaseConfig(e.wsSrv.URL, fmt.Sprintf("driver = \"postgres\"\ndsn = %q\n", e.dsn)+leaseKey(e.p.LeaseTTL)+orderHoldKey(e.p.OrderHold),
+	b.WriteString(loadkit.BaseConfig(e.wsSrv.URL, fmt.Sprintf("driver = \"postgres\"\ndsn = %q\n", dsn)+leaseKey(e.p.LeaseTTL)+orderHoldKey(e.p.OrderHold),
 		e.p.Conversations*e.p.Burst+256, "dedupe_ttl = \"1h\"\n", r.admin, "info"))
 	if slackAPI != "" {
 		fmt.Fprintf(&b, `
@@ -438,7 +457,7 @@ shard_count = %d
 shard_ids = [%s]
 `, e.discord.Token(), e.discord.ApplicationID(), discordAPI, replicaShards, strings.Join(ids, ", "))
 	}
-	return b.String()
+	return b.String(), nil
 }
 
 // leaseKey is the config line for store.lease_ttl, left out (flowbridge's
@@ -587,6 +606,13 @@ func (e *replicaEnv) run(ctx context.Context) (*replicaResult, error) {
 			stopDriving(err)
 		}
 	})
+	if e.p.pgFaulting() {
+		faults.Go(func() {
+			if err := e.pgFaults(drive); err != nil {
+				stopDriving(err)
+			}
+		})
+	}
 	if e.hooks.fault != nil {
 		faults.Go(func() {
 			if err := e.hooks.fault(drive, e); err != nil {
@@ -634,6 +660,11 @@ func (e *replicaEnv) run(ctx context.Context) (*replicaResult, error) {
 		return nil, err
 	}
 	res.KeptAtStop, res.Restarted, res.Starts = kept, e.p.Restart, starts
+	res.PanicDetail = e.panicsInLogs()
+	res.Panics = len(res.PanicDetail)
+	if len(res.PanicDetail) > maxViolations {
+		res.PanicDetail = res.PanicDetail[:maxViolations]
+	}
 	res.ElapsedSec = time.Since(e.t0).Seconds()
 	return res, nil
 }
@@ -1152,6 +1183,7 @@ func (e *replicaEnv) newResult(l *ledger, driven time.Duration) *replicaResult {
 	res.Replicas, res.Store, res.Schema, res.Burst = e.n, "postgres", e.schema, e.p.Burst
 	res.Platform, res.OrderHold = e.p.Platform, e.p.OrderHold
 	res.DurationSec, res.DropEveryMS = driven.Seconds(), loadkit.MS(e.p.DropEvery)
+	res.PGKillEveryMS, res.PGRestartEveryMS = loadkit.MS(e.p.PGKillEvery), loadkit.MS(e.p.PGRestartEvery)
 	res.ThinkMS = loadkit.MS(e.think)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -1222,6 +1254,19 @@ func (e *replicaEnv) countOffer(res *replicaResult, l *ledger, o *repOffer, acke
 		if len(t.answers) > 0 {
 			res.ToldTryAgainAnswered++
 		}
+	}
+	if slices.ContainsFunc(t.told, func(s string) bool { return strings.Contains(s, "could not read its session store") }) {
+		res.ToldCouldNotRead++
+	}
+	for _, s := range t.told {
+		if restartNotice(s) {
+			continue
+		}
+		if res.NoticesByText == nil {
+			res.NoticesByText = map[string]int{}
+		}
+		first, _, _ := strings.Cut(s, "\n")
+		res.NoticesByText[oneLine(first)]++
 	}
 	if o.conv.platform != "discord" || t.resolved() {
 		return
@@ -1410,12 +1455,26 @@ type replicaResult struct {
 	// answered all the same), and the messages of any platform neither
 	// answered nor told (acknowledged or not): TestReplicasPGOutage wants
 	// 0, 0 and 0.
-	ToldTryAgain         int               `json:"told_try_again,omitempty"`
-	ToldTryAgainAnswered int               `json:"told_try_again_then_answered,omitempty"`
-	Lost                 int               `json:"lost,omitempty"`
-	AnsweredPerSec       float64           `json:"answered_per_sec"`
-	AddedLatencyMS       loadkit.Quantiles `json:"added_latency_ms"`
-	EndToEndMS           loadkit.Quantiles `json:"end_to_end_ms"`
+	ToldTryAgain         int `json:"told_try_again,omitempty"`
+	ToldTryAgainAnswered int `json:"told_try_again_then_answered,omitempty"`
+	// ToldCouldNotRead were told flowbridge "could not read its session
+	// store"; NoticesByText counts every notice but "restarted while…" by
+	// its text (its first line, cut short), "try again" or not.
+	ToldCouldNotRead int            `json:"told_could_not_read,omitempty"`
+	NoticesByText    map[string]int `json:"notices_by_text,omitempty"`
+	// PGKillEveryMS and PGRestartEveryMS are -pg-kill-every and
+	// -pg-restart-every: with either, a user told "cannot save" or "could
+	// not read" breaks a promise (the store waits a fault out).
+	PGKillEveryMS    float64 `json:"pg_kill_every_ms,omitempty"`
+	PGRestartEveryMS float64 `json:"pg_restart_every_ms,omitempty"`
+	// Panics are the lines of the replicas' logs that mention a panic
+	// (PanicDetail, the first of them): must be 0.
+	Panics         int               `json:"panics_in_logs"`
+	PanicDetail    []string          `json:"panic_detail,omitempty"`
+	Lost           int               `json:"lost,omitempty"`
+	AnsweredPerSec float64           `json:"answered_per_sec"`
+	AddedLatencyMS loadkit.Quantiles `json:"added_latency_ms"`
+	EndToEndMS     loadkit.Quantiles `json:"end_to_end_ms"`
 
 	// OrderViolations count messages the agent received after one of their
 	// conversation that came after them in every order seen (agentView);
@@ -1451,6 +1510,14 @@ func (r *replicaResult) broken() error {
 	if r.SessionChanged > 0 {
 		errs = append(errs, fmt.Errorf("%d conversations changed session with no reset or expiry", r.SessionChanged))
 	}
+	if r.Panics > 0 {
+		errs = append(errs, fmt.Errorf("%d lines of the replicas' logs mention a panic", r.Panics))
+	}
+	if r.PGKillEveryMS > 0 || r.PGRestartEveryMS > 0 {
+		if n := r.ToldTryAgain + r.ToldCouldNotRead; n > 0 {
+			errs = append(errs, fmt.Errorf("%d users told \"cannot save\" or \"could not read\" through database faults the store should wait out", n))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%d replicas: %w", r.Replicas, err)
 	}
@@ -1464,6 +1531,10 @@ func printReplicaTable(w io.Writer, r *replicaResult) {
 	fmt.Fprintf(w, "store.order_hold: %s\n", cmp.Or(r.OrderHold, "flowbridge's default"))
 	fmt.Fprintf(w, "faults: %d SIGKILLs (about every %.0f ms) at %.1f s; %d Slack socket and %d Discord shard drops (about every %.0f ms); starts by replica %v\n",
 		r.Kills, r.KillEveryMS, r.KilledAtSec, r.SlackDrops, r.DiscordDrops, r.DropEveryMS, r.Starts)
+	if r.PGKillEveryMS > 0 || r.PGRestartEveryMS > 0 {
+		fmt.Fprintf(w, "database faults: %d rounds of pg_terminate_backend (about every %.0f ms), %d backends ended; %d restarts (about every %.0f ms) at %.1f s, down %.1f s, every /readyz 200 %.2f s after (-1: not within %s)\n",
+			r.PGKills, r.PGKillEveryMS, r.PGBackendsKilled, r.PGRestarts, r.PGRestartEveryMS, r.PGRestartedAtSec, r.PGDownSec, r.PGReadyAfterSec, pgReadyWithin)
+	}
 	printReplicaFigures(w, r)
 	for _, v := range r.Violations {
 		fmt.Fprintf(w, "BROKEN: %s\n", v)
@@ -1477,6 +1548,12 @@ func printReplicaTable(w io.Writer, r *replicaResult) {
 	for _, s := range r.DiscordLostDetail {
 		fmt.Fprintf(w, "DISCORD LOST: %s\n", s)
 	}
+	for _, s := range r.PanicDetail {
+		fmt.Fprintf(w, "PANIC: %s\n", s)
+	}
+	for _, text := range slices.Sorted(maps.Keys(r.NoticesByText)) {
+		fmt.Fprintf(w, "told %d: %s\n", r.NoticesByText[text], text)
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
@@ -1488,6 +1565,8 @@ func printReplicaFigures(w io.Writer, r *replicaResult) {
 	fmt.Fprintf(w, "  %-56s %d first, %d redeliveries\n", "Slack deliveries", r.Deliveries, r.Redeliveries)
 	fmt.Fprintf(w, "  %-56s %d\n", "answered exactly once", r.AnsweredOnce)
 	fmt.Fprintf(w, "  %-56s %d (then answered all the same: %d)\n", "told \"cannot save … try again\"", r.ToldTryAgain, r.ToldTryAgainAnswered)
+	fmt.Fprintf(w, "  %-56s %d\n", "told \"could not read its session store\"", r.ToldCouldNotRead)
+	fmt.Fprintf(w, "  %-56s %d\n", "lines of the replicas' logs that mention a panic", r.Panics)
 	fmt.Fprintf(w, "  %-56s %d\n", "neither answered nor told, any platform", r.Lost)
 	fmt.Fprintf(w, "  %-56s %.1f/s; added latency ms p50 %.1f p90 %.1f p99 %.1f max %.1f\n", "answers while the users talked", r.AnsweredPerSec, r.AddedLatencyMS.P50, r.AddedLatencyMS.P90, r.AddedLatencyMS.P99, r.AddedLatencyMS.Max)
 	fmt.Fprintf(w, "  %-56s %d\n", "sent to the agent more than once (must be 0)", r.DuplicateAgentCalls)
