@@ -36,7 +36,8 @@ of the workspace API, Slack and Discord recorded (no message sent to the agent
 twice, none answered twice, none acknowledged and then neither answered nor
 told; each conversation's order and session kept) and exits non-zero when one
 broke. go test ./cmd/flowbridge-chaos runs it, and the scenarios kept as tests:
-one process killed in Slack's HTTP mode, its store damaged, a database outage.
+one process killed in Slack's HTTP mode, its store damaged, a database outage,
+backend kills.
 flowbridge-load measures.
 
 Usage: flowbridge-chaos [flags]
