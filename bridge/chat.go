@@ -208,17 +208,18 @@ func (ind *indicator) stop() {
 // message sent once more (renewed = true).
 func (b *Bridge) ask(ctx context.Context, log *zap.Logger, key string, agent *Agent, sess Session, have bool, text string) (out string, _ Session, renewed bool, err error) {
 	if !have || sess.Agent != agent.Name {
-		if sess, err = b.newSession(ctx, key, agent); err != nil {
+		if sess, err = b.newSession(ctx, log, key, agent); err != nil {
 			return "", sess, false, err
 		}
 	}
 	reply, err := b.ws.Chat(ctx, agent.UUID, sess.SessionUUID, text)
 	if errors.Is(err, workspace.ErrNotFound) {
 		log.Info("session gone; starting a new one", zap.String("session_id", sess.SessionUUID))
-		if _, err := b.store.DeleteSession(ctx, key); err != nil {
+		drop := func() error { _, err := b.store.DeleteSession(ctx, key); return err }
+		if err := b.retryStore(ctx, log, "drop_session", drop, never, always); err != nil {
 			return "", sess, false, fmt.Errorf("drop session: %w", err)
 		}
-		if sess, err = b.newSession(ctx, key, agent); err != nil {
+		if sess, err = b.newSession(ctx, log, key, agent); err != nil {
 			return "", sess, false, err
 		}
 		renewed = true
@@ -230,14 +231,19 @@ func (b *Bridge) ask(ctx context.Context, log *zap.Logger, key string, agent *Ag
 	return reply.Output, sess, renewed, nil
 }
 
-func (b *Bridge) newSession(ctx context.Context, key string, agent *Agent) (Session, error) {
+// newSession creates a session in the workspace and keeps it. Keeping it
+// waits out a store fault as the inbox's writes do (a database restart, a
+// connection cut): given up at once, the session just made was lost and
+// the user told to try again.
+func (b *Bridge) newSession(ctx context.Context, log *zap.Logger, key string, agent *Agent) (Session, error) {
 	id, err := b.ws.CreateSession(ctx, agent.UUID)
 	if err != nil {
 		return Session{}, &sessionError{err: err}
 	}
 	now := b.cfg.Now()
 	s := Session{Key: key, Agent: agent.Name, SessionUUID: id, Created: now, LastUsed: now}
-	err = b.noteWrite(func() error { return b.store.PutSession(ctx, s) })
+	put := func() error { return b.store.PutSession(ctx, s) }
+	err = b.retryStore(ctx, log, "save_session", put, never, always)
 	if err != nil {
 		b.metrics.storeFailed("save_session")
 		return Session{}, fmt.Errorf("save session: %w", err)
@@ -245,6 +251,11 @@ func (b *Bridge) newSession(ctx context.Context, key string, agent *Agent) (Sess
 	b.log.Info("session created", zap.String("conversation", key), zap.String("agent", agent.Name), zap.String("session_id", id))
 	return s, nil
 }
+
+// never and always are retryStore's taken and keep for a write that may
+// simply be made again, by whoever makes it.
+func never(error) bool { return false }
+func always() bool     { return true }
 
 // sessionError marks a failure to create a session, which users should hear
 // about differently from a failed message (a 404 there means a wrong agent UUID).

@@ -198,6 +198,11 @@ func (b *Bridge) record(j *job) error {
 // user is told nothing, since a retry may well be answered (or the write
 // may have taken after all, and the event be answered from the inbox).
 func (b *Bridge) notRecorded(ev Event, err error) error {
+	// Once the store answers again, the adapters read again what was
+	// refused (Discord's channels; see OnStoreRecovered): a probe must
+	// run for that even when a write begun later has succeeded meanwhile
+	// and so no fault is in force (a connection cut under one write only).
+	b.probeStore()
 	b.log.Error("event not recorded; left to the platform's retry", zap.String("platform", ev.Platform), zap.String("conversation", ev.Conversation), zap.String("event_key", ev.Key), zap.Error(err))
 	b.metrics.storeFailed("receive")
 	return ErrNotSaved
