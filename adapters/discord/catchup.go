@@ -765,10 +765,17 @@ func snowflakeAt(t time.Time) int64 {
 }
 
 // missed remembers, per channel, messages the store refused while it was
-// down, to read again once it answers.
+// down, to read again once it answers. Until they are read again (pending)
+// no shard saves a later sequence number: a process stopped or killed
+// meanwhile forgets them, and the next one, resuming past them, would
+// never see them again (Discord replays only what follows the sequence
+// number resumed at).
 type missed struct {
 	mu    sync.Mutex
 	after map[string]missedChannel // by channel ID
+	// reading counts the catch-ups of what was taken, until what they
+	// read has been handed to the core.
+	reading int
 }
 
 type missedChannel struct {
@@ -788,12 +795,30 @@ func (m *missed) note(guild, channel string, id int64) {
 	}
 }
 
+// take returns what was noted and forgets it; the caller reads it again,
+// then calls read.
 func (m *missed) take() map[string]missedChannel {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := m.after
 	m.after = nil
+	m.reading++
 	return out
+}
+
+// read ends a take's catch-up.
+func (m *missed) read() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reading--
+}
+
+// pending reports whether messages the store refused are still to be read
+// again.
+func (m *missed) pending() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.after) > 0 || m.reading > 0
 }
 
 // received hands a gateway message to the core; when the store could not
@@ -827,11 +852,21 @@ func (a *Adapter) watchStore(ctx context.Context) {
 			return
 		}
 		a.spawn(func() {
+			taken := a.missed.take()
+			defer a.missed.read()
 			var reads []historyRead
-			for channel, c := range a.missed.take() {
+			for channel, c := range taken {
 				reads = append(reads, historyRead{guild: c.guild, channel: channel, after: c.after})
 			}
-			a.handOver(a.readHistories(ctx, reads))
+			found := a.readHistories(ctx, reads)
+			if ctx.Err() != nil {
+				// Stopped while reading: what was not read stays
+				// pending, so the stop saves no sequence number past it.
+				for channel, c := range taken {
+					a.missed.note(c.guild, channel, c.after+1)
+				}
+			}
+			a.handOver(found)
 		})
 	})
 }

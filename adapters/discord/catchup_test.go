@@ -170,6 +170,49 @@ func TestCatchUpAfterStoreOutage(t *testing.T) {
 	}
 }
 
+// TestRefusedMessageAcrossStop: a message the store refused, and a stop
+// before the store's probe brings its catch-up (a database connection cut
+// just before a restart): the stop saves no sequence number past it, so
+// the next process's RESUME has Discord replay it, and it is answered,
+// once. Saving the last sequence number at the stop skipped it for good:
+// the refusal is known only to the process that stopped.
+func TestRefusedMessageAcrossStop(t *testing.T) {
+	t.Parallel()
+	var down atomic.Bool
+	refused := make(chan string, 10)
+	e := newEnv(t, func(e *env) {
+		e.dsn = pgtest.Schema(t)
+		e.wrapPG = func(pg *postgres.Store) e2eStore { return downPG{Store: pg, down: &down, refused: refused} }
+	})
+	ctx := testCtx(t)
+	r := e.start(t)
+	post(t, e, discordtest.MessageCreate{ChannelID: "77", Content: "before"})
+	e.waitBot(t, "77", "You said: before")
+	// Still down through the stop: the probe fails, so the recovery's
+	// catch-up never runs in this process.
+	down.Store(true)
+	post(t, e, discordtest.MessageCreate{ChannelID: "77", Content: "while down"})
+	select {
+	case <-refused:
+	case <-ctx.Done():
+		t.Fatal("the message never reached the store")
+	}
+	r.stop(t)
+	down.Store(false)
+
+	r = e.build(t)
+	r.run(t)
+	e.waitBot(t, "77", "You said: while down")
+	post(t, e, discordtest.MessageCreate{ChannelID: "77", Content: "after"})
+	e.waitBot(t, "77", "You said: after")
+	r.stop(t)
+	for said, n := range answers(e) {
+		if n != 1 {
+			t.Errorf("%q answered %d times, want once", said, n)
+		}
+	}
+}
+
 // post sends a user's message, whether or not a session is connected to
 // receive it (Discord keeps it in the channel's history either way).
 func post(t *testing.T, e *env, mc discordtest.MessageCreate) discordtest.Message {

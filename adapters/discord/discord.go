@@ -633,7 +633,6 @@ func (a *Adapter) shutdown(ctx context.Context) {
 			if err := sh.session.CloseWithCode(websocket.CloseServiceRestart); err != nil {
 				a.shardLog(sh).Debug("gateway close", zap.Error(err))
 			}
-			a.saveLastSession(ctx, sh)
 		})
 	}
 	closing.Wait()
@@ -644,6 +643,13 @@ func (a *Adapter) shutdown(ctx context.Context) {
 	}
 	a.mu.Unlock()
 	a.wg.Wait()
+	// Saved once what was handed over has been recorded, or noted as
+	// refused (received), and before settleHolds lets go of what is held.
+	var saving sync.WaitGroup
+	for _, sh := range a.shards {
+		saving.Go(func() { a.saveLastSession(ctx, sh) })
+	}
+	saving.Wait()
 	a.settleHolds()
 	for _, sh := range a.shards {
 		sh.connected.Store(false)

@@ -140,7 +140,8 @@ func (a *Adapter) onDispatch(ctx context.Context, sh *shard, e *discordgo.Event)
 // keepSession saves the shard's session until ctx ends: a new one (READY)
 // at once, not caught up; then, every saveSessionEvery, the sequence
 // number seen one tick earlier, whose events have been handed to the core
-// and recorded since; none while the shard holds messages for a catch-up.
+// and recorded since; none while the shard holds messages for a catch-up,
+// or messages the store refused are to be read again.
 func (a *Adapter) keepSession(ctx context.Context, sh *shard, rc ResumeCore) {
 	tick := time.NewTicker(a.saveSessionEvery)
 	defer tick.Stop()
@@ -156,7 +157,7 @@ func (a *Adapter) keepSession(ctx context.Context, sh *shard, rc ResumeCore) {
 			cur := sh.current()
 			save := prev
 			prev = cur
-			if sh.holding() {
+			if sh.holding() || a.missed.pending() {
 				prev = gatewaySession{}
 				// A READY whose save failed is tried again: the store
 				// must not name an older session the next process would
@@ -200,10 +201,12 @@ func (a *Adapter) saveSession(ctx context.Context, sh *shard, rc ResumeCore, s g
 // saveLastSession saves the session of a shard whose gateway is closed,
 // with its last sequence number, so that the next process resumes after
 // what this one handed over; not when messages were held for a catch-up,
-// as the next process would skip them (what was saved before stays).
+// nor while messages the store refused are still to be read again
+// (missed), as the next process would skip them (what was saved before
+// stays, and the resume replays them).
 func (a *Adapter) saveLastSession(ctx context.Context, sh *shard) {
 	rc, ok := a.core.(ResumeCore)
-	if !ok || sh.holding() {
+	if !ok || sh.holding() || a.missed.pending() {
 		return
 	}
 	s := sh.current()
