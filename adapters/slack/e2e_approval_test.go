@@ -102,6 +102,10 @@ func TestE2EApproval(t *testing.T) {
 
 	e = e.restartWith(userGroups, approvalCore(&offset))
 	approve(e, m, boss, "Checked web1")
+	// The request is answered in its place: no live buttons are left.
+	if now, ok := e.slack.Message(e2eChannel, m.TS); !ok || len(now.Buttons()) != 0 {
+		t.Errorf("request after its approval = %+v (found %v), want it replaced, without buttons", now.Buttons(), ok)
+	}
 	if n := runs(); n != 1 {
 		t.Errorf("%d runs after the approval, want 1", n)
 	}

@@ -164,6 +164,23 @@ func (r *responder) Send(ctx context.Context, rep bridge.Reply) (bridge.MessageR
 		r.dropPlaceholder(ctx)
 		return refEphemeral, r.postEphemeral(ctx, msgs)
 	}
+	if r.Kind == kindAction && r.ResponseURL != "" {
+		r.mu.Lock()
+		replace := r.replaceOnSend && rep.Replace
+		if replace {
+			r.replaceOnSend = false
+		}
+		r.mu.Unlock()
+		if replace {
+			// A public question answered (an approval's request): its
+			// answer takes its place, so no live buttons are left behind.
+			// Sent again after a crash, it replaces the same message again.
+			err := r.postURL(ctx, slackgo.ResponseTypeInChannel, msgs, true)
+			if !errors.Is(err, errURLUsedUp) {
+				return refURL + slackgo.ResponseTypeInChannel, err
+			}
+		}
+	}
 	if r.Kind == kindCommand {
 		err := r.postURL(ctx, slackgo.ResponseTypeInChannel, msgs, again)
 		if !errors.Is(err, errURLUsedUp) {
