@@ -344,21 +344,16 @@ func (b *Bridge) Attach(platform string, p Platform) (resumed, told int, err err
 func (b *Bridge) tellRestartedNow(log *zap.Logger, ev Event) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 10*time.Second)
 	defer cancel()
-	j := classify(ev)
 	text := msgRestartedChat
-	if j.command == CommandFlow || (j.kind == KindAction && ev.Action.ID == ActionConfirm) {
-		name := ev.Flow
-		if name == "" && j.command == CommandFlow {
-			name, _, _ = ParseFlowArgs(j.args)
+	name, isFlow := flowOf(ev)
+	if isFlow {
+		shown := "your flow"
+		if name != "" {
+			shown = "*" + name + "*"
 		}
-		if name == "" {
-			name = "your flow"
-		} else {
-			name = "*" + name + "*"
-		}
-		text = fmt.Sprintf(msgRestartedFlow, name)
-		entry := b.auditEntry(ev, ev.Flow, ev.Params)
-		entry.Flow, entry.Outcome = stripStars(name), OutcomeInterrupted
+		text = fmt.Sprintf(msgRestartedFlow, shown)
+		entry := b.auditEntry(ev, cmp.Or(name, "your flow"), ev.Params)
+		entry.Outcome = OutcomeInterrupted
 		b.audit(ctx, log, entry)
 	}
 	// A chat message's notice stands in for its answer, which everyone in
@@ -368,15 +363,8 @@ func (b *Bridge) tellRestartedNow(log *zap.Logger, ev Event) {
 	// after posting it does not have the next one show it twice. A flow's
 	// stays with the user who ran it, as its result would (on Slack a
 	// slash command's re-post replaces it through its response_url).
-	chat := j.kind == KindMessage
+	chat := classify(ev).kind == KindMessage
 	b.deliver(ctx, log, ev, "", Reply{Kind: ReplyError, Ephemeral: !chat, Text: text}, nil)
-}
-
-func stripStars(s string) string {
-	if len(s) > 2 && s[0] == '*' && s[len(s)-1] == '*' {
-		return s[1 : len(s)-1]
-	}
-	return ""
 }
 
 // storeFault is the latest failed store write, for readiness.

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -256,11 +257,7 @@ func (b *Bridge) stopPressed(ctx context.Context, log *zap.Logger, j job) {
 func (b *Bridge) stoppedEarlier(log *zap.Logger, ev Event, by string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), noticeTimeout)
 	defer cancel()
-	if j := classify(ev); j.command == CommandFlow || j.kind == KindAction && ev.Action.ID == ActionConfirm {
-		name := ev.Flow
-		if name == "" && j.command == CommandFlow {
-			name, _, _ = ParseFlowArgs(j.args)
-		}
+	if name, isFlow := flowOf(ev); isFlow {
 		entry := b.auditEntry(ev, name, ev.Params)
 		entry.Outcome, entry.Detail = OutcomeStopped, "stopped by "+by
 		b.audit(ctx, log, entry)
@@ -274,12 +271,8 @@ func (b *Bridge) stopNotice(ctx context.Context, log *zap.Logger, ev Event, res 
 	switch res.outcome {
 	case stopDone:
 		text = msgStopped
-		if j := classify(res.target); j.command == CommandFlow || j.kind == KindAction {
-			name := res.target.Flow
-			if name == "" && j.command == CommandFlow {
-				name, _, _ = ParseFlowArgs(j.args)
-			}
-			text = fmt.Sprintf(msgStoppedFlow, cmpOr(name, "your flow"))
+		if name, isFlow := flowOf(res.target); isFlow {
+			text = fmt.Sprintf(msgStoppedFlow, cmp.Or(name, "your flow"))
 		}
 		log.Info("run stopped", zap.String("target", res.target.Key), zap.String("by", ev.User.ID))
 	case stopAgain:
@@ -292,11 +285,22 @@ func (b *Bridge) stopNotice(ctx context.Context, log *zap.Logger, ev Event, res 
 	b.tell(ctx, log, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: text})
 }
 
-func cmpOr(s, or string) string {
-	if s == "" {
-		return or
+// flowOf reports whether ev runs a flow (a /flow command, or the Run of a
+// confirmation or approval), and the flow's name where the event says it
+// ("" when only the flow's run knows it).
+func flowOf(ev Event) (name string, isFlow bool) {
+	j := classify(ev)
+	switch {
+	case j.command == CommandFlow:
+		name = ev.Flow
+		if name == "" {
+			name, _, _ = ParseFlowArgs(j.args)
+		}
+		return name, true
+	case j.kind == KindAction && ev.Action.ID == ActionConfirm:
+		return ev.Flow, true
 	}
-	return s
+	return "", false
 }
 
 // endStopped closes the entry of a stopped run without posting anything of
