@@ -145,13 +145,11 @@ func slowStack(t *testing.T, o stackOptions) (*stack, *flowCalls) {
 	return s, calls
 }
 
-// checkStoppedInStore checks, once flowbridge has exited, that its store
-// holds no unanswered entry (the stopped run's entry was closed: the next
-// start neither runs it nor tells its user flowbridge restarted) and that
-// `flowbridge audit` says the flow was stopped n times, by by.
-func checkStoppedInStore(t *testing.T, s *stack, by string, n int) {
+// auditStopped checks that `flowbridge audit` of the config at path says
+// the flow slow was stopped n times, by by.
+func auditStopped(t *testing.T, env map[string]string, path, by string, n int) {
 	t.Helper()
-	out, errOut, err := runCmd(t, s.env, "", "audit", "-config", s.path, "-flow", "slow", "-json")
+	out, errOut, err := runCmd(t, env, "", "audit", "-config", path, "-flow", "slow", "-json")
 	if err != nil {
 		t.Fatalf("flowbridge audit: %v\n%s", err, errOut)
 	}
@@ -171,6 +169,15 @@ func checkStoppedInStore(t *testing.T, s *stack, by string, n int) {
 	if stopped != n {
 		t.Errorf("flowbridge audit -flow slow = %q, want %d entries stopped, detail %q", outcomes, n, "stopped by "+by)
 	}
+}
+
+// checkStoppedInStore checks, once flowbridge has exited, that its store
+// holds no unanswered entry (the stopped run's entry was closed: the next
+// start neither runs it nor tells its user flowbridge restarted) and that
+// `flowbridge audit` says the flow was stopped n times, by by.
+func checkStoppedInStore(t *testing.T, s *stack, by string, n int) {
+	t.Helper()
+	auditStopped(t, s.env, s.path, by, n)
 	st, err := sessionmap.Open(filepath.Join(s.dir, "store.db"), sessionmap.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)

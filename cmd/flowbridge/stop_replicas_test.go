@@ -3,7 +3,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowbridge/flowbridge/bridge/store"
 	"github.com/flowbridge/flowbridge/testkit/slacktest"
 )
 
@@ -157,26 +155,7 @@ func (r *stopReplicas) checkNothingPosted(t *testing.T) {
 	if n := runsOf(r.s.ws, "replica-host"); n != 1 {
 		t.Errorf("the workspace got the run %d times, want once", n)
 	}
-	out, errOut, err := runCmd(t, r.env, "", "audit", "-config", r.paths[0], "-flow", "slow", "-json")
-	if err != nil {
-		t.Fatalf("flowbridge audit: %v\n%s", err, errOut)
-	}
-	dec := json.NewDecoder(strings.NewReader(out))
-	var outcomes []string
-	stopped := 0
-	for dec.More() {
-		var e store.AuditEntry
-		if err := dec.Decode(&e); err != nil {
-			t.Fatalf("flowbridge audit -json = %q: %v", out, err)
-		}
-		outcomes = append(outcomes, e.Outcome+" ("+e.Detail+")")
-		if e.Outcome == store.OutcomeStopped && e.Detail == "stopped by "+slackUser {
-			stopped++
-		}
-	}
-	if stopped != 1 {
-		t.Errorf("flowbridge audit -flow slow = %q, want one entry stopped by %s", outcomes, slackUser)
-	}
+	auditStopped(t, r.env, r.paths[0], slackUser, 1)
 }
 
 // TestStopAcrossReplicas is issue 31's second acceptance line on real
