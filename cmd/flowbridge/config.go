@@ -91,7 +91,7 @@ type StoreConfig struct {
 	// seen wait before the agent gets it, so that an earlier message of
 	// the conversation another replica is recording at that moment goes
 	// first ("0s": no wait); the measured recording time is added (see
-	// bridge.ReplicaConfig). Driver postgres only.
+	// bridge.ReplicaConfig). On bbolt no other replica is ever live.
 	OrderHold Duration `toml:"order_hold"`
 	// SyncInterval was the bbolt inbox journal's sync policy. The journal
 	// is gone and every change is synced before it is acknowledged; the key
@@ -1285,13 +1285,9 @@ func (c *Config) catalog() ([]bridge.Flow, []bridge.Agent) {
 	return flows, agents
 }
 
-// replicaConfig is the core's lease settings. The order hold is a
-// PostgreSQL setting: on bbolt this process is the only one recording, so
-// no earlier message can be in another's hands and no message waits.
+// replicaConfig is the core's lease settings, the same on every store: the
+// order hold is paid only while another replica is live (bridge's
+// orderhold.go), which on bbolt, locked to this process, none ever is.
 func (c *Config) replicaConfig() bridge.ReplicaConfig {
-	rc := bridge.ReplicaConfig{LeaseTTL: c.Store.LeaseTTL.D()}
-	if c.Store.Driver == driverPostgres {
-		rc.OrderHold = c.Store.OrderHold.D()
-	}
-	return rc
+	return bridge.ReplicaConfig{LeaseTTL: c.Store.LeaseTTL.D(), OrderHold: c.Store.OrderHold.D()}
 }
