@@ -27,6 +27,7 @@ type modeSummary struct {
 	CPUUSPerMessage [2]float64 `json:"cpu_us_per_message"`
 	CPUSysUS        [2]float64 `json:"cpu_sys_us_per_message"`
 	SyncsPerMessage [2]float64 `json:"syncs_per_message"`
+	DiskKBPerMsg    [2]float64 `json:"disk_kb_per_message"`
 	PeakRSSMB       [2]float64 `json:"peak_rss_mb"`
 	StoreMB         [2]float64 `json:"store_mb"`
 	// CPURatio and AddedP50Ratio are this mode's figure over each other
@@ -47,6 +48,7 @@ func newComparison(modes []string, runs []*result) *comparison {
 		s.CPUUSPerMessage = span(func(r *result) float64 { return r.CPUUSPerMessage })
 		s.CPUSysUS = span(func(r *result) float64 { return r.CPUSysUSPerMessage })
 		s.SyncsPerMessage = span(func(r *result) float64 { return r.SyncsPerMessage })
+		s.DiskKBPerMsg = span(func(r *result) float64 { return r.DiskKBPerMessage })
 		s.PeakRSSMB = span(func(r *result) float64 { return r.PeakRSSMB })
 		s.StoreMB = span(func(r *result) float64 { return mb(r.StoreBytes) })
 		for _, r := range mine {
@@ -103,11 +105,11 @@ func fmtSpan(s [2]float64, format string) string {
 
 func printComparison(w io.Writer, c *comparison) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "mode\trounds\tmessages/s\tadded p50 / p99 ms\tCPU µs/message (kernel)\tsyncs/message\tpeak RSS MB\tstore MB\tlost")
+	fmt.Fprintln(tw, "mode\trounds\tmessages/s\tadded p50 / p99 ms\tCPU µs/message (kernel)\tsyncs/message\tdisk KiB/message\tpeak RSS MB\tstore MB\tlost")
 	for _, s := range c.Modes {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s / %s\t%s (%s)\t%s\t%s\t%s\t%d\n", s.Mode, s.Rounds, fmtSpan(s.MessagesPerSec, "%.0f"),
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s / %s\t%s (%s)\t%s\t%s\t%s\t%s\t%d\n", s.Mode, s.Rounds, fmtSpan(s.MessagesPerSec, "%.0f"),
 			fmtSpan(s.AddedP50MS, "%.2f"), fmtSpan(s.AddedP99MS, "%.1f"), fmtSpan(s.CPUUSPerMessage, "%.0f"), fmtSpan(s.CPUSysUS, "%.0f"),
-			fmtSpan(s.SyncsPerMessage, "%.2f"), fmtSpan(s.PeakRSSMB, "%.0f"), fmtSpan(s.StoreMB, "%.1f"), s.Lost)
+			fmtSpan(s.SyncsPerMessage, "%.2f"), fmtSpan(s.DiskKBPerMsg, "%.1f"), fmtSpan(s.PeakRSSMB, "%.0f"), fmtSpan(s.StoreMB, "%.1f"), s.Lost)
 	}
 	tw.Flush()
 	if len(c.Modes) < 2 {

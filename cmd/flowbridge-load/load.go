@@ -571,15 +571,18 @@ func (e *env) startLongFlows(ctx context.Context) ([]probe, error) {
 
 // use is what the bridge process used by a moment of the measured phase.
 type use struct {
-	at     time.Time
-	cpu    loadkit.CPUUse
-	driver time.Duration // this process's CPU
+	at      time.Time
+	cpu     loadkit.CPUUse
+	driver  time.Duration // this process's CPU
+	written int64         // the bridge's bytes sent to storage (-1: unknown)
 }
 
 func (e *env) use() (use, error) {
 	u := use{at: time.Now()}
 	var err error
 	u.cpu, err = loadkit.CPUTime(e.bridge.PID())
+	// Unknown where the kernel keeps no I/O accounting; not an error.
+	u.written, _ = loadkit.DiskWrites(e.bridge.PID())
 	var self syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
 	u.driver = time.Duration(self.Utime.Nano() + self.Stime.Nano())
@@ -734,6 +737,9 @@ func (r *result) fill(e *env, u0, u1 use, phaseEnd time.Time, mem loadkit.Memory
 		r.CPUSysUSPerMessage = float64(used.Sys.Microseconds()) / float64(r.Messages)
 		if r.Syncs >= 0 {
 			r.SyncsPerMessage = float64(r.Syncs) / float64(r.Messages)
+		}
+		if u0.written >= 0 && u1.written >= 0 {
+			r.DiskKBPerMessage = float64(u1.written-u0.written) / 1024 / float64(r.Messages)
 		}
 	}
 	r.CPUSecPer1000Messages = r.CPUUSPerMessage / 1000

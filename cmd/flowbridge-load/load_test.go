@@ -50,10 +50,11 @@ func TestRunSmoke(t *testing.T) {
 			P50 float64
 			Max float64
 		} `json:"ack_latency_ms"`
-		CPUUSPerMessage float64 `json:"cpu_us_per_message"`
-		PeakRSSMB       float64 `json:"peak_rss_mb"`
-		IdleRSSMB       float64 `json:"idle_rss_mb"`
-		StoreBytes      int64   `json:"store_bytes"`
+		CPUUSPerMessage float64  `json:"cpu_us_per_message"`
+		PeakRSSMB       float64  `json:"peak_rss_mb"`
+		IdleRSSMB       float64  `json:"idle_rss_mb"`
+		StoreBytes      int64    `json:"store_bytes"`
+		DiskKB          *float64 `json:"disk_kb_per_message"`
 	}
 	out := runJSON(t, args, &got)
 	checks := []struct {
@@ -68,6 +69,8 @@ func TestRunSmoke(t *testing.T) {
 		{"cpu_us_per_message >= 0", got.CPUUSPerMessage >= 0},
 		{"rss", got.IdleRSSMB > 0 && got.PeakRSSMB >= got.IdleRSSMB},
 		{"store_bytes > 0", got.StoreBytes > 0},
+		// 0 on a tmpfs or without the kernel's I/O accounting.
+		{"disk_kb_per_message reported", got.DiskKB != nil && *got.DiskKB >= 0},
 	}
 	for _, c := range checks {
 		if !c.ok {

@@ -39,9 +39,14 @@ type result struct {
 	StoreBytes int64 `json:"store_bytes"`
 	// Syncs are the bridge's fsync and fdatasync calls in the measured
 	// phase, counted by perf (-1: not counted, see Notes).
-	Syncs           int64    `json:"syncs"`
-	SyncsPerMessage float64  `json:"syncs_per_message"`
-	Notes           []string `json:"notes,omitempty"`
+	Syncs           int64   `json:"syncs"`
+	SyncsPerMessage float64 `json:"syncs_per_message"`
+	// DiskKBPerMessage is what the bridge sent to storage in the measured
+	// phase (write_bytes of /proc/PID/io), in KiB a message: the pages its
+	// commits wrote. Steadier than CPU on a shared machine; 0 where the
+	// kernel keeps no I/O accounting.
+	DiskKBPerMessage float64  `json:"disk_kb_per_message"`
+	Notes            []string `json:"notes,omitempty"`
 	// SlackPostsRefused counts the chat.postMessage calls answered 429
 	// with -slack-post-limit.
 	SlackPostsRefused int `json:"slack_posts_refused,omitempty"`
@@ -75,6 +80,7 @@ func printTable(w io.Writer, r *result) {
 	fmt.Fprintf(tw, "bridge RSS MB\tidle %.1f, end %.1f, peak %.1f\n", r.IdleRSSMB, r.RSSMB, r.PeakRSSMB)
 	fmt.Fprintf(tw, "store bytes\t%d\n", r.StoreBytes)
 	fmt.Fprintf(tw, "syncs\t%s\n", syncsText(r))
+	fmt.Fprintf(tw, "written to disk\t%.1f KiB a message\n", r.DiskKBPerMessage)
 	if r.SlackPostLimit {
 		fmt.Fprintf(tw, "Slack posts refused\t%d (429 past a message a second per channel; their waits are in the added latency)\n", r.SlackPostsRefused)
 	}
@@ -100,6 +106,7 @@ var sweepFigures = []struct {
 	{"peak_rss_mb", func(r *result) float64 { return r.PeakRSSMB }},
 	{"store_bytes", func(r *result) float64 { return float64(r.StoreBytes) }},
 	{"syncs_per_message", func(r *result) float64 { return r.SyncsPerMessage }},
+	{"disk_kb_per_message", func(r *result) float64 { return r.DiskKBPerMessage }},
 }
 
 func newSweep(runs []*result) *sweep {

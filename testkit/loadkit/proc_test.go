@@ -116,6 +116,13 @@ func TestParseProc(t *testing.T) {
 	if _, err := ParseStatus([]byte("Name:\tx\n")); err == nil {
 		t.Errorf("ParseStatus(no Vm lines) = nil error, want one")
 	}
+	io := []byte("rchar: 1385\nwchar: 108226\nsyscr: 5\nsyscw: 28\nread_bytes: 17\nwrite_bytes: 133377\ncancelled_write_bytes: 0\n")
+	if got, err := ParseIO(io); err != nil || got != 133377 {
+		t.Errorf("ParseIO(%q) = %d, %v, want 133377 (write_bytes, not wchar or cancelled_write_bytes)", io, got, err)
+	}
+	if _, err := ParseIO([]byte("rchar: 1\n")); err == nil {
+		t.Errorf("ParseIO(no write_bytes) = nil error, want one")
+	}
 }
 
 func TestParsePerfCSV(t *testing.T) {
