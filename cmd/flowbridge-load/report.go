@@ -43,8 +43,8 @@ type result struct {
 	SyncsPerMessage float64 `json:"syncs_per_message"`
 	// DiskKBPerMessage is what the bridge sent to storage in the measured
 	// phase (write_bytes of /proc/PID/io), in KiB a message: the pages its
-	// commits wrote. Steadier than CPU on a shared machine; 0 where the
-	// kernel keeps no I/O accounting.
+	// commits wrote; 0 on a tmpfs or where the kernel keeps no I/O
+	// accounting.
 	DiskKBPerMessage float64  `json:"disk_kb_per_message"`
 	Notes            []string `json:"notes,omitempty"`
 	// SlackPostsRefused counts the chat.postMessage calls answered 429

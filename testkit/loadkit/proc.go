@@ -205,8 +205,7 @@ func ParseStat(data []byte) (CPUUse, error) {
 
 // DiskWrites reads how many bytes a process has caused to be sent to the
 // storage layer (write_bytes of /proc/PID/io): the pages its commits wrote,
-// counted once each, which moves far less from run to run than CPU time on
-// a shared machine. -1 when the kernel does not keep the figure.
+// counted once each. -1 when the kernel does not keep the figure.
 func DiskWrites(pid int) (int64, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
 	if err != nil {
