@@ -3,6 +3,7 @@ package sessionmap
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -15,13 +16,20 @@ import (
 
 // BenchmarkPacedMessages is the store's part of flowbridge-load's default
 // run, without the network: 1,000 conversations (and 100, a tenth of the
-// rate, where commits are seldom shared), each sending a message
-// (Receive, MarkSent; 50 ms for the agent; PutReply with the turn, Finish;
+// rate, where commits are seldom shared), each sending a message and
+// making the store calls the dispatcher makes for it on bbolt (Receive;
+// Claim of the conversation's lease, PendingOf, MarkSentUnder; 50 ms for
+// the agent; PutReply with the turn, Finish; PendingOf, Release, PendingOf;
 // then about a second of thought), for 10 s. It reports the process's CPU
-// per message, the commits (bbolt write transactions) per message and pages
-// per commit, and how long a message waits for the store on its way
-// (Receive, MarkSent, PutReply: waited-p50-ms, waited-p99-ms). Run it
-// with -benchtime=1x: each iteration is the whole run.
+// per message, the commits (bbolt write transactions) per message, pages
+// per commit and per message (bbolt's page writes, the meta page's
+// included; a run of overflow pages counts once), the bytes written per
+// message (wchar-B/msg: passed to write calls; disk-B/msg: sent towards
+// the disk, /proc/self/io's write_bytes, Linux only), the allocations per
+// message (the whole process's, the run's goroutines included), and how long a
+// message waits for the store on its way (Receive, MarkSentUnder,
+// PutReply: waited-p50-ms, waited-p99-ms). Run it with -benchtime=1x: each
+// iteration is the whole run.
 func BenchmarkPacedMessages(b *testing.B) {
 	for _, n := range []int{1000, 100} {
 		b.Run(fmt.Sprintf("conversations=%d", n), func(b *testing.B) { pacedMessages(b, n) })
@@ -76,7 +84,15 @@ func pacedMessages(b *testing.B, conversations int) {
 						b.Error(err)
 						return
 					}
-					if err := s.MarkSent(ctx, key, time.Now()); err != nil {
+					if ok, err := s.Claim(ctx, conv, "bench", time.Minute); err != nil || !ok {
+						b.Error("claim", ok, err)
+						return
+					}
+					if p, err := s.PendingOf(ctx, conv); err != nil || len(p) != 1 {
+						b.Error("pending before running", len(p), err)
+						return
+					}
+					if err := s.MarkSentUnder(ctx, key, conv, "bench", time.Now()); err != nil {
 						b.Error(err)
 						return
 					}
@@ -93,6 +109,18 @@ func pacedMessages(b *testing.B, conversations int) {
 					w += time.Since(t1)
 					if err := s.Finish(ctx, key, "1716212345.000100", nil, time.Now()); err != nil {
 						b.Error(err)
+						return
+					}
+					if _, err := s.PendingOf(ctx, conv); err != nil {
+						b.Error("pending after running", err)
+						return
+					}
+					if err := s.Release(ctx, conv, "bench"); err != nil {
+						b.Error(err)
+						return
+					}
+					if _, err := s.PendingOf(ctx, conv); err != nil {
+						b.Error("pending after release", err)
 						return
 					}
 					mu.Lock()
@@ -115,6 +143,10 @@ func pacedMessages(b *testing.B, conversations int) {
 		}
 		pages := func() int64 { st := s.db.Stats(); return st.TxStats.GetWrite() }
 		tx0, pages0 := txid(), pages()
+		wchar0, disk0, ioOK := processIO()
+		var mem runtime.MemStats
+		runtime.ReadMemStats(&mem)
+		allocs0 := mem.Mallocs
 		mu.Lock()
 		counting = true
 		mu.Unlock()
@@ -126,12 +158,21 @@ func pacedMessages(b *testing.B, conversations int) {
 		mu.Unlock()
 		used, _ := processCPU()
 		tx1, pages1 := txid(), pages()
+		wchar1, disk1, _ := processIO()
+		runtime.ReadMemStats(&mem)
+		allocs1 := mem.Mallocs
 		close(stop)
 		wg.Wait()
 		b.ReportMetric(float64(n)/run.Seconds(), "msg/s")
 		b.ReportMetric(float64((used-cpu.start).Microseconds())/float64(n), "cpu-µs/msg")
 		b.ReportMetric(float64(tx1-tx0)/float64(n), "commits/msg")
 		b.ReportMetric(float64(pages1-pages0)/float64(tx1-tx0), "pages/commit")
+		b.ReportMetric(float64(pages1-pages0)/float64(n), "pages/msg")
+		b.ReportMetric(float64(allocs1-allocs0)/float64(n), "allocs/msg")
+		if ioOK {
+			b.ReportMetric(float64(wchar1-wchar0)/float64(n), "wchar-B/msg")
+			b.ReportMetric(float64(disk1-disk0)/float64(n), "disk-B/msg")
+		}
 		slices.Sort(waited)
 		if len(waited) > 0 {
 			b.ReportMetric(float64(waited[len(waited)/2].Microseconds())/1000, "waited-p50-ms")
