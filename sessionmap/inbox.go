@@ -29,6 +29,11 @@ import (
 // not. An entry is in exactly one of the two indexes, and every write that
 // moves it does so in the same transaction as the entry.
 //
+// The entries in flight are also indexed by conversation, for PendingOf:
+// in memory (convindex.go), not in the file, since bbolt locks the file to
+// one process and no other needs it. Open builds it from inbox_seq; the
+// inbox_conv bucket a flowbridge before kept it in is deleted there.
+//
 // Entry record, version 3 (4 while the entry is stopped):
 //
 //	version       byte (3, or 4)
@@ -116,14 +121,15 @@ func (s *Store) Receive(ctx context.Context, e store.InboxEntry) (bool, error) {
 	}
 	k := []byte(e.Key)
 	var fresh bool
-	err = s.update(func(tx *bolt.Tx) error {
+	var seq uint64
+	err = s.updateThen(func(tx *bolt.Tx) error {
 		fresh = false
 		inbox := tx.Bucket(bucketInbox)
 		if inbox.Get(k) != nil {
 			return nil
 		}
-		seq, err := inbox.NextSequence()
-		if err != nil {
+		var err error
+		if seq, err = inbox.NextSequence(); err != nil {
 			return err
 		}
 		// v is this call's alone, and a rolled-back attempt of the batch
@@ -138,16 +144,18 @@ func (s *Store) Receive(ctx context.Context, e store.InboxEntry) (bool, error) {
 		if err := pending.Put(seqKey(seq), k); err != nil {
 			return err
 		}
-		if err := tx.Bucket(bucketInboxConv).Put(convSeqKey(e.Conversation, seq), k); err != nil {
-			return err
-		}
 		fresh = true
 		return addCounter(tx, metaInbox, 1)
+	}, func() {
+		if fresh {
+			s.pending.add(e.Conversation, seq, e.Key)
+		}
 	})
 	if err != nil {
 		return false, fmt.Errorf("receive %q: %w", e.Key, err)
 	}
 	if fresh {
+		// After the index has it: the look this news brings finds it.
 		s.notify(e.Conversation)
 	}
 	return fresh, nil
@@ -227,7 +235,9 @@ func (s *Store) Finish(ctx context.Context, key, reply string, turn *store.Turn,
 	}
 	k := []byte(key)
 	nowKey := timeKey(now)
-	err := s.update(func(tx *bolt.Tx) error {
+	var conv string // the entry's, for the conversation index
+	var seq uint64
+	err := s.updateThen(func(tx *bolt.Tx) error {
 		inbox := tx.Bucket(bucketInbox)
 		r, err := lookInbox(inbox, k)
 		if err != nil {
@@ -241,14 +251,11 @@ func (s *Store) Finish(ctx context.Context, key, reply string, turn *store.Turn,
 			return err
 		}
 		// Before the Put: r's bytes are bbolt's until the bucket is written.
-		byConv := convSeqKey(string(r.conversation), r.seq)
+		conv, seq = string(r.conversation), r.seq
 		if err := inbox.Put(k, v); err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketInboxSeq).Delete(seqKey(r.seq)); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketInboxConv).Delete(byConv); err != nil {
 			return err
 		}
 		if err := dropReply(tx, k); err != nil {
@@ -263,7 +270,7 @@ func (s *Store) Finish(ctx context.Context, key, reply string, turn *store.Turn,
 			_, err = t.apply(tx)
 		}
 		return err
-	})
+	}, func() { s.pending.remove(conv, seq) })
 	if err != nil {
 		return fmt.Errorf("finish %q: %w", key, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -75,12 +76,39 @@ func putRawInbox(t testing.TB, s *Store, key string, seq uint64, v []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	reindex(t, s)
+}
+
+// reindex builds the conversation index afresh from the file, as Open does:
+// for a test that wrote the inbox behind the Store's back.
+func reindex(t testing.TB, s *Store) {
+	t.Helper()
+	if err := s.db.View(func(tx *bolt.Tx) error { s.pending.set(indexPending(tx)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkConvIndex fails t unless the Store's conversation index holds
+// exactly the entries in flight the file holds, as Open would build it.
+func checkConvIndex(t testing.TB, s *Store) {
+	t.Helper()
+	var want map[string][]convRef
+	if err := s.db.View(func(tx *bolt.Tx) error { want = indexPending(tx); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	s.pending.mu.Lock()
+	got := maps.Clone(s.pending.m)
+	s.pending.mu.Unlock()
+	if !maps.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("conversation index = %v, want %v (from inbox_seq)", got, want)
+	}
 }
 
 // inboxLayout checks the inbox's invariants: every entry is in exactly one
 // index, the one of its state, under its seq (and, answered, its Updated
 // time); no index entry names a missing entry; the counter is the number
-// of entries; answered entries keep no event. It returns the entries.
+// of entries; answered entries keep no event; the conversation index in
+// memory holds the entries in flight. It returns the entries.
 func inboxLayout(t testing.TB, s *Store) map[string]store.InboxEntry {
 	t.Helper()
 	entries := map[string]store.InboxEntry{}
@@ -142,6 +170,7 @@ func inboxLayout(t testing.TB, s *Store) map[string]store.InboxEntry {
 	if got := s.Stats().Inbox; got != int64(len(entries)) {
 		t.Errorf("Stats().Inbox = %d, but the inbox holds %d entries", got, len(entries))
 	}
+	checkConvIndex(t, s)
 	return entries
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -150,26 +149,41 @@ func (s *Store) usable(ctx context.Context) error {
 }
 
 // PendingOf returns the conversation's unanswered entries in the platform's
-// order: by Order, ties by Seq. It reads the conversation's part of the
-// inbox_conv index (conversation, 0, seq -> key), which holds the entries
-// in flight only, so a call costs the conversation's entries, not every
-// conversation's.
+// order: by Order, ties by Seq. It finds them in the conversation index in
+// memory (convindex.go), which holds the entries in flight only, and reads
+// them in one read transaction; a conversation with nothing in flight, most
+// of the dispatcher's looks, costs no transaction at all. An entry the
+// index names but that is answered, or gone (expired), or another entry of
+// its key received since, is one whose change the index has not yet
+// applied, and is left out: the read is as if it came after that commit.
 func (s *Store) PendingOf(ctx context.Context, conversation string) ([]store.InboxEntry, error) {
 	if err := s.usable(ctx); err != nil {
 		return nil, fmt.Errorf("pending inbox of %q: %w", conversation, err)
 	}
-	prefix := append([]byte(conversation), 0)
+	refs := s.pending.refs(conversation)
+	if len(refs) == 0 {
+		return nil, nil
+	}
 	var out []store.InboxEntry
 	err := s.view(func(tx *bolt.Tx) error {
+		out = out[:0]
 		inbox := tx.Bucket(bucketInbox)
-		c := tx.Bucket(bucketInboxConv).Cursor()
-		for k, key := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, key = c.Next() {
-			e, err := getInbox(inbox, key)
-			if err != nil {
-				return fmt.Errorf("%w: conversation index names inbox entry %q: %w", ErrCorrupt, key, err)
+		for _, ref := range refs {
+			key := []byte(ref.key)
+			v := inbox.Get(key)
+			if v == nil {
+				continue
 			}
-			if e.State == store.Answered || e.Conversation != conversation {
-				return fmt.Errorf("%w: conversation index names inbox entry %q of %q, %v", ErrCorrupt, key, e.Conversation, e.State)
+			e, err := decodeInbox(v)
+			if err != nil {
+				return fmt.Errorf("conversation index names inbox entry %q: %w", key, err)
+			}
+			e.Key = ref.key
+			if e.State == store.Answered || e.Seq != ref.seq {
+				continue
+			}
+			if e.Conversation != conversation {
+				return fmt.Errorf("%w: conversation index names inbox entry %q of seq %d under %q, but it is of %q", ErrCorrupt, key, e.Seq, conversation, e.Conversation)
 			}
 			e.Outbox = keptReply(tx, key)
 			out = append(out, e)
@@ -183,28 +197,6 @@ func (s *Store) PendingOf(ctx context.Context, conversation string) ([]store.Inb
 		return cmp.Or(cmp.Compare(a.Order, b.Order), cmp.Compare(a.Seq, b.Seq))
 	})
 	return out, nil
-}
-
-// convSeqKey is an entry's key in inbox_conv: its conversation, a 0 byte
-// (no conversation key holds one) and its seq.
-func convSeqKey(conversation string, seq uint64) []byte {
-	k := make([]byte, 0, len(conversation)+9)
-	k = append(k, conversation...)
-	k = append(k, 0)
-	return binary.BigEndian.AppendUint64(k, seq)
-}
-
-// indexPendingByConversation fills inbox_conv from inbox_seq, for a store
-// written before the index.
-func indexPendingByConversation(tx *bolt.Tx) error {
-	inbox, byConv := tx.Bucket(bucketInbox), tx.Bucket(bucketInboxConv)
-	return tx.Bucket(bucketInboxSeq).ForEach(func(k, key []byte) error {
-		r, err := lookInbox(inbox, key)
-		if err != nil {
-			return fmt.Errorf("%w: pending seq %x: %w", ErrCorrupt, k, err)
-		}
-		return byConv.Put(convSeqKey(string(r.conversation), r.seq), bytes.Clone(key))
-	})
 }
 
 // eachPending calls fn with every unanswered entry's key and parsed record,

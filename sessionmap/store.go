@@ -69,6 +69,8 @@ const DefaultTimeout = time.Second
 // the number: each is created, and filled from what the file holds, at
 // open, and a flowbridge of before that opens the file ignores it (without
 // adapter_states, a Discord shard identifies rather than resumes).
+// inbox_conv has since moved into memory (convindex.go) and is deleted at
+// open: a flowbridge that kept it finds it missing and builds it again.
 // Formats 1 and 2 had no inbox but de-duplication entries instead: format 2
 // in generations of hashed keys under the bucket dedupe, format 1 by raw ID
 // in two buckets, events and events_by_expiry.
@@ -94,12 +96,19 @@ var (
 	bucketFeedback      = []byte("feedback")       // reply, platform, user -> vote, see feedback.go
 	bucketSchedules     = []byte("schedules")      // schedule name -> latest run claimed, see schedule.go
 	bucketOutbox        = []byte("outbox")         // platform key -> answer not yet posted, see outbox.go
-	bucketInboxConv     = []byte("inbox_conv")     // conversation, 0, seq -> key, of entries not yet answered, see shared.go
 	bucketTokens        = []byte("tokens")         // token ID -> expiry, data: what a button names, see shared.go
 	bucketTokensExp     = []byte("tokens_exp")     // expiry, token ID -> nothing, see shared.go
 	bucketAdapterStates = []byte("adapter_states") // name -> an adapter's own state, see adapterstate.go
 
-	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketAgents, bucketReplies, bucketInbox, bucketInboxSeq, bucketInboxDone, bucketAudit, bucketContexts, bucketFeedback, bucketSchedules, bucketOutbox, bucketTokens, bucketTokensExp, bucketInboxConv, bucketAdapterStates}
+	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketAgents, bucketReplies, bucketInbox, bucketInboxSeq, bucketInboxDone, bucketAudit, bucketContexts, bucketFeedback, bucketSchedules, bucketOutbox, bucketTokens, bucketTokensExp, bucketAdapterStates}
+
+	// bucketInboxConv (conversation, 0, seq -> key, of the entries in
+	// flight) is the conversation index as flowbridge kept it in the file
+	// before it moved into memory (convindex.go). Open deletes it, so that
+	// a stale copy is never left for an older flowbridge to trust: that one
+	// builds it again from inbox_seq when it is missing (its initBuckets'
+	// convIndexed), so a downgrade still serves PendingOf right.
+	bucketInboxConv = []byte("inbox_conv")
 
 	// The de-duplication buckets of formats 1 (events, events_by_expiry)
 	// and 2 (dedupe, whose generations are nested buckets), dropped on
@@ -188,6 +197,9 @@ type Store struct {
 
 	// leases are the claims of this process's work (see shared.go).
 	leases leases
+	// pending is the conversation index of the entries in flight (see
+	// convindex.go).
+	pending convIndex
 
 	closeOnce sync.Once
 	closeErr  error
@@ -331,7 +343,13 @@ func Open(path string, opts Options) (s *Store, err error) {
 			return s, nil
 		}
 	}
+	var pending map[string][]convRef
+	if err := db.View(func(t *bolt.Tx) error { tx = t; pending = indexPending(t); return nil }); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
 	s = &Store{db: db, file: file, path: path, chunk: defaultChunk, id: id, compaction: compacted}
+	s.pending.set(pending)
 	s.commits = groupcommit.New(s.commitBatch, nil)
 	return s, nil
 }
@@ -387,7 +405,6 @@ func initBuckets(db *bolt.DB, cur **bolt.Tx) error {
 			}
 			return nil
 		}
-		convIndexed := tx.Bucket(bucketInboxConv) != nil
 		for _, name := range allBuckets {
 			b, err := tx.CreateBucketIfNotExists(name)
 			if err != nil {
@@ -400,11 +417,15 @@ func initBuckets(db *bolt.DB, cur **bolt.Tx) error {
 		if err := moveLegacyAdapterStates(tx); err != nil {
 			return fmt.Errorf("move adapter state out of the context records: %w", err)
 		}
-		if !convIndexed {
-			// A store from before the index: its entries in flight are
-			// indexed by conversation once, here.
-			if err := indexPendingByConversation(tx); err != nil {
-				return fmt.Errorf("index the inbox by conversation: %w", err)
+		if b := tx.Bucket(bucketInboxConv); b != nil {
+			// Left by a flowbridge that kept the conversation index in the
+			// file (see bucketInboxConv). Deleting a bucket walks its
+			// pages, and bbolt follows page ids without bounds checks.
+			if err := checkRoot(b, string(bucketInboxConv)); err != nil {
+				return err
+			}
+			if err := tx.DeleteBucket(bucketInboxConv); err != nil {
+				return fmt.Errorf("delete bucket %s: %w", bucketInboxConv, err)
 			}
 		}
 
@@ -689,14 +710,28 @@ func (s *Store) view(fn func(*bolt.Tx) error) error {
 // call, since a batch in which another fn failed is rolled back and run
 // again without it.
 func (s *Store) update(fn func(*bolt.Tx) error) error {
-	req := &writeReq{fn: fn}
+	return s.updateThen(fn, nil)
+}
+
+// updateThen is update, with after, when not nil, run once the transaction
+// that carried fn has committed, and only if fn's change is in it (see
+// writeReq.after).
+func (s *Store) updateThen(fn func(*bolt.Tx) error, after func()) error {
+	req := &writeReq{fn: fn, after: after}
 	s.commits.Do(req)
 	return req.err
 }
 
 type writeReq struct {
-	fn  func(*bolt.Tx) error
-	err error
+	fn func(*bolt.Tx) error
+	// after brings what the Store keeps in memory of the file (the
+	// conversation index, convindex.go) in step with fn's change. fn may
+	// run more than once (its batch is retried without a request that
+	// failed), and a run may be rolled back, so fn only notes its change
+	// and after, run once the change is committed, applies it: by the
+	// commit's leader, in the batch's order, before the next commit begins.
+	after func()
+	err   error
 }
 
 // commitBatch commits batch in one transaction and sets each request's
@@ -719,6 +754,13 @@ func (s *Store) commitBatch(batch []*writeReq) {
 				return nil
 			})
 			if failed < 0 {
+				if err == nil {
+					for _, r := range batch {
+						if r.after != nil {
+							r.after()
+						}
+					}
+				}
 				for _, r := range batch {
 					deliver(r, err)
 				}
