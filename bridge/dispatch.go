@@ -341,16 +341,18 @@ func (r *dispatcher) receiveLeasedLocked(j *job) {
 	c.recording = append(c.recording, j)
 	if !c.recorder {
 		c.recorder = true
-		b.work.wg.Go(func() { r.recordInOrder(c) })
+		b.goLocked(func() { r.recordInOrder(c) })
 	}
 }
 
 // recordInOrder records c's events one after another, so that the inbox's
 // order (Seq) is the order Receive took them in, and signals the
-// conversation's work after each. It is c's one recorder (c.recorder) from
-// when it is started until it finds the list empty, under the same hold of
-// b.mu that lets the next Receive start another: two recorders of one list
-// would settle its first receipt twice.
+// conversation's work after each; when the last is recorded and nobody runs
+// c, it runs c itself (one goroutine per message of an idle conversation,
+// not two). It is c's one recorder (c.recorder) from when it is started
+// until it finds the list empty, under the same hold of b.mu that lets the
+// next Receive start another: two recorders of one list would settle its
+// first receipt twice.
 func (r *dispatcher) recordInOrder(c *leasedConv) {
 	b := r.b
 	b.mu.Lock()
@@ -364,6 +366,16 @@ func (r *dispatcher) recordInOrder(c *leasedConv) {
 		c.recording = c.recording[1:]
 		if err == nil {
 			c.live[j.ev.Key] = j
+			if len(c.recording) == 0 && !c.running {
+				// Nothing else to record and nobody runs c: this goroutine
+				// runs it, rather than start another and end. The next
+				// Receive starts a recorder of its own.
+				c.recorder = false
+				c.running = true
+				b.mu.Unlock()
+				r.process(c)
+				return
+			}
 			r.kickLocked(c)
 		} else {
 			j.rec.finish()
