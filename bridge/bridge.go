@@ -304,7 +304,7 @@ type job struct {
 // in any message the bot reads, because Slack slash commands cannot be used in threads.
 func classify(ev Event) job {
 	switch ev.Kind {
-	case KindAction, KindOpen, KindContext, KindTitle:
+	case KindAction, KindOpen, KindContext, KindTitle, KindScheduled:
 		return job{ev: ev, kind: ev.Kind}
 	case KindCommand:
 		switch {
@@ -410,6 +410,20 @@ func (j job) waitsForParent() bool {
 // the platform may be acknowledged. A full conversation queue answers the
 // user that it is busy; nothing is dropped in silence.
 func (b *Bridge) Receive(ev Event) *Receipt {
+	if ev.Kind == KindScheduled {
+		// Only the core makes a scheduled run (RunScheduled): one handed in
+		// by a platform would run a flow no access rule was asked about.
+		return SettledReceipt(fmt.Errorf("bridge: %s event: %w", ev.Platform, errScheduledFromPlatform))
+	}
+	return b.receive(ev)
+}
+
+// errScheduledFromPlatform refuses a KindScheduled event an adapter
+// handed in.
+var errScheduledFromPlatform = errors.New("a scheduled run comes from the core only")
+
+// receive is Receive for every event, the core's scheduled runs included.
+func (b *Bridge) receive(ev Event) *Receipt {
 	rec := newReceipt()
 	if ev.Key == "" {
 		// The same path for every event: one the platform gave no key of
@@ -420,6 +434,10 @@ func (b *Bridge) Receive(ev Event) *Receipt {
 	err := ErrNotAttached
 	if p != nil {
 		err = bind(p, &ev)
+	} else if ev.Kind == KindScheduled {
+		// Its adapter is still connecting: the run is recorded all the
+		// same, and Attach takes it up with the platform's other work.
+		err = nil
 	}
 	if err != nil {
 		rec.settle(fmt.Errorf("bridge: %s event: %w", ev.Platform, err))
@@ -432,11 +450,12 @@ func (b *Bridge) Receive(ev Event) *Receipt {
 	j.rec = rec
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closingLocked() {
-		// Recorded and left Received: the next start answers it.
+	if closing := b.closingLocked(); closing || p == nil {
+		// Recorded and left Received: the next start answers it (or
+		// Attach, for a platform not attached yet).
 		b.work.late.Go(func() {
 			err := b.record(&j)
-			if err == nil {
+			if err == nil && closing {
 				err = ErrClosed
 			}
 			rec.settle(err)
@@ -540,11 +559,15 @@ func (b *Bridge) run(j job) {
 		b.post(ctx, log, j.ev, *j.out, true)
 		return
 	}
-	if !b.prepare(ctx, log, &j.ev) {
+	// A scheduled run is the core's own event: its platform has nothing
+	// to complete (no user to look up, no thread to check).
+	if j.kind != KindScheduled && !b.prepare(ctx, log, &j.ev) {
 		b.answered(ctx, log, j.ev, "", nil) // not for the bot, or its route is broken
 		return
 	}
 	switch {
+	case j.kind == KindScheduled:
+		j.rec.outcome = b.runSchedule(ctx, log, j.ev)
 	case j.kind == KindAction && j.ev.Action.ID == ActionStop:
 		b.stopPressed(ctx, log, j)
 	case j.kind == KindTitle:

@@ -33,6 +33,12 @@ const (
 	// session title): Text holds the new title. The core keeps it, and
 	// "/agent status" shows it.
 	KindTitle
+	// KindScheduled is a run of a schedule ([[schedules]]) the scheduler
+	// claimed: Flow and Params are the schedule's, User its user
+	// (Scheduled.User), Route the platform's route of its channel. Only the
+	// core makes one (RunScheduled); Receive refuses it from an adapter,
+	// since it runs a flow with no access rule asked.
+	KindScheduled
 )
 
 func (k Kind) String() string {
@@ -49,6 +55,8 @@ func (k Kind) String() string {
 		return "context"
 	case KindTitle:
 		return "title"
+	case KindScheduled:
+		return "scheduled"
 	}
 	return "unknown"
 }
@@ -145,6 +153,12 @@ type Event struct {
 	// approver, on a flow run someone approved for its requester (User),
 	// is the approver's user ID: the run's audit entries name them.
 	approver string
+	// schedule, on a KindScheduled event, is the schedule's name, and
+	// giveUp when its run stops waiting for a scheduled slot (Unix
+	// nanoseconds; 0: as long as the bridge runs). Both are kept in the
+	// inbox, so that a run taken up after a restart is the same value.
+	schedule string
+	giveUp   int64
 }
 
 // User is the person behind an event.

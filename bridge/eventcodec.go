@@ -50,6 +50,11 @@ func appendStoredEvent(dst []byte, ev Event) ([]byte, error) {
 	if ev.alone {
 		e.dst = append(e.dst, `,"alone":true`...)
 	}
+	e.str(`,"schedule":`, ev.schedule, true)
+	if ev.giveUp != 0 {
+		e.dst = append(e.dst, `,"give_up":`...)
+		e.dst = strconv.AppendInt(e.dst, ev.giveUp, 10)
+	}
 	if e.err != nil {
 		return nil, e.err
 	}

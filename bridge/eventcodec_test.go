@@ -17,6 +17,7 @@ func marshalStored(t *testing.T, ev Event) []byte {
 		Kind: ev.Kind, Platform: ev.Platform, Conversation: ev.Conversation, Parent: ev.Parent, Team: ev.Team, Channel: ev.Channel,
 		User: ev.User, Text: ev.Text, Command: ev.Command, Action: ev.Action, Flow: ev.Flow, Params: ev.Params,
 		MaxFlowTimeout: ev.MaxFlowTimeout, Route: ev.Route, Files: ev.Files, Alone: ev.alone,
+		Schedule: ev.schedule, GiveUp: ev.giveUp,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -84,6 +85,10 @@ func TestEncodeEventMatchesJSON(t *testing.T) {
 		"files":        func(ev *Event) { ev.Files = []Attachment{{ID: "F1", Name: "a.txt", Size: 3, URL: "https://files/a"}} },
 		"alone":        func(ev *Event) { ev.alone = true; ev.Parent = "p1"; ev.Command = "/flow" },
 		"no route":     func(ev *Event) { ev.Route = nil; ev.Team = ""; ev.Channel = "" },
+		"scheduled": func(ev *Event) {
+			ev.Kind, ev.User, ev.Flow, ev.Params = KindScheduled, User{ID: "schedule:night<ly>", Name: "schedule night<ly>"}, "deploy", map[string]string{"env": "prod"}
+			ev.schedule, ev.giveUp = "night<ly>", time.Date(2026, 11, 29, 6, 29, 59, 123, time.UTC).UnixNano()
+		},
 	}
 	for name, change := range cases {
 		t.Run(name, func(t *testing.T) {

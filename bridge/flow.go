@@ -126,13 +126,19 @@ func (b *Bridge) runFlowHeld(ctx context.Context, log *zap.Logger, ev Event, f *
 	started := entry
 	started.Outcome = OutcomeStarted
 	b.audit(ctx, log, started)
-	first := withStop(ev.Key, flowProgress(note, f, f.Public, 0))
+	// A scheduled run is for the channel: there is no user to see a
+	// private reply, to press "Share with channel", or to stop it.
+	public, stopKey := f.Public, ev.Key
+	if ev.Kind == KindScheduled {
+		public, stopKey = true, ""
+	}
+	first := withStop(stopKey, flowProgress(note, f, public, 0))
 	first.Replace = note != ""
 	ref := b.send(ctx, ev, first)
 
 	start := b.cfg.Now()
 	stopProgress := b.progress(ctx, log, ev.reply, ref, func(elapsed time.Duration) Reply {
-		return withStop(ev.Key, flowProgress(note, f, f.Public, elapsed))
+		return withStop(stopKey, flowProgress(note, f, public, elapsed))
 	})
 	run, err := b.ws.RunFlowSync(ctx, f.UUID, params, timeout)
 	stopProgress()
@@ -148,14 +154,14 @@ func (b *Bridge) runFlowHeld(ctx context.Context, log *zap.Logger, ev Event, f *
 		b.audit(ctx, log, entry)
 		b.metrics.flowRun(f.Name, entry.Outcome)
 		log.Warn("flow failed", zap.Error(err), zap.Duration("duration", elapsed))
-		b.deliver(ctx, log, ev, ref, Reply{Kind: ReplyError, Ephemeral: !f.Public, Text: flowErrorText(ctx, err, f.Name, timeout), Footer: footer}, nil)
+		b.deliver(ctx, log, ev, ref, Reply{Kind: ReplyError, Ephemeral: !public, Text: flowErrorText(ctx, err, f.Name, timeout), Footer: footer}, nil)
 		return
 	}
 	entry.Outcome = OutcomeOK
 	b.audit(ctx, log, entry)
 	b.metrics.flowRun(f.Name, OutcomeOK)
 	log.Info("flow finished", zap.Duration("duration", elapsed))
-	r := Reply{Kind: ReplyFlow, Ephemeral: !f.Public, Text: renderFlowOutput(run), Footer: footer}
+	r := Reply{Kind: ReplyFlow, Ephemeral: !public, Text: renderFlowOutput(run), Footer: footer}
 	if r.Ephemeral {
 		if id, ok := b.putShare(ctx, log, share{text: r.Text, footer: footer, owner: ev.User.ID}); ok {
 			r.Buttons = []Button{{Action: Action{ID: ActionShare, Value: id}, Label: "Share with channel", Style: "primary"}}

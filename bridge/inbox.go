@@ -47,6 +47,9 @@ type Receipt struct {
 
 	finishOnce sync.Once
 	finished   chan struct{}
+	// outcome is why a scheduled run did not happen (runSchedule), set
+	// before finished is closed; RunScheduled returns it.
+	outcome error
 }
 
 func newReceipt() *Receipt {
@@ -134,6 +137,8 @@ type storedEvent struct {
 	Route          json.RawMessage   `json:"route,omitempty"`
 	Files          []Attachment      `json:"files,omitempty"`
 	Alone          bool              `json:"alone,omitempty"`
+	Schedule       string            `json:"schedule,omitempty"`
+	GiveUp         int64             `json:"give_up,omitempty"`
 }
 
 // encodeEvent returns ev as the inbox keeps it: the JSON of its
@@ -151,6 +156,7 @@ func decodeEvent(key string, data []byte) (Event, error) {
 		Kind: s.Kind, Platform: s.Platform, Conversation: s.Conversation, Parent: s.Parent, Team: s.Team, Channel: s.Channel,
 		User: s.User, Text: s.Text, Command: s.Command, Action: s.Action, Flow: s.Flow, Params: s.Params,
 		MaxFlowTimeout: s.MaxFlowTimeout, Route: s.Route, Key: key, Files: s.Files, alone: s.Alone,
+		schedule: s.Schedule, giveUp: s.GiveUp,
 	}, nil
 }
 
@@ -218,6 +224,11 @@ func (b *Bridge) inboxEntry(ev Event, data []byte) store.InboxEntry {
 // event is recorded and runs all the same, and its reply tells the user more
 // than a missing acknowledgement would.
 func (b *Bridge) ack(ev Event) error {
+	if ev.Kind == KindScheduled {
+		// The core's own: no platform delivered it, and none may have
+		// attached yet (see receive).
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), ackTimeout)
 	defer cancel()
 	if err := ev.platform.Acknowledge(ctx, ev); err != nil {
@@ -352,6 +363,9 @@ func (b *Bridge) tellRestartedNow(log *zap.Logger, ev Event) {
 			shown = "*" + name + "*"
 		}
 		text = fmt.Sprintf(msgRestartedFlow, shown)
+		if ev.Kind == KindScheduled {
+			text = fmt.Sprintf(msgRestartedSchedule, ev.schedule, name)
+		}
 		entry := b.auditEntry(ev, cmp.Or(name, "your flow"), ev.Params)
 		entry.Outcome = OutcomeInterrupted
 		b.audit(ctx, log, entry)
@@ -363,8 +377,9 @@ func (b *Bridge) tellRestartedNow(log *zap.Logger, ev Event) {
 	// after posting it does not have the next one show it twice. A flow's
 	// stays with the user who ran it, as its result would (on Slack a
 	// slash command's re-post replaces it through its response_url).
-	chat := classify(ev).kind == KindMessage
-	b.deliver(ctx, log, ev, "", Reply{Kind: ReplyError, Ephemeral: !chat, Text: text}, nil)
+	// A scheduled run's is for its channel, as its result would have been.
+	public := classify(ev).kind == KindMessage || ev.Kind == KindScheduled
+	b.deliver(ctx, log, ev, "", Reply{Kind: ReplyError, Ephemeral: !public, Text: text}, nil)
 }
 
 // storeFault is the latest failed store write, for readiness.

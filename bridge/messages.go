@@ -28,8 +28,11 @@ const (
 	msgNotSaved       = "flowbridge cannot save anything right now, so it did not take this. Please try again in a few minutes; if it keeps happening, tell an admin."
 	msgRestartedChat  = "flowbridge restarted while it was answering your message, so there is no answer to it. Please send it again."
 	msgRestartedFlow  = "flowbridge restarted while %s was running. It may or may not have run: check before running it again."
-	msgNotDelivered   = "flowbridge could not post the answer to your message (the platform kept refusing it). Please send it again."
-	msgGreeting       = "Hi! I'm *%s*. Ask me anything, or pick a suggestion."
+	// msgRestartedSchedule is msgRestartedFlow for a scheduled run, told in
+	// its channel: nobody there ran it.
+	msgRestartedSchedule = "flowbridge restarted while the schedule *%s* was running *%s*. It may or may not have run: check before running it by hand; the schedule goes on at its next time."
+	msgNotDelivered      = "flowbridge could not post the answer to your message (the platform kept refusing it). Please send it again."
+	msgGreeting          = "Hi! I'm *%s*. Ask me anything, or pick a suggestion."
 	// msgContextLead tells the agent what the user has open beside the conversation.
 	msgContextLead = "[Context: %s]\n\n"
 	// The earlier messages of the thread a conversation starts in, as the

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -44,48 +45,123 @@ func (b *Bridge) SetSchedules(list []Scheduled) {
 // scheduled slot taken until it had to give up.
 var ErrScheduleBusy = errors.New("every scheduled slot stayed taken")
 
-// RunScheduled runs s's flow with its fixed parameters and posts the
-// result through r, publicly, as runs by the schedule are for the channel.
-// Access rules, rate limits and confirmation are for people and do not
-// apply: the operator who wrote the schedule chose the flow. It is audited
-// as run by s.User(). conversation keys the channel for the audit.
+// ScheduledRun is a run of a schedule that the scheduler claimed
+// (store.Schedules.ClaimRun), as it hands it to the core.
+type ScheduledRun struct {
+	Scheduled
+	// At is the time the run was due; with the schedule's name it names
+	// the run's inbox entry (ScheduleKey).
+	At time.Time
+	// Conversation is the channel's conversation key, and Route the
+	// platform's route that answers in the channel (schedule.Target).
+	Conversation string
+	Route        json.RawMessage
+	// GiveUp is when the run stops waiting for a scheduled slot; zero
+	// waits as long as the bridge runs.
+	GiveUp time.Time
+}
+
+// ScheduleKey is the inbox key of the run of the schedule name due at at:
+// the same on every replica and after a restart, so that the inbox holds a
+// run once however often it is handed in.
+func ScheduleKey(name string, at time.Time) string {
+	return fmt.Sprintf("schedule/%s/%d", name, at.UnixNano())
+}
+
+// scheduledEvent is the event of a scheduled run: the core's own, which
+// no platform can hand in (Receive refuses KindScheduled).
+func scheduledEvent(run ScheduledRun) Event {
+	ev := Event{
+		Kind: KindScheduled, Platform: run.Platform, Conversation: run.Conversation, Channel: run.Channel,
+		User: run.User(), Flow: run.Flow, Params: maps.Clone(run.Params), Key: ScheduleKey(run.Name, run.At),
+		Route: run.Route, schedule: run.Name,
+	}
+	if !run.GiveUp.IsZero() {
+		ev.giveUp = run.GiveUp.UnixNano()
+	}
+	return ev
+}
+
+// RunScheduled hands the core a run of a schedule the scheduler claimed,
+// and waits until this process is done with it (or ctx ends). The run
+// takes the one path of every event: it is recorded in the inbox under its
+// ScheduleKey, runs under its entry's lease (runSchedule), is marked sent
+// before the flow is called, and its result is kept in the outbox before
+// it is posted in the channel, once. So a crash neither loses it nor runs
+// it twice: a run not yet sent runs on the next start (or another
+// replica), one sent is told in the channel, an answer kept is posted.
+// A run whose platform has not attached yet (its adapter still
+// connecting) is recorded, and runs once it attaches.
+//
+// It returns why the run did not happen (ErrUnknownFlow, ErrScheduleBusy,
+// parameters that no longer fit the flow; the channel is told each), or
+// the error that kept it from the inbox; nil once it ran, or was left to
+// another process or the next start.
+func (b *Bridge) RunScheduled(ctx context.Context, run ScheduledRun) error {
+	rec := b.receive(scheduledEvent(run))
+	if err := rec.Wait(ctx); err != nil && !errors.Is(err, ErrDuplicate) && !errors.Is(err, ErrClosed) {
+		return fmt.Errorf("schedule %s: %w", run.Name, err)
+	}
+	select {
+	case <-rec.Finished():
+		return rec.outcome
+	case <-ctx.Done():
+		return nil // the bridge's to finish, or the next start's
+	}
+}
+
+// runSchedule runs a scheduled run's flow with the schedule's fixed
+// parameters, and posts the result publicly, as runs by the schedule are
+// for the channel. Access rules, rate limits and confirmation are for
+// people and do not apply: the operator who wrote the schedule chose the
+// flow. It is audited as run by the schedule's user.
 //
 // Scheduled runs have their own capacity (ScheduledInFlight), apart from
 // chat's, so that no load of people can refuse them. A run that finds it
-// full waits for a slot until giveUp (the scheduler passes a moment before
-// the schedule's next run; zero waits as long as ctx); if none frees by
-// then, the channel hears that the run did not happen and why: a scheduled
-// run is never dropped in silence.
-func (b *Bridge) RunScheduled(ctx context.Context, s Scheduled, conversation string, r Responder, giveUp time.Time) error {
-	f, ok := b.set.cat.Load().flows[strings.ToLower(s.Flow)]
-	log := b.log.With(zap.String("schedule", s.Name), zap.String("flow", s.Flow), zap.String("platform", s.Platform), zap.String("channel", s.Channel))
-	ev := Event{
-		Kind: KindCommand, Platform: s.Platform, Conversation: conversation, Channel: s.Channel,
-		User: s.User(), Flow: s.Flow, Params: s.Params, reply: publicOnly{r},
-	}
+// full waits for a slot until its giveUp (the scheduler passes a moment
+// before the schedule's next run); if none frees by then, the channel
+// hears that the run did not happen and why: a scheduled run is never
+// dropped in silence. It returns what RunScheduled returns.
+func (b *Bridge) runSchedule(ctx context.Context, log *zap.Logger, ev Event) error {
+	f, ok := b.set.cat.Load().flows[strings.ToLower(ev.Flow)]
+	log = log.With(zap.String("schedule", ev.schedule), zap.String("flow", ev.Flow), zap.String("channel", ev.Channel))
 	if !ok {
 		log.Error("scheduled flow is not configured")
-		b.send(ctx, ev, Reply{Kind: ReplyError, Text: fmt.Sprintf(msgScheduleNoFlow, s.Name, s.Flow)})
-		return fmt.Errorf("schedule %s: flow %s: %w", s.Name, s.Flow, ErrUnknownFlow)
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Text: fmt.Sprintf(msgScheduleNoFlow, ev.schedule, ev.Flow)})
+		return fmt.Errorf("schedule %s: flow %s: %w", ev.schedule, ev.Flow, ErrUnknownFlow)
 	}
-	params := maps.Clone(s.Params)
+	params := maps.Clone(ev.Params)
 	if msg := b.checkParams(f, params); msg != "" {
 		entry := b.auditEntry(ev, f.Name, params)
 		entry.Outcome, entry.Detail = OutcomeInvalid, msg
 		b.audit(ctx, log, entry)
-		b.send(ctx, ev, Reply{Kind: ReplyError, Text: fmt.Sprintf(msgScheduleInvalid, s.Name, msg)})
-		return fmt.Errorf("schedule %s: %s", s.Name, msg)
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Text: fmt.Sprintf(msgScheduleInvalid, ev.schedule, msg)})
+		return fmt.Errorf("schedule %s: %s", ev.schedule, msg)
+	}
+	var giveUp time.Time
+	if ev.giveUp != 0 {
+		giveUp = time.Unix(0, ev.giveUp)
 	}
 	if !b.acquireScheduled(ctx, giveUp) {
+		if by, stopped := stoppedBy(ctx); stopped {
+			b.endStopped(ctx, log, ev, "", false, by)
+			return nil
+		}
+		if ctx.Err() != nil {
+			// The shutdown grace ended while it waited: like any work
+			// not started, it stays received, for the next start.
+			if ev.entry != nil {
+				ev.entry.done = true
+			}
+			log.Warn("scheduled run not started before the shutdown; left for the next start")
+			return fmt.Errorf("schedule %s: %w", ev.schedule, ctx.Err())
+		}
 		entry := b.auditEntry(ev, f.Name, params)
 		entry.Outcome, entry.Detail = OutcomeRefused, "scheduled in-flight limit"
 		b.audit(ctx, log, entry)
-		if ctx.Err() != nil {
-			return fmt.Errorf("schedule %s: %w", s.Name, ctx.Err())
-		}
 		log.Warn("scheduled run not started: every scheduled slot stayed taken", zap.Int("scheduled_in_flight", cap(b.slots.scheduled)))
-		b.send(ctx, ev, Reply{Kind: ReplyError, Text: fmt.Sprintf(msgScheduleBusy, s.Name, cap(b.slots.scheduled))})
-		return fmt.Errorf("schedule %s: %w", s.Name, ErrScheduleBusy)
+		b.tell(ctx, log, ev, Reply{Kind: ReplyError, Text: fmt.Sprintf(msgScheduleBusy, ev.schedule, cap(b.slots.scheduled))})
+		return fmt.Errorf("schedule %s: %w", ev.schedule, ErrScheduleBusy)
 	}
 	defer b.releaseScheduled()
 	b.runFlowHeld(ctx, log, ev, f, params, "")
@@ -156,35 +232,4 @@ func (b *Bridge) scheduleHelp(cat *catalog, ev Event) string {
 		}
 	}
 	return s.String()
-}
-
-// publicOnly posts every reply of a scheduled run for the channel: there is
-// no user to see a private one, and no one to press "Share with channel".
-type publicOnly struct{ r Responder }
-
-func public(rep Reply) Reply {
-	rep.Ephemeral = false
-	rep.Buttons = slices.DeleteFunc(slices.Clone(rep.Buttons), func(b Button) bool { return b.Action.ID == ActionShare })
-	return rep
-}
-
-func (p publicOnly) Send(ctx context.Context, rep Reply) (MessageRef, error) {
-	return p.r.Send(ctx, public(rep))
-}
-
-// Update replaces in place where the responder can, and sends otherwise.
-func (p publicOnly) Update(ctx context.Context, ref MessageRef, rep Reply) error {
-	if u, ok := p.r.(Updater); ok {
-		return u.Update(ctx, ref, public(rep))
-	}
-	_, err := p.r.Send(ctx, public(rep))
-	return err
-}
-
-// Progress rewrites in place where the responder can.
-func (p publicOnly) Progress(ctx context.Context, ref MessageRef, rep Reply) error {
-	if pr, ok := p.r.(Progresser); ok {
-		return pr.Progress(ctx, ref, public(rep))
-	}
-	return errors.New("progress cannot be shown in place")
 }

@@ -285,9 +285,9 @@ func (b *Bridge) stopNotice(ctx context.Context, log *zap.Logger, ev Event, res 
 	b.tell(ctx, log, ev, Reply{Kind: ReplyInfo, Ephemeral: true, Text: text})
 }
 
-// flowOf reports whether ev runs a flow (a /flow command, or the Run of a
-// confirmation or approval), and the flow's name where the event says it
-// ("" when only the flow's run knows it).
+// flowOf reports whether ev runs a flow (a /flow command, the Run of a
+// confirmation or approval, or a scheduled run), and the flow's name where
+// the event says it ("" when only the flow's run knows it).
 func flowOf(ev Event) (name string, isFlow bool) {
 	j := classify(ev)
 	switch {
@@ -297,7 +297,7 @@ func flowOf(ev Event) (name string, isFlow bool) {
 			name, _, _ = ParseFlowArgs(j.args)
 		}
 		return name, true
-	case j.kind == KindAction && ev.Action.ID == ActionConfirm:
+	case j.kind == KindAction && ev.Action.ID == ActionConfirm, j.kind == KindScheduled:
 		return ev.Flow, true
 	}
 	return "", false

@@ -3,6 +3,7 @@ package schedule
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -48,15 +49,23 @@ func Parse(expr, tz string) (Spec, error) {
 
 // Core is what the scheduler asks of the bridge; *bridge.Bridge implements it.
 type Core interface {
-	RunScheduled(ctx context.Context, s bridge.Scheduled, conversation string, r bridge.Responder, giveUp time.Time) error
+	// RunScheduled takes a claimed run into the inbox and runs it there,
+	// as every event runs, and returns once this process is done with it.
+	RunScheduled(ctx context.Context, run bridge.ScheduledRun) error
 	ReportMissed(ctx context.Context, s bridge.Scheduled, r bridge.Responder, first time.Time, more int, next time.Time) error
 }
 
 // Target is a platform a schedule posts to; the Slack and Discord adapters
 // implement it.
 type Target interface {
+	// ChannelRoute returns the conversation key of channel, and the route
+	// from which the platform's bridge.Platform.Responder answers in it:
+	// a scheduled run is an event of the platform's like any other, kept
+	// in the inbox with its route.
+	ChannelRoute(ctx context.Context, channel string) (conversation string, route json.RawMessage, err error)
 	// ChannelResponder returns a responder that posts in channel, and the
-	// conversation key of that channel.
+	// conversation key of that channel (for the missed-run report, which
+	// is not a run).
 	ChannelResponder(ctx context.Context, channel string) (conversation string, r bridge.Responder, err error)
 }
 
@@ -197,9 +206,10 @@ func giveUpBefore(at, next time.Time) time.Time {
 	return next.Add(-min(next.Sub(at)/10, time.Second))
 }
 
-// fire claims the run of e at at and, when this process won it, runs it in
-// the background; a run still under way from the time before is not
-// doubled.
+// fire claims the run of e at at and, when this process won it, hands it
+// to the core in the background: from then on it is an inbox entry, which
+// a crash does not lose (RunScheduled). A run still under way from the
+// time before is not doubled.
 func (s *Scheduler) fire(ctx context.Context, e *entry, at time.Time) {
 	log := s.log.With(zap.String("schedule", e.Name), zap.Time("run_at", at))
 	claimed, err := s.state.ClaimRun(ctx, e.Name, at)
@@ -226,13 +236,14 @@ func (s *Scheduler) fire(ctx context.Context, e *entry, at time.Time) {
 			e.running = false
 			s.mu.Unlock()
 		}()
-		conv, r, err := s.targets[e.Platform].ChannelResponder(ctx, e.Channel)
+		conv, route, err := s.targets[e.Platform].ChannelRoute(ctx, e.Channel)
 		if err != nil {
 			log.Error("schedule target not reachable", zap.Error(err))
 			return
 		}
 		log.Info("scheduled run")
-		if err := s.core.RunScheduled(ctx, e.Scheduled, conv, r, giveUp); err != nil {
+		run := bridge.ScheduledRun{Scheduled: e.Scheduled, At: at, Conversation: conv, Route: route, GiveUp: giveUp}
+		if err := s.core.RunScheduled(ctx, run); err != nil {
 			log.Error("scheduled run not started", zap.Error(err))
 		}
 	})

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -22,15 +23,17 @@ type core struct {
 	runs   []time.Time
 	giveUp []time.Time
 	users  []string
+	keys   []string
 	missed []string
 }
 
-func (c *core) RunScheduled(_ context.Context, s bridge.Scheduled, conv string, _ bridge.Responder, giveUp time.Time) error {
+func (c *core) RunScheduled(_ context.Context, run bridge.ScheduledRun) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.runs = append(c.runs, time.Now())
-	c.giveUp = append(c.giveUp, giveUp)
-	c.users = append(c.users, s.User().ID+"@"+conv)
+	c.giveUp = append(c.giveUp, run.GiveUp)
+	c.users = append(c.users, run.User().ID+"@"+run.Conversation)
+	c.keys = append(c.keys, bridge.ScheduleKey(run.Name, run.At)+" "+string(run.Route))
 	return nil
 }
 
@@ -52,6 +55,10 @@ type target struct{}
 
 func (target) ChannelResponder(_ context.Context, channel string) (string, bridge.Responder, error) {
 	return "slack/T1/" + channel, nil, nil
+}
+
+func (target) ChannelRoute(_ context.Context, channel string) (string, json.RawMessage, error) {
+	return "slack/T1/" + channel, json.RawMessage(`{"channel":"` + channel + `"}`), nil
 }
 
 func openStore(t *testing.T, path string) *sessionmap.Store {
@@ -109,6 +116,14 @@ func TestRunsOnCron(t *testing.T) {
 			// A run waiting for capacity gives up a second before the next.
 			if want := runs[i].Add(5*time.Minute - time.Second); !g.Equal(want) {
 				t.Errorf("run %d gives up waiting at %v, want %v", i, g, want)
+			}
+		}
+		for i, k := range c.keys {
+			// The run's inbox key names the schedule and the time it was
+			// due; its route is the target's route of the channel.
+			due := begin.Add(time.Duration(i+1) * 5 * time.Minute)
+			if want := "schedule/report/" + strconv.FormatInt(due.UnixNano(), 10) + ` {"channel":"C1"}`; k != want {
+				t.Errorf("run %d handed in as %q, want %q", i, k, want)
 			}
 		}
 		c.mu.Unlock()

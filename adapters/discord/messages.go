@@ -364,6 +364,10 @@ func (a *Adapter) messageResponder(rt route) *messageResponder {
 	if rt.AnswerIn != "" {
 		return &messageResponder{a: a, channel: rt.AnswerIn}
 	}
+	if rt.Message == "" {
+		// A channel's route (a scheduled run's): no message to reference.
+		return &messageResponder{a: a, channel: rt.Channel}
+	}
 	return &messageResponder{a: a, channel: rt.Channel, ref: &discordgo.MessageReference{
 		MessageID: rt.Message, ChannelID: rt.Channel, GuildID: rt.Guild, FailIfNotExists: new(false),
 	}}

@@ -2,6 +2,7 @@ package discord
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/bwmarrin/discordgo"
@@ -9,10 +10,12 @@ import (
 	"github.com/flowbridge/flowbridge/bridge"
 )
 
-// ChannelResponder returns a responder that posts in channel, for runs of
-// [[schedules]], and the channel's conversation key (its guild as the
-// gateway state knows it, or Discord tells).
-func (a *Adapter) ChannelResponder(ctx context.Context, channel string) (string, bridge.Responder, error) {
+// ChannelRoute returns the conversation key of channel (its guild as the
+// gateway state knows it, or Discord tells) and the route that posts in
+// it, for runs of [[schedules]]: the core keeps the route with the run in
+// its inbox and asks Responder for the responder, after a restart as on
+// the run's first try.
+func (a *Adapter) ChannelRoute(ctx context.Context, channel string) (string, json.RawMessage, error) {
 	if !isSnowflake(channel) {
 		return "", nil, fmt.Errorf("%q is not a Discord channel ID", channel)
 	}
@@ -33,8 +36,27 @@ func (a *Adapter) ChannelResponder(ctx context.Context, channel string) (string,
 		}
 		guild = ch.GuildID
 	}
-	if guild == "" {
-		return dmKey(channel), &messageResponder{a: a, channel: channel}, nil
+	var ev bridge.Event
+	if err := a.complete(&ev, route{Channel: channel, Guild: guild}); err != nil {
+		return "", nil, err
 	}
-	return channelKey(guild, channel), &messageResponder{a: a, channel: channel}, nil
+	if guild == "" {
+		return dmKey(channel), ev.Route, nil
+	}
+	return channelKey(guild, channel), ev.Route, nil
+}
+
+// ChannelResponder returns a responder that posts in channel, and the
+// channel's conversation key: the responder of ChannelRoute's route (the
+// missed-run report's).
+func (a *Adapter) ChannelResponder(ctx context.Context, channel string) (string, bridge.Responder, error) {
+	conv, raw, err := a.ChannelRoute(ctx, channel)
+	if err != nil {
+		return "", nil, err
+	}
+	r, err := a.Responder(bridge.Event{Route: raw})
+	if err != nil {
+		return "", nil, err
+	}
+	return conv, r, nil
 }

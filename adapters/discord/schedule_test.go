@@ -9,8 +9,8 @@ import (
 )
 
 // TestScheduledRunPostsInChannel: a schedule's run posts its result in the
-// channel through the adapter, publicly and pinging no one, keyed by the
-// channel's guild.
+// channel through the adapter's route of it, publicly and pinging no one,
+// keyed by the channel's guild.
 func TestScheduledRunPostsInChannel(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
@@ -18,7 +18,7 @@ func TestScheduledRunPostsInChannel(t *testing.T) {
 	if _, _, err := r.a.ChannelResponder(testCtx(t), "general"); err == nil {
 		t.Error("ChannelResponder(\"general\") = nil error, want a refusal of a non-ID")
 	}
-	conv, resp, err := r.a.ChannelResponder(testCtx(t), channelID)
+	conv, route, err := r.a.ChannelRoute(testCtx(t), channelID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,8 @@ func TestScheduledRunPostsInChannel(t *testing.T) {
 		t.Errorf("conversation = %q, want %q", conv, channelKey(guildID, channelID))
 	}
 	s := bridge.Scheduled{Name: "nightly", Flow: "healthcheck", Params: map[string]string{"host": "web3"}, Cron: "@daily", Platform: Platform, Channel: channelID}
-	if err := r.core.RunScheduled(testCtx(t), s, conv, resp, time.Time{}); err != nil {
+	run := bridge.ScheduledRun{Scheduled: s, At: time.Now(), Conversation: conv, Route: route}
+	if err := r.core.RunScheduled(testCtx(t), run); err != nil {
 		t.Fatal(err)
 	}
 	m := e.waitBot(t, channelID, "Checked web3")

@@ -2,18 +2,40 @@ package slack
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/flowbridge/flowbridge/bridge"
 )
 
-// ChannelResponder returns a responder that posts in channel through the
-// Web API, for runs of [[schedules]], and the channel's conversation key.
-// The bot must be a member of the channel (chat:write); Slack answers
-// not_in_channel otherwise, which the run's log shows.
-func (a *Adapter) ChannelResponder(_ context.Context, channel string) (string, bridge.Responder, error) {
+// ChannelRoute returns the conversation key of channel and the route that
+// posts in it through the Web API, for runs of [[schedules]]: the core
+// keeps the route with the run in its inbox and asks Responder for the
+// responder, after a restart as on the run's first try. The bot must be a
+// member of the channel (chat:write); Slack answers not_in_channel
+// otherwise, which the run's log shows.
+func (a *Adapter) ChannelRoute(_ context.Context, channel string) (string, json.RawMessage, error) {
 	if !isID(channel) {
 		return "", nil, fmt.Errorf("%q is not a Slack channel ID", channel)
 	}
-	return conversationKey(a.identity().teamID, channel, ""), a.newResponder(route{Kind: kindChat, Channel: channel}), nil
+	raw, err := json.Marshal(route{Kind: kindChat, Channel: channel})
+	if err != nil {
+		return "", nil, fmt.Errorf("route: %w", err)
+	}
+	return conversationKey(a.identity().teamID, channel, ""), raw, nil
+}
+
+// ChannelResponder returns a responder that posts in channel, and the
+// channel's conversation key: the responder of ChannelRoute's route (the
+// missed-run report's).
+func (a *Adapter) ChannelResponder(ctx context.Context, channel string) (string, bridge.Responder, error) {
+	conv, raw, err := a.ChannelRoute(ctx, channel)
+	if err != nil {
+		return "", nil, err
+	}
+	r, err := a.Responder(bridge.Event{Route: raw})
+	if err != nil {
+		return "", nil, err
+	}
+	return conv, r, nil
 }
