@@ -5,12 +5,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/flowbridge/flowbridge/bridge/store"
 	"github.com/flowbridge/flowbridge/sessionmap"
 	"github.com/flowbridge/flowbridge/testkit/slacktest"
+	"github.com/flowbridge/flowbridge/testkit/workspacetest"
 )
 
 // TestCheckConfigSchedules: check-config refuses a bad cron expression or
@@ -127,5 +130,88 @@ channel = "` + slackChannel + `"
 	}
 	if e.Flow != "healthcheck" || e.Platform != "slack" || e.Channel != slackChannel || e.Params["host"] != "sched-host" {
 		t.Errorf("audit entry = %+v, want the scheduled healthcheck in %s", e, slackChannel)
+	}
+}
+
+// TestScheduledRunKilledMidFlow: the real binary is SIGKILLed while a
+// scheduled flow runs. The next start (its schedule now due next year, so
+// that nothing new runs) does not run the flow again: it tells the
+// channel once, publicly, that flowbridge restarted while the schedule
+// ran, and audits the run as interrupted.
+func TestScheduledRunKilledMidFlow(t *testing.T) {
+	t.Parallel()
+	bin := flowbridgeBinary(t)
+	s := newStack(t, stackOptions{slack: true})
+	s.slack.AddChannel(slacktest.Channel{ID: slackChannel, Name: "general"})
+	started, release := make(chan struct{}), make(chan struct{})
+	var runs atomic.Int32
+	s.ws.AddFlow(workspacetest.Flow{UUID: stackFlowUUID, Reply: func(p map[string]string) string {
+		if runs.Add(1) == 1 {
+			close(started)
+			<-release // the run the SIGKILL cuts off
+		}
+		return "checked " + p["host"]
+	}})
+	t.Cleanup(func() { close(release) }) // after the processes' cleanups
+	config := func(cron string) {
+		cfg := s.config(stackOptions{}) + `
+[[schedules]]
+name = "nightly"
+flow = "healthcheck"
+params = { host = "sched-host" }
+cron = "` + cron + `"
+platform = "slack"
+channel = "` + slackChannel + `"
+`
+		if err := os.WriteFile(s.path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config("@every 1s")
+	ctx := waitCtx(t)
+	first := startProcess(t, bin, s.env, "run", "-config", s.path)
+	first.errOut.waitFor(t, "flowbridge running", first.within(t))
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatalf("the scheduled flow did not start\nstderr:\n%s", first.errOut)
+	}
+	first.signal(t, syscall.SIGKILL)
+	if err := first.wait(t, 30*time.Second); err == nil {
+		t.Fatal("flowbridge exited 0 after SIGKILL")
+	}
+
+	config("@yearly")
+	next := startProcess(t, bin, s.env, "run", "-config", s.path)
+	next.errOut.waitFor(t, "flowbridge running", next.within(t))
+	told := func(m slacktest.Message) bool {
+		return m.Channel == slackChannel && slackHas(m, "restarted while the schedule") && slackHas(m, "nightly")
+	}
+	notice, err := s.slack.WaitMessage(ctx, told)
+	if err != nil {
+		t.Fatalf("the channel was not told of the run cut off: %v\nstderr:\n%s", err, next.errOut)
+	}
+	if notice.Ephemeral || !slackHas(notice, "may or may not have run") {
+		t.Errorf("notice = %+v, want a public message saying the flow may or may not have run", notice)
+	}
+	next.signal(t, syscall.SIGTERM)
+	if err := next.wait(t, 30*time.Second); err != nil {
+		t.Fatalf("exit: %v\nstderr:\n%s", err, next.errOut)
+	}
+	n := 0
+	for _, m := range s.slack.Messages() {
+		if told(m) {
+			n++
+		}
+	}
+	if n != 1 || runs.Load() != 1 {
+		t.Errorf("%d notices in the channel and %d flow runs, want 1 and 1: told once, never run again", n, runs.Load())
+	}
+	out, _, err := runCmd(t, s.env, "", "audit", "-config", s.path, "-json", "-user", "schedule:nightly", "-outcome", "interrupted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(strings.TrimSpace(out), "\n") + 1; strings.TrimSpace(out) == "" || lines != 1 {
+		t.Errorf("interrupted runs in the audit:\n%s\nwant one", out)
 	}
 }
