@@ -74,6 +74,7 @@ const (
 	msgScheduleNoFlow  = "The schedule *%s* could not run: the flow *%s* is no longer configured. Please tell an admin."
 	msgScheduleInvalid = "The schedule *%s* could not run: %s Please tell an admin."
 	msgScheduleBusy    = "The schedule *%s* did not run this time: all %d runs that schedules may have at once were still under way until its next run was due. Please tell an admin (bridge.max_scheduled_in_flight)."
+	msgScheduleLate    = "The schedule *%s* did not make its run of %s: flowbridge was down until after its next run was due, and a run is not made late. The schedule goes on at its next time."
 	msgScheduleMissed  = "The schedule *%s* missed its run at %s while flowbridge was down%s; it was not run late. The next run is at %s."
 )
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -59,6 +60,33 @@ type ScheduledRun struct {
 	// GiveUp is when the run stops waiting for a scheduled slot; zero
 	// waits as long as the bridge runs.
 	GiveUp time.Time
+}
+
+// scheduledAt is when the run of the schedule key (ScheduleKey) was due;
+// zero for a key not of that form.
+func scheduledAt(key string) time.Time {
+	i := strings.LastIndexByte(key, '/')
+	n, err := strconv.ParseInt(key[i+1:], 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// scheduleTime is t in the time zone of the schedule name as configured,
+// UTC when it names none or is configured no longer.
+func (b *Bridge) scheduleTime(name string, t time.Time) time.Time {
+	if p := b.set.schedules.Load(); p != nil {
+		for _, s := range *p {
+			if s.Name != name || s.Timezone == "" {
+				continue
+			}
+			if loc, err := time.LoadLocation(s.Timezone); err == nil {
+				return t.In(loc)
+			}
+		}
+	}
+	return t.UTC()
 }
 
 // ScheduleKey is the inbox key of the run of the schedule name due at at:
@@ -141,6 +169,18 @@ func (b *Bridge) runSchedule(ctx context.Context, log *zap.Logger, ev Event) err
 	var giveUp time.Time
 	if ev.giveUp != 0 {
 		giveUp = time.Unix(0, ev.giveUp)
+	}
+	if !giveUp.IsZero() && !b.cfg.Now().Before(giveUp) {
+		// Taken up after its next run was due (flowbridge was down past
+		// it; a restart within the period runs it): made now, it would
+		// run out of its time, or beside the next. A missed run is
+		// reported, not run late (ReportMissed), and this one is too.
+		entry := b.auditEntry(ev, f.Name, params)
+		entry.Outcome, entry.Detail = OutcomeRefused, "taken up after its next run was due"
+		b.audit(ctx, log, entry)
+		log.Warn("scheduled run taken up after its next run was due; not run late", zap.Time("give_up", giveUp))
+		b.tell(ctx, log, ev, Reply{Kind: ReplyInfo, Text: fmt.Sprintf(msgScheduleLate, ev.schedule, b.scheduleTime(ev.schedule, scheduledAt(ev.Key)).Format("2006-01-02 15:04 MST"))})
+		return nil
 	}
 	if !b.acquireScheduled(ctx, giveUp) {
 		if by, stopped := stoppedBy(ctx); stopped {

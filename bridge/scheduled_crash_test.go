@@ -283,3 +283,51 @@ func TestScheduledAnswerKeptPostedOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestScheduledRunTakenUpLateIsToldNotRun: a scheduled run recorded and
+// not started, taken up only after its next run was due (flowbridge was
+// down past it), is not run late, as a missed run is not: the channel is
+// told once, the flow is not called, and the audit says why.
+func TestScheduledRunTakenUpLateIsToldNotRun(t *testing.T) {
+	t.Parallel()
+	forEachSharedStore(t, func(t *testing.T, open func() sharedStore) {
+		fake := newReplicaFake(t, workspacetest.Agent{})
+		st := open()
+		first := newBridgeOn(t, st, fake, "first")
+		run := nightlyRun(time.Date(2026, 11, 29, 6, 30, 0, 0, time.UTC))
+		run.GiveUp = time.Now().Add(-time.Minute) // its next run is due already
+		key := bridge.ScheduleKey(nightly.Name, run.At)
+		if err := first.RunScheduled(t.Context(), run); err != nil {
+			t.Fatal(err)
+		}
+		if err := first.Shutdown(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		first.Close()
+
+		next := newBridgeOn(t, st, fake, "next")
+		p := newChatPlatform()
+		if _, _, err := next.Attach("test", p); err != nil {
+			t.Fatal(err)
+		}
+		p.waitAnswer(t, "C1")
+		if err := next.Shutdown(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		next.Close()
+		got := p.answers("C1")
+		if len(got) != 1 || !strings.Contains(got[0].Text, "did not make its run of 2026-11-29 06:30") || got[0].Ephemeral || got[0].Once != key {
+			t.Errorf("answers in the channel = %+v, want one public notice that the run was not made late, named %q", got, key)
+		}
+		if n := flowRuns(fake); n != 0 {
+			t.Errorf("%d flow runs, want 0: a run is not made late", n)
+		}
+		if state, ok, err := st.EntryState(t.Context(), key); err != nil || !ok || state != store.Answered {
+			t.Errorf("inbox entry %s = %v, %v, %v; want answered", key, state, ok, err)
+		}
+		refused, err := st.Audit(t.Context(), store.AuditFilter{User: "schedule:nightly", Outcome: store.OutcomeRefused})
+		if err != nil || len(refused) != 1 || !strings.Contains(refused[0].Detail, "next run was due") {
+			t.Errorf("audit = %+v, %v; want one refused run by schedule:nightly, saying why", refused, err)
+		}
+	})
+}
