@@ -180,3 +180,73 @@ func pacedMessages(b *testing.B, conversations int) {
 		}
 	}
 }
+
+// BenchmarkMessageAlone is one message at a time through the store calls
+// BenchmarkPacedMessages makes for it (without the agent's 50 ms), so no
+// commit is shared: its pages and bytes per message do not move with how
+// the machine's load batches commits, as the paced run's do. The store
+// holds 1,000 sessions and 200 entries in flight in other conversations,
+// as under the paced load.
+func BenchmarkMessageAlone(b *testing.B) {
+	const conversations, inFlight = 1000, 200
+	ctx := b.Context()
+	s, _ := openTest(b, Options{})
+	created := time.Now()
+	for i := range conversations {
+		if err := s.PutSession(ctx, Session{Key: fixtureKey(i), Agent: "helper", SessionUUID: testUUID(i), Created: created, LastUsed: created}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range inFlight {
+		e := store.InboxEntry{Key: fmt.Sprintf("slack/msg/waiting/%d", i), Conversation: fixtureKey(conversations + i), Event: benchEvent, Received: time.Now()}
+		if _, err := s.Receive(ctx, e); err != nil {
+			b.Fatal(err)
+		}
+	}
+	pages := func() int64 { st := s.db.Stats(); return st.TxStats.GetWrite() }
+	pages0 := pages()
+	wchar0, disk0, ioOK := processIO()
+	cpu := startCPU()
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		c := n % conversations
+		conv := fixtureKey(c)
+		key := fmt.Sprintf("slack/msg/alone/%d", n)
+		n++
+		if _, err := s.Receive(ctx, store.InboxEntry{Key: key, Conversation: conv, Event: benchEvent, Received: time.Now()}); err != nil {
+			b.Fatal(err)
+		}
+		if ok, err := s.Claim(ctx, conv, "bench", time.Minute); err != nil || !ok {
+			b.Fatal("claim", ok, err)
+		}
+		if p, err := s.PendingOf(ctx, conv); err != nil || len(p) != 1 {
+			b.Fatal("pending before running", len(p), err)
+		}
+		if err := s.MarkSentUnder(ctx, key, conv, "bench", time.Now()); err != nil {
+			b.Fatal(err)
+		}
+		turn := Turn{Session: Session{Key: conv, Agent: "helper", SessionUUID: testUUID(c), Created: created, LastUsed: time.Now()}, Reply: "the answer"}
+		if err := s.PutReply(ctx, key, []byte(`{"reply":{"kind":"agent","text":"the answer to the question"}}`), &turn, time.Now()); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Finish(ctx, key, "1716212345.000100", nil, time.Now()); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.PendingOf(ctx, conv); err != nil {
+			b.Fatal("pending after running", err)
+		}
+		if err := s.Release(ctx, conv, "bench"); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.PendingOf(ctx, conv); err != nil {
+			b.Fatal("pending after release", err)
+		}
+	}
+	cpu.report(b)
+	b.ReportMetric(float64(pages()-pages0)/float64(n), "pages/msg")
+	if wchar1, disk1, _ := processIO(); ioOK {
+		b.ReportMetric(float64(wchar1-wchar0)/float64(n), "wchar-B/msg")
+		b.ReportMetric(float64(disk1-disk0)/float64(n), "disk-B/msg")
+	}
+}
