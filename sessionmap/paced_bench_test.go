@@ -186,11 +186,18 @@ func pacedMessages(b *testing.B, conversations int) {
 // commit is shared: its pages and bytes per message do not move with how
 // the machine's load batches commits, as the paced run's do. The store
 // holds 1,000 sessions and 200 entries in flight in other conversations,
-// as under the paced load.
+// as under the paced load. sync=false is the same without the disk's
+// syncs: the store's own CPU, which the machine's disk does not disturb.
 func BenchmarkMessageAlone(b *testing.B) {
+	for _, noSync := range []bool{false, true} {
+		b.Run(fmt.Sprintf("sync=%v", !noSync), func(b *testing.B) { messageAlone(b, noSync) })
+	}
+}
+
+func messageAlone(b *testing.B, noSync bool) {
 	const conversations, inFlight = 1000, 200
 	ctx := b.Context()
-	s, _ := openTest(b, Options{})
+	s, _ := openTest(b, Options{NoSync: noSync})
 	created := time.Now()
 	for i := range conversations {
 		if err := s.PutSession(ctx, Session{Key: fixtureKey(i), Agent: "helper", SessionUUID: testUUID(i), Created: created, LastUsed: created}); err != nil {
