@@ -159,6 +159,10 @@ type Event struct {
 	// inbox, so that a run taken up after a restart is the same value.
 	schedule string
 	giveUp   int64
+	// missed marks a KindScheduled event that runs no flow but reports,
+	// in Text, the runs of the schedule missed while no flowbridge was up
+	// (ReportMissed): told through the outbox like any answer.
+	missed bool
 }
 
 // User is the person behind an event.

@@ -55,6 +55,9 @@ func appendStoredEvent(dst []byte, ev Event) ([]byte, error) {
 		e.dst = append(e.dst, `,"give_up":`...)
 		e.dst = strconv.AppendInt(e.dst, ev.giveUp, 10)
 	}
+	if ev.missed {
+		e.dst = append(e.dst, `,"missed":true`...)
+	}
 	if e.err != nil {
 		return nil, e.err
 	}

@@ -139,6 +139,7 @@ type storedEvent struct {
 	Alone          bool              `json:"alone,omitempty"`
 	Schedule       string            `json:"schedule,omitempty"`
 	GiveUp         int64             `json:"give_up,omitempty"`
+	Missed         bool              `json:"missed,omitempty"`
 }
 
 // encodeEvent returns ev as the inbox keeps it: the JSON of its
@@ -156,7 +157,7 @@ func decodeEvent(key string, data []byte) (Event, error) {
 		Kind: s.Kind, Platform: s.Platform, Conversation: s.Conversation, Parent: s.Parent, Team: s.Team, Channel: s.Channel,
 		User: s.User, Text: s.Text, Command: s.Command, Action: s.Action, Flow: s.Flow, Params: s.Params,
 		MaxFlowTimeout: s.MaxFlowTimeout, Route: s.Route, Key: key, Files: s.Files, alone: s.Alone,
-		schedule: s.Schedule, giveUp: s.GiveUp,
+		schedule: s.Schedule, giveUp: s.GiveUp, missed: s.Missed,
 	}, nil
 }
 

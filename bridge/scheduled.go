@@ -151,6 +151,10 @@ func (b *Bridge) RunScheduled(ctx context.Context, run ScheduledRun) error {
 // hears that the run did not happen and why: a scheduled run is never
 // dropped in silence. It returns what RunScheduled returns.
 func (b *Bridge) runSchedule(ctx context.Context, log *zap.Logger, ev Event) error {
+	if ev.missed {
+		b.tell(ctx, log.With(zap.String("schedule", ev.schedule), zap.String("channel", ev.Channel)), ev, Reply{Kind: ReplyInfo, Text: ev.Text})
+		return nil
+	}
 	f, ok := b.set.cat.Load().flows[strings.ToLower(ev.Flow)]
 	log = log.With(zap.String("schedule", ev.schedule), zap.String("flow", ev.Flow), zap.String("channel", ev.Channel))
 	if !ok {
@@ -239,18 +243,49 @@ func (b *Bridge) releaseScheduled() {
 	b.metrics.inflight(-1)
 }
 
-// ReportMissed tells s's channel, through r, that runs of s were missed
-// while no flowbridge process was up: the first at first, and more after
-// it; the next run is at next. Missed runs are not run late (a report at
-// 9:00 run at noon misleads), and not skipped in silence.
-func (b *Bridge) ReportMissed(ctx context.Context, s Scheduled, r Responder, first time.Time, more int, next time.Time) error {
+// MissedRuns is the report of a schedule's runs missed while no flowbridge
+// process was up, as the scheduler claimed it (the latest of them, Claimed,
+// by store.Schedules.ClaimRun) and hands it to the core.
+type MissedRuns struct {
+	Scheduled
+	// First is the first run missed, More how many were missed after it,
+	// Claimed the latest (the one claimed), and Next the next run due.
+	First   time.Time
+	More    int
+	Claimed time.Time
+	Next    time.Time
+	// Conversation and Route are the channel's, as for a ScheduledRun.
+	Conversation string
+	Route        json.RawMessage
+}
+
+// ReportMissed posts m in the schedule's channel, once: like a run, the
+// report is an inbox entry (keyed by the schedule and the run claimed),
+// and its text is kept in the outbox before it is posted, so a crash
+// between the claim and the post neither loses it nor posts it twice. It
+// returns once this process is done with it (or ctx ends), or the error
+// that kept it from the inbox.
+func (b *Bridge) ReportMissed(ctx context.Context, m MissedRuns) error {
 	extra := ""
-	if more > 0 {
-		extra = fmt.Sprintf(" (and %d later run(s) until now)", more)
+	if m.More > 0 {
+		extra = fmt.Sprintf(" (and %d later run(s) until now)", m.More)
 	}
 	layout := "2006-01-02 15:04 MST"
-	_, err := r.Send(ctx, Reply{Kind: ReplyInfo, Text: fmt.Sprintf(msgScheduleMissed, s.Name, first.Format(layout), extra, next.Format(layout))})
-	return err
+	ev := Event{
+		Kind: KindScheduled, Platform: m.Platform, Conversation: m.Conversation, Channel: m.Channel,
+		User: m.User(), Key: fmt.Sprintf("schedule/%s/missed/%d", m.Name, m.Claimed.UnixNano()), Route: m.Route,
+		Text: fmt.Sprintf(msgScheduleMissed, m.Name, m.First.Format(layout), extra, m.Next.Format(layout)),
+		schedule: m.Name, missed: true,
+	}
+	rec := b.receive(ev)
+	if err := rec.Wait(ctx); err != nil && !errors.Is(err, ErrDuplicate) && !errors.Is(err, ErrClosed) {
+		return fmt.Errorf("schedule %s: missed runs: %w", m.Name, err)
+	}
+	select {
+	case <-rec.Finished():
+	case <-ctx.Done():
+	}
+	return nil
 }
 
 // scheduleHelp lists the schedules for an admin's /flow help.

@@ -331,3 +331,46 @@ func TestScheduledRunTakenUpLateIsToldNotRun(t *testing.T) {
 		}
 	})
 }
+
+// TestMissedRunsReportedOnceAcrossARestart: the report of runs missed
+// while no flowbridge was up is an inbox entry like a run: recorded before
+// it is posted (here its platform had not attached yet; a crash between
+// the claim and the post leaves the same), posted once by the next start,
+// named by its key, and recorded once however often it is handed in.
+func TestMissedRunsReportedOnceAcrossARestart(t *testing.T) {
+	t.Parallel()
+	forEachSharedStore(t, func(t *testing.T, open func() sharedStore) {
+		fake := newReplicaFake(t, workspacetest.Agent{})
+		st := open()
+		first := newBridgeOn(t, st, fake, "first")
+		at := time.Date(2026, 11, 29, 0, 10, 0, 0, time.UTC)
+		m := bridge.MissedRuns{Scheduled: nightly, First: at, More: 11, Claimed: at.Add(55 * time.Minute), Next: at.Add(time.Hour), Conversation: "test/C1", Route: json.RawMessage(`{"to":"C1"}`)}
+		for range 2 {
+			if err := first.ReportMissed(t.Context(), m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := first.Shutdown(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		first.Close()
+
+		next := newBridgeOn(t, st, fake, "next")
+		p := newChatPlatform()
+		if resumed, _, err := next.Attach("test", p); err != nil || resumed != 1 {
+			t.Fatalf("Attach = %d resumed, %v; want the report, once", resumed, err)
+		}
+		p.waitAnswer(t, "C1")
+		if err := next.Shutdown(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		next.Close()
+		got := p.answers("C1")
+		if len(got) != 1 || !strings.Contains(got[0].Text, "missed its run at 2026-11-29 00:10") || !strings.Contains(got[0].Text, "11 later run(s)") || got[0].Ephemeral || !strings.HasPrefix(got[0].Once, "schedule/nightly/missed/") {
+			t.Errorf("answers in the channel = %+v, want the missed-run report once, public, named by its key", got)
+		}
+		if n := flowRuns(fake); n != 0 {
+			t.Errorf("%d flow runs, want 0: missed runs are reported, not run", n)
+		}
+	})
+}

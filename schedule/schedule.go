@@ -52,7 +52,7 @@ type Core interface {
 	// RunScheduled takes a claimed run into the inbox and runs it there,
 	// as every event runs, and returns once this process is done with it.
 	RunScheduled(ctx context.Context, run bridge.ScheduledRun) error
-	ReportMissed(ctx context.Context, s bridge.Scheduled, r bridge.Responder, first time.Time, more int, next time.Time) error
+	ReportMissed(ctx context.Context, m bridge.MissedRuns) error
 }
 
 // Target is a platform a schedule posts to; the Slack and Discord adapters
@@ -60,13 +60,9 @@ type Core interface {
 type Target interface {
 	// ChannelRoute returns the conversation key of channel, and the route
 	// from which the platform's bridge.Platform.Responder answers in it:
-	// a scheduled run is an event of the platform's like any other, kept
-	// in the inbox with its route.
+	// a scheduled run, or the report of runs missed, is an event of the
+	// platform's like any other, kept in the inbox with its route.
 	ChannelRoute(ctx context.Context, channel string) (conversation string, route json.RawMessage, err error)
-	// ChannelResponder returns a responder that posts in channel, and the
-	// conversation key of that channel (for the missed-run report, which
-	// is not a run).
-	ChannelResponder(ctx context.Context, channel string) (conversation string, r bridge.Responder, err error)
 }
 
 type entry struct {
@@ -190,9 +186,9 @@ func (s *Scheduler) catchUp(ctx context.Context, e *entry, now time.Time) {
 	next := e.spec.Next(now)
 	log.Warn(fmt.Sprintf("missed run at %s while flowbridge was down", first.Format(time.RFC3339)),
 		zap.Time("first_missed", first), zap.Int("more_missed", more), zap.Time("next", next))
-	_, r, err := s.targets[e.Platform].ChannelResponder(ctx, e.Channel)
+	conv, route, err := s.targets[e.Platform].ChannelRoute(ctx, e.Channel)
 	if err == nil {
-		err = s.core.ReportMissed(ctx, e.Scheduled, r, first, more, next)
+		err = s.core.ReportMissed(ctx, bridge.MissedRuns{Scheduled: e.Scheduled, First: first, More: more, Claimed: missed, Next: next, Conversation: conv, Route: route})
 	}
 	if err != nil {
 		log.Error("missed runs not posted", zap.Error(err))

@@ -37,10 +37,10 @@ func (c *core) RunScheduled(_ context.Context, run bridge.ScheduledRun) error {
 	return nil
 }
 
-func (c *core) ReportMissed(_ context.Context, s bridge.Scheduled, _ bridge.Responder, first time.Time, more int, next time.Time) error {
+func (c *core) ReportMissed(_ context.Context, m bridge.MissedRuns) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.missed = append(c.missed, first.UTC().Format("15:04")+"+"+strconv.Itoa(more)+"→"+next.UTC().Format("15:04"))
+	c.missed = append(c.missed, m.First.UTC().Format("15:04")+"+"+strconv.Itoa(m.More)+"→"+m.Next.UTC().Format("15:04"))
 	return nil
 }
 
@@ -52,10 +52,6 @@ func (c *core) snapshot() ([]time.Time, []string, []string) {
 
 // target posts nowhere: the scheduler's part ends at the responder.
 type target struct{}
-
-func (target) ChannelResponder(_ context.Context, channel string) (string, bridge.Responder, error) {
-	return "slack/T1/" + channel, nil, nil
-}
 
 func (target) ChannelRoute(_ context.Context, channel string) (string, json.RawMessage, error) {
 	return "slack/T1/" + channel, json.RawMessage(`{"channel":"` + channel + `"}`), nil

@@ -45,18 +45,3 @@ func (a *Adapter) ChannelRoute(ctx context.Context, channel string) (string, jso
 	}
 	return channelKey(guild, channel), ev.Route, nil
 }
-
-// ChannelResponder returns a responder that posts in channel, and the
-// channel's conversation key: the responder of ChannelRoute's route (the
-// missed-run report's).
-func (a *Adapter) ChannelResponder(ctx context.Context, channel string) (string, bridge.Responder, error) {
-	conv, raw, err := a.ChannelRoute(ctx, channel)
-	if err != nil {
-		return "", nil, err
-	}
-	r, err := a.Responder(bridge.Event{Route: raw})
-	if err != nil {
-		return "", nil, err
-	}
-	return conv, r, nil
-}

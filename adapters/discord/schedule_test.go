@@ -15,8 +15,8 @@ func TestScheduledRunPostsInChannel(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	r := e.start(t)
-	if _, _, err := r.a.ChannelResponder(testCtx(t), "general"); err == nil {
-		t.Error("ChannelResponder(\"general\") = nil error, want a refusal of a non-ID")
+	if _, _, err := r.a.ChannelRoute(testCtx(t), "general"); err == nil {
+		t.Error("ChannelRoute(\"general\") = nil error, want a refusal of a non-ID")
 	}
 	conv, route, err := r.a.ChannelRoute(testCtx(t), channelID)
 	if err != nil {

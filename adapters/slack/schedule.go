@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-
-	"github.com/flowbridge/flowbridge/bridge"
 )
 
 // ChannelRoute returns the conversation key of channel and the route that
@@ -23,19 +21,4 @@ func (a *Adapter) ChannelRoute(_ context.Context, channel string) (string, json.
 		return "", nil, fmt.Errorf("route: %w", err)
 	}
 	return conversationKey(a.identity().teamID, channel, ""), raw, nil
-}
-
-// ChannelResponder returns a responder that posts in channel, and the
-// channel's conversation key: the responder of ChannelRoute's route (the
-// missed-run report's).
-func (a *Adapter) ChannelResponder(ctx context.Context, channel string) (string, bridge.Responder, error) {
-	conv, raw, err := a.ChannelRoute(ctx, channel)
-	if err != nil {
-		return "", nil, err
-	}
-	r, err := a.Responder(bridge.Event{Route: raw})
-	if err != nil {
-		return "", nil, err
-	}
-	return conv, r, nil
 }
