@@ -564,8 +564,17 @@ func (r *dispatcher) process(c *leasedConv) {
 				// Not sent: whoever holds the lease now runs it, this
 				// process too if it claims the lease again.
 				delete(handled, j.ev.Key)
+				continue
 			}
-			continue
+			if hasWork(entries, handled) || r.newHere(c) {
+				continue
+			}
+			// Nothing read before the run is left, and nothing came
+			// since: an entry committed after that read signals c
+			// (c.again), by this process's recorder or another replica's
+			// notification. A read under the lease would find nothing
+			// new; the one after the lease is let go, below, still looks
+			// for an entry whose signal came too late.
 		case entryStop:
 			r.endProcess(c)
 			return
@@ -595,6 +604,15 @@ func (r *dispatcher) process(c *leasedConv) {
 		}
 		return
 	}
+}
+
+// newHere reports whether c has had a signal since the last read of its
+// entries (c.again), or holds events of this process not yet run (being
+// recorded, or recorded and not yet taken).
+func (r *dispatcher) newHere(c *leasedConv) bool {
+	r.b.mu.Lock()
+	defer r.b.mu.Unlock()
+	return c.again || len(c.recording) > 0 || len(c.live) > 0
 }
 
 // startsWork reports whether running j would start work in the AI
