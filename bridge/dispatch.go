@@ -70,6 +70,10 @@ type dispatcher struct {
 	b   *Bridge
 	st  store.Store
 	cfg ReplicaConfig
+	// uncut is context.WithoutCancel(b.ctx) (recordCtx), made once: the
+	// parent of the store calls, several of them per message, that must
+	// outlive the shutdown grace.
+	uncut context.Context
 
 	convs map[string]*leasedConv
 	held  map[string]time.Time // lease name -> when it lapses unless renewed
@@ -114,6 +118,7 @@ func newDispatcher(b *Bridge, st store.Store, cfg ReplicaConfig) *dispatcher {
 	cfg.setDefaults()
 	return &dispatcher{
 		b: b, st: st, cfg: cfg,
+		uncut:      context.WithoutCancel(b.ctx),
 		convs:      make(map[string]*leasedConv),
 		held:       make(map[string]time.Time),
 		alones:     make(map[string]bool),
@@ -127,7 +132,7 @@ func newDispatcher(b *Bridge, st store.Store, cfg ReplicaConfig) *dispatcher {
 // opCtx is the context of one store call: bounded, and not cut by the end
 // of the shutdown grace (a lease is still released then).
 func (r *dispatcher) opCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(r.b.ctx), storeOpTimeout)
+	return context.WithTimeout(r.uncut, storeOpTimeout)
 }
 
 // startReplicas starts the loops that renew leases, listen for new entries
@@ -135,7 +140,7 @@ func (r *dispatcher) opCtx() (context.Context, context.CancelFunc) {
 func (r *dispatcher) startReplicas() {
 	b := r.b
 	r.start.Do(func() {
-		ctx, cancel := context.WithCancel(context.WithoutCancel(b.ctx))
+		ctx, cancel := context.WithCancel(r.uncut)
 		r.stop = cancel
 		r.loops.Go(func() { r.heartbeat(ctx) })
 		r.loops.Go(func() { r.listen(ctx) })
@@ -993,7 +998,7 @@ func (r *dispatcher) restoreEntry(log *zap.Logger, e store.InboxEntry) (*job, in
 
 func (r *dispatcher) finishDropped(log *zap.Logger, key string) {
 	b := r.b
-	if err := b.store.Finish(recordCtx(b.ctx), key, "", nil, b.cfg.Now()); err != nil {
+	if err := b.store.Finish(r.uncut, key, "", nil, b.cfg.Now()); err != nil {
 		log.Warn("inbox entry not closed", zap.Error(err))
 	}
 }
