@@ -274,7 +274,7 @@ func (b *Bridge) ReportMissed(ctx context.Context, m MissedRuns) error {
 	ev := Event{
 		Kind: KindScheduled, Platform: m.Platform, Conversation: m.Conversation, Channel: m.Channel,
 		User: m.User(), Key: fmt.Sprintf("schedule/%s/missed/%d", m.Name, m.Claimed.UnixNano()), Route: m.Route,
-		Text: fmt.Sprintf(msgScheduleMissed, m.Name, m.First.Format(layout), extra, m.Next.Format(layout)),
+		Text:     fmt.Sprintf(msgScheduleMissed, m.Name, m.First.Format(layout), extra, m.Next.Format(layout)),
 		schedule: m.Name, missed: true,
 	}
 	rec := b.receive(ev)
