@@ -70,10 +70,6 @@ type dispatcher struct {
 	b   *Bridge
 	st  store.Store
 	cfg ReplicaConfig
-	// uncut is context.WithoutCancel(b.ctx) (recordCtx), made once: the
-	// parent of the store calls, several of them per message, that must
-	// outlive the shutdown grace.
-	uncut context.Context
 
 	convs map[string]*leasedConv
 	held  map[string]time.Time // lease name -> when it lapses unless renewed
@@ -118,7 +114,6 @@ func newDispatcher(b *Bridge, st store.Store, cfg ReplicaConfig) *dispatcher {
 	cfg.setDefaults()
 	return &dispatcher{
 		b: b, st: st, cfg: cfg,
-		uncut:      context.WithoutCancel(b.ctx),
 		convs:      make(map[string]*leasedConv),
 		held:       make(map[string]time.Time),
 		alones:     make(map[string]bool),
@@ -132,7 +127,7 @@ func newDispatcher(b *Bridge, st store.Store, cfg ReplicaConfig) *dispatcher {
 // opCtx is the context of one store call: bounded, and not cut by the end
 // of the shutdown grace (a lease is still released then).
 func (r *dispatcher) opCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(r.uncut, storeOpTimeout)
+	return context.WithTimeout(context.WithoutCancel(r.b.ctx), storeOpTimeout)
 }
 
 // startReplicas starts the loops that renew leases, listen for new entries
@@ -140,7 +135,7 @@ func (r *dispatcher) opCtx() (context.Context, context.CancelFunc) {
 func (r *dispatcher) startReplicas() {
 	b := r.b
 	r.start.Do(func() {
-		ctx, cancel := context.WithCancel(r.uncut)
+		ctx, cancel := context.WithCancel(context.WithoutCancel(b.ctx))
 		r.stop = cancel
 		r.loops.Go(func() { r.heartbeat(ctx) })
 		r.loops.Go(func() { r.listen(ctx) })
@@ -346,18 +341,16 @@ func (r *dispatcher) receiveLeasedLocked(j *job) {
 	c.recording = append(c.recording, j)
 	if !c.recorder {
 		c.recorder = true
-		b.goLocked(func() { r.recordInOrder(c) })
+		b.work.wg.Go(func() { r.recordInOrder(c) })
 	}
 }
 
 // recordInOrder records c's events one after another, so that the inbox's
 // order (Seq) is the order Receive took them in, and signals the
-// conversation's work after each; when the last is recorded and nobody runs
-// c, it runs c itself (one goroutine per message of an idle conversation,
-// not two). It is c's one recorder (c.recorder) from when it is started
-// until it finds the list empty, under the same hold of b.mu that lets the
-// next Receive start another: two recorders of one list would settle its
-// first receipt twice.
+// conversation's work after each. It is c's one recorder (c.recorder) from
+// when it is started until it finds the list empty, under the same hold of
+// b.mu that lets the next Receive start another: two recorders of one list
+// would settle its first receipt twice.
 func (r *dispatcher) recordInOrder(c *leasedConv) {
 	b := r.b
 	b.mu.Lock()
@@ -371,16 +364,6 @@ func (r *dispatcher) recordInOrder(c *leasedConv) {
 		c.recording = c.recording[1:]
 		if err == nil {
 			c.live[j.ev.Key] = j
-			if len(c.recording) == 0 && !c.running {
-				// Nothing else to record and nobody runs c: this goroutine
-				// runs it, rather than start another and end. The next
-				// Receive starts a recorder of its own.
-				c.recorder = false
-				c.running = true
-				b.mu.Unlock()
-				r.process(c)
-				return
-			}
 			r.kickLocked(c)
 		} else {
 			j.rec.finish()
@@ -569,17 +552,8 @@ func (r *dispatcher) process(c *leasedConv) {
 				// Not sent: whoever holds the lease now runs it, this
 				// process too if it claims the lease again.
 				delete(handled, j.ev.Key)
-				continue
 			}
-			if hasWork(entries, handled) || r.newHere(c) {
-				continue
-			}
-			// Nothing read before the run is left, and nothing came
-			// since: an entry committed after that read signals c
-			// (c.again), by this process's recorder or another replica's
-			// notification. A read under the lease would find nothing
-			// new; the one after the lease is let go, below, still looks
-			// for an entry whose signal came too late.
+			continue
 		case entryStop:
 			r.endProcess(c)
 			return
@@ -609,15 +583,6 @@ func (r *dispatcher) process(c *leasedConv) {
 		}
 		return
 	}
-}
-
-// newHere reports whether c has had a signal since the last read of its
-// entries (c.again), or holds events of this process not yet run (being
-// recorded, or recorded and not yet taken).
-func (r *dispatcher) newHere(c *leasedConv) bool {
-	r.b.mu.Lock()
-	defer r.b.mu.Unlock()
-	return c.again || len(c.recording) > 0 || len(c.live) > 0
 }
 
 // startsWork reports whether running j would start work in the AI
@@ -998,7 +963,7 @@ func (r *dispatcher) restoreEntry(log *zap.Logger, e store.InboxEntry) (*job, in
 
 func (r *dispatcher) finishDropped(log *zap.Logger, key string) {
 	b := r.b
-	if err := b.store.Finish(r.uncut, key, "", nil, b.cfg.Now()); err != nil {
+	if err := b.store.Finish(recordCtx(b.ctx), key, "", nil, b.cfg.Now()); err != nil {
 		log.Warn("inbox entry not closed", zap.Error(err))
 	}
 }

@@ -171,7 +171,7 @@ func (b *Bridge) record(j *job) error {
 	if j.kind == KindAction && ev.Action.ID == ActionStop {
 		// Marked before the press is recorded, so that the notification
 		// its record brings other replicas finds the mark (see stop.go).
-		res, err := b.markStop(b.disp.uncut, ev)
+		res, err := b.markStop(recordCtx(b.ctx), ev)
 		if err != nil {
 			return b.notRecorded(ev, err)
 		}
@@ -182,7 +182,7 @@ func (b *Bridge) record(j *job) error {
 		var fresh bool
 		began := b.cfg.Now()
 		err = b.noteWrite(func() (err error) {
-			fresh, err = b.store.Receive(b.disp.uncut, b.inboxEntry(ev, data))
+			fresh, err = b.store.Receive(recordCtx(b.ctx), b.inboxEntry(ev, data))
 			return err
 		})
 		if err == nil {
@@ -230,7 +230,7 @@ func (b *Bridge) ack(ev Event) error {
 		// attached yet (see receive).
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(b.disp.uncut, ackTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), ackTimeout)
 	defer cancel()
 	if err := ev.platform.Acknowledge(ctx, ev); err != nil {
 		b.log.Warn("event not acknowledged", zap.String("platform", ev.Platform), zap.String("event_key", ev.Key), zap.Error(err))
@@ -301,7 +301,6 @@ func (b *Bridge) markSent(ctx context.Context, log *zap.Logger, ev Event) bool {
 // values without its end, so that work cut off when the shutdown grace ends
 // still leaves its record, as the next start needs it. The store bounds the
 // call itself (PostgreSQL's Options.Timeout; a bbolt commit is local).
-// dispatcher.uncut is recordCtx(b.ctx), made once.
 func recordCtx(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
 
 // answered closes ev's inbox entry with its reply and applies turn (a chat
@@ -355,7 +354,7 @@ func (b *Bridge) Attach(platform string, p Platform) (resumed, told int, err err
 
 // tellRestartedNow is tellRestarted on the caller's goroutine.
 func (b *Bridge) tellRestartedNow(log *zap.Logger, ev Event) {
-	ctx, cancel := context.WithTimeout(b.disp.uncut, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 10*time.Second)
 	defer cancel()
 	text := msgRestartedChat
 	name, isFlow := flowOf(ev)
