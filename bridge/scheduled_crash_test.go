@@ -81,6 +81,28 @@ func newBridgeOn(t *testing.T, st store.Store, fake *workspacetest.Server, name 
 	return b
 }
 
+// stopBridge shuts b down and closes it, as a process that stops.
+func stopBridge(t *testing.T, b *bridge.Bridge) {
+	t.Helper()
+	if err := b.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+}
+
+// answerAfterRestart is the next start on st: a bridge that takes up the
+// one scheduled entry left (resumed, not told), posts through p in the
+// channel, and stops.
+func answerAfterRestart(t *testing.T, st store.Store, fake *workspacetest.Server, p *chatPlatform) {
+	t.Helper()
+	next := newBridgeOn(t, st, fake, "next")
+	if resumed, told, err := next.Attach("test", p); err != nil || resumed != 1 || told != 0 {
+		t.Fatalf("Attach = %d resumed, %d told, %v; want 1, 0", resumed, told, err)
+	}
+	p.waitAnswer(t, "C1")
+	stopBridge(t, next)
+}
+
 // TestScheduledRunReceivedRunsOnceAfterRestart: a scheduled run recorded
 // and not started (here its platform's adapter had not attached yet; a
 // crash between the record and the run leaves the same) is in the inbox,
@@ -108,21 +130,10 @@ func TestScheduledRunReceivedRunsOnceAfterRestart(t *testing.T) {
 		if err := first.RunScheduled(t.Context(), run); err != nil {
 			t.Fatal(err)
 		}
-		if err := first.Shutdown(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		first.Close()
+		stopBridge(t, first)
 
-		next := newBridgeOn(t, st, fake, "next")
 		p := newChatPlatform()
-		if resumed, told, err := next.Attach("test", p); err != nil || resumed != 1 || told != 0 {
-			t.Fatalf("Attach = %d resumed, %d told, %v; want 1, 0", resumed, told, err)
-		}
-		p.waitAnswer(t, "C1")
-		if err := next.Shutdown(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		next.Close()
+		answerAfterRestart(t, st, fake, p)
 		got := p.answers("C1")
 		if len(got) != 1 || !strings.Contains(got[0].Text, "checked web7") || got[0].Ephemeral || got[0].Once != key {
 			t.Errorf("answers in the channel = %+v, want the result once, public, named %q", got, key)
@@ -262,15 +273,7 @@ func TestScheduledAnswerKeptPostedOnce(t *testing.T) {
 			t.Fatalf("Pending after the shutdown = %+v, %v; want the run sent with its result kept", pending, err)
 		}
 
-		next := newBridgeOn(t, st, fake, "next")
-		if resumed, told, err := next.Attach("test", p); err != nil || resumed != 1 || told != 0 {
-			t.Fatalf("Attach = %d resumed, %d told, %v; want 1, 0", resumed, told, err)
-		}
-		p.waitAnswer(t, "C1")
-		if err := next.Shutdown(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		next.Close()
+		answerAfterRestart(t, st, fake, p)
 		got := p.answers("C1")
 		if len(got) != 1 || !strings.Contains(got[0].Text, "checked web7") || got[0].Ephemeral || got[0].Once != key || !got[0].Again {
 			t.Errorf("answers in the channel = %+v, want the kept result once, public, named %q, looked for first", got, key)
@@ -300,21 +303,10 @@ func TestScheduledRunTakenUpLateIsToldNotRun(t *testing.T) {
 		if err := first.RunScheduled(t.Context(), run); err != nil {
 			t.Fatal(err)
 		}
-		if err := first.Shutdown(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		first.Close()
+		stopBridge(t, first)
 
-		next := newBridgeOn(t, st, fake, "next")
 		p := newChatPlatform()
-		if _, _, err := next.Attach("test", p); err != nil {
-			t.Fatal(err)
-		}
-		p.waitAnswer(t, "C1")
-		if err := next.Shutdown(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		next.Close()
+		answerAfterRestart(t, st, fake, p)
 		got := p.answers("C1")
 		if len(got) != 1 || !strings.Contains(got[0].Text, "did not make its run of 2026-11-29 06:30") || got[0].Ephemeral || got[0].Once != key {
 			t.Errorf("answers in the channel = %+v, want one public notice that the run was not made late, named %q", got, key)
@@ -350,21 +342,10 @@ func TestMissedRunsReportedOnceAcrossARestart(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := first.Shutdown(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		first.Close()
+		stopBridge(t, first)
 
-		next := newBridgeOn(t, st, fake, "next")
 		p := newChatPlatform()
-		if resumed, _, err := next.Attach("test", p); err != nil || resumed != 1 {
-			t.Fatalf("Attach = %d resumed, %v; want the report, once", resumed, err)
-		}
-		p.waitAnswer(t, "C1")
-		if err := next.Shutdown(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		next.Close()
+		answerAfterRestart(t, st, fake, p)
 		got := p.answers("C1")
 		if len(got) != 1 || !strings.Contains(got[0].Text, "missed its run at 2026-11-29 00:10") || !strings.Contains(got[0].Text, "11 later run(s)") || got[0].Ephemeral || !strings.HasPrefix(got[0].Once, "schedule/nightly/missed/") {
 			t.Errorf("answers in the channel = %+v, want the missed-run report once, public, named by its key", got)
