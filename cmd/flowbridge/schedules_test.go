@@ -65,6 +65,20 @@ func TestCheckConfigSchedules(t *testing.T) {
 	}
 }
 
+// nightlyOnSlack is the [[schedules]] entry of the process tests: the
+// healthcheck flow on cron, posted in the Slack channel.
+func nightlyOnSlack(cron string) string {
+	return `
+[[schedules]]
+name = "nightly"
+flow = "healthcheck"
+params = { host = "sched-host" }
+cron = "` + cron + `"
+platform = "slack"
+channel = "` + slackChannel + `"
+`
+}
+
 // TestScheduleEndToEnd: flowbridge run with a [[schedules]] entry on Slack
 // reports the run missed while it was down, runs the flow on its
 // expression and posts the result in the channel, audited as run by the
@@ -73,15 +87,7 @@ func TestScheduleEndToEnd(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, stackOptions{slack: true})
 	s.slack.AddChannel(slacktest.Channel{ID: slackChannel, Name: "general"})
-	cfg := s.config(stackOptions{}) + `
-[[schedules]]
-name = "nightly"
-flow = "healthcheck"
-params = { host = "sched-host" }
-cron = "@every 1s"
-platform = "slack"
-channel = "` + slackChannel + `"
-`
+	cfg := s.config(stackOptions{}) + nightlyOnSlack("@every 1s")
 	cfg = strings.Replace(cfg, "[bridge]\n", "[bridge]\nadmins = [\"local\"]\n", 1)
 	if err := os.WriteFile(s.path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -154,15 +160,7 @@ func TestScheduledRunKilledMidFlow(t *testing.T) {
 	}})
 	t.Cleanup(func() { close(release) }) // after the processes' cleanups
 	config := func(cron string) {
-		cfg := s.config(stackOptions{}) + `
-[[schedules]]
-name = "nightly"
-flow = "healthcheck"
-params = { host = "sched-host" }
-cron = "` + cron + `"
-platform = "slack"
-channel = "` + slackChannel + `"
-`
+		cfg := s.config(stackOptions{}) + nightlyOnSlack(cron)
 		if err := os.WriteFile(s.path, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
